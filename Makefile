@@ -1,0 +1,36 @@
+# Two set-up commands on a fresh machine: `make run` and `make test`.
+PY        ?= python3
+VENV      := .venv
+BIN       := $(VENV)/bin
+STAMP     := $(VENV)/.installed
+LEDGER    ?= $(or $(LOOPLEDGER_DB),ledger.sqlite)
+PORT      ?= 8501
+
+.PHONY: run test bench lint ingest clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+ingest: $(STAMP)
+	$(BIN)/loopledger ingest sample_data --db $(LEDGER)
+
+run: $(STAMP)
+	@echo "LoopLedger ledger: $(abspath $(LEDGER))  (override: make run LEDGER=path or LOOPLEDGER_DB=path)"
+	$(BIN)/loopledger ingest sample_data --db $(LEDGER) || test $$? -eq 3
+	@echo "Dashboard: http://127.0.0.1:$(PORT)/"
+	$(BIN)/loopledger dashboard --db $(LEDGER) --port $(PORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check ingest app tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-artifacts

@@ -1,0 +1,143 @@
+"""Normalized events: the one shape every transcript format is read into.
+
+A reader yields a flat stream of items for one file:
+
+    SessionStart, <events of that session>..., SessionStart, <events>..., with ReadError anywhere
+
+so a file holding many sessions (tau-bench results, OpenHands output.jsonl) streams without
+holding more than one record in memory. Events are immutable; `line` is the source line (JSONL)
+or record index (JSON documents), 1-based, kept for error messages and the Session page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import xxhash
+
+
+def text_digest(text: str) -> str:
+    """Stable digest of a whole answer text; equality of answers is equality of digests.
+
+    Stored next to the capped text in the ledger so that a recheck from the ledger compares
+    exactly what an ingest from the file compared.
+    """
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What a reader knows about a session before its events."""
+
+    key: str  # unique within the source file (e.g. the Claude Code sessionId, a task id, "0")
+    format: str  # reader name, e.g. "openai-chat", "claude-code"
+    title: str = ""
+    agent: str | None = None
+    model: str | None = None
+    started_at: str | None = None  # ISO-8601 where the format has it
+    parent_key: str | None = None  # subagent → parent session key, where known
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStart:
+    info: SessionInfo
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    """A message from the person: a run boundary (seed 000's break_run)."""
+
+    text: str
+    ts: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Prose:
+    """An assistant message without tool calls (the stagnation detector reads these)."""
+
+    text: str
+    ts: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call. `args` is the parsed JSON value (normally a dict); None ≡ {}.
+
+    When the transcript's argument string is not valid JSON, `args` holds the raw string and
+    `args_malformed` is True: the call is still checked (keyed on that string), and flagged.
+    """
+
+    id: str | None
+    name: str
+    args: Any = None
+    args_malformed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The tool calls of one assistant message, in emission order (possibly one call)."""
+
+    calls: tuple[Call, ...]
+    text: str = ""  # prose the assistant wrote alongside the calls, if any
+    ts: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One call's result. `digest` is text_digest(full text); computed when not given."""
+
+    call_id: str | None
+    text: str
+    is_error: bool = False
+    ts: str | None = None
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.digest:
+            object.__setattr__(self, "digest", text_digest(self.text))
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """Results that came back, keyed by call id (one message may answer several calls).
+
+    Formats without call ids (SWE-agent) give `call_id=None`: the replay engine pairs such an
+    answer with the oldest unanswered call of the pending batch.
+    """
+
+    answers: tuple[Answer, ...]
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadError:
+    """A malformed line or record: reading goes on, the caller decides where it is stored."""
+
+    path: str
+    line: int | None
+    message: str
+    excerpt: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.message}"
+
+
+Event = UserTurn | Prose | Batch | Answers
+Item = SessionStart | UserTurn | Prose | Batch | Answers | ReadError
+
+EXCERPT_CHARS = 200
+
+
+def excerpt(raw: str | bytes, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable slice of a bad line for an error message."""
+    if isinstance(raw, bytes):
+        raw = raw[: limit * 4].decode("utf-8", "replace")
+    raw = raw.replace("\n", "\\n")
+    return raw if len(raw) <= limit else raw[:limit] + "…"

@@ -1,0 +1,204 @@
+"""The ledger's tables, in SQLAlchemy Core. Changed only through a migration (ingest/ledger/migrations).
+
+Conventions: a session's events are numbered by `seq` (0-based, every kind); `calls` and `checks`
+point at the batch event by `seq` and at the call inside it by `idx` (checks of batch-level
+detectors use idx = -1). Text columns holding transcript text are capped at ingest; the full
+text's digest is kept beside them so equality stays exact.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+BATCH_LEVEL = -1  # checks.idx / results.idx of a check on a whole batch (run-length)
+
+sources = Table(
+    "sources",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("path", Text, nullable=False, unique=True),
+    Column("format", String(40)),
+    Column("size", Integer, nullable=False, default=0),
+    Column("mtime", Float),
+    Column("content_hash", String(64)),  # digest of the bytes up to byte_offset
+    Column("byte_offset", Integer, nullable=False, default=0),  # bytes read and stored
+    Column("status", String(20), nullable=False, default="new"),  # new|ok|quarantined|error|missing
+    Column("error", Text),
+    Column("claimed_by", String(80)),  # worker id holding it (several workers on PostgreSQL)
+    Column("claimed_at", Float),
+    Column("ingested_at", Float),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("source_id", Integer, ForeignKey("sources.id", ondelete="CASCADE"), nullable=False),
+    Column("key", Text, nullable=False),
+    Column("format", String(40), nullable=False),
+    Column("title", Text, nullable=False, default=""),
+    Column("agent", Text),
+    Column("model", Text),
+    Column("started_at", String(40)),
+    Column("ended_at", String(40)),
+    Column("parent_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
+    Column("parent_key", Text),
+    Column("n_events", Integer, nullable=False, default=0),
+    Column("n_runs", Integer, nullable=False, default=0),
+    Column("n_calls", Integer, nullable=False, default=0),
+    Column("updated_at", Float),
+    UniqueConstraint("source_id", "key", name="uq_sessions_source_key"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("idx", Integer, primary_key=True),  # 0-based run number within the session
+    Column("first_seq", Integer, nullable=False),
+    Column("last_seq", Integer, nullable=False),
+    Column("n_calls", Integer, nullable=False, default=0),
+    Column("started_at", String(40)),
+    Column("user_text", Text),  # capped
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("run_idx", Integer, nullable=False),
+    Column("kind", String(10), nullable=False),  # user|prose|batch|answers (ingest.vocab)
+    Column("text", Text),  # capped; for answers events NULL (answers live on calls)
+    Column("text_hash", String(32)),  # digest of the full text (stagnation compares it)
+    Column("ts", String(40)),
+    Column("line", Integer),
+)
+
+calls = Table(
+    "calls",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the batch event
+    Column("idx", Integer, primary_key=True),  # position in the batch
+    Column("run_idx", Integer, nullable=False),
+    Column("call_id", Text),
+    Column("tool", Text, nullable=False),
+    Column("args", Text, nullable=False),  # canonical JSON (capped) or the raw malformed string
+    Column("args_hash", String(32), nullable=False),
+    Column("args_malformed", Boolean, nullable=False, default=False),
+    Column("answer", Text),  # capped; NULL while unanswered
+    Column("answer_hash", String(32)),  # digest of the full answer text
+    Column("answer_len", Integer),
+    Column("is_error", Boolean),
+    Column("answer_seq", Integer),  # the answers event that carried it
+    Column("answer_ts", String(40)),
+)
+Index("ix_calls_tool", calls.c.tool)
+
+policies = Table(
+    "policies",
+    metadata,
+    Column("id", String(32), primary_key=True),  # hash of the canonical spec
+    Column("detector", String(20), nullable=False),
+    Column("params", Text, nullable=False),  # canonical JSON
+    Column("label", Text, nullable=False),
+    Column("is_default", Boolean, nullable=False, default=False),
+    Column("created_at", Float),
+)
+
+checks = Table(
+    "checks",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("idx", Integer, primary_key=True),  # call index, or BATCH_LEVEL
+    Column("run_idx", Integer, nullable=False),
+    Column("verdict", String(12), nullable=False),  # allow|warn|block|halt|after_halt
+    Column("count", Integer),
+    Column("total", Integer),
+    Column("threshold", Integer),
+    Column("reason", Text),
+)
+
+results = Table(
+    "results",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the batch event the answers belong to
+    Column("idx", Integer, primary_key=True),
+    Column("outcome", String(16), nullable=False),  # repeated|changed|not_comparable|not_current
+)
+
+# Kept current at ingest so the Sessions page never scans `checks`.
+session_stats = Table(
+    "session_stats",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), primary_key=True),
+    Column("runs", Integer, nullable=False, default=0),
+    Column("calls", Integer, nullable=False, default=0),
+    Column("strikes", Integer, nullable=False, default=0),
+    Column("warnings", Integer, nullable=False, default=0),
+    Column("blocks", Integer, nullable=False, default=0),
+    Column("halts", Integer, nullable=False, default=0),
+    Column("saved", Integer, nullable=False, default=0),  # calls a halt would have saved
+    Column("halted_runs", Integer, nullable=False, default=0),
+    Column("first_halt_seq", Integer),
+)
+Index("ix_session_stats_policy", session_stats.c.policy_id, session_stats.c.halts)
+
+run_outcomes = Table(
+    "run_outcomes",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("run_idx", Integer, primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), primary_key=True),
+    Column("outcome", String(10), nullable=False),  # clean|warned|blocked|halted
+    Column("halt_seq", Integer),
+    Column("halt_idx", Integer),
+    Column("strikes", Integer, nullable=False, default=0),
+    Column("warnings", Integer, nullable=False, default=0),
+    Column("blocks", Integer, nullable=False, default=0),
+    Column("saved", Integer, nullable=False, default=0),
+)
+
+ingest_errors = Table(
+    "ingest_errors",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("source_id", Integer, ForeignKey("sources.id", ondelete="CASCADE"), nullable=False),
+    Column("line", Integer),
+    Column("message", Text, nullable=False),
+    Column("excerpt", Text),
+    Column("created_at", Float),
+)
+Index("ix_ingest_errors_source", ingest_errors.c.source_id)
+
+labels = Table(
+    "labels",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("run_idx", Integer, nullable=False),
+    Column("label", String(20), nullable=False),  # real_loop | not_loop
+    Column("note", Text),
+    Column("created_at", Float),
+    UniqueConstraint("session_id", "run_idx", name="uq_labels_run"),
+)

@@ -1,0 +1,21 @@
+"""The words every detector speaks in the ledger and the UI (design.md, "Policies in the ledger")."""
+
+ALLOW = "allow"
+WARN = "warn"
+BLOCK = "block"
+HALT = "halt"
+AFTER_HALT = "after_halt"  # a step after a halt in the same run: not checked, counted as saved
+VERDICTS = (ALLOW, WARN, BLOCK, HALT, AFTER_HALT)
+
+REPEATED = "repeated"  # a strike: the answers matched the previous occurrence's
+CHANGED = "changed"  # progress: the answers differ
+NOT_COMPARABLE = "not_comparable"  # an answer is unknown on either side
+NOT_CURRENT = "not_current"  # the batch is no longer the detector's current run
+OUTCOMES = (REPEATED, CHANGED, NOT_COMPARABLE, NOT_CURRENT)
+
+# Run outcome per policy, worst verdict wins.
+CLEAN, WARNED, BLOCKED, HALTED = "clean", "warned", "blocked", "halted"
+RUN_OUTCOMES = (CLEAN, WARNED, BLOCKED, HALTED)
+
+# Event kinds as stored in the ledger.
+KIND_USER, KIND_PROSE, KIND_BATCH, KIND_ANSWERS = "user", "prose", "batch", "answers"
