@@ -1,0 +1,82 @@
+"""Transcript readers: one module per format, chosen by sniffing the content.
+
+Each reader module exposes:
+    NAME: str                           the format's name (stored in the ledger, used by --format)
+    DESCRIPTION: str                    one line for `--help` and error messages
+    sniff(head: bytes) -> bool          True when the first bytes look like this format
+    read(path: Path) -> Iterator[Item]  SessionStart, events…, ReadError anywhere; streaming
+Order matters in READER_MODULES: more specific formats are sniffed before general ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+from ingest.events import Item
+
+READER_MODULES = (
+    "claude_code",
+    "codex",
+    "gemini",
+    "atif",
+    "swe_agent",
+    "openhands",
+    "openai_responses",
+    "anthropic",
+    "openai_chat",
+    "aider",
+)
+SNIFF_BYTES = 64 * 1024
+
+
+class UnknownFormat(ValueError):
+    """No reader recognised the file; the message says what was seen."""
+
+
+def readers() -> dict[str, ModuleType]:
+    """Format name → reader module, in sniffing order (modules not written yet are skipped)."""
+    out: dict[str, ModuleType] = {}
+    for name in READER_MODULES:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue
+            raise
+        out[mod.NAME] = mod
+    return out
+
+
+def _describe(head: bytes) -> str:
+    text = head[:120].decode("utf-8", "replace").replace("\n", "\\n")
+    if not head.strip():
+        return "an empty file"
+    return f"content starting {text!r}"
+
+
+def sniff(path: Path | str) -> str:
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(SNIFF_BYTES)
+    for name, mod in readers().items():
+        try:
+            if mod.sniff(head):
+                return name
+        except Exception:  # a sniffer must never take the whole ingest down  # noqa: BLE001
+            continue
+    known = ", ".join(readers())
+    raise UnknownFormat(f"{path}: not a transcript format LoopLedger reads ({_describe(head)}); "
+                        f"known formats: {known}; pass --format to force one")
+
+
+def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
+    """Stream the items of one file; `format` overrides sniffing."""
+    path = Path(path)
+    mods = readers()
+    name = format or sniff(path)
+    if name not in mods:
+        raise UnknownFormat(f"unknown format {name!r}; known formats: {', '.join(mods)}")
+    return mods[name].read(path)
