@@ -1,0 +1,199 @@
+"""Helpers every reader shares. A small, stable API; other readers import it.
+
+    iter_jsonl(path, max_line_bytes=...) -> Iterator[(line_no, value | ReadError)]
+        Stream a JSONL file one line at a time (memory flat); blank lines skipped; a bad line
+        (bad JSON, non-UTF-8 bytes, too deep, too long) becomes a ReadError naming file:line.
+    load_json(path, max_bytes=...) -> value | ReadError
+        A whole JSON document, or one ReadError naming file:line:column.
+    parse_json(raw: bytes | str) -> value                     (orjson; raises ValueError)
+    json_error_message(raw, exc) -> str                        plain words for a decode failure
+    bad(path, line, message, raw=b"") -> ReadError             with an excerpt of the raw input
+    content_text(content) -> str                               string-or-blocks content as text
+    parse_args(raw) -> (args, malformed)                       tool arguments from a JSON string
+    as_text(value) -> str                                      any answer/output value as text
+    head_text(head) -> str                                     sniff bytes as text, BOM/space gone
+    head_records(head, limit=8) -> list[Any]                   the complete JSONL lines in a head
+    str_or_none(value) -> str | None                           timestamps, ids: str or None
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ingest.events import ReadError, excerpt
+
+# Real Claude Code lines carry base64 screenshots of several MB; beyond this a line is not a
+# transcript line but a fault, and reading it whole would break the flat-memory promise.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+# JSON documents (not JSONL) are loaded whole by design; this bounds what "whole" may mean.
+MAX_DOC_BYTES = 512 * 1024 * 1024
+_CHUNK = 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+parse_json = orjson.loads
+
+
+def bad(path: Path | str, line: int | None, message: str, raw: bytes | str = b"") -> ReadError:
+    return ReadError(str(path), line, message, excerpt(raw) if raw else "")
+
+
+def json_error_message(raw: bytes | str, exc: Exception) -> str:
+    """Plain words for why `raw` did not decode (orjson's own text is terse or misleading)."""
+    text = str(exc)
+    if isinstance(raw, bytes) and "not valid UTF-8" in text:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            byte = raw[err.start]
+            return f"not valid UTF-8: byte 0x{byte:02x} at offset {err.start}"
+        return "not valid UTF-8 (lone surrogate escape)"
+    if "depth limit exceeded" in text or "recursion" in text.lower():
+        return "JSON nested too deeply (more than 1024 levels)"
+    return f"invalid JSON: {text}"
+
+
+def iter_jsonl(path: Path | str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
+    """Yield (line_no, parsed value | ReadError) for each non-blank line, 1-based."""
+    with open(path, "rb") as fh:
+        line_no = 0
+        while True:
+            raw = fh.readline(max_line_bytes + 1)
+            if not raw:
+                return
+            line_no += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                # Skip the rest of the line in chunks: never hold an enormous line in memory.
+                size = len(raw)
+                while True:
+                    rest = fh.readline(_CHUNK)
+                    size += len(rest)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                yield line_no, bad(path, line_no, f"line too long ({size} bytes; the limit is "
+                                   f"{max_line_bytes} bytes), skipped", raw[:400])
+                continue
+            if line_no == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            if not raw.strip():
+                continue
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                yield line_no, bad(path, line_no, json_error_message(raw, exc), raw)
+                continue
+            yield line_no, value
+
+
+def load_json(path: Path | str, max_bytes: int = MAX_DOC_BYTES) -> Any:
+    """The whole document at `path`, or a ReadError (line = the failing line, 1-based)."""
+    try:
+        size = Path(path).stat().st_size
+        if size > max_bytes:
+            return bad(path, None, f"JSON document too large ({size} bytes; the limit is {max_bytes})")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        return bad(path, None, f"cannot read file: {exc.strerror or exc}")
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        pos = max(0, min(exc.pos, len(raw)))
+        line = raw.count(b"\n", 0, pos) + 1
+        start = raw.rfind(b"\n", 0, pos) + 1
+        return bad(path, line, json_error_message(raw, exc), raw[start:start + 400])
+
+
+def content_text(content: Any) -> str:
+    """Text of a message's content: a string, a list of blocks/strings, or a single block.
+
+    Text blocks are joined with newlines; non-text blocks (images, documents) become a short
+    placeholder so a message made only of them is not mistaken for an empty one.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return as_text(content)
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            text = block.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+            elif kind in ("tool_result", "function_call_output") and "content" in block:
+                parts.append(content_text(block.get("content")))
+            elif isinstance(kind, str):
+                parts.append(f"[{kind}]")
+        elif block is not None:
+            parts.append(as_text(block))
+    return "\n".join(p for p in parts if p)
+
+
+def as_text(value: Any) -> str:
+    """An answer or output of any JSON type as text (non-strings as compact JSON)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)
+
+
+def parse_args(raw: Any) -> tuple[Any, bool]:
+    """Tool arguments → (args, malformed). A JSON string is parsed; an unparsable one is kept
+    raw with malformed=True (the call is still checked, keyed on that string). None/"" → None."""
+    if raw is None:
+        return None, False
+    if not isinstance(raw, str):
+        return raw, False
+    if not raw.strip():
+        return None, False
+    try:
+        return orjson.loads(raw), False
+    except orjson.JSONDecodeError:
+        return raw, True
+
+
+def str_or_none(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def head_text(head: bytes) -> str:
+    """The sniffed bytes as text, BOM and leading whitespace removed (bad bytes replaced)."""
+    if head.startswith(_BOM):
+        head = head[len(_BOM):]
+    return head.decode("utf-8", "replace").lstrip()
+
+
+def head_records(head: bytes, limit: int = 8) -> list[Any]:
+    """The first `limit` parsable JSONL lines in `head`: what JSONL sniffers look at."""
+    if head.startswith(_BOM):
+        head = head[len(_BOM):]
+    out: list[Any] = []
+    # A last line cut off by the sniff limit fails to parse and is left out like any bad line.
+    for line in head.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+        if len(out) >= limit:
+            break
+    return out
