@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOC_BYTES = 512 * 1024 * 1024
 _CHUNK = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+
+_ORJSON_POS = re.compile(r": line \d+ column \d+ \(char \d+\)$")
 
 parse_json = orjson.loads
 
@@ -53,7 +56,11 @@ def json_error_message(raw: bytes | str, exc: Exception) -> str:
         return "not valid UTF-8 (lone surrogate escape)"
     if "depth limit exceeded" in text or "recursion" in text.lower():
         return "JSON nested too deeply (more than 1024 levels)"
-    return f"invalid JSON: {text}"
+    # orjson appends "line L column C (char N)" relative to `raw`; within one JSONL line the
+    # "line" part would contradict the file line we report, so say the character instead.
+    text = _ORJSON_POS.sub("", text)
+    pos = getattr(exc, "pos", None)
+    return f"invalid JSON: {text}" + (f" (at character {pos + 1})" if isinstance(pos, int) else "")
 
 
 def iter_jsonl(path: Path | str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
@@ -104,6 +111,10 @@ def load_json(path: Path | str, max_bytes: int = MAX_DOC_BYTES) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         pos = max(0, min(exc.pos, len(raw)))
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            pos = err.start  # orjson reports a UTF-8 fault at position 0
         line = raw.count(b"\n", 0, pos) + 1
         start = raw.rfind(b"\n", 0, pos) + 1
         return bad(path, line, json_error_message(raw, exc), raw[start:start + 400])
