@@ -14,6 +14,9 @@
     head_text(head) -> str                                     sniff bytes as text, BOM/space gone
     head_records(head, limit=8) -> list[Any]                   the complete JSONL lines in a head
     str_or_none(value) -> str | None                           timestamps, ids: str or None
+    first_line(path) -> value | None                           the first non-blank line, parsed
+                                                               (None if it is not one JSON value)
+    title_of(text, limit=100) -> str                           a session title from a prompt
 """
 
 from __future__ import annotations
@@ -208,3 +211,27 @@ def head_records(head: bytes, limit: int = 8) -> list[Any]:
         if len(out) >= limit:
             break
     return out
+
+
+def first_line(path: Path | str, max_bytes: int = 1024 * 1024) -> Any:
+    """The first non-blank line parsed as JSON, or None: tells JSONL from a JSON document
+    (a pretty-printed document's first line is "[" or "{", which does not parse alone)."""
+    with open(path, "rb") as fh:
+        for raw in iter(lambda: fh.readline(max_bytes), b""):
+            if raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            if raw.strip():
+                try:
+                    return orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    return None
+    return None
+
+
+def title_of(text: str, limit: int = 100) -> str:
+    """First non-blank line of a prompt, cut to `limit` characters."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
