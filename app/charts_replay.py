@@ -1,0 +1,123 @@
+"""Altair chart builders for the Replay and Compare pages: pure functions, rows in, chart out.
+
+No Streamlit here, so every chart is unit-tested by its spec (tests/test_sweep.py). Transcript
+text never reaches a chart: only numbers, verdict words, setting labels and session ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from ingest import vocab
+
+VERDICT_COLORS = {
+    vocab.ALLOW: "#9aa5b1",
+    vocab.WARN: "#f2a900",
+    vocab.BLOCK: "#e8590c",
+    vocab.HALT: "#c92a2a",
+    vocab.AFTER_HALT: "#ced4da",
+}
+METRICS = ("halts", "warnings", "blocks", "saved", "halted_runs")
+
+
+def counter_rows(steps: Sequence[Any]) -> list[dict[str, Any]]:
+    """Per step with checks: the largest count/total and the smallest threshold, plus the verdict.
+
+    Per-call policies check several calls in one batch; the most advanced counter is what a
+    person watching the guard wants to see against the threshold.
+    """
+    rank = {v: i for i, v in enumerate((vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK, vocab.HALT))}
+    rows = []
+    for step in steps:
+        checks = [c for c in step.checks if c.verdict != vocab.AFTER_HALT]
+        if not checks:
+            if step.checks:
+                rows.append({"seq": step.seq, "series": "count", "value": None, "verdict": vocab.AFTER_HALT})
+            continue
+        verdict = max((c.verdict for c in checks), key=lambda v: rank.get(v, 0))
+        for name in ("count", "total", "threshold"):
+            vals = [getattr(c, name) for c in checks if getattr(c, name) is not None]
+            if vals:
+                value = min(vals) if name == "threshold" else max(vals)
+                rows.append({"seq": step.seq, "series": name, "value": value, "verdict": verdict})
+    return rows
+
+
+def counters_chart(rows: Sequence[dict[str, Any]], cursor: int | None, height: int = 180) -> alt.LayerChart:
+    """Counters against the threshold over every step, verdict dots, the cursor as a rule."""
+    df = pd.DataFrame(list(rows), columns=["seq", "series", "value", "verdict"])
+    base = alt.Chart(df).encode(x=alt.X("seq:Q", title="step (event seq)"))
+    lines = base.mark_line(interpolate="step-after").encode(
+        y=alt.Y("value:Q", title="count"),
+        color=alt.Color("series:N", title=None),
+        strokeDash=alt.condition(alt.datum.series == "threshold", alt.value([4, 3]), alt.value([1, 0])),
+    )
+    dots = base.transform_filter(
+        (alt.datum.series == "count") & (alt.datum.verdict != vocab.ALLOW)
+    ).mark_point(filled=True, size=50).encode(
+        y="value:Q",
+        fill=alt.Fill("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values()))),
+        tooltip=["seq:Q", "verdict:N", "value:Q"],
+    )
+    layers = [lines, dots]
+    if cursor is not None:
+        layers.append(alt.Chart(pd.DataFrame({"seq": [cursor]})).mark_rule(color="#1c7ed6", strokeWidth=2)
+                      .encode(x="seq:Q"))
+    return alt.layer(*layers).properties(height=height)
+
+
+def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
+                      metrics: Sequence[str] = ("halts", "warnings", "saved")) -> alt.Chart:
+    """Each metric against the swept parameter, one line per metric (invalid settings dropped)."""
+    long = [{param: r[param], "metric": m, "value": r[m]}
+            for r in rows if r.get("error") is None for m in metrics]
+    df = pd.DataFrame(long, columns=[param, "metric", "value"])
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X(f"{param}:O", title=param),
+        y=alt.Y("value:Q", title="count"),
+        color=alt.Color("metric:N", title=None),
+        tooltip=[f"{param}:O", "metric:N", "value:Q"],
+    ).properties(height=260)
+
+
+def grid_heatmap(rows: Sequence[dict[str, Any]], param: str, param2: str, metric: str = "halts") -> alt.Chart:
+    """Two swept parameters → a heatmap of one metric (invalid combinations left blank)."""
+    df = pd.DataFrame([r for r in rows if r.get("error") is None], columns=[param, param2, metric])
+    return alt.Chart(df).mark_rect().encode(
+        x=alt.X(f"{param}:O"), y=alt.Y(f"{param2}:O"),
+        color=alt.Color(f"{metric}:Q", scale=alt.Scale(scheme="orangered")),
+        tooltip=[f"{param}:O", f"{param2}:O", f"{metric}:Q"],
+    ).properties(height=220)
+
+
+def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[str]) -> alt.Chart:
+    """Sessions × settings coloured by the step of the first halt; never-halted cells grey."""
+    df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_seq"])
+    df["halted"] = df["first_halt_seq"].notna()
+    base = alt.Chart(df).encode(
+        x=alt.X("setting:N", sort=list(settings_order), title="setting"),
+        y=alt.Y("session_id:N", title="session"),
+        tooltip=["session_id:N", "setting:N", "first_halt_seq:Q"],
+    )
+    never = base.transform_filter(alt.datum.halted == False).mark_rect(color="#eceff1")  # noqa: E712
+    halted = base.transform_filter(alt.datum.halted == True).mark_rect().encode(  # noqa: E712
+        color=alt.Color("first_halt_seq:Q", title="first halt at step", scale=alt.Scale(scheme="viridis")))
+    return alt.layer(never, halted).properties(height=max(120, min(16 * df["session_id"].nunique(), 900)))
+
+
+def pr_chart(rows: Sequence[dict[str, Any]]) -> alt.LayerChart:
+    """Each setting as a point on precision (y) against recall (x), labelled."""
+    df = pd.DataFrame([r for r in rows if r.get("precision") is not None and r.get("recall") is not None],
+                      columns=["setting", "precision", "recall", "tp", "fp", "fn"])
+    base = alt.Chart(df).encode(
+        x=alt.X("recall:Q", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("precision:Q", scale=alt.Scale(domain=[0, 1])),
+    )
+    points = base.mark_point(filled=True, size=80).encode(tooltip=["setting:N", "precision:Q", "recall:Q",
+                                                                   "tp:Q", "fp:Q", "fn:Q"])
+    text = base.mark_text(align="left", dx=6, dy=-6).encode(text="setting:N")
+    return alt.layer(points, text).properties(height=260)

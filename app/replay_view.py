@@ -1,0 +1,217 @@
+"""What the Replay and Compare pages read from the ledger, and the pure helpers that shape it.
+
+Reads are small and keyed by session: the pages never pull whole tables. Transcript text leaves
+this module only as plain strings for st.text / st.code / st.dataframe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ingest import vocab
+from ingest.events import Answers, Batch, Event, Prose, UserTurn
+from ingest.ledger import schema as t
+
+TEXT_LIMIT = 2_000  # characters of one message shown at the cursor; the ledger caps them anyway
+
+
+# ── reads ──────────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    id: int
+    key: str
+    title: str
+    format: str
+    n_events: int
+    n_runs: int
+    n_calls: int
+    updated_at: float | None
+
+    @property
+    def name(self) -> str:
+        return f"#{self.id} {self.title or self.key} ({self.format}, {self.n_calls} calls)"
+
+
+def _session_row(r: Any) -> SessionRow:
+    return SessionRow(r.id, r.key, r.title or "", r.format, r.n_events or 0, r.n_runs or 0, r.n_calls or 0,
+                      r.updated_at)
+
+
+_SESSION_COLS = (t.sessions.c.id, t.sessions.c.key, t.sessions.c.title, t.sessions.c.format,
+                 t.sessions.c.n_events, t.sessions.c.n_runs, t.sessions.c.n_calls, t.sessions.c.updated_at)
+
+
+def list_sessions(conn: Connection, *, formats: Sequence[str] = (), text: str = "",
+                  outcome: str | None = None, policy_id: str | None = None,
+                  limit: int = 2_000) -> list[SessionRow]:
+    """Sessions matching the Sessions page's filters, newest first.
+
+    `outcome` (clean|warned|blocked|halted) keeps sessions with at least one run of that outcome
+    under `policy_id` (any stored policy when None).
+    """
+    q = sa.select(*_SESSION_COLS)
+    if formats:
+        q = q.where(t.sessions.c.format.in_(list(formats)))
+    if text:
+        like = f"%{text}%"
+        q = q.where(sa.or_(t.sessions.c.title.ilike(like), t.sessions.c.key.ilike(like)))
+    if outcome:
+        ro = t.run_outcomes
+        cond = (ro.c.session_id == t.sessions.c.id) & (ro.c.outcome == outcome)
+        if policy_id:
+            cond = cond & (ro.c.policy_id == policy_id)
+        q = q.where(sa.exists().where(cond))
+    q = q.order_by(t.sessions.c.updated_at.desc().nulls_last(), t.sessions.c.id.desc()).limit(limit)
+    return [_session_row(r) for r in conn.execute(q)]
+
+
+def get_session(conn: Connection, session_id: int) -> SessionRow | None:
+    r = conn.execute(sa.select(*_SESSION_COLS).where(t.sessions.c.id == session_id)).first()
+    return _session_row(r) if r else None
+
+
+def session_formats(conn: Connection) -> list[str]:
+    return [r[0] for r in conn.execute(sa.select(t.sessions.c.format).distinct().order_by(t.sessions.c.format))]
+
+
+def list_runs(conn: Connection, session_id: int) -> list[dict[str, Any]]:
+    q = sa.select(t.runs).where(t.runs.c.session_id == session_id).order_by(t.runs.c.idx)
+    return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def list_policies(conn: Connection) -> list[dict[str, Any]]:
+    q = sa.select(t.policies).order_by(t.policies.c.detector, t.policies.c.is_default.desc(), t.policies.c.label)
+    return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def stored_checks(conn: Connection, session_id: int, policy_id: str) -> list[dict[str, Any]]:
+    c = t.checks
+    q = (sa.select(c.c.seq, c.c.idx, c.c.verdict, c.c.count, c.c.total, c.c.threshold)
+         .where(c.c.session_id == session_id, c.c.policy_id == policy_id).order_by(c.c.seq, c.c.idx))
+    return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def run_labels(conn: Connection, session_ids: Sequence[int] | None = None) -> dict[tuple[int, int], str]:
+    q = sa.select(t.labels.c.session_id, t.labels.c.run_idx, t.labels.c.label)
+    if session_ids is not None:
+        q = q.where(t.labels.c.session_id.in_(list(session_ids)))
+    return {(r.session_id, r.run_idx): r.label for r in conn.execute(q)}
+
+
+# ── pure helpers ───────────────────────────────────────────────────────────────────────────────
+
+
+def clip(text: str | None, limit: int = TEXT_LIMIT) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+def args_text(args: Any) -> str:
+    """A call's arguments as indented JSON (a malformed raw string is shown as it came)."""
+    if isinstance(args, str):
+        return clip(args)
+    try:
+        return clip(json.dumps({} if args is None else args, indent=2, ensure_ascii=False, sort_keys=True))
+    except (TypeError, ValueError):
+        return clip(repr(args))
+
+
+def event_kind(ev: Event) -> str:
+    if isinstance(ev, UserTurn):
+        return vocab.KIND_USER
+    if isinstance(ev, Prose):
+        return vocab.KIND_PROSE
+    if isinstance(ev, Batch):
+        return vocab.KIND_BATCH
+    return vocab.KIND_ANSWERS
+
+
+def describe_event(ev: Event) -> str:
+    """One plain line for a slider tooltip or a table: kind and the tool names / first words."""
+    if isinstance(ev, Batch):
+        return "calls: " + ", ".join(c.name for c in ev.calls)
+    if isinstance(ev, Answers):
+        return f"{len(ev.answers)} answer(s)"
+    text = " ".join((ev.text or "").split())
+    return f"{event_kind(ev)}: {text[:80]}"
+
+
+def next_seq_with(steps: Sequence[Any], cursor: int, verdict: str, last: int | None = None) -> int | None:
+    """The first step after `cursor` (up to `last`) where some check has `verdict`."""
+    for step in steps:
+        if step.seq <= cursor:
+            continue
+        if last is not None and step.seq > last:
+            return None
+        if any(c.verdict == verdict for c in step.checks):
+            return step.seq
+    return None
+
+
+def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
+    """The checks at one step, with the tool name of the call each judges."""
+    names = [c.name for c in event.calls] if isinstance(event, Batch) else []
+    rows = []
+    for c in step.checks:
+        rows.append({
+            "call": names[c.idx] if 0 <= c.idx < len(names) else ("batch" if names else "turn"),
+            "verdict": c.verdict, "count": c.count, "total": c.total, "threshold": c.threshold,
+            "reason": c.reason or "",
+        })
+    return rows
+
+
+def live_vs_stored(live_steps: Sequence[Any], stored: Sequence[dict[str, Any]],
+                   first: int, last: int) -> list[dict[str, Any]]:
+    """Steps in [first, last] where the live and the stored verdicts are not both plain allow."""
+    live: dict[tuple[int, int], str] = {}
+    for step in live_steps:
+        if first <= step.seq <= last:
+            for c in step.checks:
+                live[(step.seq, c.idx)] = c.verdict
+    old = {(r["seq"], r["idx"]): r["verdict"] for r in stored if first <= r["seq"] <= last}
+    rows = []
+    for key in sorted(set(live) | set(old)):
+        a, b = live.get(key, "—"), old.get(key, "—")
+        if a == b == vocab.ALLOW:
+            continue
+        rows.append({"step": key[0], "call": key[1], "live": a, "stored": b, "differs": a != b})
+    return rows
+
+
+def replay_link(session_id: int, run_idx: int | None = None, policy: str | None = None,
+                step: int | None = None) -> str:
+    """A relative deep link to the Replay page (what Compare's flipped-runs table links to)."""
+    q: dict[str, Any] = {"session": session_id}
+    if run_idx is not None:
+        q["run"] = run_idx
+    if policy:
+        q["policy"] = policy
+    if step is not None:
+        q["step"] = step
+    return "./replay?" + urlencode(q)
+
+
+def parse_param(raw: str, default: Any) -> Any:
+    """A parameter typed in the Replay form, read as the default's type (lists as JSON)."""
+    if isinstance(default, bool):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, list | tuple | dict) or default is None:
+        text = raw.strip()
+        if default is None and text.lower() in ("", "none", "null"):
+            return None
+        return json.loads(text)
+    return raw

@@ -1,0 +1,320 @@
+"""Parameter sweeps: one detector, one or two parameter ranges, many sessions.
+
+Pure logic over already-loaded events; the Compare page and `loopledger sweep` are its callers.
+Every verdict comes from ingest.replay (replay + tally): this module only arranges settings and
+adds up what the engine reports, so a sweep can never disagree with the worker or the Replay page.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest import vocab
+from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
+from ingest.events import Event
+from ingest.replay import replay, tally
+
+REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
+LABELS = (REAL_LOOP, NOT_LOOP)
+TOTALS = ("runs", "calls", "strikes", "warnings", "blocks", "halts", "saved", "halted_runs")
+
+
+class SweepError(ValueError):
+    """A sweep request that cannot run (unknown detector or parameter, empty or bad range)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvents:
+    """One session's events as read from the ledger; `updated_at` and the event count key caches."""
+
+    session_id: int
+    events: Sequence[Event]
+    updated_at: float | None = None
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    param: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """A detector, the parameters held fixed (`base`), and one or two swept axes."""
+
+    detector: str
+    axes: tuple[Axis, ...]
+    base: tuple[tuple[str, Any], ...] = ()
+
+    def key(self) -> tuple:
+        return (self.detector, self.base, tuple((a.param, a.values) for a in self.axes))
+
+
+@dataclass(slots=True)
+class RunRow:
+    outcome: str
+    halt_seq: int | None = None
+    saved: int = 0
+
+
+@dataclass(slots=True)
+class Setting:
+    """One point of the grid and what the engine made of every session under it."""
+
+    values: tuple[Any, ...]  # one value per axis
+    spec: PolicySpec | None
+    error: str | None = None  # the ConfigError text when this combination is invalid
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOTALS, 0))
+    runs: dict[tuple[int, int], RunRow] = field(default_factory=dict)
+    first_halt: dict[int, int | None] = field(default_factory=dict)  # session → seq of 1st halt
+
+    @property
+    def label(self) -> str:
+        return self.spec.label if self.spec is not None else "invalid"
+
+
+@dataclass(slots=True)
+class SweepResult:
+    grid: Grid
+    settings: list[Setting]
+    session_ids: list[int]
+
+    def setting(self, values: Sequence[Any]) -> Setting:
+        for s in self.settings:
+            if s.values == tuple(values):
+                return s
+        raise KeyError(tuple(values))
+
+
+# ── parsing (CLI and page inputs) ──────────────────────────────────────────────────────────────
+
+
+def _scalar(text: str) -> Any:
+    text = text.strip()
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_values(text: str) -> tuple[Any, ...]:
+    """`2..6` (inclusive), `2..10:2` (with a step), or a comma list `4,8,12`."""
+    text = text.strip()
+    if not text:
+        raise SweepError("empty range")
+    if ".." in text:
+        lo_s, _, rest = text.partition("..")
+        hi_s, _, step_s = rest.partition(":")
+        lo, hi = _scalar(lo_s), _scalar(hi_s)
+        step = _scalar(step_s) if step_s else 1
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi, step)):
+            raise SweepError(f"range {text!r}: bounds and step must be integers")
+        if step <= 0:
+            raise SweepError(f"range {text!r}: step must be positive")
+        if hi < lo:
+            raise SweepError(f"range {text!r}: the end is below the start")
+        return tuple(range(lo, hi + 1, step))
+    values = tuple(_scalar(v) for v in text.split(",") if v.strip())
+    if not values:
+        raise SweepError(f"range {text!r}: no values")
+    return values
+
+
+def parse_axis(text: str) -> Axis:
+    """`threshold=2..6` → Axis('threshold', (2, 3, 4, 5, 6))."""
+    name, sep, rng = text.partition("=")
+    if not sep or not name.strip():
+        raise SweepError(f"{text!r}: expected NAME=RANGE, e.g. threshold=2..6 or window=4,8,12")
+    return Axis(name.strip(), parse_values(rng))
+
+
+def default_params(detector: str) -> dict[str, Any]:
+    for spec in DEFAULT_SPECS:
+        if spec.detector == detector:
+            return dict(spec.params)
+    known = ", ".join(s.detector for s in DEFAULT_SPECS)
+    raise SweepError(f"unknown detector {detector!r}; known: {known}")
+
+
+def make_grid(detector: str, axes: Sequence[Axis], base: dict[str, Any] | None = None) -> Grid:
+    params = default_params(detector)
+    if not 1 <= len(axes) <= 2:
+        raise SweepError("sweep one parameter, or two for a heatmap")
+    if len(axes) == 2 and axes[0].param == axes[1].param:
+        raise SweepError(f"both axes sweep {axes[0].param!r}")
+    for a in axes:
+        if a.param not in params:
+            raise SweepError(f"{detector} has no parameter {a.param!r}; it has: {', '.join(sorted(params))}")
+    fixed = {k: v for k, v in (base or {}).items() if k not in {a.param for a in axes}}
+    for k in fixed:
+        if k not in params:
+            raise SweepError(f"{detector} has no parameter {k!r}; it has: {', '.join(sorted(params))}")
+    return Grid(detector, tuple(axes), tuple(sorted(fixed.items())))
+
+
+def grid_points(grid: Grid) -> list[tuple[Any, ...]]:
+    return list(itertools.product(*(a.values for a in grid.axes)))
+
+
+def spec_for(grid: Grid, values: Sequence[Any]) -> PolicySpec:
+    params = default_params(grid.detector)
+    params.update(dict(grid.base))
+    params.update({a.param: v for a, v in zip(grid.axes, values, strict=True)})
+    return PolicySpec(grid.detector, params)
+
+
+# ── the sweep ──────────────────────────────────────────────────────────────────────────────────
+
+
+def cache_key(sessions: Iterable[SessionEvents], grid: Grid) -> tuple:
+    """What a sweep's answer depends on: which sessions, at which version, and the grid."""
+    return (tuple((s.session_id, s.updated_at, len(s.events)) for s in sessions), grid.key())
+
+
+def _add_session(setting: Setting, session_id: int, summary: Any) -> None:
+    # tally()'s per-session counts and per-run outcomes, folded into the setting's totals.
+    for name in TOTALS:
+        setting.totals[name] += int(getattr(summary, name, 0) or 0)
+    setting.first_halt[session_id] = getattr(summary, "first_halt_seq", None)
+    for run in summary.run_outcomes:
+        setting.runs[(session_id, run.run_idx)] = RunRow(run.outcome, run.halt_seq, run.saved)
+
+
+def run_setting(sessions: Sequence[SessionEvents], spec: PolicySpec) -> Setting:
+    setting = Setting(values=(), spec=spec)
+    for s in sessions:
+        # A fresh policy per session: detector state never leaks across sessions.
+        _add_session(setting, s.session_id, tally(replay(s.events, make_policy(spec))))
+    return setting
+
+
+def sweep(
+    sessions: Sequence[SessionEvents],
+    grid: Grid,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> SweepResult:
+    """Replay every session under every grid point. `progress(done, total, label)` after each."""
+    points = grid_points(grid)
+    out: list[Setting] = []
+    for i, values in enumerate(points):
+        try:
+            spec = spec_for(grid, values)
+            make_policy(spec)  # validates the combination (e.g. threshold > window) up front
+        except ValueError as exc:
+            out.append(Setting(values=tuple(values), spec=None, error=str(exc)))
+        else:
+            setting = run_setting(sessions, spec)
+            setting.values = tuple(values)
+            out.append(setting)
+        if progress is not None:
+            progress(i + 1, len(points), out[-1].label)
+    return SweepResult(grid, out, [s.session_id for s in sessions])
+
+
+# ── reading a sweep ────────────────────────────────────────────────────────────────────────────
+
+
+def totals_rows(result: SweepResult) -> list[dict[str, Any]]:
+    """One row per setting: the axis values, the label, every total (None where invalid)."""
+    rows = []
+    for s in result.settings:
+        row: dict[str, Any] = {a.param: v for a, v in zip(result.grid.axes, s.values, strict=True)}
+        row["setting"] = s.label
+        row["error"] = s.error
+        for name in TOTALS:
+            row[name] = None if s.error else s.totals[name]
+        rows.append(row)
+    return rows
+
+
+def first_halt_rows(result: SweepResult) -> list[dict[str, Any]]:
+    """Session × setting → the seq of the first halt (None: never halted), for the heatmap."""
+    return [
+        {"session_id": sid, "setting": s.label, "values": s.values, "first_halt_seq": s.first_halt.get(sid)}
+        for s in result.settings if s.error is None
+        for sid in result.session_ids
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Flip:
+    session_id: int
+    run_idx: int
+    outcome_a: str
+    outcome_b: str
+    halt_seq_a: int | None
+    halt_seq_b: int | None
+
+
+def flipped(a: Setting, b: Setting) -> list[Flip]:
+    """Runs whose outcome differs between two settings, in (session, run) order."""
+    out = []
+    for key in sorted(set(a.runs) | set(b.runs)):
+        ra, rb = a.runs.get(key), b.runs.get(key)
+        oa = ra.outcome if ra else vocab.CLEAN
+        ob = rb.outcome if rb else vocab.CLEAN
+        if oa != ob:
+            out.append(Flip(key[0], key[1], oa, ob, ra.halt_seq if ra else None, rb.halt_seq if rb else None))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    precision: float | None  # None: the setting flagged no labelled run
+    recall: float | None  # None: no run is labelled a real loop
+
+
+def score(setting: Setting, labels: dict[tuple[int, int], str],
+          positive: tuple[str, ...] = (vocab.HALTED,)) -> Score:
+    """Precision and recall of "this setting flagged the run" against people's labels.
+
+    Only labelled runs count. A run is flagged when its outcome is in `positive` (halted by
+    default: a halt is the verdict that costs an honest run its work).
+    """
+    tp = fp = fn = tn = 0
+    for key, label in labels.items():
+        if label not in LABELS:
+            continue
+        row = setting.runs.get(key)
+        flagged = row is not None and row.outcome in positive
+        real = label == REAL_LOOP
+        if flagged and real:
+            tp += 1
+        elif flagged:
+            fp += 1
+        elif real:
+            fn += 1
+        else:
+            tn += 1
+    precision = tp / (tp + fp) if tp + fp else None
+    recall = tp / (tp + fn) if tp + fn else None
+    return Score(tp, fp, fn, tn, precision, recall)
+
+
+def score_rows(result: SweepResult, labels: dict[tuple[int, int], str],
+               positive: tuple[str, ...] = (vocab.HALTED,)) -> list[dict[str, Any]]:
+    rows = []
+    for s in result.settings:
+        if s.error is not None:
+            continue
+        sc = score(s, labels, positive)
+        row: dict[str, Any] = {a.param: v for a, v in zip(result.grid.axes, s.values, strict=True)}
+        row.update(setting=s.label, tp=sc.tp, fp=sc.fp, fn=sc.fn, tn=sc.tn,
+                   precision=sc.precision, recall=sc.recall)
+        rows.append(row)
+    return rows
