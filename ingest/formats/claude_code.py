@@ -1,0 +1,194 @@
+"""Claude Code session JSONL (~/.claude/projects/<project>/<sessionId>.jsonl and the
+<sessionId>/subagents/agent-<id>.jsonl files next to it).
+
+Each `user` / `assistant` line carries one Anthropic message (content shared with the anthropic
+reader). What this reader adds:
+- One API message is written as several lines sharing `message.id` (a text line, then one line
+  per tool_use block); they are joined back into ONE batch. Tool-result lines that arrive while
+  that message is still open (Claude Code runs parallel calls as they stream) are held and
+  emitted after the joined batch; a different message id or a real user turn closes it.
+- Tool-result-only user lines are Answers, not user turns; meta lines (isMeta), compact
+  summaries, local-command echoes and "[Request interrupted by user]" markers are not user turns.
+- summary, file-history-snapshot, progress, queue-operation and system lines are skipped.
+- Subagent lines (isSidechain) are their own session keyed by agentId, parent_key = sessionId.
+  A file mixing both (older versions wrote sidechains inline) is read once per session so that
+  sessions never interleave and memory stays flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ingest.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
+from ingest.formats._common import bad, head_records, iter_jsonl, str_or_none, title_of
+from ingest.formats.anthropic import assistant_events, user_events
+
+NAME = "claude-code"
+DESCRIPTION = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl, subagents too)"
+
+_KNOWN_TYPES = {"user", "assistant", "summary", "file-history-snapshot", "progress", "system",
+                "queue-operation"}
+_NOT_A_TURN = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>",
+               "<local-command-caveat>")
+# How far to look ahead for the title and model before the first event (bounded: streaming).
+_INFO_LINES = 2000
+
+Ident = tuple[bool, str | None]  # (is sidechain, agentId or sessionId for sidechains)
+
+
+def sniff(head: bytes) -> bool:
+    for rec in head_records(head):
+        if not isinstance(rec, dict) or rec.get("type") not in _KNOWN_TYPES:
+            return False
+        if "sessionId" in rec or "leafUuid" in rec or "snapshot" in rec:
+            return True
+    return False
+
+
+def _ident(rec: dict) -> Ident:
+    if rec.get("isSidechain"):
+        return True, str_or_none(rec.get("agentId") or rec.get("sessionId"))
+    return False, None
+
+
+def _conversational(rec: Any) -> bool:
+    return (isinstance(rec, dict) and rec.get("type") in ("user", "assistant")
+            and isinstance(rec.get("message"), dict))
+
+
+def _is_turn_text(text: str) -> bool:
+    return bool(text.strip()) and not text.lstrip().startswith(_NOT_A_TURN)
+
+
+def _user_items(rec: dict, line: int) -> list[Answers | UserTurn]:
+    ts = str_or_none(rec.get("timestamp"))
+    items = user_events(rec["message"].get("content"), ts, line)
+    return [it for it in items if not isinstance(it, UserTurn) or _is_turn_text(it.text)]
+
+
+def _skipped(rec: dict) -> bool:
+    return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
+
+
+def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
+    """Title (summary or first prompt), model, start time: from the first lines of `ident`."""
+    title = model = started = parent = key = version = None
+    for n, (_, rec) in enumerate(iter_jsonl(path)):
+        if n > _INFO_LINES or (title and model):
+            break
+        if not isinstance(rec, dict):
+            continue
+        if rec.get("type") == "summary" and not ident[0] and not title:
+            title = title_of(str(rec.get("summary") or ""))
+        if not _conversational(rec) or _ident(rec) != ident:
+            continue
+        started = started or str_or_none(rec.get("timestamp"))
+        version = version or str_or_none(rec.get("version"))
+        if key is None:
+            key = str_or_none(ident[1] if ident[0] else rec.get("sessionId"))
+            parent = str_or_none(rec.get("sessionId")) if ident[0] else None
+        msg = rec["message"]
+        if rec["type"] == "assistant" and not model and msg.get("model") not in (None, "<synthetic>"):
+            model = str_or_none(msg.get("model"))
+        if rec["type"] == "user" and not title and not _skipped(rec):
+            turns = [it for it in _user_items(rec, 0) if isinstance(it, UserTurn)]
+            if turns:
+                title = title_of(turns[0].text)
+    meta = {"version": version} if version else {}
+    return SessionInfo(key or first_key or "0", NAME, title or "", "claude-code", model, started,
+                       parent, meta)
+
+
+def _session(path: Path, ident: Ident, report_errors: bool,
+             others: list[Ident] | None) -> Iterator[Item]:
+    """The items of one session (lines of `ident`); collects other sessions' idents seen."""
+    open_id: str | None = None
+    blocks: list[Any] = []
+    first: tuple[str | None, int] = (None, 0)
+    held: list[Answer] = []
+    held_line = 0
+    started = False
+
+    def close() -> Iterator[Item]:
+        nonlocal open_id, blocks, held
+        if blocks:
+            yield from assistant_events(blocks, first[0], first[1])
+        if held:
+            yield Answers(tuple(held), held_line)
+        open_id, blocks, held = None, [], []
+
+    def emit(items: list) -> Iterator[Item]:
+        nonlocal started
+        for item in items:
+            if not started:
+                yield SessionStart(_info(path, ident, None), getattr(item, "line", None))
+                started = True
+            yield item
+
+    for line, rec in iter_jsonl(path):
+        if isinstance(rec, ReadError):
+            if report_errors:
+                yield rec
+            continue
+        if not isinstance(rec, dict):
+            if report_errors:
+                yield bad(path, line, f"expected a JSON object, got {type(rec).__name__}", str(rec))
+            continue
+        if not _conversational(rec):
+            if rec.get("type") in ("user", "assistant") and report_errors:
+                yield bad(path, line, f"{rec['type']} line without a message object", str(rec)[:400])
+            continue
+        this = _ident(rec)
+        if this != ident:
+            if others is not None and this not in others:
+                others.append(this)
+            continue
+        if _skipped(rec):
+            continue
+        msg = rec["message"]
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str | list):
+            if report_errors:
+                yield bad(path, line, "message content must be a string or a list of blocks, "
+                          f"got {type(content).__name__}", str(rec)[:400])
+            continue
+        if rec["type"] == "assistant":
+            mid = str_or_none(msg.get("id"))
+            if mid is None or mid != open_id:
+                yield from emit(list(close()))
+                open_id = mid
+                first = (str_or_none(rec.get("timestamp")), line)
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            blocks.extend(content or [])
+            if mid is None:
+                yield from emit(list(close()))
+            continue
+        items = _user_items(rec, line)
+        if open_id is not None and items and all(isinstance(it, Answers) for it in items):
+            if not held:
+                held_line = line
+            for it in items:
+                held.extend(it.answers)
+            continue
+        yield from emit(list(close()) + items)
+    yield from emit(list(close()))
+
+
+def read(path: Path | str) -> Iterator[Item]:
+    path = Path(path)
+    first: Ident | None = None
+    for _, rec in iter_jsonl(path):
+        if _conversational(rec) and not _skipped(rec):
+            first = _ident(rec)
+            break
+    if first is None:
+        # Nothing conversational: still report the file's bad lines.
+        yield from (rec for _, rec in iter_jsonl(path) if isinstance(rec, ReadError))
+        return
+    others: list[Ident] = []
+    yield from _session(path, first, True, others)
+    for ident in others:
+        yield from _session(path, ident, False, None)
