@@ -38,6 +38,7 @@ MAX_DOC_BYTES = 512 * 1024 * 1024
 _CHUNK = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
+_BARE_TAG = re.compile(r"</?[\w.:-]+>")
 _ORJSON_POS = re.compile(r": line \d+ column \d+ \(char \d+\)$")
 
 parse_json = orjson.loads
@@ -229,9 +230,10 @@ def first_line(path: Path | str, max_bytes: int = 1024 * 1024) -> Any:
 
 
 def title_of(text: str, limit: int = 100) -> str:
-    """First non-blank line of a prompt, cut to `limit` characters."""
+    """First non-blank line of a prompt, cut to `limit` characters. A line that is only a tag
+    (mini-swe-agent's "<pr_description>") says nothing, so the next line is used."""
     for line in text.splitlines():
         line = line.strip()
-        if line:
+        if line and not _BARE_TAG.fullmatch(line):
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""

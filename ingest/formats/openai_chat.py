@@ -1,0 +1,176 @@
+"""OpenAI Chat Completions message lists, in the shapes agents log them:
+
+- a JSON list of messages, or {"messages": [...]} (a request body);
+- JSONL, one message per line;
+- mini-swe-agent trajectories {"info": ..., "messages": [...]} (one session);
+- tau-bench result lists [{"task_id", "reward", "info", "traj", "trial"}, ...]: one session per
+  record, emitted record by record.
+
+Assistant `tool_calls[].function.arguments` is a JSON string: a malformed one is kept raw and
+flagged on the Call, not fatal. Role "tool" messages answer by `tool_call_id`; the legacy
+`function_call` / role "function" pair has no ids (answers are then paired by order). System
+and developer messages are not user turns; an assistant message with content and no tool calls
+is Prose.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ingest.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Item,
+    Prose,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
+from ingest.formats._common import (
+    bad,
+    content_text,
+    first_line,
+    head_text,
+    iter_jsonl,
+    load_json,
+    parse_args,
+    str_or_none,
+    title_of,
+)
+
+NAME = "openai-chat"
+DESCRIPTION = "OpenAI Chat Completions messages (JSON / JSONL; mini-swe-agent, tau-bench)"
+
+_ROLE = re.compile(rb'"role"\s*:\s*"(system|user|assistant|tool|developer|function)"')
+_SKIPPED_ROLES = ("system", "developer", "exit")  # mini-swe-agent ends with role "exit"
+
+
+def sniff(head: bytes) -> bool:
+    text = head_text(head)
+    return text.startswith(("[", "{")) and bool(_ROLE.search(head))
+
+
+def _calls(msg: dict, path: Path, line: int) -> tuple[list[Call], list[ReadError]]:
+    calls: list[Call] = []
+    errors: list[ReadError] = []
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return [], [bad(path, line, f"tool_calls must be a list, got {type(raw_calls).__name__}",
+                        str(raw_calls))]
+    for n, tc in enumerate(raw_calls):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            errors.append(bad(path, line, f"tool call #{n + 1} has no function name", str(tc)))
+            continue
+        args, malformed = parse_args(fn.get("arguments"))
+        calls.append(Call(str_or_none(tc.get("id")), fn["name"], args, malformed))
+    legacy = msg.get("function_call")
+    if isinstance(legacy, dict) and isinstance(legacy.get("name"), str):
+        args, malformed = parse_args(legacy.get("arguments"))
+        calls.append(Call(None, legacy["name"], args, malformed))
+    return calls, errors
+
+
+def message_events(msg: Any, path: Path, line: int) -> list[Item]:
+    """One chat message → its events (or a ReadError); `line` = file line or message index."""
+    if not isinstance(msg, dict):
+        return [bad(path, line, f"expected a message object, got {type(msg).__name__}", str(msg))]
+    role = msg.get("role")
+    ts = str_or_none(msg.get("timestamp") or msg.get("created_at"))
+    content = msg.get("content")
+    if role == "user":
+        return [UserTurn(content_text(content), ts, line)]
+    if role == "assistant":
+        calls, errors = _calls(msg, path, line)
+        text = content_text(content)
+        if calls:
+            return [*errors, Batch(tuple(calls), text, ts, line)]
+        return [*errors, Prose(text, ts, line)] if text.strip() else errors
+    if role == "tool":
+        answer = Answer(str_or_none(msg.get("tool_call_id")), content_text(content), False, ts)
+        return [Answers((answer,), line)]
+    if role == "function":
+        return [Answers((Answer(None, content_text(content), False, ts),), line)]
+    if role in _SKIPPED_ROLES:
+        return []
+    return [bad(path, line, f"unknown message role {role!r}", str(msg)[:400])]
+
+
+def _session(path: Path, messages: list, info: SessionInfo, line: int | None) -> Iterator[Item]:
+    title = next((content_text(m.get("content")) for m in messages
+                  if isinstance(m, dict) and m.get("role") == "user"), "")
+    if title and not info.title:
+        info = SessionInfo(info.key, info.format, title_of(title), info.agent, info.model,
+                           info.started_at, info.parent_key, info.meta)
+    yield SessionStart(info, line)
+    for n, msg in enumerate(messages, 1):
+        yield from message_events(msg, path, n)
+
+
+def _model(info: Any) -> str | None:
+    try:
+        return str_or_none(info["config"]["model"]["model_name"])
+    except (KeyError, TypeError):
+        return None
+
+
+def _tau_bench(path: Path, records: list) -> Iterator[Item]:
+    seen: set[str] = set()
+    for n, rec in enumerate(records, 1):
+        if not isinstance(rec, dict) or not isinstance(rec.get("traj"), list):
+            yield bad(path, n, "tau-bench record without a \"traj\" message list", str(rec)[:400])
+            continue
+        key = f"task-{rec.get('task_id')}.trial-{rec.get('trial')}"
+        if key in seen:
+            key = f"{key}.record-{n}"
+        seen.add(key)
+        meta = {k: rec[k] for k in ("task_id", "trial", "reward") if k in rec}
+        info = SessionInfo(key, NAME, "", "tau-bench", None, None, None, meta)
+        # Messages of a record are numbered within the record; the record index is in the key.
+        yield from _session(path, rec["traj"], info, n)
+        records[n - 1] = None  # emitted: let it go
+
+
+def _document(path: Path, doc: Any) -> Iterator[Item]:
+    if isinstance(doc, ReadError):
+        yield doc
+    elif isinstance(doc, list) and doc and all(isinstance(r, dict) and "traj" in r for r in doc[:3]):
+        yield from _tau_bench(path, doc)
+    elif isinstance(doc, list):
+        yield from _session(path, doc, SessionInfo("0", NAME), 1)
+    elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        info = doc.get("info")
+        key = str_or_none(doc.get("instance_id")) or "0"
+        agent = "mini-swe-agent" if "trajectory_format" in doc or isinstance(info, dict) else None
+        meta = {"trajectory_format": doc["trajectory_format"]} if "trajectory_format" in doc else {}
+        yield from _session(path, doc["messages"], SessionInfo(key, NAME, "", agent, _model(info),
+                                                               None, None, meta), 1)
+    else:
+        yield bad(path, 1, "expected a list of messages, {\"messages\": [...]} or a tau-bench "
+                  f"result list, got {type(doc).__name__}")
+
+
+def _jsonl(path: Path) -> Iterator[Item]:
+    started = False
+    for line, rec in iter_jsonl(path):
+        items = [rec] if isinstance(rec, ReadError) else message_events(rec, path, line)
+        for item in items:
+            if not started and not isinstance(item, ReadError):
+                title = title_of(item.text) if isinstance(item, UserTurn) else ""
+                yield SessionStart(SessionInfo("0", NAME, title), line)
+                started = True
+            yield item
+
+
+def read(path: Path | str) -> Iterator[Item]:
+    path = Path(path)
+    head = first_line(path)
+    if isinstance(head, dict) and "role" in head:
+        return _jsonl(path)
+    return _document(path, load_json(path))
