@@ -1,0 +1,384 @@
+"""The dashboard's read model: SQL aggregates over the ledger, small results only.
+
+Every function takes a Connection and returns a small DataFrame, dict or list. Lists are paged
+with LIMIT/OFFSET and narrowed with WHERE in SQL; nothing here pulls a whole table into pandas.
+The Sessions page reads `session_stats` (kept current at ingest), never `checks`; the Session
+page reads `checks`/`calls`/`events` of one session through their primary keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ingest import vocab
+from ingest.ledger import schema as t
+
+MEASURES = ("strikes", "warnings", "blocks", "halts", "saved")
+SORTABLE = ("halts", "warnings", "blocks", "strikes", "saved", "calls", "runs", "started_at", "id")
+OUTCOME_FILTERS = ("halted", "warned", "clean")  # halted: some chosen policy halted; warned: warned
+# or blocked but none halted; clean: no chosen policy said anything but allow
+PROSE_TOOL = "(prose)"  # timeline lane for checks on prose turns (stagnation), which have no call
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """What the Sessions page narrows by. Empty fields do not filter."""
+
+    policies: tuple[str, ...] = ()  # policy ids the counters are summed over; () = every policy
+    formats: tuple[str, ...] = ()
+    source: str = ""  # substring of the source file path
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None  # inclusive
+    outcome: str = ""  # one of OUTCOME_FILTERS
+    tool: str = ""  # sessions that called this tool
+    text: str = ""  # substring of title or path, case-insensitive
+
+
+# ── policies and filter choices ───────────────────────────────────────────────────────────────
+
+
+def policies(conn: Connection) -> pd.DataFrame:
+    q = sa.select(t.policies.c.id, t.policies.c.detector, t.policies.c.label, t.policies.c.is_default).order_by(
+        t.policies.c.is_default.desc(), t.policies.c.detector, t.policies.c.label)
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["id", "detector", "label", "is_default"])
+
+
+def formats(conn: Connection) -> list[str]:
+    q = sa.select(t.sessions.c.format).group_by(t.sessions.c.format).order_by(t.sessions.c.format)
+    return [r[0] for r in conn.execute(q)]
+
+
+def tools(conn: Connection, limit: int = 200) -> list[str]:
+    """The most called tool names (the filter's choices); ix_calls_tool makes this an index scan."""
+    n = sa.func.count().label("n")
+    q = sa.select(t.calls.c.tool, n).group_by(t.calls.c.tool).order_by(n.desc(), t.calls.c.tool).limit(limit)
+    return [r[0] for r in conn.execute(q)]
+
+
+def date_bounds(conn: Connection) -> tuple[dt.date | None, dt.date | None]:
+    lo, hi = conn.execute(sa.select(sa.func.min(t.sessions.c.started_at), sa.func.max(t.sessions.c.started_at))).one()
+    return _date(lo), _date(hi)
+
+
+def _date(value: str | None) -> dt.date | None:
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+# ── the Sessions page ─────────────────────────────────────────────────────────────────────────
+
+
+def _where(f: SessionFilter) -> list:
+    """WHERE terms on sessions `s` joined to sources `src` (counters are handled by HAVING)."""
+    s, src = t.sessions.c, t.sources.c
+    terms = []
+    if f.formats:
+        terms.append(s.format.in_(f.formats))
+    if f.source:
+        terms.append(sa.func.lower(src.path).contains(f.source.lower(), autoescape=True))
+    # started_at is ISO-8601 text: comparing its date prefix as a string is exact and index-friendly.
+    if f.date_from:
+        terms.append(s.started_at >= f.date_from.isoformat())
+    if f.date_to:
+        terms.append(s.started_at < (f.date_to + dt.timedelta(days=1)).isoformat())
+    if f.tool:
+        # Through ix_calls_tool: only the calls of that tool are read, not every call.
+        terms.append(s.id.in_(sa.select(t.calls.c.session_id).where(t.calls.c.tool == f.tool).distinct()))
+    if f.text:
+        needle = f.text.lower()
+        terms.append(sa.or_(sa.func.lower(s.title).contains(needle, autoescape=True),
+                            sa.func.lower(src.path).contains(needle, autoescape=True)))
+    return terms
+
+
+def _sums():
+    st = t.session_stats.c
+    return {m: sa.func.coalesce(sa.func.sum(getattr(st, m)), 0) for m in MEASURES}
+
+
+def _having(f: SessionFilter, sums) -> list:
+    if f.outcome == "halted":
+        return [sums["halts"] > 0]
+    if f.outcome == "warned":
+        return [sums["halts"] == 0, (sums["warnings"] + sums["blocks"]) > 0]
+    if f.outcome == "clean":
+        return [(sums["halts"] + sums["warnings"] + sums["blocks"]) == 0]
+    if f.outcome:
+        raise ValueError(f"unknown outcome filter {f.outcome!r}; expected one of {OUTCOME_FILTERS}")
+    return []
+
+
+def _grouped(f: SessionFilter):
+    """One row per matching session with its counters summed over the chosen policies."""
+    s, src, st = t.sessions, t.sources, t.session_stats
+    sums = _sums()
+    on = st.c.session_id == s.c.id
+    if f.policies:
+        on = sa.and_(on, st.c.policy_id.in_(f.policies))
+    q = (sa.select(s.c.id, s.c.title, s.c.format, src.c.path, s.c.started_at, s.c.n_runs.label("runs"),
+                   s.c.n_calls.label("calls"), *[v.label(k) for k, v in sums.items()])
+         .select_from(s.join(src, src.c.id == s.c.source_id).outerjoin(st, on))
+         .where(*_where(f))
+         .group_by(s.c.id, s.c.title, s.c.format, src.c.path, s.c.started_at, s.c.n_runs, s.c.n_calls))
+    having = _having(f, sums)
+    return q.having(*having) if having else q
+
+
+def count_sessions(conn: Connection, f: SessionFilter) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(_grouped(f).subquery())).scalar_one()
+
+
+def headline(conn: Connection, f: SessionFilter) -> dict[str, int]:
+    """Sessions, runs, calls and the chosen policies' counters over every matching session."""
+    g = _grouped(f).subquery()
+    cols = ["runs", "calls", *MEASURES]
+    row = conn.execute(sa.select(sa.func.count().label("sessions"),
+                                 *[sa.func.coalesce(sa.func.sum(g.c[c]), 0).label(c) for c in cols])).one()
+    return {k: int(v) for k, v in row._mapping.items()}
+
+
+def per_policy(conn: Connection, f: SessionFilter) -> pd.DataFrame:
+    """Per chosen policy: sessions halted, halts, warnings, blocks, saved — over the matching sessions."""
+    ids = sa.select(_grouped(f).subquery().c.id)
+    st, p = t.session_stats.c, t.policies.c
+    q = (sa.select(p.id.label("policy_id"), p.label.label("policy"),
+                   sa.func.count().filter(st.halts > 0).label("sessions_halted"),
+                   *[sa.func.coalesce(sa.func.sum(getattr(st, m)), 0).label(m) for m in MEASURES])
+         .select_from(t.session_stats.join(t.policies, p.id == st.policy_id))
+         .where(st.session_id.in_(ids))
+         .group_by(p.id, p.label).order_by(p.label))
+    if f.policies:
+        q = q.where(st.policy_id.in_(f.policies))
+    return pd.DataFrame(conn.execute(q).mappings().all(),
+                        columns=["policy_id", "policy", "sessions_halted", *MEASURES])
+
+
+SESSION_COLUMNS = ["id", "title", "format", "path", "started_at", "runs", "calls", *MEASURES]
+
+
+def sessions_page(conn: Connection, f: SessionFilter, sort: str = "halts", descending: bool = True,
+                  limit: int = 50, offset: int = 0) -> pd.DataFrame:
+    """One page of the session table, sorted in SQL (ties broken by id so pages are stable)."""
+    if sort not in SORTABLE:
+        raise ValueError(f"cannot sort sessions by {sort!r}; expected one of {SORTABLE}")
+    g = _grouped(f).subquery()
+    key = g.c[sort]
+    q = (sa.select(*[g.c[c] for c in SESSION_COLUMNS])
+         .order_by(key.desc() if descending else key.asc(), g.c.id.desc() if descending else g.c.id.asc())
+         .limit(limit).offset(offset))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=SESSION_COLUMNS)
+
+
+def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "halts") -> pd.DataFrame:
+    """The chart's rows: top n sessions by `by`, plus one "others" row summing the rest (if any)."""
+    top = sessions_page(conn, f, sort=by, limit=n)
+    total = headline(conn, f)
+    rest = total["sessions"] - len(top)
+    rows = top[["id", "title", "runs", *MEASURES]].copy()
+    rows["others"] = 0
+    if rest > 0:
+        other = {"id": None, "title": f"{rest} other sessions", "others": rest}
+        for c in ("runs", *MEASURES):
+            other[c] = total[c] - int(top[c].sum())
+        rows = pd.concat([rows, pd.DataFrame([other])], ignore_index=True)
+    return rows
+
+
+# ── the Session page ──────────────────────────────────────────────────────────────────────────
+
+
+def session_header(conn: Connection, session_id: int) -> dict | None:
+    s, src = t.sessions.c, t.sources.c
+    q = (sa.select(s.id, s.key, s.title, s.format, s.agent, s.model, s.started_at, s.ended_at, s.n_runs, s.n_calls,
+                   s.n_events, src.path, src.status)
+         .select_from(t.sessions.join(t.sources, src.id == s.source_id)).where(s.id == session_id))
+    row = conn.execute(q).mappings().first()
+    if row is None:
+        return None
+    out = dict(row)
+    last_ts = conn.execute(sa.select(sa.func.max(t.events.c.ts)).where(t.events.c.session_id == session_id)).scalar()
+    out["ended_at"] = out["ended_at"] or last_ts
+    out["duration_s"] = _seconds_between(out["started_at"], out["ended_at"])
+    return out
+
+
+def _seconds_between(a: str | None, b: str | None) -> float | None:
+    try:
+        start = dt.datetime.fromisoformat(a.replace("Z", "+00:00"))
+        end = dt.datetime.fromisoformat(b.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return max(0.0, (end - start).total_seconds())
+
+
+def run_outcomes(conn: Connection, session_id: int) -> pd.DataFrame:
+    """Long form: one row per run × policy (run_idx, n_calls, user_text, policy, outcome, counters)."""
+    ro, r, p = t.run_outcomes.c, t.runs.c, t.policies.c
+    q = (sa.select(ro.run_idx, r.n_calls, r.user_text, ro.policy_id, p.label.label("policy"), ro.outcome,
+                   ro.halt_seq, ro.halt_idx, ro.strikes, ro.warnings, ro.blocks, ro.saved)
+         .select_from(t.run_outcomes.join(t.policies, p.id == ro.policy_id)
+                      .outerjoin(t.runs, sa.and_(r.session_id == ro.session_id, r.idx == ro.run_idx)))
+         .where(ro.session_id == session_id).order_by(ro.run_idx, p.label))
+    cols = ["run_idx", "n_calls", "user_text", "policy_id", "policy", "outcome", "halt_seq", "halt_idx",
+            "strikes", "warnings", "blocks", "saved"]
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=cols)
+
+
+def outcome_matrix(long: pd.DataFrame) -> pd.DataFrame:
+    """Runs × policies, each cell the run's outcome under that policy (pure reshaping)."""
+    if long.empty:
+        return pd.DataFrame(columns=["run"])
+    wide = long.pivot_table(index="run_idx", columns="policy", values="outcome", aggfunc="first")
+    wide.columns.name = None
+    wide = wide.reset_index().rename(columns={"run_idx": "run"})
+    calls = long.groupby("run_idx")["n_calls"].first().fillna(0).astype(int).tolist()
+    wide.insert(1, "calls", calls)
+    return wide
+
+
+def halts(conn: Connection, session_id: int, run_idx: int | None = None) -> pd.DataFrame:
+    """Where each policy halted (run, seq, idx), earliest first."""
+    ro, p = t.run_outcomes.c, t.policies.c
+    q = (sa.select(ro.run_idx, ro.policy_id, p.label.label("policy"), ro.halt_seq, ro.halt_idx)
+         .select_from(t.run_outcomes.join(t.policies, p.id == ro.policy_id))
+         .where(ro.session_id == session_id, ro.outcome == vocab.HALTED, ro.halt_seq.is_not(None))
+         .order_by(ro.halt_seq, p.label))
+    if run_idx is not None:
+        q = q.where(ro.run_idx == run_idx)
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["run_idx", "policy_id", "policy", "halt_seq", "halt_idx"])
+
+
+TIMELINE_COLUMNS = ["seq", "idx", "run_idx", "tool", "args", "policy", "verdict", "count", "reason"]
+
+
+def timeline(conn: Connection, session_id: int, run_idx: int | None = None, limit: int = 6000,
+             args_chars: int = 300) -> pd.DataFrame:
+    """Every check of the session (or one run) with the call it judged; batch-level checks are
+    spread over each call of their batch, prose checks sit in the PROSE_TOOL lane."""
+    c, k, p = t.calls.c, t.checks.c, t.policies.c
+    on = sa.and_(c.session_id == k.session_id, c.seq == k.seq, sa.or_(k.idx == t.BATCH_LEVEL, c.idx == k.idx))
+    q = (sa.select(k.seq, sa.func.coalesce(c.idx, k.idx).label("idx"), k.run_idx,
+                   sa.func.coalesce(c.tool, PROSE_TOOL).label("tool"),
+                   sa.func.substr(c.args, 1, args_chars).label("args"), p.label.label("policy"), k.verdict,
+                   k.count, k.reason)
+         .select_from(t.checks.join(t.policies, p.id == k.policy_id).outerjoin(t.calls, on))
+         .where(k.session_id == session_id)
+         .order_by(k.seq, sa.func.coalesce(c.idx, k.idx), p.label).limit(limit))
+    if run_idx is not None:
+        q = q.where(k.run_idx == run_idx)
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=TIMELINE_COLUMNS)
+
+
+TRANSCRIPT_COLUMNS = ["seq", "run_idx", "kind", "ts", "line", "idx", "tool", "args", "answer", "is_error", "text"]
+
+
+def transcript(conn: Connection, session_id: int, first_seq: int, last_seq: int) -> pd.DataFrame:
+    """Events with seq in [first_seq, last_seq], calls expanded (with their answers) under their batch."""
+    e, c = t.events.c, t.calls.c
+    ev = conn.execute(sa.select(e.seq, e.run_idx, e.kind, e.ts, e.line, e.text)
+                      .where(e.session_id == session_id, e.seq.between(first_seq, last_seq))
+                      .order_by(e.seq)).mappings().all()
+    calls = conn.execute(sa.select(c.seq, c.idx, c.tool, c.args, c.answer, c.is_error)
+                         .where(c.session_id == session_id, c.seq.between(first_seq, last_seq))
+                         .order_by(c.seq, c.idx)).mappings().all()
+    by_seq: dict[int, list] = {}
+    for row in calls:
+        by_seq.setdefault(row["seq"], []).append(row)
+    out = []
+    for row in ev:
+        base = {"seq": row["seq"], "run_idx": row["run_idx"], "kind": row["kind"], "ts": row["ts"], "line": row["line"],
+                "idx": None, "tool": None, "args": None, "answer": None, "is_error": None, "text": row["text"]}
+        if row["kind"] == vocab.KIND_BATCH and row["seq"] in by_seq:
+            for call in by_seq[row["seq"]]:
+                out.append(base | {"idx": call["idx"], "tool": call["tool"], "args": call["args"],
+                                   "answer": call["answer"], "is_error": call["is_error"]})
+        else:
+            out.append(base)
+    return pd.DataFrame(out, columns=TRANSCRIPT_COLUMNS)
+
+
+def run_bounds(conn: Connection, session_id: int, run_idx: int) -> tuple[int, int] | None:
+    r = t.runs.c
+    row = conn.execute(sa.select(r.first_seq, r.last_seq).where(r.session_id == session_id, r.idx == run_idx)).first()
+    return (row[0], row[1]) if row else None
+
+
+def run_labels(conn: Connection, session_id: int) -> pd.DataFrame:
+    lb = t.labels.c
+    q = sa.select(lb.run_idx, lb.label, lb.note, lb.created_at).where(lb.session_id == session_id).order_by(lb.run_idx)
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["run_idx", "label", "note", "created_at"])
+
+
+LABELS = ("real_loop", "not_loop")
+
+
+def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "") -> None:
+    """A person's verdict on a run; one per run, the latest wins. The only write the dashboard makes."""
+    if label not in LABELS:
+        raise ValueError(f"unknown label {label!r}; expected one of {LABELS}")
+    lb = t.labels
+    conn.execute(sa.delete(lb).where(lb.c.session_id == session_id, lb.c.run_idx == run_idx))
+    conn.execute(sa.insert(lb).values(session_id=session_id, run_idx=run_idx, label=label, note=note or None,
+                                      created_at=time.time()))
+
+
+# ── the Ingest health page ────────────────────────────────────────────────────────────────────
+
+
+def source_status_counts(conn: Connection) -> dict[str, int]:
+    src = t.sources.c
+    return {r[0]: int(r[1]) for r in conn.execute(sa.select(src.status, sa.func.count()).group_by(src.status))}
+
+
+def ingest_totals(conn: Connection) -> dict:
+    src = t.sources.c
+    row = conn.execute(sa.select(sa.func.count(), sa.func.max(src.ingested_at), sa.func.coalesce(sa.func.sum(src.size), 0))).one()
+    errors = conn.execute(sa.select(sa.func.count()).select_from(t.ingest_errors)).scalar_one()
+    return {"sources": int(row[0]), "last_ingest": row[1], "bytes": int(row[2]), "quarantined_lines": int(errors)}
+
+
+SOURCE_COLUMNS = ["id", "path", "format", "status", "last_ingest", "size", "sessions", "calls", "errors", "error"]
+
+
+def sources_page(conn: Connection, status: str = "", limit: int = 100, offset: int = 0) -> pd.DataFrame:
+    """Sources with their counts, most recently ingested first."""
+    src, s, ie = t.sources.c, t.sessions.c, t.ingest_errors.c
+    sess = (sa.select(s.source_id, sa.func.count().label("sessions"), sa.func.sum(s.n_calls).label("calls"))
+            .group_by(s.source_id).subquery())
+    errs = sa.select(ie.source_id, sa.func.count().label("errors")).group_by(ie.source_id).subquery()
+    q = (sa.select(src.id, src.path, src.format, src.status, src.ingested_at.label("last_ingest"), src.size,
+                   sa.func.coalesce(sess.c.sessions, 0).label("sessions"), sa.func.coalesce(sess.c.calls, 0).label("calls"),
+                   sa.func.coalesce(errs.c.errors, 0).label("errors"), src.error)
+         .select_from(t.sources.outerjoin(sess, sess.c.source_id == src.id).outerjoin(errs, errs.c.source_id == src.id))
+         .order_by(src.ingested_at.desc().nulls_last(), src.id.desc()).limit(limit).offset(offset))
+    if status:
+        q = q.where(src.status == status)
+    df = pd.DataFrame(conn.execute(q).mappings().all(), columns=SOURCE_COLUMNS)
+    df["last_ingest"] = pd.to_datetime(df["last_ingest"], unit="s", utc=True)
+    return df
+
+
+ERROR_COLUMNS = ["where", "message", "excerpt", "path", "line", "created_at"]
+
+
+def ingest_errors(conn: Connection, limit: int = 200, offset: int = 0) -> pd.DataFrame:
+    """Quarantined lines, newest first, each with `path:line`."""
+    ie, src = t.ingest_errors.c, t.sources.c
+    q = (sa.select(src.path, ie.line, ie.message, ie.excerpt, ie.created_at)
+         .select_from(t.ingest_errors.join(t.sources, src.id == ie.source_id))
+         .order_by(ie.created_at.desc().nulls_last(), ie.id.desc()).limit(limit).offset(offset))
+    rows = [dict(r) | {"where": f"{r['path']}:{r['line']}" if r["line"] is not None else r["path"]}
+            for r in conn.execute(q).mappings()]
+    df = pd.DataFrame(rows, columns=ERROR_COLUMNS)
+    df["created_at"] = pd.to_datetime(df["created_at"], unit="s", utc=True)
+    return df
