@@ -1,0 +1,105 @@
+"""Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl).
+
+Current envelope: each line is {"timestamp", "type", "payload"} with type session_meta (the
+session), turn_context (model, cwd), response_item (a Responses API item: message,
+function_call, custom_tool_call, local_shell_call, their outputs, reasoning) or event_msg (UI
+events that duplicate the items: skipped). Legacy files: a first line {"id", "timestamp",
+"instructions", ...} then bare Responses items, with {"record_type": "state"} lines between.
+
+User turns are response_item messages with role user, except the ones Codex injects itself
+(<environment_context>, <user_instructions>, AGENTS.md instructions). Shell outputs are often a
+JSON string {"output": ..., "metadata": {"exit_code": ...}}: unwrapped, non-zero exit = error.
+A rollout does not record which calls were parallel, so one call = one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ingest.events import Item, ReadError, SessionInfo, SessionStart
+from ingest.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
+from ingest.formats.openai_responses import item_events
+
+NAME = "codex"
+DESCRIPTION = "Codex CLI rollout JSONL (~/.codex/sessions/**/rollout-*.jsonl, current and legacy)"
+
+_ENVELOPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
+             "<INSTRUCTIONS>", "<user_shell_command>")
+# How far to look ahead for the model and title before the first event (bounded: streaming).
+_INFO_LINES = 2000
+
+
+def sniff(head: bytes) -> bool:
+    recs = head_records(head, limit=3)
+    if not recs or not isinstance(recs[0], dict):
+        return False
+    first = recs[0]
+    if first.get("type") in _ENVELOPES and "payload" in first:
+        return True
+    # Legacy: a bare session header, then items or state records.
+    return ("id" in first and "timestamp" in first and "type" not in first and "role" not in first
+            and ("instructions" in first or "git" in first))
+
+
+def is_injected(text: str) -> bool:
+    return text.lstrip().startswith(_INJECTED)
+
+
+def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """(line, Responses item | ReadError, timestamp) for both layouts; other lines dropped."""
+    for n, (line, rec) in enumerate(iter_jsonl(path)):
+        if isinstance(rec, ReadError):
+            yield line, rec, None
+        elif not isinstance(rec, dict):
+            yield line, bad(path, line, f"expected a JSON object, got {type(rec).__name__}",
+                            str(rec)), None
+        elif "payload" in rec and rec.get("type") in _ENVELOPES:
+            if rec["type"] == "response_item":
+                yield line, rec["payload"], str_or_none(rec.get("timestamp"))
+        elif "record_type" in rec or (n == 0 and "type" not in rec and "role" not in rec):
+            continue  # legacy state record / session header
+        elif "type" in rec or "role" in rec:
+            yield line, rec, None
+        else:
+            yield line, bad(path, line, "neither a rollout envelope nor a Responses item",
+                            str(rec)[:400]), None
+
+
+def _info(path: Path) -> SessionInfo:
+    key = started = model = title = None
+    meta: dict[str, Any] = {}
+    for n, (_, rec) in enumerate(iter_jsonl(path)):
+        if n > _INFO_LINES or (model and title):
+            break
+        if not isinstance(rec, dict):
+            continue
+        payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else None
+        kind = rec.get("type")
+        if kind == "session_meta" and payload is not None or (n == 0 and "type" not in rec):
+            src = payload if payload is not None else rec
+            key = key or str_or_none(src.get("id"))
+            started = started or str_or_none(src.get("timestamp"))
+            meta.update({k: src[k] for k in ("cwd", "cli_version", "originator", "model_provider")
+                         if isinstance(src.get(k), str)})
+            model = model or str_or_none(src.get("model"))
+        elif kind == "turn_context" and payload is not None:
+            model = model or str_or_none(payload.get("model"))
+        item = payload if kind == "response_item" else (rec if "payload" not in rec else None)
+        if isinstance(item, dict) and item.get("type") == "message" and item.get("role") == "user":
+            text = content_text(item.get("content"))
+            if not title and not is_injected(text):
+                title = title_of(text)
+    return SessionInfo(key or path.stem, NAME, title or "", "codex", model, started, None, meta)
+
+
+def read(path: Path | str) -> Iterator[Item]:
+    path = Path(path)
+    started = False
+    for item in item_events(_items(path), path, group=False, is_injected=is_injected):
+        if not started and not isinstance(item, ReadError):
+            yield SessionStart(_info(path), getattr(item, "line", None))
+            started = True
+        yield item

@@ -1,0 +1,174 @@
+"""OpenAI Responses API items: a JSON list of items, {"input": [...]} (a request body),
+{"output": [...]} (a response), or JSONL, one item per line.
+
+Items: `message` (role user / assistant / system / developer; content a string or input_text /
+output_text blocks), `function_call` / `custom_tool_call` / `local_shell_call` and their
+`*_output` items paired by `call_id`; `reasoning` and other items are skipped. Consecutive calls
+with no message or output between them came out of one model response (parallel tool calls), so
+they form one batch. `item_events` is shared with the Codex reader, which keeps one call per
+batch because its rollouts do not say which calls were parallel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ingest.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Item,
+    Prose,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
+from ingest.formats._common import (
+    as_text,
+    bad,
+    content_text,
+    first_line,
+    head_text,
+    iter_jsonl,
+    load_json,
+    parse_args,
+    str_or_none,
+    title_of,
+)
+
+NAME = "openai-responses"
+DESCRIPTION = "OpenAI Responses API items (function_call / function_call_output by call_id)"
+
+_ITEM = re.compile(rb'"type"\s*:\s*"(function_call|function_call_output|input_text|output_text'
+                   rb'|reasoning|custom_tool_call|local_shell_call)"')
+CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+
+
+def sniff(head: bytes) -> bool:
+    return head_text(head).startswith(("[", "{")) and bool(_ITEM.search(head))
+
+
+def item_call(item: dict) -> Call:
+    kind = item.get("type")
+    call_id = str_or_none(item.get("call_id") or item.get("id"))
+    if kind == "function_call":
+        args, malformed = parse_args(item.get("arguments"))
+        return Call(call_id, str(item.get("name") or ""), args, malformed)
+    if kind == "custom_tool_call":
+        # Custom (freeform) tools take a raw string, e.g. Codex's apply_patch.
+        return Call(call_id, str(item.get("name") or ""), {"input": item.get("input")})
+    return Call(call_id, "local_shell", item.get("action"))
+
+
+def exec_output(output: Any) -> tuple[str, bool]:
+    """Codex wraps shell results as JSON {"output": ..., "metadata": {"exit_code": ...}}: unwrap
+    it so the answer is the command's output and a non-zero exit code is an error."""
+    if isinstance(output, str) and output.startswith('{"output"'):
+        try:
+            decoded = orjson.loads(output)
+        except orjson.JSONDecodeError:
+            return output, False
+        if isinstance(decoded, dict) and "output" in decoded:
+            meta = decoded.get("metadata")
+            code = meta.get("exit_code") if isinstance(meta, dict) else None
+            return as_text(decoded["output"]), isinstance(code, int) and code != 0
+    return content_text(output) if isinstance(output, list) else as_text(output), False
+
+
+def item_answer(item: dict, ts: str | None) -> Answer:
+    text, is_error = exec_output(item.get("output"))
+    status = item.get("status")
+    return Answer(str_or_none(item.get("call_id") or item.get("id")), text,
+                  is_error or status in ("failed", "incomplete"), ts)
+
+
+def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group: bool,
+                is_injected=lambda text: False) -> Iterator[Item]:
+    """(line, item, ts) → events. `group`: consecutive calls form one batch."""
+    calls: list[Call] = []
+    at: tuple[str | None, int] = (None, 0)
+
+    def flush() -> Iterator[Item]:
+        nonlocal calls
+        if calls:
+            yield Batch(tuple(calls), "", at[0], at[1])
+            calls = []
+
+    for line, item, ts in items:
+        if isinstance(item, ReadError):
+            yield item
+            continue
+        if not isinstance(item, dict):
+            yield bad(path, line, f"expected an item object, got {type(item).__name__}", str(item))
+            continue
+        kind = item.get("type", "message" if "role" in item else None)
+        ts = ts or str_or_none(item.get("timestamp"))
+        if kind in CALL_TYPES:
+            if not group:
+                yield from flush()
+            if not calls:
+                at = (ts, line)
+            calls.append(item_call(item))
+            continue
+        if kind in OUTPUT_TYPES:
+            yield from flush()
+            yield Answers((item_answer(item, ts),), line)
+        elif kind == "message":
+            role = item.get("role")
+            text = content_text(item.get("content"))
+            if role == "user":
+                yield from flush()
+                if not is_injected(text):
+                    yield UserTurn(text, ts, line)
+            elif role == "assistant":
+                yield from flush()
+                if text.strip():
+                    yield Prose(text, ts, line)
+            elif role not in ("system", "developer"):
+                yield bad(path, line, f"unknown message role {role!r}", str(item)[:400])
+        elif kind is None:
+            yield bad(path, line, "item without a \"type\"", str(item)[:400])
+        # reasoning, web_search_call, ghost_snapshot, …: not turns, not calls
+    yield from flush()
+
+
+def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    head = first_line(path)
+    if isinstance(head, dict) and ("type" in head or "role" in head) and not (
+            "input" in head and isinstance(head["input"], list)):
+        for line, rec in iter_jsonl(path):
+            yield line, rec, None
+        return
+    doc = load_json(path)
+    if isinstance(doc, dict):
+        for key in ("input", "output", "items"):
+            if isinstance(doc.get(key), list):
+                doc = doc[key]
+                break
+    if isinstance(doc, list):
+        for n, item in enumerate(doc, 1):
+            yield n, item, None
+    elif isinstance(doc, ReadError):
+        yield doc.line or 1, doc, None
+    else:
+        yield 1, bad(path, 1, "expected a list of Responses items or an object with \"input\" / "
+                     f"\"output\", got {type(doc).__name__}"), None
+
+
+def read(path: Path | str) -> Iterator[Item]:
+    path = Path(path)
+    started = False
+    for item in item_events(_items(path), path, group=True):
+        if not started and not isinstance(item, ReadError):
+            title = title_of(item.text) if isinstance(item, UserTurn) else ""
+            yield SessionStart(SessionInfo("0", NAME, title), getattr(item, "line", None))
+            started = True
+        yield item
