@@ -1,0 +1,256 @@
+"""Gemini CLI session files (`~/.gemini/tmp/<project hash>/chats/session-*.json[l]`).
+
+Two shapes, field names as gemini-cli's ChatRecordingService writes them:
+
+- JSONL (current): a metadata line {sessionId, projectHash, startTime, ...}, then an upsert log.
+  A message record {id, timestamp, type, content, toolCalls?, ...} is appended again, whole,
+  every time its tool calls, results or tokens change: the last write of an id wins and keeps
+  the id's first position. {"$set": {...}} patches the metadata; {"$rewindTo": id} drops that
+  message and everything after it (an unknown id drops every message, as gemini-cli does).
+- JSON (older): one document {sessionId, projectHash, startTime, messages: [...]}.
+
+Because a later line may rewrite or rewind any earlier message, a JSONL file is folded whole
+before its events are yielded: memory is the size of the final conversation, not the file.
+`$set.messages` (written after /compress or history masking) upserts those messages by id
+rather than replacing the list, so the tool calls that really ran stay visible to the guards.
+
+Messages: `user` → UserTurn; `gemini` with toolCalls → Batch (call id, name, args) followed by
+Answers for the calls that finished (result functionResponse output, or resultDisplay; status
+"error"/"cancelled" flags is_error); `gemini` without toolCalls → Prose. `info`, `error` and
+`warning` are the CLI talking to the person, not the model or the person: skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ingest.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Item,
+    Prose,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
+from ingest.formats._common import (
+    as_text,
+    bad,
+    content_text,
+    first_line,
+    head_text,
+    iter_jsonl,
+    load_json,
+    parse_args,
+    str_or_none,
+    title_of,
+)
+
+NAME = "gemini-cli"
+DESCRIPTION = "Gemini CLI chat recording (session-*.jsonl with $set/$rewindTo, or older .json)"
+
+_SESSION = re.compile(r'"sessionId"\s*:')
+_PROJECT = re.compile(r'"projectHash"\s*:')
+_LOG_RECORD = re.compile(r'^\{\s*"\$(set|rewindTo)"\s*:', re.M)
+_ERROR_STATUSES = ("error", "cancelled")
+_SKIPPED_TYPES = ("info", "error", "warning")
+
+
+def sniff(head: bytes) -> bool:
+    text = head_text(head)
+    if not text.startswith("{"):
+        return False
+    return bool(_SESSION.search(text) and _PROJECT.search(text)) or bool(_LOG_RECORD.search(text))
+
+
+def read(path: Path | str) -> Iterator[Item]:
+    path = Path(path)
+    # The older format is one pretty-printed document; a minified one-line document folds the
+    # same way as a JSONL file whose first line carries the messages, so JSONL is the default.
+    if first_line(path) is None and _opens_document(path):
+        yield from _read_document(path)
+    else:
+        yield from _read_jsonl(path)
+
+
+def _opens_document(path: Path) -> bool:
+    """True when the first non-blank line is a lone "{" or "[" (a pretty-printed document)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    return head[:1] in (b"{", b"[") and head[1:].lstrip(b" \t\r")[:1] in (b"\n", b"")
+
+
+def _read_document(path: Path) -> Iterator[Item]:
+    doc = load_json(path)
+    if isinstance(doc, ReadError):
+        yield doc
+        return
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        yield bad(path, 1, "not a Gemini CLI session: expected an object with a 'messages' list, "
+                  f"got {type(doc).__name__}")
+        return
+    messages: dict[str, tuple[dict, int]] = {}
+    errors: list[ReadError] = []
+    for index, msg in enumerate(doc["messages"], start=1):
+        if isinstance(msg, dict) and isinstance(msg.get("id"), str):
+            messages[msg["id"]] = (msg, index)
+        else:
+            errors.append(bad(path, index, f"message {index} is not a message record "
+                              "(an object with a string 'id')", as_text(msg)))
+    yield from errors
+    yield from _session(doc, messages)
+
+
+def _read_jsonl(path: Path) -> Iterator[Item]:
+    metadata: dict[str, Any] = {}
+    messages: dict[str, tuple[dict, int]] = {}
+    for line_no, record in iter_jsonl(path):
+        if isinstance(record, ReadError):
+            yield record
+            continue
+        if not isinstance(record, dict):
+            yield bad(path, line_no, f"expected a JSON object, got {type(record).__name__}",
+                      as_text(record))
+            continue
+        if "$rewindTo" in record:
+            target = record["$rewindTo"]
+            if not isinstance(target, str):
+                yield bad(path, line_no, "$rewindTo must be a message id (a string)", as_text(record))
+                continue
+            _rewind(messages, target)
+        elif isinstance(record.get("id"), str):
+            messages[record["id"]] = (record, line_no)
+        elif "$set" in record:
+            patch = record["$set"]
+            if not isinstance(patch, dict):
+                yield bad(path, line_no, "$set must be an object", as_text(record))
+                continue
+            _merge_metadata(metadata, messages, patch, line_no)
+        elif "sessionId" in record:
+            _merge_metadata(metadata, messages, record, line_no)
+        else:
+            yield bad(path, line_no, "not a Gemini CLI record (no id, $set, $rewindTo or sessionId)",
+                      as_text(record))
+    yield from _session(metadata, messages)
+
+
+def _rewind(messages: dict[str, tuple[dict, int]], target: str) -> None:
+    if target not in messages:
+        messages.clear()
+        return
+    ids = list(messages)
+    for mid in ids[ids.index(target):]:
+        del messages[mid]
+
+
+def _merge_metadata(metadata: dict, messages: dict[str, tuple[dict, int]], patch: dict,
+                    line_no: int) -> None:
+    metadata.update({k: v for k, v in patch.items() if k != "messages"})
+    listed = patch.get("messages")
+    if isinstance(listed, list):
+        for msg in listed:
+            if isinstance(msg, dict) and isinstance(msg.get("id"), str):
+                messages[msg["id"]] = (msg, line_no)
+
+
+def _session(metadata: dict, messages: dict[str, tuple[dict, int]]) -> Iterator[Item]:
+    records = list(messages.values())
+    first_user = next((content_text(m.get("content")) for m, _ in records if m.get("type") == "user"),
+                      "")
+    model = next((m.get("model") for m, _ in records
+                  if m.get("type") == "gemini" and isinstance(m.get("model"), str)), None)
+    summary = metadata.get("summary")
+    meta = {k: metadata[k] for k in ("projectHash", "kind", "directories", "lastUpdated")
+            if metadata.get(k) is not None}
+    yield SessionStart(SessionInfo(
+        key=str_or_none(metadata.get("sessionId")) or "0",
+        format=NAME,
+        title=title_of(summary if isinstance(summary, str) and summary else first_user),
+        agent="gemini-cli",
+        model=model,
+        started_at=str_or_none(metadata.get("startTime")),
+        meta=meta,
+    ), records[0][1] if records else None)
+    for msg, line in records:
+        yield from _message_events(msg, line)
+
+
+def _message_events(msg: dict, line: int) -> Iterator[Item]:
+    kind = msg.get("type")
+    ts = str_or_none(msg.get("timestamp"))
+    text = content_text(msg.get("content"))
+    if kind == "user":
+        yield UserTurn(text, ts, line)
+        return
+    if kind != "gemini":
+        return  # info / error / warning lines are the CLI's own notices (see module doc)
+    calls = msg.get("toolCalls")
+    if not isinstance(calls, list) or not calls:
+        if text.strip():
+            yield Prose(text, ts, line)
+        return
+    batch: list[Call] = []
+    answers: list[Answer] = []
+    for index, tc in enumerate(calls):
+        if not isinstance(tc, dict):
+            continue
+        call_id = str_or_none(tc.get("id")) or f"{msg.get('id')}:{index}"
+        args, malformed = parse_args(tc.get("args"))
+        batch.append(Call(call_id, str(tc.get("name") or "?"), args, malformed))
+        answer = _answer(tc, call_id)
+        if answer is not None:
+            answers.append(answer)
+    if not batch:
+        if text.strip():
+            yield Prose(text, ts, line)
+        return
+    yield Batch(tuple(batch), text, ts, line)
+    if answers:
+        yield Answers(tuple(answers), line)
+
+
+def _answer(tc: dict, call_id: str) -> Answer | None:
+    """The call's result, or None while it has none (scheduled, executing, awaiting approval)."""
+    status = tc.get("status")
+    result = tc.get("result")
+    display = tc.get("resultDisplay")
+    if result is None and display is None and status not in _ERROR_STATUSES:
+        return None
+    text = _result_text(result)
+    if not text and display is not None:
+        text = display if isinstance(display, str) else as_text(display)
+    return Answer(call_id, text, status in _ERROR_STATUSES, str_or_none(tc.get("timestamp")))
+
+
+def _result_text(result: Any) -> str:
+    """Text of a PartListUnion result: functionResponse output/error parts, text parts."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    parts = result if isinstance(result, list) else [result]
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            response = part.get("functionResponse")
+            if isinstance(response, dict):
+                body = response.get("response")
+                if isinstance(body, dict) and isinstance(body.get("output"), str):
+                    out.append(body["output"])
+                elif isinstance(body, dict) and isinstance(body.get("error"), str):
+                    out.append(body["error"])
+                else:
+                    out.append(as_text(body))
+            elif isinstance(part.get("text"), str):
+                out.append(part["text"])
+            else:
+                out.append(as_text(part))
+    return "\n".join(p for p in out if p)

@@ -1,0 +1,164 @@
+"""SWE-agent trajectories (`*.traj`): {environment, trajectory: [...], history: [...], info}.
+
+Two variants, told apart by `history`:
+
+- Command strings (the classic ACI): each `trajectory[]` step {action, observation, thought,
+  response, state} is one call. The action is a raw command string, so tool = its first word and
+  args = {"command": the whole action} (the trailing newline older versions append is dropped,
+  so the same command compares equal across versions). The observation answers it; there is no
+  call id (the replay engine pairs it with the oldest unanswered call).
+- Function calling: `history` holds assistant messages with OpenAI-style `tool_calls` and
+  role "tool" messages with `tool_call_ids`; calls keep their ids, names and parsed arguments.
+
+Only the first non-demonstration user message (the task / issue statement) is a UserTurn: every
+later "user" message is the environment speaking (observations, format-error nudges), not a
+person, so it is not a run boundary. `info` (exit_status, model_stats, submission size) goes to
+the session's meta. Positions are record indexes: the step in `trajectory` or the message in
+`history`, 1-based.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ingest.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Item,
+    Prose,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
+from ingest.formats._common import (
+    as_text,
+    bad,
+    content_text,
+    head_text,
+    load_json,
+    parse_args,
+    str_or_none,
+    title_of,
+)
+
+NAME = "swe-agent"
+DESCRIPTION = "SWE-agent .traj (trajectory[] of command actions, or the function-calling history)"
+
+# `"trajectory": [` — mini-swe-agent files have `"trajectory_format"` instead and are OpenAI chat.
+_TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')
+_STEP_KEYS = re.compile(r'"(action|observation|thought)"\s*:')
+
+
+def sniff(head: bytes) -> bool:
+    text = head_text(head)
+    return text.startswith("{") and bool(_TRAJECTORY.search(text)) and bool(_STEP_KEYS.search(text))
+
+
+def read(path: Path | str) -> Iterator[Item]:
+    path = Path(path)
+    doc = load_json(path)
+    if isinstance(doc, ReadError):
+        yield doc
+        return
+    if not isinstance(doc, dict) or not isinstance(doc.get("trajectory"), list):
+        yield bad(path, 1, "not a SWE-agent trajectory: expected an object with a 'trajectory' list")
+        return
+    history = doc.get("history") if isinstance(doc.get("history"), list) else []
+    task_index, task = _task_message(history)
+    yield SessionStart(_info(doc, task))
+    if task is not None:
+        yield UserTurn(task, None, task_index)
+    if any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+           for m in history):
+        yield from _function_calls(path, history, task_index)
+    else:
+        yield from _commands(path, doc["trajectory"])
+
+
+def _task_message(history: list) -> tuple[int | None, str | None]:
+    for index, msg in enumerate(history, start=1):
+        if isinstance(msg, dict) and msg.get("role") == "user" and not msg.get("is_demo"):
+            return index, content_text(msg.get("content"))
+    return None, None
+
+
+def _info(doc: dict, task: str | None) -> SessionInfo:
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    meta: dict[str, Any] = {}
+    for key in ("exit_status", "model_stats", "swe_agent_version", "swe_rex_version"):
+        if info.get(key) is not None:
+            meta[key] = info[key]
+    if isinstance(info.get("submission"), str):
+        meta["submission_chars"] = len(info["submission"])
+    env = doc.get("environment")
+    if isinstance(env, str):
+        meta["environment"] = env
+    model = None
+    config = doc.get("replay_config")
+    if isinstance(config, dict):
+        agent = config.get("agent")
+        model_cfg = agent.get("model") if isinstance(agent, dict) else None
+        if isinstance(model_cfg, dict):
+            model = str_or_none(model_cfg.get("name"))
+    return SessionInfo(key="0", format=NAME, title=title_of(task or ""), agent="swe-agent",
+                       model=model, meta=meta)
+
+
+def _commands(path: Path, trajectory: list) -> Iterator[Item]:
+    for index, step in enumerate(trajectory, start=1):
+        if not isinstance(step, dict):
+            yield bad(path, index, f"trajectory step {index} is not an object", as_text(step))
+            continue
+        action = step.get("action")
+        if not isinstance(action, str) or not action.strip():
+            yield bad(path, index, f"trajectory step {index} has no action command", as_text(step))
+            continue
+        command = action.rstrip("\n")
+        tool = command.split(None, 1)[0]
+        thought = step.get("thought")
+        yield Batch((Call(None, tool, {"command": command}),),
+                    thought if isinstance(thought, str) else "", None, index)
+        if "observation" in step:
+            yield Answers((Answer(None, as_text(step.get("observation"))),), index)
+
+
+def _function_calls(path: Path, history: list, task_index: int | None) -> Iterator[Item]:
+    for index, msg in enumerate(history, start=1):
+        if not isinstance(msg, dict):
+            yield bad(path, index, f"history message {index} is not an object", as_text(msg))
+            continue
+        if msg.get("is_demo") or index == task_index:
+            continue
+        role = msg.get("role")
+        text = content_text(msg.get("content"))
+        if role == "assistant":
+            calls = list(_calls(path, index, msg.get("tool_calls")))
+            errors = [c for c in calls if isinstance(c, ReadError)]
+            good = tuple(c for c in calls if isinstance(c, Call))
+            yield from errors
+            if good:
+                yield Batch(good, text, None, index)
+            elif text.strip():
+                yield Prose(text, None, index)
+        elif role == "tool":
+            ids = msg.get("tool_call_ids")
+            if not isinstance(ids, list) or not ids:
+                ids = [msg.get("tool_call_id")]
+            yield Answers(tuple(Answer(str_or_none(i), text) for i in ids), index)
+
+
+def _calls(path: Path, index: int, raw: Any) -> Iterator[Call | ReadError]:
+    for position, tc in enumerate(raw if isinstance(raw, list) else []):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            yield bad(path, index, f"history message {index}: tool call {position + 1} has no "
+                      "function name", as_text(tc))
+            continue
+        args, malformed = parse_args(fn.get("arguments"))
+        yield Call(str_or_none(tc.get("id")), fn["name"], args, malformed)
