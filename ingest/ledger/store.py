@@ -1,0 +1,359 @@
+"""The ledger writer and `load_events`, in SQLAlchemy Core.
+
+Writing: `write_session` replaces one session's rows (events, calls with their answers joined
+on, runs, checks, results, run outcomes, session stats) inside the caller's transaction. The
+session row itself is kept and updated, so labels a person put on its runs survive a re-ingest.
+Rows go in with one executemany per table over plain tuples (no ORM, no per-row dicts): that is
+most of the ingest budget.
+
+Reading back: `load_events` rebuilds exactly the events the detectors saw at ingest (after
+redaction), so recheck, Replay and Compare judge what the worker judged. Text is stored capped
+(`max_text` bytes); a capped text ends in a marker holding the full text's digest, so two capped
+texts are equal exactly when the full texts were, and answers carry the full digest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+
+from ingest import vocab
+from ingest.detectors.canonical import args_hash as canonical_args_hash
+from ingest.detectors.canonical import canonical_json
+from ingest.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
+from ingest.ledger import schema as s
+
+DEFAULT_MAX_TEXT = 64 * 1024
+TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
+ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"
+
+
+# ── text caps ────────────────────────────────────────────────────────────────────────────────
+
+
+def cap_text(text: str, max_bytes: int, digest: str | None = None) -> str:
+    """`text` cut to at most `max_bytes` UTF-8 bytes, plus a marker naming the full length and digest.
+
+    The digest in the marker keeps equality exact for the detectors that compare text (stagnation).
+    """
+    if len(text) * 4 <= max_bytes:  # cannot exceed the cap even at 4 bytes per character
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text
+    head = raw[:max_bytes].decode("utf-8", "ignore")
+    return f"{head}{TRUNCATED}{len(raw)} bytes, digest {digest or text_digest(text)}]"
+
+
+def is_capped(text: str | None) -> bool:
+    return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]
+
+
+# ── bulk insert ──────────────────────────────────────────────────────────────────────────────
+
+
+def _insert_sql(conn: Connection, table: str, columns: Sequence[str]) -> str:
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cols = ", ".join(f'"{c}"' for c in columns)
+    return f'INSERT INTO {table} ({cols}) VALUES ({", ".join([mark] * len(columns))})'
+
+
+def bulk_insert(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple]) -> None:
+    """One DB-API executemany of plain tuples: the cheapest path through SQLAlchemy to the driver."""
+    if rows:
+        conn.exec_driver_sql(_insert_sql(conn, table, columns), rows)
+
+
+_EVENT_COLS = ("session_id", "seq", "run_idx", "kind", "text", "text_hash", "ts", "line")
+_CALL_COLS = ("session_id", "seq", "idx", "run_idx", "call_id", "tool", "args", "args_hash", "args_malformed",
+              "answer", "answer_hash", "answer_len", "is_error", "answer_seq", "answer_ts")
+_RUN_COLS = ("session_id", "idx", "first_seq", "last_seq", "n_calls", "started_at", "user_text")
+_CHECK_COLS = ("session_id", "policy_id", "seq", "idx", "run_idx", "verdict", "count", "total", "threshold",
+               "reason")
+_RESULT_COLS = ("session_id", "policy_id", "seq", "idx", "outcome")
+_STAT_COLS = ("session_id", "policy_id", "runs", "calls", "strikes", "warnings", "blocks", "halts", "saved",
+              "halted_runs", "first_halt_seq")
+_OUTCOME_COLS = ("session_id", "run_idx", "policy_id", "outcome", "halt_seq", "halt_idx", "strikes", "warnings",
+                 "blocks", "saved")
+_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs)
+
+
+# ── policies ─────────────────────────────────────────────────────────────────────────────────
+
+
+def _upsert_ignore(conn: Connection, table, rows: list[dict]) -> None:
+    if not rows:
+        return
+    ins = pg_insert(table) if conn.dialect.name == "postgresql" else sqlite_insert(table)
+    conn.execute(ins.on_conflict_do_nothing(), rows)
+
+
+def ensure_policies(conn: Connection, specs: Iterable[Any], default_ids: Iterable[str] = ()) -> None:
+    """Insert the policies not stored yet (a policy's id is the digest of its spec: never updated)."""
+    defaults = set(default_ids)
+    now = time.time()
+    rows = [{"id": sp.id, "detector": sp.detector, "params": canonical_json(dict(sp.params)),
+             "label": sp.label, "is_default": sp.id in defaults, "created_at": now} for sp in specs]
+    _upsert_ignore(conn, s.policies, rows)
+
+
+def stored_policies(conn: Connection) -> list[dict[str, Any]]:
+    rows = conn.execute(select(s.policies).order_by(s.policies.c.is_default.desc(), s.policies.c.detector,
+                                                    s.policies.c.label)).mappings()
+    return [dict(r) for r in rows]
+
+
+# ── sessions ─────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyVerdicts:
+    """One policy's replay of one session: its steps (from ingest.replay) and tally() of them."""
+
+    policy_id: str
+    steps: Sequence[Any]
+    summary: Any
+
+
+def session_id_of(conn: Connection, source_id: int, key: str) -> int | None:
+    return conn.execute(select(s.sessions.c.id).where(s.sessions.c.source_id == source_id,
+                                                      s.sessions.c.key == key)).scalar()
+
+
+def delete_session_rows(conn: Connection, session_id: int) -> None:
+    """Every row derived from the session's events (labels stay: they are a person's work)."""
+    for t in _CHILD_TABLES:
+        conn.execute(delete(t).where(t.c.session_id == session_id))
+
+
+def delete_sessions(conn: Connection, source_id: int, keep_keys: Iterable[str] = ()) -> int:
+    """Remove the source's sessions whose key is not in `keep_keys` (a rewritten file lost them)."""
+    keep = set(keep_keys)
+    rows = conn.execute(select(s.sessions.c.id, s.sessions.c.key).where(s.sessions.c.source_id == source_id))
+    gone = [sid for sid, key in rows if key not in keep]
+    for sid in gone:
+        delete_session_rows(conn, sid)
+        conn.execute(delete(s.labels).where(s.labels.c.session_id == sid))
+        conn.execute(update(s.sessions).where(s.sessions.c.parent_id == sid).values(parent_id=None))
+        conn.execute(delete(s.sessions).where(s.sessions.c.id == sid))
+    return len(gone)
+
+
+def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, Answer]]:
+    """(batch seq, call idx) → (answers seq, answer), for joining answers onto call rows.
+
+    An answer with an id goes to the latest call with that id; one without an id to the oldest
+    unanswered call of the latest batch (the replay engine's rule for id-less formats)."""
+    by_id: dict[str, tuple[int, int]] = {}
+    out: dict[tuple[int, int], tuple[int, Answer]] = {}
+    pending: list[tuple[int, int]] = []
+    for seq, ev in enumerate(events):
+        if isinstance(ev, Batch):
+            pending = [(seq, i) for i in range(len(ev.calls))]
+            for i, c in enumerate(ev.calls):
+                if c.id is not None:
+                    by_id[c.id] = (seq, i)
+        elif isinstance(ev, Answers):
+            for a in ev.answers:
+                slot = by_id.get(a.call_id) if a.call_id is not None else None
+                if slot is None and a.call_id is None:
+                    slot = next((p for p in pending if p not in out), None)
+                if slot is not None and slot not in out:
+                    out[slot] = (seq, a)
+        elif isinstance(ev, UserTurn):
+            pending = []
+    return out
+
+
+def _args_text(call: Call, max_text: int) -> tuple[str, str]:
+    """(stored args text, args hash): canonical JSON, or the raw string when malformed."""
+    if call.args_malformed and isinstance(call.args, str):
+        text = call.args
+    else:
+        text = canonical_json(call.args)
+    digest = canonical_args_hash(call.args)
+    return cap_text(text, max_text, digest), digest
+
+
+def write_session(
+    conn: Connection,
+    source_id: int,
+    info: SessionInfo,
+    events: Sequence[Event],
+    run_of: Sequence[int],
+    verdicts: Sequence[PolicyVerdicts],
+    *,
+    max_text: int = DEFAULT_MAX_TEXT,
+) -> int:
+    """Replace one session's rows (call inside a transaction); returns the session id.
+
+    `run_of[seq]` is the run index of event `seq` (as the replay engine numbers runs)."""
+    now = time.time()
+    n_calls = sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
+    n_runs = (max(run_of) + 1) if run_of else 0
+    last_ts = next((ev_ts for ev in reversed(events) if (ev_ts := _ts(ev))), None)
+    meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
+            "model": info.model, "started_at": info.started_at or _first_ts(events), "ended_at": last_ts,
+            "parent_key": info.parent_key, "n_events": len(events), "n_runs": n_runs, "n_calls": n_calls,
+            "updated_at": now}
+    sid = session_id_of(conn, source_id, info.key)
+    if sid is None:
+        sid = conn.execute(s.sessions.insert().values(source_id=source_id, key=info.key, **meta)
+                           .returning(s.sessions.c.id)).scalar_one()
+    else:
+        delete_session_rows(conn, sid)
+        conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(**meta))
+
+    answers = _pair_answers(events)
+    ev_rows: list[tuple] = []
+    call_rows: list[tuple] = []
+    runs: dict[int, list] = {}
+    for seq, ev in enumerate(events):
+        run = run_of[seq]
+        r = runs.get(run)
+        if r is None:
+            r = runs[run] = [seq, seq, 0, _ts(ev), cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
+        r[1] = seq
+        if isinstance(ev, Batch):
+            r[2] += len(ev.calls)
+            for i, c in enumerate(ev.calls):
+                args_text, a_hash = _args_text(c, max_text)
+                paired = answers.get((seq, i))
+                if paired is None:
+                    call_rows.append((sid, seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
+                                      None, None, None, None, None, None))
+                else:
+                    aseq, a = paired
+                    call_rows.append((sid, seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
+                                      cap_text(a.text, max_text, a.digest), a.digest, len(a.text), a.is_error,
+                                      aseq, a.ts))
+            ev_rows.append((sid, seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
+                            text_digest(ev.text) if ev.text else None, ev.ts, ev.line))
+        elif isinstance(ev, Answers):
+            ev_rows.append((sid, seq, run, vocab.KIND_ANSWERS, None, None,
+                            next((a.ts for a in ev.answers if a.ts), None), ev.line))
+        else:
+            kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
+            digest = text_digest(ev.text)
+            ev_rows.append((sid, seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
+    bulk_insert(conn, "events", _EVENT_COLS, ev_rows)
+    bulk_insert(conn, "calls", _CALL_COLS, call_rows)
+    bulk_insert(conn, "runs", _RUN_COLS, [(sid, idx, *r) for idx, r in sorted(runs.items())])
+
+    for pv in verdicts:
+        _write_verdicts(conn, sid, pv)
+    return sid
+
+
+def _write_verdicts(conn: Connection, sid: int, pv: PolicyVerdicts) -> None:
+    pid = pv.policy_id
+    check_rows = []
+    result_rows = []
+    for step in pv.steps:
+        for c in step.checks:
+            check_rows.append((sid, pid, step.seq, c.idx, step.run, c.verdict, c.count, c.total, c.threshold,
+                               c.reason or None))
+        for r in step.results:
+            result_rows.append((sid, pid, getattr(r, "seq", step.seq), r.idx, r.outcome))
+    bulk_insert(conn, "checks", _CHECK_COLS, check_rows)
+    bulk_insert(conn, "results", _RESULT_COLS, result_rows)
+    sm = pv.summary
+    bulk_insert(conn, "session_stats", _STAT_COLS, [(
+        sid, pid, sm.runs, sm.calls, sm.strikes, sm.warnings, sm.blocks, sm.halts, sm.saved,
+        getattr(sm, "halted_runs", 0), getattr(sm, "first_halt_seq", None))])
+    bulk_insert(conn, "run_outcomes", _OUTCOME_COLS, [
+        (sid, ro.run_idx, pid, ro.outcome, ro.halt_seq, getattr(ro, "halt_idx", None), ro.strikes,
+         ro.warnings, ro.blocks, ro.saved) for ro in sm.run_outcomes])
+
+
+def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[PolicyVerdicts]) -> None:
+    """Replace one session's checks/results/stats for the given policies (recheck)."""
+    for pv in verdicts:
+        for t in (s.checks, s.results, s.run_outcomes, s.session_stats):
+            conn.execute(delete(t).where(t.c.session_id == session_id, t.c.policy_id == pv.policy_id))
+        _write_verdicts(conn, session_id, pv)
+
+
+def link_parents(conn: Connection, source_id: int) -> None:
+    """Point subagent sessions of this source at their parent session, where it is stored."""
+    parent = s.sessions.alias("parent")
+    sub = (select(parent.c.id).where(parent.c.key == s.sessions.c.parent_key, parent.c.id != s.sessions.c.id)
+           .order_by(parent.c.id).limit(1).scalar_subquery())
+    conn.execute(update(s.sessions).where(s.sessions.c.source_id == source_id,
+                                          s.sessions.c.parent_key.is_not(None)).values(parent_id=sub))
+
+
+def _ts(ev: Event) -> str | None:
+    if isinstance(ev, Answers):
+        return next((a.ts for a in ev.answers if a.ts), None)
+    return ev.ts
+
+
+def _first_ts(events: Sequence[Event]) -> str | None:
+    return next((t for ev in events if (t := _ts(ev))), None)
+
+
+# ── reading back ─────────────────────────────────────────────────────────────────────────────
+
+
+def _parse_args(text: str, malformed: bool, digest: str) -> Any:
+    if is_capped(text):
+        # The full arguments are gone; a placeholder unique to them keeps "same arguments" exact.
+        return {ARGS_TRUNCATED_KEY: digest}
+    if malformed:
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        import json  # integers beyond 64 bits: valid JSON orjson refuses
+
+        return json.loads(text)
+
+
+def load_events(conn: Connection, session_id: int) -> list[Event]:
+    """Rebuild a session's events, as the detectors saw them at ingest, from the ledger."""
+    ev = s.events.c
+    c = s.calls.c
+    call_rows = conn.execute(
+        select(c.seq, c.idx, c.call_id, c.tool, c.args, c.args_hash, c.args_malformed, c.answer, c.answer_hash,
+               c.is_error, c.answer_seq, c.answer_ts)
+        .where(c.session_id == session_id).order_by(c.seq, c.idx)).all()
+    calls_of: dict[int, list[Call]] = {}
+    answers_of: dict[int, list[Answer]] = {}
+    for (seq, _idx, call_id, tool, args, a_hash, malformed, answer, answer_hash, is_error, answer_seq,
+         answer_ts) in call_rows:
+        calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
+                                                 bool(malformed)))
+        if answer_seq is not None:
+            answers_of.setdefault(answer_seq, []).append(
+                Answer(call_id, answer or "", bool(is_error), answer_ts, answer_hash))
+    out: list[Event] = []
+    for seq, kind, text, ts, line in conn.execute(
+            select(ev.seq, ev.kind, ev.text, ev.ts, ev.line)
+            .where(ev.session_id == session_id).order_by(ev.seq)):
+        if kind == vocab.KIND_BATCH:
+            out.append(Batch(tuple(calls_of.get(seq, ())), text or "", ts, line))
+        elif kind == vocab.KIND_ANSWERS:
+            out.append(Answers(tuple(answers_of.get(seq, ())), line))
+        elif kind == vocab.KIND_USER:
+            out.append(UserTurn(text or "", ts, line))
+        else:
+            out.append(Prose(text or "", ts, line))
+    return out
+
+
+def session_ids(conn: Connection) -> list[int]:
+    return list(conn.execute(select(s.sessions.c.id).order_by(s.sessions.c.id)).scalars())
+
+
+def stats_of(conn: Connection, session_id: int) -> Mapping[str, Any]:
+    return {r.policy_id: dict(r._mapping) for r in conn.execute(
+        select(s.session_stats).where(s.session_stats.c.session_id == session_id))}
