@@ -1,0 +1,1119 @@
+"""Write sample_data/ deterministically: realistic sessions in every format LoopLedger reads.
+
+    python sample_data/generate.py            rewrite the transcript files
+    python sample_data/generate.py --table    print the README table computed by the real pipeline
+
+Each session is written once as a format-neutral script (user turns, prose, batches of calls with
+their answers) and rendered into the on-disk shape of one agent's format, copied from real files
+(../shared/corpus) or the format's public source. Ids and timestamps derive from the session name,
+so a rerun writes byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class C:
+    """One tool call with the answer it got back."""
+
+    name: str
+    args: Any
+    answer: str
+    error: bool = False
+
+
+@dataclass
+class Script:
+    """A format-neutral session: ("user", text) · ("prose", text) · ("batch", text, [C, ...])."""
+
+    name: str
+    start: str = "2026-03-02T09:14:05"
+    events: list[tuple] = field(default_factory=list)
+
+    def user(self, text: str) -> Script:
+        self.events.append(("user", text))
+        return self
+
+    def say(self, text: str) -> Script:
+        self.events.append(("prose", text))
+        return self
+
+    def calls(self, *calls: C, text: str = "") -> Script:
+        self.events.append(("batch", text, list(calls)))
+        return self
+
+
+class Ids:
+    """Stable ids and a clock for one session: the same name always gives the same file."""
+
+    def __init__(self, name: str, start: str, step_s: float = 4.0):
+        self.name = name
+        self.n = 0
+        self.t = datetime.fromisoformat(start).replace(tzinfo=UTC)
+        self.step = timedelta(seconds=step_s)
+
+    def hex(self, k: int = 24) -> str:
+        self.n += 1
+        return hashlib.sha256(f"{self.name}/{self.n}".encode()).hexdigest()[:k]
+
+    def uuid(self) -> str:
+        h = self.hex(32)
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+    def tick(self, seconds: float | None = None) -> str:
+        self.t += timedelta(seconds=seconds) if seconds is not None else self.step
+        return self.t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{self.t.microsecond // 1000:03d}Z"
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_json(path: Path, obj: Any, indent: int | None = 1) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(obj, ensure_ascii=False, indent=indent,
+                      separators=(",", ":") if indent is None else None)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderers: one per on-disk format
+# ---------------------------------------------------------------------------------------------
+
+
+def openai_chat_messages(s: Script, system: str) -> list[dict]:
+    ids = Ids(s.name, s.start)
+    out: list[dict] = [{"role": "system", "content": system}]
+    for ev in s.events:
+        if ev[0] == "user":
+            out.append({"role": "user", "content": ev[1]})
+        elif ev[0] == "prose":
+            out.append({"role": "assistant", "content": ev[1]})
+        else:
+            _, text, calls = ev
+            tcs = [{"id": "call_" + ids.hex(24), "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.args)}} for c in calls]
+            out.append({"role": "assistant", "content": text or None, "tool_calls": tcs})
+            for tc, c in zip(tcs, calls, strict=True):
+                out.append({"role": "tool", "tool_call_id": tc["id"], "name": c.name,
+                            "content": c.answer})
+    return out
+
+
+def openai_responses_items(s: Script) -> list[dict]:
+    ids = Ids(s.name, s.start)
+    out: list[dict] = []
+    for ev in s.events:
+        if ev[0] == "user":
+            out.append({"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": ev[1]}]})
+        elif ev[0] == "prose":
+            out.append({"type": "message", "id": "msg_" + ids.hex(32), "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": ev[1], "annotations": []}]})
+        else:
+            _, text, calls = ev
+            out.append({"type": "reasoning", "id": "rs_" + ids.hex(32), "summary": []})
+            if text:
+                out.append({"type": "message", "id": "msg_" + ids.hex(32), "role": "assistant",
+                            "status": "completed",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}]})
+            cids = []
+            for c in calls:
+                cid = "call_" + ids.hex(24)
+                cids.append(cid)
+                out.append({"type": "function_call", "id": "fc_" + ids.hex(32), "call_id": cid,
+                            "name": c.name, "arguments": json.dumps(c.args),
+                            "status": "completed"})
+            for cid, c in zip(cids, calls, strict=True):
+                out.append({"type": "function_call_output", "call_id": cid, "output": c.answer})
+    return out
+
+
+def anthropic_request(s: Script, system: str, model: str) -> dict:
+    ids = Ids(s.name, s.start)
+    msgs: list[dict] = []
+    for ev in s.events:
+        if ev[0] == "user":
+            msgs.append({"role": "user", "content": ev[1]})
+        elif ev[0] == "prose":
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": ev[1]}]})
+        else:
+            _, text, calls = ev
+            blocks: list[dict] = [{"type": "text", "text": text}] if text else []
+            uses = [{"type": "tool_use", "id": "toolu_01" + ids.hex(22), "name": c.name,
+                     "input": c.args} for c in calls]
+            msgs.append({"role": "assistant", "content": blocks + uses})
+            msgs.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": u["id"],
+                 "content": [{"type": "text", "text": c.answer}], "is_error": c.error}
+                for u, c in zip(uses, calls, strict=True)]})
+    return {"model": model, "max_tokens": 4096, "system": system, "messages": msgs}
+
+
+CC_VERSION = "2.1.38"
+
+
+def claude_code_lines(s: Script, *, session_id: str, cwd: str, branch: str, model: str,
+                      agent_id: str | None = None) -> list[dict]:
+    """Claude Code session JSONL: one line per content block, results as user lines."""
+    ids = Ids(s.name, s.start, step_s=3.0)
+    side = agent_id is not None
+    base = {"isSidechain": side, "userType": "external", "cwd": cwd, "sessionId": session_id,
+            "version": CC_VERSION, "gitBranch": branch}
+    if side:
+        base["agentId"] = agent_id
+    out: list[dict] = []
+    parent: str | None = None
+
+    def line(kind: str, **kw: Any) -> dict:
+        nonlocal parent
+        uid = ids.uuid()
+        row = {"parentUuid": parent, **base, "type": kind, **kw, "uuid": uid,
+               "timestamp": ids.tick()}
+        parent = uid
+        out.append(row)
+        return row
+
+    def assistant(block: dict, msg_id: str, req: str, stop: str | None) -> dict:
+        message = {"model": model, "id": msg_id, "type": "message", "role": "assistant",
+                   "content": [block], "stop_reason": stop, "stop_sequence": None,
+                   "usage": {"input_tokens": 4, "cache_creation_input_tokens": 312,
+                             "cache_read_input_tokens": 18840, "output_tokens": 96,
+                             "service_tier": "standard"}}
+        return line("assistant", message=message, requestId=req)
+
+    if not side:
+        out.append({"type": "file-history-snapshot", "messageId": ids.uuid(),
+                    "snapshot": {"messageId": "", "trackedFileBackups": {},
+                                 "timestamp": ids.tick(0)}, "isSnapshotUpdate": False})
+    for ev in s.events:
+        if ev[0] == "user":
+            line("user", message={"role": "user", "content": ev[1]},
+                 **({} if side else {"permissionMode": "default"}))
+        elif ev[0] == "prose":
+            assistant({"type": "text", "text": ev[1]}, "msg_01" + ids.hex(22),
+                      "req_011C" + ids.hex(20), "end_turn")
+        else:
+            _, text, calls = ev
+            msg_id, req = "msg_01" + ids.hex(22), "req_011C" + ids.hex(20)
+            if text:
+                assistant({"type": "text", "text": text}, msg_id, req, None)
+            uses = []
+            for c in calls:
+                u = {"type": "tool_use", "id": "toolu_01" + ids.hex(22), "name": c.name,
+                     "input": c.args}
+                a = assistant(u, msg_id, req, "tool_use" if c is calls[-1] else None)
+                uses.append((u, a["uuid"]))
+            for (u, src), c in zip(uses, calls, strict=True):
+                extra: dict[str, Any] = {}
+                if c.name == "Bash":
+                    extra["toolUseResult"] = {"stdout": "" if c.error else c.answer,
+                                              "stderr": c.answer if c.error else "",
+                                              "interrupted": False, "isImage": False}
+                line("user", message={"role": "user", "content": [
+                    {"tool_use_id": u["id"], "type": "tool_result", "content": c.answer,
+                     "is_error": c.error}]}, **extra, sourceToolAssistantUUID=src)
+    return out
+
+
+def codex_lines(s: Script, *, session_id: str, cwd: str, model: str) -> list[dict]:
+    """Codex CLI rollout, current envelope (cli 0.58): session_meta, turn_context, items, events."""
+    ids = Ids(s.name, s.start, step_s=2.5)
+    out: list[dict] = []
+
+    def emit(kind: str, payload: dict) -> None:
+        out.append({"timestamp": ids.tick(), "type": kind, "payload": payload})
+
+    emit("session_meta", {"id": session_id, "timestamp": ids.tick(0), "cwd": cwd,
+                          "originator": "codex_cli_rs", "cli_version": "0.58.0",
+                          "instructions": None, "source": "cli", "model_provider": "openai",
+                          "git": {"commit_hash": ids.hex(40), "branch": "main",
+                                  "repository_url": "git@github.com:harbor-labs/invoicer.git"}})
+    emit("response_item", {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": f"<environment_context>\n  <cwd>{cwd}</cwd>\n"
+         "  <approval_policy>on-request</approval_policy>\n"
+         "  <sandbox_mode>workspace-write</sandbox_mode>\n"
+         "  <network_access>restricted</network_access>\n  <shell>bash</shell>\n"
+         "</environment_context>"}]})
+    tokens = 9800
+    for ev in s.events:
+        if ev[0] == "user":
+            emit("response_item", {"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": ev[1]}]})
+            emit("event_msg", {"type": "user_message", "message": ev[1], "images": []})
+            emit("turn_context", {"cwd": cwd, "approval_policy": "on-request",
+                                  "sandbox_policy": {"mode": "workspace-write",
+                                                     "network_access": False},
+                                  "model": model, "effort": "medium", "summary": "auto"})
+        elif ev[0] == "prose":
+            emit("event_msg", {"type": "agent_message", "message": ev[1]})
+            emit("response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": ev[1]}]})
+        else:
+            _, text, calls = ev
+            if text:
+                emit("event_msg", {"type": "agent_reasoning", "text": f"**{text}**"})
+                emit("response_item", {"type": "reasoning",
+                                       "summary": [{"type": "summary_text", "text": f"**{text}**"}],
+                                       "content": None, "encrypted_content": "gAAAAB" + ids.hex(40)})
+            for c in calls:
+                cid = "call_" + ids.hex(24)
+                if c.name == "apply_patch":
+                    emit("response_item", {"type": "custom_tool_call", "status": "completed",
+                                           "call_id": cid, "name": "apply_patch",
+                                           "input": c.args["patch"]})
+                    emit("response_item", {"type": "custom_tool_call_output", "call_id": cid,
+                                           "output": dumps({"output": c.answer, "metadata": {
+                                               "exit_code": 1 if c.error else 0,
+                                               "duration_seconds": 0.0}})})
+                else:
+                    emit("response_item", {"type": "function_call", "name": c.name,
+                                           "arguments": dumps(c.args), "call_id": cid})
+                    emit("response_item", {"type": "function_call_output", "call_id": cid,
+                                           "output": dumps({"output": c.answer, "metadata": {
+                                               "exit_code": 1 if c.error else 0,
+                                               "duration_seconds": 1.4}})})
+            tokens += 1800
+            emit("event_msg", {"type": "token_count", "info": {
+                "total_token_usage": {"input_tokens": tokens, "cached_input_tokens": tokens - 2100,
+                                      "output_tokens": 220, "reasoning_output_tokens": 64,
+                                      "total_tokens": tokens + 220},
+                "model_context_window": 258400}, "rate_limits": None})
+    return out
+
+
+def gemini_records(s: Script, *, session_id: str, project_hash: str, model: str,
+                   rewind: tuple[int, Script] | None = None) -> list[dict]:
+    """Gemini CLI session JSONL (chatRecordingService): metadata line, messages re-appended by id
+    as tool calls complete, `$set` metadata updates, and `$rewindTo` (drops that message onward).
+
+    `rewind=(k, abandoned)`: before the k-th user turn, write `abandoned` (a user turn and what
+    the model did with it) and then a `$rewindTo` its user message — as `/rewind` leaves a file.
+    """
+    ids = Ids(s.name, s.start, step_s=3.0)
+    out: list[dict] = [{"sessionId": session_id, "projectHash": project_hash,
+                        "startTime": ids.tick(0), "lastUpdated": ids.tick(0), "kind": "main"}]
+    users = 0
+
+    def render(events: list[tuple]) -> str | None:
+        first_user = None
+        for ev in events:
+            if ev[0] == "user":
+                mid = ids.uuid()
+                first_user = first_user or mid
+                out.append({"id": mid, "timestamp": ids.tick(), "type": "user",
+                            "content": [{"text": ev[1]}]})
+            elif ev[0] == "prose":
+                out.append({"id": ids.uuid(), "timestamp": ids.tick(), "type": "gemini",
+                            "content": ev[1], "thoughts": [], "tokens": _gtokens(), "model": model})
+            else:
+                _, text, calls = ev
+                msg = {"id": ids.uuid(), "timestamp": ids.tick(), "type": "gemini",
+                       "content": text, "thoughts": [
+                           {"subject": "Checking progress", "description": text or "Next step.",
+                            "timestamp": ids.tick(0)}], "tokens": _gtokens(), "model": model}
+                out.append(msg)
+                out.append({"$set": {"lastUpdated": ids.tick(0)}})
+                tcs = []
+                for c in calls:
+                    cid = f"{c.name}-{int(ids.t.timestamp() * 1000)}-{ids.hex(12)}"
+                    resp = {"error": c.answer} if c.error else {"output": c.answer}
+                    tcs.append({"id": cid, "name": c.name, "args": c.args,
+                                "result": [{"functionResponse": {"id": cid, "name": c.name,
+                                                                 "response": resp}}],
+                                "status": "error" if c.error else "success",
+                                "timestamp": ids.tick(), "displayName": c.name,
+                                "description": "", "renderOutputAsMarkdown": False,
+                                "resultDisplay": c.answer})
+                out.append({**msg, "toolCalls": tcs})
+            out.append({"$set": {"lastUpdated": ids.tick(0)}})
+        return first_user
+
+    for ev in s.events:
+        if ev[0] == "user":
+            users += 1
+            if rewind and users == rewind[0]:
+                target = render(rewind[1].events)
+                out.append({"$rewindTo": target})
+        render([ev])
+    return out
+
+
+def _gtokens() -> dict:
+    return {"input": 14210, "output": 88, "cached": 12040, "thoughts": 132, "tool": 0,
+            "total": 14430}
+
+
+def gemini_legacy(s: Script, *, session_id: str, project_hash: str, model: str) -> dict:
+    """The older single-JSON Gemini CLI session file ({sessionId, …, messages: [...]})."""
+    rows = gemini_records(s, session_id=session_id, project_hash=project_hash, model=model)
+    meta, msgs = rows[0], {}
+    for r in rows[1:]:
+        if "id" in r:
+            msgs[r["id"]] = r  # later copies of a message supersede earlier ones
+    last = rows[-1]["$set"]["lastUpdated"]
+    return {"sessionId": meta["sessionId"], "projectHash": meta["projectHash"],
+            "startTime": meta["startTime"], "lastUpdated": last, "messages": list(msgs.values())}
+
+
+def atif_trajectory(s: Script, *, session_id: str, agent: str, version: str, model: str,
+                    metrics: bool = True) -> dict:
+    ids = Ids(s.name, s.start, step_s=6.0)
+    steps: list[dict] = []
+    for ev in s.events:
+        step: dict[str, Any] = {"step_id": len(steps) + 1, "timestamp": ids.tick()}
+        if ev[0] == "user":
+            step.update(source="user", message=ev[1])
+        elif ev[0] == "prose":
+            step.update(source="agent", model_name=model, message=ev[1])
+        else:
+            _, text, calls = ev
+            tcs = [{"tool_call_id": "call_" + ids.hex(16 if metrics else 8), "function_name": c.name,
+                    "arguments": c.args} for c in calls]
+            step.update(source="agent", message=text, tool_calls=tcs,
+                        observation={"results": [
+                            {"source_call_id": t["tool_call_id"], "content": c.answer}
+                            for t, c in zip(tcs, calls, strict=True)]})
+            if metrics:
+                step["model_name"] = model
+                step["metrics"] = {"prompt_tokens": 6100 + 90 * len(steps),
+                                   "completion_tokens": 61, "cached_tokens": 5200}
+        steps.append(step)
+    return {"schema_version": "ATIF-v1.4", "session_id": session_id,
+            "agent": {"name": agent, "version": version, "model_name": model, "extra": {}},
+            "steps": steps,
+            "final_metrics": {"total_steps": len(steps)}}
+
+
+def swe_agent_traj(s: Script, *, system: str, instance: str) -> dict:
+    """SWE-agent .traj: trajectory[] of {action, observation, …} plus the chat `history`."""
+    ids = Ids(s.name, s.start)
+    traj: list[dict] = []
+    history: list[dict] = [{"role": "system", "content": system, "agent": "main"}]
+    for ev in s.events:
+        if ev[0] == "user":
+            history.append({"role": "user", "content": ev[1], "agent": "main"})
+        elif ev[0] == "prose":
+            history.append({"role": "assistant", "content": ev[1], "thought": ev[1],
+                            "action": "", "agent": "main"})
+        else:
+            _, text, calls = ev
+            (c,) = calls  # SWE-agent issues one command per turn
+            cmd = c.args["command"]
+            response = f"{text}\n\n```\n{cmd}\n```"
+            traj.append({"action": cmd, "observation": c.answer, "response": response,
+                         "thought": text, "execution_time": 0.41,
+                         "state": {"open_file": "/testbed/src/parsedate/core.py",
+                                   "working_dir": "/testbed"}})
+            history.append({"role": "assistant", "content": response, "thought": text,
+                            "action": cmd, "agent": "main"})
+            history.append({"role": "user", "content": c.answer + "\n(Open file: /testbed/src/"
+                            "parsedate/core.py)\n(Current directory: /testbed)\nbash-$",
+                            "agent": "main"})
+    ids.tick()
+    return {"environment": "swe_main", "trajectory": traj, "history": history,
+            "info": {"exit_status": "submitted (exit_cost)", "submission": None,
+                     "model_stats": {"instance_cost": 1.84, "tokens_sent": 512330,
+                                     "tokens_received": 6120, "api_calls": len(traj)},
+                     "instance_id": instance}}
+
+
+def openhands_events(s: Script, *, model: str) -> list[dict]:
+    """OpenHands saved trajectory: the event stream (actions + observations linked by cause)."""
+    ids = Ids(s.name, s.start, step_s=5.0)
+    out: list[dict] = []
+
+    def ev(**kw: Any) -> dict:
+        row = {"id": len(out), "timestamp": ids.tick(), **kw}
+        out.append(row)
+        return row
+
+    ev(source="environment", message="", observation="agent_state_changed", content="",
+       extras={"agent_state": "loading"})
+    for e in s.events:
+        if e[0] == "user":
+            ev(source="user", message=e[1], action="message",
+               args={"content": e[1], "image_urls": [], "wait_for_response": False})
+            ev(source="environment", message="", observation="agent_state_changed", content="",
+               extras={"agent_state": "running"})
+        elif e[0] == "prose":
+            ev(source="agent", message=e[1], action="message",
+               args={"content": e[1], "image_urls": None, "wait_for_response": False})
+        else:
+            _, text, calls = e
+            resp_id = "chatcmpl-" + ids.uuid()
+            tcs = [(c, "toolu_01" + ids.hex(22)) for c in calls]
+            model_response = {"id": resp_id, "model": model, "object": "chat.completion",
+                              "choices": [{"finish_reason": "tool_calls", "index": 0, "message": {
+                                  "content": text, "role": "assistant", "tool_calls": [
+                                      {"index": i, "function": {"name": c.name,
+                                                                "arguments": json.dumps(c.args)},
+                                       "id": tid, "type": "function"}
+                                      for i, (c, tid) in enumerate(tcs)]}}]}
+            for c, tid in tcs:
+                meta = {"function_name": c.name, "tool_call_id": tid,
+                        "model_response": model_response, "total_calls_in_response": len(tcs)}
+                cmd = c.args.get("command", "")
+                act = ev(source="agent", message=f"Running command: {cmd}", action="run",
+                         tool_call_metadata=meta,
+                         args={"command": cmd, "is_input": False, "thought": text,
+                               "blocking": False, "hidden": False,
+                               "confirmation_state": "confirmed"})
+                code = 128 if c.error else 0
+                ev(source="agent", message=f"Command `{cmd}` executed with exit code {code}.",
+                   cause=act["id"], observation="run", tool_call_metadata=meta,
+                   content=c.answer, extras={"command": cmd, "metadata": {
+                       "exit_code": code, "pid": -1, "username": "openhands",
+                       "hostname": "7c1e0f3a9b2d", "working_dir": "/workspace",
+                       "prefix": "", "suffix": f"\n[The command completed with exit code {code}.]"},
+                       "hidden": False}, success=not c.error)
+    ev(source="environment", message="", observation="agent_state_changed", content="",
+       extras={"agent_state": "awaiting_user_input"})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The sessions
+# ---------------------------------------------------------------------------------------------
+
+RETAIL_SYSTEM = ("You are a customer support agent for Northwind Outfitters. Verify the customer's "
+                 "identity before touching an order. Refunds go back to the original payment "
+                 "method. Be concise and friendly.")
+
+
+def support_clean() -> Script:
+    s = Script("support-clean", "2026-03-02T09:14:05")
+    s.user("Hi, I ordered a rain shell last week and it still hasn't shipped. Order #W4471903.")
+    s.say("I'm sorry about the wait! To look into it, could you confirm the email address on "
+          "the account?")
+    s.user("sure, it's dana.okafor@example.com")
+    s.calls(C("find_user_id_by_email", {"email": "dana.okafor@example.com"}, "dana_okafor_1187"))
+    s.calls(C("get_order_details", {"order_id": "#W4471903"}, json.dumps({
+        "order_id": "#W4471903", "user_id": "dana_okafor_1187", "status": "pending",
+        "items": [{"name": "Stormline Rain Shell", "size": "M", "color": "slate",
+                   "item_id": "8125664320", "price": 149.0}],
+        "fulfillments": [], "payment_history": [{"transaction_type": "payment",
+                                                  "amount": 149.0,
+                                                  "payment_method_id": "credit_card_4402"}]})))
+    s.calls(C("get_product_details", {"product_id": "6938111410"}, json.dumps({
+        "name": "Stormline Rain Shell", "variants": {"8125664320": {
+            "options": {"size": "M", "color": "slate"}, "available": False,
+            "restock_date": "2026-03-06"}}})))
+    s.say("Thanks, Dana. Your order #W4471903 is still pending because the slate Stormline "
+          "Rain Shell in size M is back-ordered until March 6. I can keep the order as is, switch "
+          "it to an in-stock color, or cancel it for a full refund to your card ending 4402.")
+    s.user("Is the black one in stock in M?")
+    s.calls(C("get_product_details", {"product_id": "6938111410", "options": {"color": "black"}},
+              json.dumps({"name": "Stormline Rain Shell", "variants": {"8125664301": {
+                  "options": {"size": "M", "color": "black"}, "available": True,
+                  "price": 149.0}}})))
+    s.say("Yes, black in size M is in stock at the same price ($149). Shall I switch your "
+          "pending order to black? Please reply yes to confirm.")
+    s.user("yes please")
+    s.calls(C("modify_pending_order_items", {
+        "order_id": "#W4471903", "item_ids": ["8125664320"], "new_item_ids": ["8125664301"],
+        "payment_method_id": "credit_card_4402"}, json.dumps({
+            "order_id": "#W4471903", "status": "pending (item modified)",
+            "items": [{"name": "Stormline Rain Shell", "size": "M", "color": "black",
+                       "item_id": "8125664301", "price": 149.0}]})))
+    s.say("Done! Order #W4471903 now has the black Stormline Rain Shell (M) and should ship "
+          "within 1–2 business days. No price difference was charged. Anything else?")
+    s.user("That's all, thanks!")
+    s.say("You're welcome, Dana. Have a great day!")
+    return s
+
+
+def support_duplicate_batch() -> Script:
+    s = Script("support-dup-batch", "2026-03-03T14:02:40")
+    s.user("I returned the trail runners two weeks ago and still haven't got my money back. "
+           "Order #W9012244, email li.wen@example.org")
+    s.calls(C("find_user_id_by_email", {"email": "li.wen@example.org"}, "li_wen_5520"),
+            C("get_order_details", {"order_id": "#W9012244"}, json.dumps({
+                "order_id": "#W9012244", "user_id": "li_wen_5520", "status": "return received",
+                "items": [{"name": "Ridgeback Trail Runner", "item_id": "4410937755",
+                           "price": 118.5}],
+                "payment_history": [{"transaction_type": "payment", "amount": 118.5,
+                                     "payment_method_id": "paypal_7731"}]})),
+            text="Let me pull up your account and the order.")
+    s.say("I see the return for order #W9012244 arrived at our warehouse, but the refund of "
+          "$118.50 hasn't been issued yet. I can issue it now to your PayPal account "
+          "(paypal_7731). Shall I go ahead?")
+    s.user("Yes, go ahead.")
+    # The model emitted the same refund twice in one parallel batch: a double refund in the making.
+    refund = {"order_id": "#W9012244", "amount": 118.5, "payment_method_id": "paypal_7731",
+              "reason": "return received"}
+    s.calls(C("issue_refund", refund, json.dumps({"refund_id": "rf_2Q81", "status": "issued",
+                                                   "amount": 118.5})),
+            C("issue_refund", refund, json.dumps({"refund_id": "rf_2Q82", "status": "issued",
+                                                   "amount": 118.5})),
+            C("send_customer_email", {"to": "li.wen@example.org",
+                                      "template": "refund_issued",
+                                      "order_id": "#W9012244"}, "queued: msg_5f1c"),
+            text="Issuing the refund and sending a confirmation email.")
+    s.say("Your refund of $118.50 for order #W9012244 has been issued to PayPal; it usually "
+          "appears within 3–5 business days. A confirmation email is on its way.")
+    return s
+
+
+def support_ladder() -> Script:
+    """The agent keeps re-sending the same email: each send 'works', so answers differ."""
+    s = Script("support-ladder", "2026-03-04T16:40:12")
+    s.user("Ticket #58213 from Marisol Vega: she never received the password reset email. "
+           "Please resend it and let her know.")
+    s.calls(C("lookup_customer", {"ticket_id": 58213}, json.dumps({
+        "customer_id": "cus_81HQ2", "name": "Marisol Vega", "email": "m.vega@example.net",
+        "email_status": "soft_bounce (mailbox full)", "plan": "Team"})),
+        text="Looking up the customer on ticket #58213.")
+    email = {"customer_id": "cus_81HQ2", "template": "password_reset",
+             "to": "m.vega@example.net"}
+    for n in range(5):
+        s.calls(C("send_email", email, json.dumps({
+            "message_id": f"<{hashlib.sha1(f'reset{n}'.encode()).hexdigest()[:16]}@mail.helpdesk.io>",
+            "status": "queued"})), text="Resending the password reset email.")
+    s.calls(C("add_ticket_note", {"ticket_id": 58213, "note": "Reset email resent. Address "
+                                   "soft-bounces (mailbox full); asked customer to free space."},
+              "note_id: 99120"))
+    s.say("I've resent the password reset to m.vega@example.net. Her mailbox is reporting full "
+          "(soft bounce), so I've noted on the ticket that she should free up space or give us "
+          "an alternate address.")
+    return s
+
+
+def ops_aab_cycle() -> Script:
+    """Check, check again, restart — and the pod crash-loops the same way every time."""
+    s = Script("ops-aab", "2026-03-05T02:11:30")
+    s.user("PagerDuty: checkout-api is down in prod-eu. Get it healthy again.")
+    status = json.dumps({"deployment": "checkout-api", "namespace": "prod-eu", "ready": "0/3",
+                         "pods": [{"name": "checkout-api-7d9f6c", "status": "CrashLoopBackOff",
+                                   "restarts": 14,
+                                   "last_error": "FATAL: password authentication failed for "
+                                                 "user \"checkout\""}]})
+    s.calls(C("get_deployment_events", {"deployment": "checkout-api", "namespace": "prod-eu",
+                                        "limit": 5},
+              "Back-off restarting failed container checkout-api in pod checkout-api-7d9f6c"),
+            text="Checking recent events for checkout-api.")
+    for _ in range(4):
+        s.calls(C("get_deployment_status", {"deployment": "checkout-api", "namespace": "prod-eu"},
+                  status), text="Checking the rollout status.")
+        s.calls(C("get_deployment_status", {"deployment": "checkout-api", "namespace": "prod-eu"},
+                  status), text="Still not ready; checking once more before restarting.")
+        s.calls(C("restart_deployment", {"deployment": "checkout-api", "namespace": "prod-eu"},
+                  "deployment.apps/checkout-api restarted"),
+                text="Restarting the deployment.")
+    s.say("checkout-api keeps crash-looping: the pods fail with `password authentication failed "
+          "for user \"checkout\"`. Restarting will not fix it — the database credential in the "
+          "`checkout-db` secret looks rotated. I need someone with access to the secret to "
+          "update it.")
+    return s
+
+
+def coding_period3() -> Script:
+    """Edit → test → commit, and the pre-commit hook reverts the edit every time."""
+    s = Script("cc-period3", "2026-03-06T10:03:00")
+    s.user("The ledger flush test is flaky on CI. Fix it and commit.")
+    s.calls(C("Task", {"description": "Find flush call sites",
+                       "prompt": "Find every place that calls Ledger.flush() or writes to "
+                                 "self._pending in src/, and report file:line with a one-line "
+                                 "summary of each.",
+                       "subagent_type": "Explore"},
+              "Found 3 call sites:\n- src/ledger/store.py:88 flush() drains _pending under "
+              "self._lock\n- src/ledger/store.py:131 close() calls flush() without the lock\n"
+              "- src/worker.py:57 timer thread calls store.flush() every 2s"),
+            text="Let me have a subagent map the flush call sites first.")
+    s.calls(C("Read", {"file_path": "/home/dev/ledger/src/ledger/store.py", "offset": 120,
+                       "limit": 20},
+              "   120\t    def close(self) -> None:\n   131\t        self.flush()\n"
+              "   132\t        self._conn.close()"))
+    edit = {"file_path": "/home/dev/ledger/src/ledger/store.py",
+            "old_string": "        self.flush()\n        self._conn.close()",
+            "new_string": "        with self._lock:\n            self.flush()\n"
+                          "        self._conn.close()"}
+    test = {"command": "uv run pytest tests/test_store.py -q -x",
+            "description": "Run the store tests"}
+    commit = {"command": "git add -A && git commit -m \"Hold the lock while closing the ledger\"",
+              "description": "Commit the fix"}
+    test_out = ("F\n=================================== FAILURES ===================================\n"
+                "___________________________ test_close_flushes_all ____________________________\n"
+                "E   AssertionError: assert 41 == 42\n"
+                "FAILED tests/test_store.py::test_close_flushes_all - AssertionError: assert 41 == 42\n"
+                "1 failed, 17 passed in 0.84s")
+    hook_out = ("ruff-format..............................................................Failed\n"
+                "- hook id: ruff-format\n- files were modified by this hook\n\n"
+                "1 file reformatted\nmypy.....................................................Passed")
+    for _ in range(4):
+        s.calls(C("Edit", edit, "The file /home/dev/ledger/src/ledger/store.py has been updated."),
+                text="Wrapping the flush in close() with the lock.")
+        s.calls(C("Bash", test, test_out, error=True))
+        s.calls(C("Bash", commit, hook_out, error=True),
+                text="The test still fails intermittently; committing the fix to see CI.")
+    s.say("I'm going in circles: the ruff-format pre-commit hook rewrites store.py on every "
+          "commit and the edit is lost, so the test keeps failing the same way. The real race is "
+          "the 2-second timer in src/worker.py calling flush() concurrently; shall I fix that "
+          "instead and run the hook before committing?")
+    return s
+
+
+def coding_subagent() -> Script:
+    s = Script("cc-subagent", "2026-03-06T10:03:20")
+    s.user("Find every place that calls Ledger.flush() or writes to self._pending in src/, and "
+           "report file:line with a one-line summary of each.")
+    s.calls(C("Grep", {"pattern": "flush\\(", "path": "/home/dev/ledger/src", "output_mode":
+                       "content", "-n": True},
+              "/home/dev/ledger/src/ledger/store.py:88:    def flush(self) -> None:\n"
+              "/home/dev/ledger/src/ledger/store.py:131:        self.flush()\n"
+              "/home/dev/ledger/src/worker.py:57:            store.flush()"),
+            C("Grep", {"pattern": "_pending", "path": "/home/dev/ledger/src", "output_mode":
+                       "content", "-n": True},
+              "/home/dev/ledger/src/ledger/store.py:41:        self._pending: list[Row] = []\n"
+              "/home/dev/ledger/src/ledger/store.py:76:        self._pending.append(row)\n"
+              "/home/dev/ledger/src/ledger/store.py:90:            rows, self._pending = "
+              "self._pending, []"),
+            text="I'll search for flush calls and _pending writes in parallel.")
+    s.calls(C("Read", {"file_path": "/home/dev/ledger/src/ledger/store.py", "offset": 70,
+                       "limit": 30},
+              "    70\t    def write(self, row: Row) -> None:\n    76\t        self._pending.append(row)\n"
+              "    88\t    def flush(self) -> None:\n    89\t        with self._lock:\n"
+              "    90\t            rows, self._pending = self._pending, []"))
+    s.calls(C("Read", {"file_path": "/home/dev/ledger/src/worker.py", "offset": 45, "limit": 20},
+              "    52\t    def _tick(self) -> None:\n    57\t            store.flush()\n"
+              "    58\t        self._timer = Timer(2.0, self._tick)"))
+    s.say("Found 3 call sites:\n- src/ledger/store.py:88 flush() drains _pending under "
+          "self._lock\n- src/ledger/store.py:131 close() calls flush() without the lock\n"
+          "- src/worker.py:57 timer thread calls store.flush() every 2s")
+    return s
+
+
+def codex_migrate_halt() -> Script:
+    s = Script("codex-migrate", "2026-03-07T13:22:10")
+    s.user("Add a `due_date` column to invoices with a migration and expose it in the API.")
+    s.calls(C("shell", {"command": ["bash", "-lc", "ls migrations && sed -n 1,40p "
+                                    "src/models/invoice.ts"], "workdir": "/home/sam/invoicer"},
+              "0001_init.sql\n0002_customers.sql\n0003_invoice_lines.sql\n"
+              "export interface Invoice {\n  id: string;\n  customerId: string;\n"
+              "  total: number;\n}"), text="Inspecting migrations and the invoice model")
+    s.calls(C("apply_patch", {"patch": "*** Begin Patch\n*** Add File: migrations/0004_due_date.sql\n"
+                              "+ALTER TABLE invoices ADD COLUMN due_date date;\n"
+                              "+CREATE INDEX invoices_due_date_idx ON invoices (due_date);\n"
+                              "*** End Patch"},
+              "Success. Updated the following files:\nA migrations/0004_due_date.sql"),
+            text="Adding the migration")
+    migrate = {"command": ["bash", "-lc", "npm run db:migrate"], "workdir": "/home/sam/invoicer"}
+    fail = ("> invoicer@1.4.0 db:migrate\n> node scripts/migrate.js\n\n"
+            "applying 0004_due_date.sql\n"
+            "error: relation \"invoices\" does not exist\n    at Parser.parseErrorMessage "
+            "(node_modules/pg-protocol/dist/parser.js:287:98)\nmigration failed, rolled back")
+    for _ in range(3):
+        s.calls(C("shell", migrate, fail, error=True), text="Running the migration")
+    s.calls(C("shell", {"command": ["bash", "-lc", "grep -n DATABASE_URL .env scripts/migrate.js"],
+                        "workdir": "/home/sam/invoicer"},
+              ".env:3:DATABASE_URL=postgres://localhost:5432/invoicer_test\n"
+              "scripts/migrate.js:4:const url = process.env.DATABASE_URL"),
+            text="Checking which database the migration targets")
+    s.say("The migration fails because `.env` points DATABASE_URL at `invoicer_test`, which has "
+          "no tables yet. Should I run `npm run db:reset` against the test database, or point "
+          "the migration at your dev database?")
+    s.user("Point it at invoicer_dev.")
+    s.calls(C("shell", {"command": ["bash", "-lc", "DATABASE_URL=postgres://localhost:5432/"
+                                    "invoicer_dev npm run db:migrate"],
+                        "workdir": "/home/sam/invoicer"},
+              "applying 0004_due_date.sql\nmigrated 1 file"), text="Migrating the dev database")
+    s.calls(C("apply_patch", {"patch": "*** Begin Patch\n*** Update File: src/models/invoice.ts\n"
+                              "@@\n   total: number;\n+  dueDate: string | null;\n }\n"
+                              "*** End Patch"},
+              "Success. Updated the following files:\nM src/models/invoice.ts"),
+            text="Exposing dueDate on the model")
+    s.calls(C("shell", {"command": ["bash", "-lc", "npm test -- invoices"],
+                        "workdir": "/home/sam/invoicer"},
+              "PASS tests/invoices.test.ts\nTests: 12 passed, 12 total"), text="Running tests")
+    s.say("Done: migration 0004 adds `due_date` (indexed) and the API model exposes `dueDate`. "
+          "Tests pass against invoicer_dev.")
+    return s
+
+
+def gemini_ci_poll() -> Script:
+    """A read-only poll whose answer moves every time: progress, not a loop."""
+    s = Script("gemini-ci-poll", "2026-03-08T08:30:00")
+    s.user("I pushed the release branch. Watch the CI run and tell me when it's green.")
+    s.calls(C("list_workflow_runs", {"owner": "tidewater", "repo": "pgmeter",
+                                     "branch": "release/2.3", "per_page": 1},
+              json.dumps({"workflow_runs": [{"id": 8841230057, "name": "CI",
+                                             "status": "queued", "head_sha": "5e0c2a1"}]})),
+            text="Finding the CI run for release/2.3.")
+    steps = ["checkout", "setup-python", "lint", "typecheck", "unit (3.11)", "unit (3.12)",
+             "integration (pg15)", "integration (pg16)", "build wheel", "docs"]
+    for n in range(22):
+        done = min(n // 2, len(steps))
+        status = "completed" if done == len(steps) else "in_progress"
+        ans = {"id": 8841230057, "status": status, "conclusion": "success" if
+               status == "completed" else None, "jobs_completed": f"{done}/{len(steps)}",
+               "current_step": steps[done] if done < len(steps) else None,
+               "elapsed": f"{2 + n * 25 // 60}m{(n * 25) % 60:02d}s"}
+        s.calls(C("get_workflow_run", {"owner": "tidewater", "repo": "pgmeter",
+                                       "run_id": 8841230057}, json.dumps(ans)),
+                text="Checking the CI run again.")
+    s.say("CI run 8841230057 on release/2.3 is green: all 10 jobs passed in about 11 minutes.")
+    return s
+
+
+def gemini_rewound() -> Script:
+    """What the user rewound away: it must not reach the ledger."""
+    s = Script("gemini-ci-rewound", "2026-03-08T08:29:00")
+    s.user("Delete the old release branches.")
+    for _ in range(3):
+        s.calls(C("run_shell_command", {"command": "git push origin --delete release/2.1"},
+                  "error: unable to delete 'release/2.1': remote ref does not exist",
+                  error=True), text="Deleting release/2.1.")
+    return s
+
+
+def gemini_quiet_poll() -> Script:
+    s = Script("gemini-quiet", "2026-02-20T17:05:00")
+    s.user("The nightly export job is running; read logs/export.log and tell me when it "
+           "finishes.")
+    log = ("2026-02-20 17:01:12 INFO export started (tenant=all, format=parquet)\n"
+           "2026-02-20 17:01:40 INFO wrote part-0000.parquet (412 MB)\n"
+           "2026-02-20 17:02:05 INFO compacting partitions…")
+    for _ in range(18):
+        s.calls(C("read_file", {"absolute_path": "/srv/exporter/logs/export.log"}, log),
+                text="Reading the export log.")
+    s.say("The export log hasn't changed for a while: the last line is still \"compacting "
+          "partitions…\" from 17:02:05. The job may be stuck in compaction; check the exporter "
+          "process.")
+    return s
+
+
+def browser_navigate_poll() -> Script:
+    """A costly poll: each page load differs (queue position), yet a browser run has a ceiling."""
+    s = Script("browser-queue", "2026-03-09T07:59:30")
+    s.user("Get me two tickets for the Lumen Arcade show on April 12 at the Vaultline box office "
+           "site. Max 80 EUR each.")
+    s.calls(C("browser_navigate", {"url": "https://tickets.vaultline.example/events/lumen-arcade"},
+              "Page: Lumen Arcade — Vaultline\n- heading \"Lumen Arcade — Apr 12, 20:00\"\n"
+              "- button \"Buy tickets\" [ref=e14]"), text="Opening the event page.")
+    s.calls(C("browser_click", {"element": "Buy tickets button", "ref": "e14"},
+              "Page: Waiting room — Vaultline\n- text \"You are in line. Position: 2,814\""),
+            text="Clicking Buy tickets.")
+    for n in range(20):
+        pos = 2814 - 131 * (n + 1)
+        s.calls(C("browser_navigate", {"url": "https://tickets.vaultline.example/queue"},
+                  f"Page: Waiting room — Vaultline\n- text \"You are in line. Position: "
+                  f"{pos:,}\"\n- text \"Estimated wait: {max(1, pos // 140)} min\""),
+                text="Reloading the waiting room to check my position.")
+    s.say("I'm still in the Vaultline waiting room (position about 194). Reloading the page "
+          "every few seconds doesn't move me forward faster; I'll stop here so you can keep "
+          "the tab open yourself.")
+    return s
+
+
+def swe_abab() -> Script:
+    s = Script("swe-abab", "2026-02-11T21:40:00")
+    s.user("<uploaded_files>\n/testbed\n</uploaded_files>\nI've uploaded a python code "
+           "repository in the directory /testbed. Consider the following issue:\n\n"
+           "parse_date('2024-02-30') returns March 1 instead of raising ValueError.\n\n"
+           "Can you help me implement the necessary changes so that the issue is resolved?")
+    s.calls(C("find_file", {"command": "find_file core.py src"},
+              "Found 1 matches for \"core.py\" in /testbed/src:\n/testbed/src/parsedate/core.py"),
+            text="First, let's find where parse_date lives.")
+    s.calls(C("create", {"command": "create reproduce.py"},
+              "[File: /testbed/reproduce.py (1 lines total)]\n1:"),
+            text="Let's create a reproduction script.")
+    s.calls(C("edit", {"command": "edit 1:1\nfrom parsedate import parse_date\n"
+                                  "print(parse_date('2024-02-30'))\nend_of_edit"},
+              "[File: /testbed/reproduce.py (2 lines total)]\n1:from parsedate import parse_date\n"
+              "2:print(parse_date('2024-02-30'))\nFile updated."))
+    run = {"command": "python reproduce.py"}
+    open_ = {"command": "open src/parsedate/core.py 58"}
+    run_out = "2024-03-01 00:00:00"
+    open_out = ("[File: /testbed/src/parsedate/core.py (140 lines total)]\n(47 more lines above)\n"
+                "58:    day = min(day, 31)\n59:    base = datetime(year, month, 1)\n"
+                "60:    return base + timedelta(days=day - 1)\n(80 more lines below)")
+    thoughts = [("The output shows the bug. Let's run it again to be sure it's consistent.",
+                 "Let's look at how the date is built."),
+                ("Maybe the module is cached; let's rerun the reproduction.",
+                 "Let's look at the day clamping again."),
+                ("Let's verify the output once more.", "Let's re-open the function."),
+                ("Let's run the script again.", "Let's look at line 58 once more.")]
+    for t_run, t_open in thoughts:
+        s.calls(C("python", run, run_out), text=t_run)
+        s.calls(C("open", open_, open_out), text=t_open)
+    s.calls(C("edit", {"command": "edit 58:60\n    if not 1 <= day <= monthrange(year, month)[1]:\n"
+                                  "        raise ValueError(f\"day {day} out of range\")\n"
+                                  "    return datetime(year, month, day)\nend_of_edit"},
+              "[File: /testbed/src/parsedate/core.py (140 lines total)]\nFile updated."),
+            text="Now let's validate the day against the month length instead of clamping.")
+    s.calls(C("python", run, "Traceback (most recent call last):\n  File \"/testbed/reproduce.py\", "
+                              "line 2, in <module>\nValueError: day 30 out of range"),
+            text="Let's run the reproduction again.")
+    s.calls(C("submit", {"command": "submit"}, "diff --git a/src/parsedate/core.py …"),
+            text="The fix works; submitting.")
+    return s
+
+
+def openhands_stagnation() -> Script:
+    s = Script("oh-stagnation", "2026-02-27T11:00:00")
+    s.user("Clone git@github.com:quayside/billing-etl.git into /workspace and run its test suite.")
+    s.calls(C("execute_bash", {"command": "git clone git@github.com:quayside/billing-etl.git "
+                               "/workspace/billing-etl"},
+              "Cloning into '/workspace/billing-etl'...\ngit@github.com: Permission denied "
+              "(publickey).\nfatal: Could not read from remote repository.", error=True),
+            text="I'll clone the repository first.")
+    s.calls(C("execute_bash", {"command": "ls -la ~/.ssh"},
+              "ls: cannot access '/root/.ssh': No such file or directory", error=True),
+            text="Let me check whether an SSH key is available.")
+    stuck = ("I can't clone git@github.com:quayside/billing-etl.git: the sandbox has no SSH key "
+             "for GitHub (Permission denied (publickey)). Please add a deploy key or give me an "
+             "HTTPS URL with a token, and I'll continue.")
+    for _ in range(8):
+        s.say(stuck)
+    return s
+
+
+def tau_multirun() -> Script:
+    """A support dialog: each user message is a run; one run halts on a repeated booking."""
+    s = Script("tau-multirun", "2026-01-15T15:00:00")
+    s.user("Hi, I need to change my flight. My user id is omar_haddad_4410.")
+    s.calls(C("get_user_details", {"user_id": "omar_haddad_4410"}, json.dumps({
+        "name": {"first_name": "Omar", "last_name": "Haddad"}, "membership": "gold",
+        "reservations": ["K7QX2M", "PZ31DA"],
+        "payment_methods": {"credit_card_9932": {"brand": "visa", "last_four": "9932"}}})))
+    s.say("Thanks, Omar. Which reservation would you like to change: K7QX2M or PZ31DA?")
+    res = {"reservation_id": "K7QX2M"}
+    res_out = json.dumps({"reservation_id": "K7QX2M", "origin": "BOS", "destination": "ORD",
+                          "flights": [{"flight_number": "HAT214", "date": "2024-05-21"}],
+                          "cabin": "economy", "passengers": 1})
+    s.user("K7QX2M please, the Boston one.")
+    s.calls(C("get_reservation_details", res, res_out))
+    s.say("K7QX2M is BOS → ORD on May 21 (HAT214), economy. What would you like to change?")
+    s.user("Move it to May 22, same route, morning if possible.")
+    s.calls(C("get_reservation_details", res, res_out))
+    s.calls(C("search_direct_flight", {"origin": "BOS", "destination": "ORD",
+                                       "date": "2024-05-22"}, json.dumps([
+        {"flight_number": "HAT118", "departure": "07:10", "price": {"economy": 164}},
+        {"flight_number": "HAT302", "departure": "18:40", "price": {"economy": 139}}])))
+    s.say("On May 22 there's HAT118 departing 07:10 ($164, a $22 difference). Shall I switch "
+          "K7QX2M to HAT118, paying the difference with your Visa ending 9932?")
+    s.user("Yes, do it.")
+    upd = {"reservation_id": "K7QX2M", "cabin": "economy",
+           "flights": [{"flight_number": "HAT118", "date": "2024-05-22"}],
+           "payment_id": "credit_card_9932"}
+    for _ in range(3):
+        s.calls(C("update_reservation_flights", upd,
+                  "Error: payment method credit_card_9932 declined: card expired",
+                  error=True))
+    s.say("The update failed because the Visa ending 9932 is reported as expired. Do you have "
+          "another payment method, such as a travel certificate?")
+    s.user("Use my certificate then, certificate_1180.")
+    s.calls(C("update_reservation_flights", {**upd, "payment_id": "certificate_1180"},
+              json.dumps({"reservation_id": "K7QX2M", "flights": [
+                  {"flight_number": "HAT118", "date": "2024-05-22"}], "status": "confirmed"})))
+    s.say("All set: K7QX2M is now on HAT118, May 22 at 07:10, paid with certificate_1180.")
+    return s
+
+
+def tau_short() -> Script:
+    s = Script("tau-short", "2026-01-15T16:20:00")
+    s.user("What's the baggage allowance on reservation ZZ8L0P? I'm user ana_lima_2203.")
+    s.calls(C("get_reservation_details", {"reservation_id": "ZZ8L0P"}, json.dumps({
+        "reservation_id": "ZZ8L0P", "user_id": "ana_lima_2203", "cabin": "business",
+        "total_baggages": 2, "nonfree_baggages": 0})))
+    s.say("Reservation ZZ8L0P is in business class: you can check 2 bags free of charge.")
+    s.user("Great, thanks.")
+    s.say("You're welcome, Ana. Safe travels!")
+    return s
+
+
+def coding_clean() -> Script:
+    s = Script("coding-clean", "2026-03-01T11:20:00")
+    s.user("Add a --dry-run flag to `pgmeter vacuum` that prints the tables it would vacuum.")
+    s.calls(C("search_code", {"pattern": "def vacuum", "path": "src/pgmeter"},
+              "src/pgmeter/cli.py:88:def vacuum(ctx, tables, full):"),
+            C("read_file", {"path": "tests/test_cli.py", "start": 1, "end": 40},
+              "import pytest\nfrom click.testing import CliRunner\nfrom pgmeter.cli import main\n"
+              "\n\ndef test_vacuum_all(db):\n    r = CliRunner().invoke(main, [\"vacuum\"])\n"
+              "    assert r.exit_code == 0"),
+            text="Let me find the vacuum command and its tests.")
+    s.calls(C("read_file", {"path": "src/pgmeter/cli.py", "start": 80, "end": 110},
+              "80  @main.command()\n81  @click.argument(\"tables\", nargs=-1)\n"
+              "82  @click.option(\"--full\", is_flag=True)\n88  def vacuum(ctx, tables, full):\n"
+              "89      for t in tables or ctx.obj.db.list_tables():\n"
+              "90          ctx.obj.db.vacuum(t, full=full)\n"))
+    s.calls(C("edit_file", {"path": "src/pgmeter/cli.py", "line": 82,
+                            "new": "@click.option(\"--full\", is_flag=True)\n"
+                                   "@click.option(\"--dry-run\", is_flag=True, help=\"Print the "
+                                   "tables instead of vacuuming them.\")"}, "ok"),
+            C("edit_file", {"path": "src/pgmeter/cli.py", "line": 89,
+                            "new": "    for t in tables or ctx.obj.db.list_tables():\n"
+                                   "        if dry_run:\n            click.echo(t)\n"
+                                   "            continue"}, "ok"))
+    s.calls(C("edit_file", {"path": "tests/test_cli.py", "line": 9,
+                            "new": "\n\ndef test_vacuum_dry_run(db):\n    r = CliRunner()."
+                                   "invoke(main, [\"vacuum\", \"--dry-run\"])\n"
+                                   "    assert \"events\" in r.output\n"}, "ok"))
+    s.calls(C("run_tests", {"target": "tests/test_cli.py"},
+              "FAILED tests/test_cli.py::test_vacuum_dry_run - TypeError: vacuum() got an "
+              "unexpected keyword argument 'dry_run'\n1 failed, 6 passed", error=True))
+    s.calls(C("edit_file", {"path": "src/pgmeter/cli.py", "line": 88,
+                            "new": "def vacuum(ctx, tables, full, dry_run):"}, "ok"),
+            text="The function signature needs the new parameter.")
+    s.calls(C("run_tests", {"target": "tests/test_cli.py"}, "7 passed in 1.92s"))
+    s.say("Added `--dry-run` to `pgmeter vacuum`: it prints each table it would vacuum and "
+          "skips the work. New test `test_vacuum_dry_run` passes with the rest of tests/test_cli.py.")
+    return s
+
+
+def long_refactor(target_calls: int = 2050) -> Script:
+    """A long coding session (dashboard scale): many runs, mostly productive, a few loops.
+
+    Edits go out as parallel batches, as they do from a model that plans a whole file's changes
+    at once; that also keeps the file compact.
+    """
+    rng = random.Random(20260310)
+    s = Script("long-refactor", "2026-03-10T08:00:00")
+    modules = [f"{pkg}/{mod}.py" for pkg in ("billing", "ingest", "reports", "auth", "api")
+               for mod in ("models", "service", "views", "tasks", "utils", "schemas", "errors",
+                           "client", "cache")]
+    calls = 0
+    run = 0
+    while calls < target_calls:
+        mod = modules[run % len(modules)]
+        run += 1
+        path = f"src/{mod}"
+        s.user(f"Port {path} to structured logging (event names, logger.bind).")
+        uses = rng.randint(4, 12)
+        s.calls(C("search_code", {"pattern": "log\\.(info|warning)\\(", "path": path},
+                  f"{uses} matches"),
+                C("read_file", {"path": path}, f"<{180 + run} lines>"))
+        lines = [20 + 17 * k for k in range(uses)]
+        s.calls(*[C("edit_file", {"path": path, "line": ln, "new": f"log.info(\"{mod[:-3]}.{k}\")"},
+                    "ok") for k, ln in enumerate(lines)])
+        calls += 2 + uses
+        test = {"target": "tests/" + mod.replace("/", "/test_")}
+        if run % 11 == 0:
+            # A missing fixture: the same test run fails the same way three times.
+            for _ in range(3):
+                s.calls(C("run_tests", test, "1 failed: fixture 'frozen_clock' not found",
+                          error=True))
+            s.calls(C("search_code", {"pattern": "def frozen_clock", "path": "tests"},
+                      "tests/conftest.py:41"))
+            calls += 4
+        elif run % 17 == 0:
+            # Bounces between the test and the diff without changing anything.
+            for _ in range(4):
+                s.calls(C("run_tests", test, "2 failed: KeyError 'event'"))
+                s.calls(C("git_diff", {"path": path}, f"<diff of {path}>"))
+            calls += 8
+        else:
+            s.calls(C("run_tests", test, f"{rng.randint(8, 40)} passed"))
+            calls += 1
+        s.calls(C("git_commit", {"message": f"Structured logging in {mod}"},
+                  f"[main {rng.getrandbits(28):07x}]"))
+        calls += 1
+        s.say(f"Ported {path}: {uses} log calls now use event names.")
+    return s
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+CODER_SYSTEM = ("You are a careful software engineer working in a local repository. Use the "
+                "tools to read, search and edit files and to run tests; keep changes minimal.")
+SWE_SYSTEM = ("SETTING: You are an autonomous programmer, and you're working directly in the "
+              "command line with a special interface.\n\nThe special interface consists of a "
+              "file editor that shows you 100 lines of a file at a time.")
+AIRLINE_SYSTEM = ("# Airline Agent Policy\n\nThe current time is 2024-05-15 15:00:00 EST.\n\nAs "
+                  "an airline agent, you can help users book, modify, or cancel flight "
+                  "reservations. Before updating the booking database you must list the action "
+                  "details and obtain explicit user confirmation (yes) to proceed.")
+CC_PARENT = "3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3"
+
+
+def write_all(root: Path = HERE) -> list[Path]:
+    written: list[Path] = []
+
+    def put(rel: str, obj: Any, kind: str = "json", indent: int | None = 1) -> None:
+        path = root / rel
+        if kind == "jsonl":
+            write_jsonl(path, obj)
+        else:
+            write_json(path, obj, indent)
+        written.append(path)
+
+    put("openai_chat/support_order_clean.json",
+        openai_chat_messages(support_clean(), RETAIL_SYSTEM))
+    put("openai_chat/support_duplicate_refund.json",
+        {"model": "gpt-4.1-2025-04-14",
+         "messages": openai_chat_messages(support_duplicate_batch(), RETAIL_SYSTEM)})
+    put("openai_chat/cli_flag_clean.jsonl",
+        openai_chat_messages(coding_clean(), CODER_SYSTEM), "jsonl")
+    put("openai_chat/tau_airline_results.json", [
+        {"task_id": 17, "reward": 0.0, "info": {"user_id": "omar_haddad_4410"},
+         "traj": openai_chat_messages(tau_multirun(), AIRLINE_SYSTEM), "trial": 0},
+        {"task_id": 23, "reward": 1.0, "info": {"user_id": "ana_lima_2203"},
+         "traj": openai_chat_messages(tau_short(), AIRLINE_SYSTEM), "trial": 0}])
+    put("openai_responses/oncall_restart_cycle.json", openai_responses_items(ops_aab_cycle()))
+    put("anthropic/helpdesk_resend_email.json",
+        anthropic_request(support_ladder(), "You are Halcyon Helpdesk's support assistant. "
+                          "Use the tools to look up customers and send templated emails.",
+                          "claude-sonnet-4-5-20250929"))
+    cc_kw = {"session_id": CC_PARENT, "cwd": "/home/dev/ledger", "branch": "fix/flaky-flush"}
+    put(f"claude_code/{CC_PARENT}.jsonl",
+        claude_code_lines(coding_period3(), model="claude-opus-4-6", **cc_kw), "jsonl")
+    put(f"claude_code/{CC_PARENT}/subagents/agent-b71d0c4.jsonl",
+        claude_code_lines(coding_subagent(), model="claude-haiku-4-5-20251001",
+                          agent_id="b71d0c4", **cc_kw), "jsonl")
+    put("codex/rollout-2026-03-07T13-22-10-0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47.jsonl",
+        codex_lines(codex_migrate_halt(), session_id="0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47",
+                    cwd="/home/sam/invoicer", model="gpt-5.1-codex"), "jsonl")
+    put("gemini/session-2026-03-08T08-29-6d2b9e40.jsonl",
+        gemini_records(gemini_ci_poll(), session_id="6d2b9e40-1a7c-4f3e-8b25-c09a7d14e6f1",
+                       project_hash=hashlib.sha256(b"/home/ines/pgmeter").hexdigest(),
+                       model="gemini-2.5-pro", rewind=(1, gemini_rewound())), "jsonl")
+    put("gemini/session-2026-02-20T17-05-a41f03c9.json",
+        gemini_legacy(gemini_quiet_poll(), session_id="a41f03c9-55e2-4b1d-9e07-3c8f6a2d1b90",
+                      project_hash=hashlib.sha256(b"/srv/exporter").hexdigest(),
+                      model="gemini-2.5-flash"), indent=2)
+    put("atif/browser_ticket_queue.trajectory.json",
+        atif_trajectory(browser_navigate_poll(), session_id="b3c1d2e4-0f5a-4e6b-8c7d-9a1b2c3d4e5f",
+                        agent="browser-use", version="0.7.2", model="gpt-4.1-mini"))
+    put("atif/refactor_long.trajectory.json",
+        atif_trajectory(long_refactor(), session_id="7e0d5c3b-2a19-4f86-b1e4-d8c6a9f02b37",
+                        agent="terminus-2", version="1.3.0", model="gpt-5-mini",
+                        metrics=False), indent=None)
+    put("swe_agent/parsedate__parsedate-212.traj",
+        swe_agent_traj(swe_abab(), system=SWE_SYSTEM, instance="parsedate__parsedate-212"))
+    put("openhands/clone_no_ssh_key.json",
+        openhands_events(openhands_stagnation(), model="claude-sonnet-4-5-20250929"))
+    return written
+
+
+def main(argv: list[str]) -> int:
+    if "--table" in argv:
+        from sample_data.table import render_table  # noqa: PLC0415 (needs the package)
+
+        print(render_table(HERE))
+        return 0
+    for p in write_all():
+        print(f"{p.relative_to(HERE)}  {p.stat().st_size:,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
