@@ -74,7 +74,7 @@ class _Reply:
     """The assistant text and aider output lines that follow one user message."""
 
     line: int
-    text: list[str] = field(default_factory=list)
+    text: list[tuple[int, str]] = field(default_factory=list)  # (file line, text)
     notes: list[str] = field(default_factory=list)  # aider's `>` lines, prefix stripped
 
 
@@ -142,7 +142,7 @@ def read(path: Path | str) -> Iterator[Item]:
                 continue
             if _FENCE.match(line.strip()):
                 in_fence = not in_fence
-            reply.text.append(line)
+            reply.text.append((line_no, line))
     if reply is not None:
         yield from _reply_events(path, reply)
     yield from _user_event(user, user_line)
@@ -154,7 +154,7 @@ def _user_event(user: list[str], line: int) -> Iterator[Item]:
 
 
 def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
-    text = "\n".join(reply.text).strip()
+    text = "\n".join(t for _, t in reply.text).strip()
     calls, errors = _calls(path, reply)
     yield from errors
     if not calls:
@@ -172,11 +172,14 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[ReadError]]:
     edits: dict[str, list[list[str]]] = {}
     shells: list[str] = []
     errors: list[ReadError] = []
-    lines = reply.text
+    lines = [t for _, t in reply.text]
     i = 0
+    outside: str | None = None  # the last non-blank line outside fences: newer aider's file name
     while i < len(lines):
         fence = _FENCE.match(lines[i].strip())
         if not fence:
+            if lines[i].strip():
+                outside = lines[i].strip()
             i += 1
             continue
         body_start = i + 1
@@ -187,9 +190,9 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[ReadError]]:
         if fence.group(2).lower() in _SHELL_LANGS and body:
             shells.append("\n".join(body).strip())
         else:
-            problem = _edit_blocks(body, edits)
+            problem = _edit_blocks(body, edits, outside)
             if problem:
-                errors.append(bad(path, reply.line + body_start, problem, "\n".join(body[:5])))
+                errors.append(bad(path, reply.text[i][0], problem, "\n".join(body[:5])))
         i = end + 1
     # Aider has no call ids; ids made from the reply's line pair each answer with its own call
     # (an id-less answer would be paired with the oldest open call, maybe the wrong one).
@@ -199,11 +202,13 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[ReadError]]:
     return calls, errors
 
 
-def _edit_blocks(body: list[str], edits: dict[str, list[list[str]]]) -> str | None:
+def _edit_blocks(body: list[str], edits: dict[str, list[list[str]]],
+                 before: str | None) -> str | None:
     """Collect the SEARCH/REPLACE blocks of one fenced body into `edits`; a problem message or
-    None. The file name is the non-blank line just before each block's head marker."""
+    None. The file name is the non-blank line just before a block's head marker: inside the
+    fence (older aider), else the line before the fence (`before`, current aider)."""
     i = 0
-    filename = None
+    filename = before
     while i < len(body):
         line = body[i]
         if not _HEAD_MARK.match(line):
