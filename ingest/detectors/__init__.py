@@ -1,0 +1,48 @@
+"""Loop detectors: the three seed guards, the stagnation companion, our cycle detector, and the
+one Policy interface the ledger and the replay engine use. Rules: ../shared/design.md, "Detectors".
+"""
+
+from ingest.detectors.canonical import (
+    answer_key,
+    answers_hash,
+    args_hash,
+    batch_signature,
+    call_signature,
+    canonical_bytes,
+    canonical_json,
+)
+from ingest.detectors.cycle import CycleDetector, CycleVerdict
+from ingest.detectors.errors import ConfigError
+from ingest.detectors.ladder import LadderGuard, LadderVerdict, Thresholds
+from ingest.detectors.policy import (
+    DEFAULT_SPECS,
+    DETECTORS,
+    PARAMS,
+    Check,
+    Policy,
+    PolicySpec,
+    Result,
+    make_policy,
+)
+from ingest.detectors.run_length import (
+    DEFAULT_OBSERVATION_TOOLS,
+    BatchRecord,
+    LoopDetected,
+    LoopDetector,
+    RepeatOutcome,
+    StagnationDetected,
+    StagnationDetector,
+    is_costly_batch,
+    is_observation_batch,
+)
+from ingest.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
+
+__all__ = [
+    "DEFAULT_OBSERVATION_TOOLS", "DEFAULT_SPECS", "DETECTORS", "PARAMS",
+    "BatchRecord", "Check", "ConfigError", "CycleDetector", "CycleVerdict", "LadderGuard",
+    "LadderVerdict", "LoopDetected", "LoopDetectedError", "LoopDetector", "LoopGuard", "Policy",
+    "PolicySpec", "RepeatOutcome", "Result", "StagnationDetected", "StagnationDetector",
+    "Thresholds", "answer_key", "answers_hash", "args_hash", "batch_signature", "call_signature",
+    "canonical_bytes", "canonical_json", "default_key_fn", "is_costly_batch",
+    "is_observation_batch", "make_policy",
+]

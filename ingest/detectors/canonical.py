@@ -1,0 +1,177 @@
+"""Canonical tool arguments: the one definition of "same arguments" every detector shares.
+
+Rules (design.md, "Detectors"):
+
+- object keys sorted recursively (by code point), arrays kept in order, no whitespace;
+- top-level `None` (missing or `null` arguments) is the same as `{}`; a nested `null` stays `null`;
+- call ids are never part of a key (they are not arguments);
+- numbers are kept as the transcript's JSON parser gave them, the way serde_json (the seeds'
+  library) keeps them: the integer `1` and the float `1.0` are DIFFERENT arguments
+  (`1` vs `1.0`); floats print in their shortest round-trip form (`1e+20`, `1e-7`, `-0.0`);
+  NaN and ±Infinity, which JSON has no word for, print as `null`;
+- tuples are arrays; non-string keys (only possible from Python callers) print as JSON scalars
+  (`1`, `true`, `null`) turned into strings; a string orjson refuses (lone surrogates) is
+  written with `\\uXXXX` escapes; any other object is serialized by orjson if it can
+  (datetime, dataclass, UUID) and otherwise as the JSON string of its `repr`.
+
+The fast path is `orjson.dumps(args, OPT_SORT_KEYS)`; whatever orjson refuses (nesting deeper
+than 254, non-string keys, integers beyond 64 bits, lone surrogates) goes through an iterative
+walk that writes every leaf with orjson too, so both paths print identical text for identical
+values and nothing recurses: 10,000-deep nesting or a 10 MB string costs time linear in its
+size, never a RecursionError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+import xxhash
+
+_SORT = orjson.OPT_SORT_KEYS
+_dumps = orjson.dumps
+_hash = xxhash.xxh3_128_hexdigest
+_EMPTY = b"{}"
+
+
+def canonical_bytes(args: Any) -> bytes:
+    """Canonical JSON of `args` as UTF-8 bytes (top-level None ≡ {})."""
+    if args is None:
+        return _EMPTY
+    try:
+        return _dumps(args, option=_SORT)
+    except TypeError:
+        return _walk(args).encode("utf-8", "surrogatepass")
+
+
+def canonical_json(args: Any) -> str:
+    """Canonical JSON of `args` as text: sorted keys, no whitespace, None ≡ {}."""
+    return canonical_bytes(args).decode("utf-8", "surrogatepass")
+
+
+def digest(data: bytes) -> str:
+    """The digest used for argument keys and answer sets: xxh3-128, 32 hex digits."""
+    return _hash(data)
+
+
+def args_hash(args: Any) -> str:
+    """Digest of the canonical arguments (what the ledger stores as calls.args_hash)."""
+    return _hash(canonical_bytes(args))
+
+
+def call_signature(name: str, args: Any) -> str:
+    """Seed 000's per-call signature: `name:hash(canonical args)`; the call id plays no part."""
+    return name + ":" + _hash(canonical_bytes(args))
+
+
+def name_args(call: Any) -> tuple[str, Any]:
+    """(name, args) of an `ingest.events.Call`, a `(name, args)` pair or a `{"name", "args"}` dict."""
+    if isinstance(call, tuple):
+        return call[0], call[1]
+    if isinstance(call, dict):
+        return call["name"], call.get("args", call.get("arguments"))
+    return call.name, call.args
+
+
+def batch_signature(calls: Iterable[Any]) -> str:
+    """Per-call signatures SORTED and joined with `|`: call order and ids ignored, duplicates
+    kept, so `[a]` and `[a, a]` differ."""
+    return "|".join(sorted(call_signature(*name_args(c)) for c in calls))
+
+
+def answer_key(answer: Any) -> str | None:
+    """What makes two answers equal: the full text's digest plus the error flag.
+
+    Accepts an `ingest.events.Answer` (its precomputed digest is used), a plain string, or None
+    (unknown)."""
+    if answer is None:
+        return None
+    if isinstance(answer, str):
+        return _hash(answer.encode("utf-8", "surrogatepass"))
+    return answer.digest + ("!" if answer.is_error else "")
+
+
+def answers_hash(calls: Sequence[Any], answers: Sequence[Any]) -> str | None:
+    """Seed 000's answers hash: pair each call with its own answer, sort the pairs, hash.
+
+    None when any call is unanswered: unknown answers never rescue a run."""
+    if len(answers) != len(calls):
+        raise ValueError(f"answers_hash: {len(calls)} calls but {len(answers)} answers")
+    pairs = []
+    for call, answer in zip(calls, answers, strict=True):
+        key = answer_key(answer)
+        if key is None:
+            return None
+        pairs.append(call_signature(*name_args(call)) + "=" + key)
+    pairs.sort()
+    return _hash("\n".join(pairs).encode("utf-8", "surrogatepass"))
+
+
+def _leaf(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            return _dumps(value).decode()
+        except TypeError:
+            return json.dumps(value)  # lone surrogates: \uXXXX escapes, still deterministic
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return _dumps(value).decode()
+        except TypeError:
+            return str(value)  # beyond 64 bits: orjson refuses, JSON itself does not
+    if isinstance(value, float) and not math.isfinite(value):
+        return "null"
+    try:
+        return _dumps(value, option=_SORT).decode()
+    except TypeError:
+        return json.dumps(repr(value))
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return _leaf(key)
+    return repr(key)
+
+
+class _Lit(str):
+    """A piece of output text on the walk's stack (told apart from a str value to serialize)."""
+
+
+_OPEN_OBJ, _CLOSE_OBJ = _Lit("{"), _Lit("}")
+_OPEN_ARR, _CLOSE_ARR = _Lit("["), _Lit("]")
+_COMMA = _Lit(",")
+
+
+def _walk(root: Any) -> str:
+    """Iterative canonical writer for what orjson refuses; an explicit stack, no recursion."""
+    out: list[str] = []
+    stack: list[Any] = [root]
+    push = stack.append
+    while stack:
+        item = stack.pop()
+        if type(item) is _Lit:
+            out.append(item)
+        elif isinstance(item, dict):
+            keyed = sorted(((_key_text(k), type(k).__name__), v) for k, v in item.items())
+            push(_CLOSE_OBJ)
+            for i in range(len(keyed) - 1, -1, -1):
+                (ktext, _), v = keyed[i]
+                push(v)
+                push(_Lit(_leaf(ktext) + ":"))
+                if i:
+                    push(_COMMA)
+            push(_OPEN_OBJ)
+        elif isinstance(item, list | tuple):
+            push(_CLOSE_ARR)
+            for i in range(len(item) - 1, -1, -1):
+                push(item[i])
+                if i:
+                    push(_COMMA)
+            push(_OPEN_ARR)
+        else:
+            out.append(_leaf(item))
+    return "".join(out)

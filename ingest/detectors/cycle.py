@@ -1,0 +1,166 @@
+"""Our cycle detector: the loops of period two or more that no seed catches (A→B→A→B, A→A→B…).
+
+Per call, before it executes. For each period p in 2..max_period, k_p is the number of
+back-to-back repetitions of the last p calls (the new one included) that end the history: keys
+`(tool, canonical args hash)` match at every position, and at each position all answers already
+known across those repetitions are equal (a repetition whose answer differs is progress; an
+unknown answer neither breaks nor joins). The p-call pattern must be primitive (not a repetition
+of a shorter pattern), so a run of one identical call is left to the other detectors.
+
+The verdict takes the period with the largest k_p, the smallest period on a tie, when k ≥ 2:
+warn at k ≥ warn_repeats, halt at k ≥ halt_repeats. Repeats are counted up to halt_repeats
+(all the verdict needs), so the history holds max_period × halt_repeats calls and the verdict
+never depends on anything older.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.detectors.canonical import answer_key, canonical_bytes, digest
+from ingest.detectors.errors import ConfigError
+
+ALLOW, WARN, HALT = "allow", "warn", "halt"
+DEFAULT_MAX_PERIOD = 6
+DEFAULT_WARN_REPEATS = 3
+DEFAULT_HALT_REPEATS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CycleVerdict:
+    action: str  # allow | warn | halt
+    period: int  # 0 when no pattern repeats at least twice
+    repeats: int  # k of that period (0 when none), counted up to halt_repeats
+    pattern: tuple[str, ...]  # tool names of the repeating pattern, oldest first
+    position: int  # this call's position, for record_answer
+
+
+def validate(max_period: Any, warn_repeats: Any, halt_repeats: Any) -> None:
+    for name, value in (("max_period", max_period), ("warn_repeats", warn_repeats),
+                        ("halt_repeats", halt_repeats)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
+    if max_period < 2:
+        raise ConfigError("max_period", "max_period >= 2", f"max_period: must be >= 2, got {max_period}")
+    if warn_repeats < 2:
+        raise ConfigError("warn_repeats", "warn_repeats >= 2",
+                          f"warn_repeats: must be >= 2, got {warn_repeats}")
+    if halt_repeats < warn_repeats:
+        raise ConfigError("halt_repeats", "halt_repeats >= warn_repeats",
+                          f"halt_repeats: must be >= warn_repeats ({warn_repeats}), got {halt_repeats}")
+
+
+def is_primitive(keys: list[Any]) -> bool:
+    """Not a repetition of a shorter pattern."""
+    p = len(keys)
+    for d in range(1, p // 2 + 1):
+        if p % d == 0 and keys == keys[:d] * (p // d):
+            return False
+    return True
+
+
+def repeats(keys: list[Any], answers: list[Any], p: int, cap: int) -> int:
+    """k_p for the history (keys, answers), counted up to `cap`."""
+    n = len(keys)
+    if n < 2 * p or keys[n - 1 - p] != keys[n - 1]:
+        return 1 if n >= p else 0
+    known = answers[n - p:]
+    k = 1
+    while k < cap:
+        start = n - (k + 1) * p
+        if start < 0:
+            break
+        merged = list(known)
+        for j in range(p):
+            if keys[start + j] != keys[n - p + j]:
+                return k
+            a = answers[start + j]
+            if a is not None:
+                if merged[j] is None:
+                    merged[j] = a
+                elif merged[j] != a:
+                    return k
+        known = merged
+        k += 1
+    return k
+
+
+class CycleDetector:
+    __slots__ = ("max_period", "warn_repeats", "halt_repeats", "_keys", "_answers", "_names",
+                 "_next", "last")
+
+    def __init__(self, max_period: int = DEFAULT_MAX_PERIOD, warn_repeats: int = DEFAULT_WARN_REPEATS,
+                 halt_repeats: int = DEFAULT_HALT_REPEATS) -> None:
+        validate(max_period, warn_repeats, halt_repeats)
+        self.max_period = max_period
+        self.warn_repeats = warn_repeats
+        self.halt_repeats = halt_repeats
+        size = max_period * halt_repeats
+        self._keys: deque[tuple[str, str]] = deque(maxlen=size)
+        self._answers: deque[str | None] = deque(maxlen=size)
+        self._names: deque[str] = deque(maxlen=size)
+        self._next = 0  # position of the next call checked
+        self.last: CycleVerdict | None = None
+
+    def check(self, name: str, args: Any, canonical: bytes | None = None) -> CycleVerdict:
+        canon = canonical if canonical is not None else canonical_bytes(args)
+        self._keys.append((name, digest(canon)))
+        self._answers.append(None)
+        self._names.append(name)
+        position = self._next
+        self._next += 1
+        keys = list(self._keys)
+        n = len(keys)
+        best_k, best_p = 0, 0
+        top = min(self.max_period, n // 2)
+        # Fast reject: a period p needs the new key p calls back.
+        if top >= 2 and keys[-1] in keys[-(top + 1):-2]:
+            answers = list(self._answers)
+            for p in range(2, top + 1):
+                k = repeats(keys, answers, p, self.halt_repeats)
+                if k >= 2 and k > best_k and is_primitive(keys[n - p:]):
+                    best_k, best_p = k, p
+        if best_k >= self.halt_repeats:
+            action = HALT
+        elif best_k >= self.warn_repeats:
+            action = WARN
+        else:
+            action = ALLOW
+        pattern = tuple(list(self._names)[n - best_p:]) if best_p else ()
+        self.last = CycleVerdict(action, best_p, best_k, pattern, position)
+        return self.last
+
+    def record_answer(self, text: Any, is_error: bool = False, position: int | None = None) -> None:
+        """Record the answer of the call at `position` (default: the call last checked).
+
+        `text`: the answer text, an `ingest.events.Answer`, or None (unknown). An answer for a
+        call that has left the history is ignored."""
+        if position is None:
+            position = self._next - 1
+        i = len(self._keys) - (self._next - position)
+        if position < 0 or not 0 <= i < len(self._keys):
+            return
+        key = answer_key(text)
+        if key is not None and is_error and isinstance(text, str):
+            key += "!"
+        self._answers[i] = key
+
+    def break_run(self) -> None:
+        self._keys.clear()
+        self._answers.clear()
+        self._names.clear()
+        self.last = None
+
+    def state(self) -> dict[str, Any]:
+        last = self.last
+        return {
+            "history": [[name, key[1][:8], (ans or "")[:8] or None]
+                        for name, key, ans in zip(self._names, self._keys, self._answers, strict=True)],
+            "period": last.period if last else 0,
+            "repeats": last.repeats if last else 0,
+            "pattern": list(last.pattern) if last else [],
+            "warn_repeats": self.warn_repeats,
+            "halt_repeats": self.halt_repeats,
+        }

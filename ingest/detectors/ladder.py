@@ -1,0 +1,149 @@
+"""Seed 002's graded ladder: warn → block → halt on consecutive identical calls.
+
+Judged per call (a batch of k calls is k checks in emission order). `count` is the length of the
+run of identical `(tool, canonical args)` keys ending at this call; a different key restarts it at
+1, blocked calls count, a user turn resets. Read-only tools may get looser thresholds; a tool the
+classifier does not know is mutating.
+
+Default read-only classifier (`is_read_only_default`): the lowercased name is one of
+DEFAULT_READ_ONLY_TOOLS (Claude Code's Read, Grep, Glob, LS, WebSearch, NotebookRead; generic
+read_file, view_file, view, cat, ls, grep, grep_search, search, list, find, open, goto, scroll_*),
+or starts with one of READ_ONLY_PREFIXES (get_, list_, read_, search_, find_, view_). Names are
+matched whole, not as substrings, so `delete_list` or `thread_post` are not read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.detectors.canonical import canonical_bytes, digest
+from ingest.detectors.errors import ConfigError
+
+DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
+    "read", "grep", "glob", "ls", "websearch", "notebookread", "read_file", "view_file", "view",
+    "cat", "grep_search", "search", "list", "list_dir", "list_files", "find", "find_file",
+    "search_dir", "search_file", "open", "goto", "scroll_up", "scroll_down",
+)
+READ_ONLY_PREFIXES: tuple[str, ...] = ("get_", "list_", "read_", "search_", "find_", "view_")
+
+ALLOW, WARN, BLOCK, HALT = "allow", "warn", "block", "halt"
+REASON = "repeated_tool_calls"
+READ_ONLY, MUTATING = "read_only", "mutating"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """`warn_at < block_at < halt_at`, each ≥ 2 (defaults 2 / 3 / 4: the seed's HALT_AFTER = 4)."""
+
+    warn_at: int = 2
+    block_at: int = 3
+    halt_at: int = 4
+
+    def validate(self, prefix: str = "") -> Thresholds:
+        for name in ("warn_at", "block_at", "halt_at"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+                raise ConfigError(prefix + name, f"{name} >= 2",
+                                  f"{prefix}{name}: must be an integer >= 2, got {value!r}")
+        if not self.warn_at < self.block_at:
+            raise ConfigError(prefix + "block_at", "warn_at < block_at",
+                              f"{prefix}block_at: must be greater than warn_at "
+                              f"({self.warn_at}), got {self.block_at}")
+        if not self.block_at < self.halt_at:
+            raise ConfigError(prefix + "halt_at", "block_at < halt_at",
+                              f"{prefix}halt_at: must be greater than block_at "
+                              f"({self.block_at}), got {self.halt_at}")
+        return self
+
+    def action(self, count: int) -> str:
+        if count >= self.halt_at:
+            return HALT
+        if count >= self.block_at:
+            return BLOCK
+        if count >= self.warn_at:
+            return WARN
+        return ALLOW
+
+
+@dataclass(frozen=True, slots=True)
+class LadderVerdict:
+    action: str  # allow | warn | block | halt
+    count: int
+    tool: str
+    args: str  # canonical JSON of the arguments
+    reason: str  # "repeated_tool_calls" unless allowed
+    tool_class: str  # read_only | mutating
+    threshold: int  # the rung reached (or warn_at when allowed)
+
+
+def is_read_only_default(name: str) -> bool:
+    low = name.lower()
+    return low in _READ_ONLY_SET or low.startswith(READ_ONLY_PREFIXES)
+
+
+_READ_ONLY_SET = frozenset(DEFAULT_READ_ONLY_TOOLS)
+
+
+def classifier(read_only: Iterable[str] | Callable[[str], bool] | None) -> Callable[[str], bool]:
+    """A read-only test from a callable, a list of names (exact, case-insensitive) or None."""
+    if read_only is None:
+        return is_read_only_default
+    if callable(read_only):
+        return read_only
+    names = frozenset(n.lower() for n in read_only)
+    return lambda name: name.lower() in names
+
+
+class LadderGuard:
+    """Graded escalation on consecutive identical calls (seed 002)."""
+
+    __slots__ = ("mutating", "read_only", "_is_read_only", "_classes", "key", "args", "count")
+
+    def __init__(self, mutating: Thresholds | None = None, read_only: Thresholds | None = None,
+                 read_only_tools: Iterable[str] | Callable[[str], bool] | None = None) -> None:
+        self.mutating = (mutating or Thresholds()).validate("")
+        self.read_only = (read_only or Thresholds()).validate("read_only_")
+        self._is_read_only = classifier(read_only_tools)
+        self._classes: dict[str, bool] = {}
+        self.key: tuple[str, str] | None = None
+        self.args = ""
+        self.count = 0
+
+    def tool_class(self, name: str) -> str:
+        ro = self._classes.get(name)
+        if ro is None:
+            ro = bool(self._is_read_only(name))
+            if len(self._classes) < 4096:
+                self._classes[name] = ro
+        return READ_ONLY if ro else MUTATING
+
+    def check(self, name: str, args: Any, canonical: bytes | None = None) -> LadderVerdict:
+        """Judge one call before it executes. `canonical` lets a caller pass
+        `canonical_bytes(args)` it already has."""
+        canon = canonical if canonical is not None else canonical_bytes(args)
+        key = (name, digest(canon))
+        if key == self.key:
+            self.count += 1
+        else:
+            self.key, self.count = key, 1
+            self.args = canon.decode("utf-8", "surrogatepass")
+        cls = self.tool_class(name)
+        thresholds = self.read_only if cls == READ_ONLY else self.mutating
+        action = thresholds.action(self.count)
+        rung = {HALT: thresholds.halt_at, BLOCK: thresholds.block_at}.get(action, thresholds.warn_at)
+        return LadderVerdict(action, self.count, name, self.args,
+                             "" if action == ALLOW else REASON, cls, rung)
+
+    def break_run(self) -> None:
+        self.key, self.args, self.count = None, "", 0
+
+    def state(self) -> dict[str, Any]:
+        if self.key is None:
+            return {"tool": None, "args_hash": None, "count": 0, "class": None}
+        cls = self.tool_class(self.key[0])
+        t = self.read_only if cls == READ_ONLY else self.mutating
+        return {"tool": self.key[0], "args_hash": self.key[1], "count": self.count, "class": cls,
+                "warn_at": t.warn_at, "block_at": t.block_at, "halt_at": t.halt_at,
+                "next": t.action(self.count + 1)}

@@ -1,0 +1,262 @@
+"""Seed 000's run-length detector (`LoopDetector`) and its prose companion (`StagnationDetector`).
+
+Exactly design.md's rules: a run is an unbroken sequence of batches with one batch signature;
+`check` counts before it compares; answers that come back decide whether an occurrence was a
+strike (`repeated`) or progress (`changed`, which restarts the count but not the total).
+
+Default observation patterns (substrings, case-insensitive; a batch is an observation batch when
+EVERY call's name contains one of them): see DEFAULT_OBSERVATION_TOOLS. They cover Claude Code's
+Read / Grep / Glob / WebSearch / WebFetch / NotebookRead, and generic names such as read_file,
+view_file, grep_search, search_dir, list_dir, find_file, get_issue, fetch_webpage. `ls` and
+`cat` are deliberately not patterns: as substrings they would match `tools`, `calls`,
+`duplicate`, `concatenate` and loosen the guard on mutating tools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ingest.detectors.canonical import batch_signature, name_args
+from ingest.events import text_digest
+
+DEFAULT_MAX_STRIKES = 2
+DEFAULT_MAX_OBSERVATION_STEPS = 15
+DEFAULT_OBSERVATION_TOOLS: tuple[str, ...] = (
+    "read", "grep", "glob", "search", "list", "view", "find", "get_", "fetch", "inspect",
+)
+DEFAULT_STAGNATION_MAX_STEPS = 5
+
+# Tools whose repetition is never free even when read-only (a page load, a click, a fetch).
+_COSTLY_PARTS = (("navigate",), ("click",), ("fetch", "webpage"))
+_SPLIT = re.compile(r"[_.\-]+")
+
+
+class RepeatOutcome(StrEnum):
+    CHANGED = "changed"
+    REPEATED = "repeated"
+    NOT_COMPARABLE = "not_comparable"
+    NOT_CURRENT = "not_current"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    """Names the batch `check` counted, for the later `record_results`."""
+
+    signature: str
+
+
+class LoopDetected(Exception):
+    """The run passed its threshold (or a non-exempt batch passed the ceiling)."""
+
+    def __init__(self, signature: str, count: int, total: int, threshold: int, ceiling: int,
+                 exempt: bool) -> None:
+        self.signature = signature
+        self.count = count
+        self.total = total
+        self.threshold = threshold
+        self.ceiling = ceiling
+        self.exempt = exempt
+        self.by_ceiling = count <= threshold  # only the ceiling tripped
+        self.record = BatchRecord(signature)
+        why = (f"carried past the ceiling {ceiling} by changing answers (total {total})"
+               if self.by_ceiling else f"repeated {count} times (max {threshold})")
+        shown = signature if len(signature) <= 200 else signature[:200] + "…"
+        super().__init__(f"loop detected: batch {shown} {why}")
+
+
+def _name_parts(name: str) -> list[str]:
+    return [p for p in _SPLIT.split(name.lower()) if p]
+
+
+def _is_costly_name(name: str) -> bool:
+    parts = _name_parts(name)
+    for run in _COSTLY_PARTS:
+        n = len(run)
+        for i in range(len(parts) - n + 1):
+            if tuple(parts[i:i + n]) == run:
+                return True
+    return False
+
+
+def is_observation_batch(calls: Iterable[Any], patterns: Sequence[str]) -> bool:
+    """Non-empty patterns and EVERY call's name contains some pattern (case-insensitive)."""
+    if not patterns:
+        return False
+    lowered = [p.lower() for p in patterns]
+    for call in calls:
+        name = name_args(call)[0].lower()
+        if not any(p in name for p in lowered):
+            return False
+    return True
+
+
+def is_costly_batch(calls: Iterable[Any]) -> bool:
+    """ANY call's name, lowercased and split on `_ - .`, contains navigate / click /
+    fetch_webpage as a contiguous run of parts."""
+    return any(_is_costly_name(name_args(c)[0]) for c in calls)
+
+
+@dataclass(slots=True)
+class _Run:
+    signature: str
+    count: int
+    total: int
+    answers: str | None
+    answers_known: bool  # whether record_results has seen this run at all
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How one batch was classified and what it is held to (for state and explanations)."""
+
+    observation: bool
+    costly: bool
+    exempt: bool
+    effective_max: int
+    ceiling: int
+
+
+def limits(calls: Sequence[Any], max_strikes: int, observation_tools: Sequence[str],
+           max_observation_steps: int | None) -> Limits:
+    observation = is_observation_batch(calls, observation_tools)
+    costly = is_costly_batch(calls)
+    obs_max = max_observation_steps if max_observation_steps is not None else max_strikes
+    return Limits(
+        observation=observation,
+        costly=costly,
+        exempt=observation and max_observation_steps is not None and not costly,
+        effective_max=obs_max if observation else max_strikes,
+        ceiling=max(obs_max, max_strikes),
+    )
+
+
+class LoopDetector:
+    """Stateful guard: the same batch back to back, getting the same answers back.
+
+    Create one per agent run (or call `break_run` on each user turn). Call `check` before
+    executing a batch and `record_results` once its answers are known.
+    """
+
+    __slots__ = ("run", "last_limits")
+
+    def __init__(self) -> None:
+        self.run: _Run | None = None
+        self.last_limits: Limits | None = None
+
+    def check(self, calls: Sequence[Any], max_strikes: int = DEFAULT_MAX_STRIKES,
+              observation_tools: Sequence[str] = DEFAULT_OBSERVATION_TOOLS,
+              max_observation_steps: int | None = DEFAULT_MAX_OBSERVATION_STEPS,
+              signature: str | None = None) -> BatchRecord:
+        """Count this batch, then raise `LoopDetected` if it has now repeated too often.
+
+        `calls`: `ingest.events.Call`s or `(name, args)` pairs; must be non-empty (a prose turn
+        or a tool result is transparent: callers skip empty batches). `signature` lets a caller
+        that already computed `batch_signature(calls)` pass it in.
+        """
+        if not calls:
+            raise ValueError("LoopDetector.check: empty batch (callers skip batches without calls)")
+        sig = signature if signature is not None else batch_signature(calls)
+        lim = limits(calls, max_strikes, observation_tools, max_observation_steps)
+        self.last_limits = lim
+        run = self.run
+        if run is not None and run.signature == sig:
+            run.count += 1
+            run.total += 1
+        else:
+            run = self.run = _Run(sig, 1, 1, None, False)
+        if run.count > lim.effective_max or (not lim.exempt and run.total > lim.ceiling):
+            raise LoopDetected(sig, run.count, run.total, lim.effective_max, lim.ceiling, lim.exempt)
+        return BatchRecord(sig)
+
+    def record_results(self, record: BatchRecord, answers: str | None) -> RepeatOutcome:
+        """Record what the batch named by `record` got back (`answers` = `answers_hash(...)`,
+        None when any answer is unknown)."""
+        run = self.run
+        if run is None or record.signature != run.signature:
+            return RepeatOutcome.NOT_CURRENT
+        previous = run.answers
+        if previous is not None and answers is not None:
+            if previous != answers:
+                run.count = 1
+                outcome = RepeatOutcome.CHANGED
+            else:
+                outcome = RepeatOutcome.REPEATED
+        else:
+            outcome = RepeatOutcome.NOT_COMPARABLE
+        run.answers = answers
+        run.answers_known = True
+        return outcome
+
+    def break_run(self) -> None:
+        """Forget the current run, as a user turn does."""
+        self.run = None
+        self.last_limits = None
+
+    def state(self) -> dict[str, Any]:
+        run, lim = self.run, self.last_limits
+        out: dict[str, Any] = {
+            "signature": run.signature if run else None,
+            "count": run.count if run else 0,
+            "total": run.total if run else 0,
+            "answers": run.answers if run else None,
+        }
+        if lim is not None:
+            out.update(observation=lim.observation, costly=lim.costly, exempt=lim.exempt,
+                       effective_max=lim.effective_max, ceiling=lim.ceiling)
+        return out
+
+
+class StagnationDetected(Exception):
+    """The same prose turn came back more than `max_steps` times in the recent window."""
+
+    def __init__(self, text: str, count: int, max_steps: int, window: int) -> None:
+        self.text = text
+        self.count = count
+        self.max_steps = max_steps
+        self.window = window
+        shown = text if len(text) <= 80 else text[:80] + "…"
+        super().__init__(f"stagnation: the same reply {count} times in the last {window} prose "
+                         f"turns (max {max_steps}): {shown!r}")
+
+
+class StagnationDetector:
+    """Prose loops (seed 000's ADR 0011 companion): the same assistant reply over and over.
+
+    A turn that called a tool is not recorded at all; empty text is ignored; a user turn clears.
+    Texts are compared exactly, through their digest (long replies are not kept)."""
+
+    __slots__ = ("recent",)
+
+    def __init__(self) -> None:
+        self.recent: list[str] = []  # digests, oldest first
+
+    def record(self, text: str, called_tool: bool, max_steps: int = DEFAULT_STAGNATION_MAX_STEPS,
+               ) -> int:
+        """Record one assistant turn; return the text's count in the window (0 when not
+        recorded); raise `StagnationDetected` when that count exceeds `max_steps`."""
+        if called_tool or not text:
+            return 0
+        window = max(4 * max_steps, 1)
+        key = text_digest(text)
+        self.recent.append(key)
+        if len(self.recent) > window:
+            del self.recent[: len(self.recent) - window]
+        count = self.recent.count(key)
+        if count > max_steps:
+            raise StagnationDetected(text, count, max_steps, window)
+        return count
+
+    def break_run(self) -> None:
+        self.recent.clear()
+
+    def state(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for key in self.recent:
+            counts[key] = counts.get(key, 0) + 1
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        return {"recorded": len(self.recent),
+                "top": [{"text_hash": k[:12], "count": c} for k, c in top]}

@@ -1,0 +1,99 @@
+"""Seed 003's sliding-window guard (`tool-loop-guard`'s `LoopGuard`).
+
+The same `(tool, canonical args)` key `threshold` times among the last `window` calls raises,
+counting the new call: the upstream code and tests raise on the threshold-th occurrence (its
+README's "more than" is wrong; design.md follows the code). The call stays recorded when it raises.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ingest.detectors.canonical import canonical_json
+from ingest.detectors.errors import ConfigError
+
+DEFAULT_WINDOW = 8
+DEFAULT_THRESHOLD = 3
+
+KeyFn = Callable[[str, Any], Any]
+
+
+def default_key_fn(tool_name: str, args: Any) -> tuple[str, str]:
+    """`(tool_name, canonical_json(args))`: object keys sorted recursively, None ≡ {}."""
+    return tool_name, canonical_json(args)
+
+
+class LoopDetectedError(Exception):
+    def __init__(self, tool_name: str, tool_args: Any, count: int, window: int, threshold: int) -> None:
+        self.tool_name = tool_name
+        self.tool_args = tool_args
+        self.count = count
+        self.window = window
+        self.threshold = threshold
+        # The message shows canonical text, never repr(args): repr of 10,000-deep args recurses.
+        shown = canonical_json(tool_args)
+        shown = shown if len(shown) <= 200 else shown[:200] + "…"
+        super().__init__(f"agent looping on {tool_name}({shown}): occurred {count} times in the "
+                         f"last {window} calls (threshold {threshold})")
+
+
+def validate(window: Any, threshold: Any) -> None:
+    for name, value in (("window", window), ("threshold", threshold)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
+    if window < 2:
+        raise ConfigError("window", "window >= 2", f"window: must be >= 2, got {window}")
+    if threshold < 2:
+        raise ConfigError("threshold", "threshold >= 2", f"threshold: must be >= 2, got {threshold}")
+    if threshold > window:
+        raise ConfigError("threshold", "threshold <= window",
+                          f"threshold: must be <= window ({window}), got {threshold}")
+
+
+class LoopGuard:
+    """A FIFO of the last `window` call keys; `record` raises `LoopDetectedError` when the new
+    call's key occurs `threshold` times in it (the new call included)."""
+
+    __slots__ = ("window", "threshold", "key_fn", "_buf")
+
+    def __init__(self, window: int = DEFAULT_WINDOW, threshold: int = DEFAULT_THRESHOLD,
+                 key_fn: KeyFn | None = None) -> None:
+        validate(window, threshold)
+        self.window = window
+        self.threshold = threshold
+        self.key_fn: KeyFn = key_fn or default_key_fn
+        self._buf: deque[Any] = deque(maxlen=window)  # maxlen evicts the oldest on append
+
+    def record(self, tool_name: str, tool_args: Any, key: Any = None) -> int:
+        """Record one call; return its count in the window; raise when count >= threshold.
+
+        `key` lets a caller pass the key it already computed with this guard's key_fn."""
+        if key is None:
+            key = self.key_fn(tool_name, tool_args)
+        buf = self._buf
+        buf.append(key)
+        count = buf.count(key)
+        if count >= self.threshold:
+            raise LoopDetectedError(tool_name, tool_args, count, self.window, self.threshold)
+        return count
+
+    def would_raise(self, tool_name: str, tool_args: Any) -> bool:
+        """Whether `record` would raise for this call, without recording it."""
+        return self.count_if_recorded(self.key_fn(tool_name, tool_args)) >= self.threshold
+
+    def count_if_recorded(self, key: Any) -> int:
+        buf = self._buf
+        evicted = 1 if len(buf) == self.window and buf[0] == key else 0
+        return buf.count(key) - evicted + 1
+
+    def reset(self) -> None:
+        self._buf.clear()
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def recent_keys(self) -> list[Any]:
+        """Buffered keys, oldest first."""
+        return list(self._buf)

@@ -1,0 +1,334 @@
+"""The replay engine: drives policies over a session's events, step by step.
+
+THE detector driver — the ingest worker (`replay_many`), the Replay page (`Replayer`), the Compare
+page and `loopledger replay` (`replay`) all go through `_Driver.feed`; no other code feeds
+detectors.
+
+Rules:
+- seq = the event's 0-based index in the session (every kind); one `Step` per event.
+- Runs are 0-based; a `UserTurn` starts a new run unless the current run has no events yet.
+- A batch is checked before it runs. Its answers are collected as `Answers` events arrive
+  (matched by call id; an answer without an id goes to the oldest unanswered call). The batch is
+  judged when every call is answered, or when superseded by the next batch, the next user turn or
+  the end of the events — then with None for what never came. Results carry the judged batch's
+  seq and sit on the step where the judging happened.
+- After a halt the run's later steps get `after_halt` checks (one per call for per-call policies,
+  one per batch otherwise; the halting batch's own later calls too; prose turns for policies that
+  read prose) and the policy sees nothing until the next user turn, which starts fresh.
+- A batch without calls is a prose turn. Prose and answers never break a run.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ingest import vocab
+from ingest.detectors.policy import BATCH, Check, Policy, PolicySpec, Result, make_policy
+from ingest.events import Answer, Answers, Batch, Event, Prose, UserTurn
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    seq: int
+    run: int
+    event: Event
+    checks: tuple[Check, ...] = ()
+    results: tuple[Result, ...] = ()
+    state: dict[str, Any] | None = None
+
+
+class _Pending:
+    """A checked batch waiting for its answers."""
+
+    __slots__ = ("seq", "batch", "slots", "missing")
+
+    def __init__(self, seq: int, batch: Batch) -> None:
+        self.seq = seq
+        self.batch = batch
+        self.slots: list[Answer | None] = [None] * len(batch.calls)
+        self.missing = len(batch.calls)
+
+    def add(self, answer: Answer) -> None:
+        calls = self.batch.calls
+        slots = self.slots
+        if answer.call_id is None:
+            targets = range(len(calls))
+        else:
+            targets = [i for i, c in enumerate(calls) if c.id == answer.call_id]
+        for i in targets:
+            if slots[i] is None:  # the first answer for a call wins
+                slots[i] = answer
+                self.missing -= 1
+                return
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Pending:
+        new = _Pending.__new__(_Pending)
+        new.seq, new.batch, new.slots, new.missing = self.seq, self.batch, list(self.slots), self.missing
+        return new
+
+
+_READS_PROSE = ("stagnation",)
+
+
+class _Driver:
+    """One policy's walk over one session: runs, pending answers, halts."""
+
+    __slots__ = ("policy", "run", "in_run", "halted", "pending", "reads_prose")
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.run = 0
+        self.in_run = 0  # events seen in the current run
+        self.halted = False
+        self.pending: _Pending | None = None
+        self.reads_prose = policy.spec.detector in _READS_PROSE
+
+    def _judge(self) -> list[Result]:
+        p = self.pending
+        if p is None:
+            return []
+        self.pending = None
+        return [replace(r, seq=p.seq) for r in self.policy.answers(p.batch, p.slots)]
+
+    def _after_halt(self, event: Event) -> list[Check]:
+        if isinstance(event, Batch) and event.calls:
+            if self.policy.per_call:
+                return [Check(i, vocab.AFTER_HALT) for i in range(len(event.calls))]
+            return [Check(BATCH, vocab.AFTER_HALT)]
+        text = event.text if isinstance(event, Prose | Batch) else ""
+        if self.reads_prose and text:
+            return [Check(BATCH, vocab.AFTER_HALT)]
+        return []
+
+    def feed(self, seq: int, event: Event, last: bool = False, with_state: bool = False) -> Step:
+        policy = self.policy
+        checks: list[Check] = []
+        results: list[Result] = []
+        if isinstance(event, UserTurn):
+            if self.in_run:
+                self.run += 1
+                self.in_run = 0
+            results = self._judge()
+            policy.user_turn()
+            self.halted = False
+        elif isinstance(event, Answers):
+            p = self.pending
+            if p is not None:
+                for answer in event.answers:
+                    p.add(answer)
+                if p.missing == 0:
+                    results = self._judge()
+        elif isinstance(event, Batch) and event.calls:
+            results = self._judge()
+            if self.halted:
+                checks = self._after_halt(event)
+            else:
+                checks = policy.check(event)
+                n = len(event.calls)
+                if policy.per_call and len(checks) < n:
+                    checks += [Check(i, vocab.AFTER_HALT) for i in range(len(checks), n)]
+                self.pending = _Pending(seq, event)
+        elif isinstance(event, Prose | Batch):
+            checks = self._after_halt(event) if self.halted else policy.prose(event.text)
+        else:
+            raise TypeError(f"replay: event {seq} is a {type(event).__name__}, not a session event "
+                            "(UserTurn, Prose, Batch, Answers); pass one session's events")
+        if not self.halted and any(c.verdict == vocab.HALT for c in checks):
+            self.halted = True
+        if last:
+            results += self._judge()
+        self.in_run += 1
+        state = self.state() if with_state else None
+        return Step(seq, self.run, event, tuple(checks), tuple(results), state)
+
+    def state(self) -> dict[str, Any]:
+        return {"run": self.run, "halted": self.halted, **self.policy.state()}
+
+
+def _as_policy(policy: Policy | PolicySpec | str) -> Policy:
+    return policy if isinstance(policy, Policy) else make_policy(policy)
+
+
+def replay_many(events: Iterable[Event], policies: Sequence[Policy | PolicySpec | str],
+                with_state: bool = False) -> Iterator[tuple[Step, ...]]:
+    """Drive several policies over one session in one pass: one tuple of Steps (in `policies`
+    order) per event. Each policy keeps its own state; give fresh policies per session."""
+    drivers = [_Driver(_as_policy(p)) for p in policies]
+    it = iter(events)
+    try:
+        current = next(it)
+    except StopIteration:
+        return
+    seq = 0
+    for following in it:
+        yield tuple(d.feed(seq, current, False, with_state) for d in drivers)
+        current = following
+        seq += 1
+    yield tuple(d.feed(seq, current, True, with_state) for d in drivers)
+
+
+def replay(events: Iterable[Event], policy: Policy | PolicySpec | str,
+           with_state: bool = False) -> Iterator[Step]:
+    """Drive one policy over one session's events: one Step per event."""
+    for (step,) in replay_many(events, [policy], with_state):
+        yield step
+
+
+class Replayer:
+    """A cursor over one session for the Replay page: forward reuses the live state; back and
+    jumps restart from the nearest deep-copied snapshot (one every `snapshot_every` steps), so
+    the state at any position is exactly what a replay from scratch gives."""
+
+    def __init__(self, events: Sequence[Event], policy: Policy | PolicySpec | str,
+                 snapshot_every: int = 64) -> None:
+        self.events = list(events)
+        self.snapshot_every = max(1, snapshot_every)
+        self._driver = _Driver(_as_policy(policy))
+        # Snapshots share the (immutable) events instead of copying them: the memo maps each
+        # event to itself, which also keeps 10,000-deep arguments away from deepcopy's recursion.
+        self._memo = {id(e): e for e in self.events}
+        self._snapshots: dict[int, _Driver] = {0: self._copy(self._driver)}
+        self.position = 0  # events applied so far
+        self.steps: list[Step] = []  # steps taken so far (without state)
+
+    @property
+    def policy(self) -> Policy:
+        return self._driver.policy
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def _copy(self, driver: _Driver) -> _Driver:
+        return copy.deepcopy(driver, dict(self._memo))
+
+    def forward(self) -> Step | None:
+        """Apply the next event; None at the end."""
+        if self.position >= len(self.events):
+            return None
+        seq = self.position
+        step = self._driver.feed(seq, self.events[seq], last=seq == len(self.events) - 1)
+        self.steps.append(step)
+        self.position += 1
+        if self.position % self.snapshot_every == 0 and self.position not in self._snapshots:
+            self._snapshots[self.position] = self._copy(self._driver)
+        return step
+
+    def back(self) -> Step | None:
+        return self.jump_to(self.position - 1)
+
+    def jump_to(self, position: int) -> Step | None:
+        """Move to `position` events applied (clamped to 0..len); return the last step taken."""
+        position = max(0, min(position, len(self.events)))
+        if position < self.position:
+            base = max(k for k in self._snapshots if k <= position)
+            self._driver = self._copy(self._snapshots[base])
+            self.position = base
+            del self.steps[base:]
+        while self.position < position:
+            self.forward()
+        return self.current
+
+    @property
+    def current(self) -> Step | None:
+        """The last step taken, with the policy's state after it."""
+        if not self.steps:
+            return None
+        return replace(self.steps[-1], state=self.state())
+
+    def state(self) -> dict[str, Any]:
+        return self._driver.state()
+
+
+@dataclass(slots=True)
+class RunTally:
+    run: int
+    outcome: str = vocab.CLEAN
+    halt_seq: int | None = None
+    halt_idx: int | None = None
+    calls: int = 0
+    strikes: int = 0
+    warnings: int = 0
+    blocks: int = 0
+    saved: int = 0
+
+
+@dataclass(slots=True)
+class Tally:
+    runs: list[RunTally] = field(default_factory=list)
+    calls: int = 0
+    strikes: int = 0
+    warnings: int = 0
+    blocks: int = 0
+    halts: int = 0
+    saved: int = 0
+    halted_runs: int = 0
+    first_halt_seq: int | None = None
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    def totals(self) -> dict[str, Any]:
+        """Per-session counts, named as in the ledger's session_stats table."""
+        return {"runs": len(self.runs), "calls": self.calls, "strikes": self.strikes,
+                "warnings": self.warnings, "blocks": self.blocks, "halts": self.halts,
+                "saved": self.saved, "halted_runs": self.halted_runs,
+                "first_halt_seq": self.first_halt_seq}
+
+
+_RANK = {vocab.CLEAN: 0, vocab.WARNED: 1, vocab.BLOCKED: 2, vocab.HALTED: 3}
+_OUTCOME = {vocab.WARN: vocab.WARNED, vocab.BLOCK: vocab.BLOCKED, vocab.HALT: vocab.HALTED}
+
+
+def tally(steps: Iterable[Step]) -> Tally:
+    """Per-run outcomes (worst verdict wins) and session totals for one policy's steps.
+
+    saved = calls in after_halt checks: one per per-call check, the batch's calls per
+    batch-level check; strikes = `repeated` results (counted in the run of the judged batch)."""
+    out = Tally()
+    by_run: dict[int, RunTally] = {}
+    batch_run: dict[int, int] = {}
+    for step in steps:
+        rt = by_run.get(step.run)
+        if rt is None:
+            rt = by_run[step.run] = RunTally(step.run)
+            out.runs.append(rt)
+        event = step.event
+        if isinstance(event, Batch):
+            rt.calls += len(event.calls)
+            out.calls += len(event.calls)
+            batch_run[step.seq] = step.run
+        for c in step.checks:
+            v = c.verdict
+            if v == vocab.ALLOW:
+                continue
+            if v == vocab.AFTER_HALT:
+                n = 1 if c.idx >= 0 else (len(event.calls) if isinstance(event, Batch) else 0)
+                rt.saved += n
+                out.saved += n
+                continue
+            if v == vocab.WARN:
+                rt.warnings += 1
+                out.warnings += 1
+            elif v == vocab.BLOCK:
+                rt.blocks += 1
+                out.blocks += 1
+            elif v == vocab.HALT:
+                out.halts += 1
+                if rt.halt_seq is None:
+                    rt.halt_seq, rt.halt_idx = step.seq, c.idx
+                    out.halted_runs += 1
+                if out.first_halt_seq is None:
+                    out.first_halt_seq = step.seq
+            outcome = _OUTCOME[v]
+            if _RANK[outcome] > _RANK[rt.outcome]:
+                rt.outcome = outcome
+        for r in step.results:
+            if r.outcome == vocab.REPEATED:
+                target = by_run.get(batch_run.get(r.seq, step.run), rt)
+                target.strikes += 1
+                out.strikes += 1
+    return out
