@@ -1,0 +1,69 @@
+"""Cached, read-only access to the ledger for the pages.
+
+One read-only engine per ledger URL (st.cache_resource) and one cached call per read-model query
+(st.cache_data with a short ttl: the live pages refresh every REFRESH_S and must see new rows).
+All SQL lives in ingest/ledger/read.py; this module only adds caching and the one write the
+dashboard makes (a person's label on a run), through its own writer engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+import streamlit as st
+
+from ingest.ledger import read
+from ingest.ledger.engine import make_engine, resolve_url
+
+REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
+TTL_S = REFRESH_S  # a cached read never outlives one refresh
+
+
+def url() -> str:
+    return resolve_url()
+
+
+@st.cache_resource(show_spinner=False)
+def _reader(db_url: str):
+    return make_engine(db_url, readonly=True)
+
+
+@st.cache_resource(show_spinner=False)
+def _writer(db_url: str):
+    # Only labels go through it; the ingest worker stays the ledger's main writer.
+    return make_engine(db_url)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)
+def _query(db_url: str, name: str, *args: Any, **kwargs: Any) -> Any:
+    with _reader(db_url).connect() as conn:
+        return getattr(read, name)(conn, *args, **kwargs)
+
+
+def q(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Run read.<name>(conn, *args, **kwargs) on the current ledger, cached for TTL_S seconds."""
+    return _query(url(), name, *args, **kwargs)
+
+
+def fresh(name: str, *args: Any, **kwargs: Any) -> Any:
+    """The same, uncached: for what a person just changed (labels)."""
+    with _reader(url()).connect() as conn:
+        return getattr(read, name)(conn, *args, **kwargs)
+
+
+def problem() -> str | None:
+    """Why the ledger cannot be shown (missing file, no tables), or None when it can."""
+    try:
+        with _reader(url()).connect() as conn:
+            conn.execute(sa.text("SELECT 1 FROM sessions LIMIT 1")).all()
+    except sa.exc.SQLAlchemyError as exc:
+        where = url().split("@")[-1]  # never show a password from the URL
+        return (f"Cannot read the ledger at {where}: {exc.orig if getattr(exc, 'orig', None) else exc}. "
+                "Ingest transcripts first: `loopledger ingest PATH --db LEDGER`.")
+    return None
+
+
+def save_label(session_id: int, run_idx: int, label: str, note: str) -> None:
+    with _writer(url()).begin() as conn:
+        read.write_label(conn, session_id, run_idx, label, note)

@@ -1,0 +1,46 @@
+"""Ingest health: what was read, when, and which lines were quarantined (file:line and why).
+
+Re-reads the ledger every REFRESH_S seconds while open, so a running worker's progress shows.
+Paths and excerpts are transcript-side text: tables only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+
+from app import charts, data, safe
+
+PAGE_SIZE = 100
+
+
+@st.fragment(run_every=data.REFRESH_S)
+def _live(status: str) -> None:
+    totals = data.q("ingest_totals")
+    counts = data.q("source_status_counts")
+    c = st.columns(4)
+    c[0].metric("Sources", f"{totals['sources']:,}")
+    c[1].metric("Quarantined lines", f"{totals['quarantined_lines']:,}")
+    c[2].metric("Sources not ok", f"{sum(v for k, v in counts.items() if k != 'ok'):,}")
+    last = totals["last_ingest"]
+    c[3].metric("Last ingest (UTC)",
+                dt.datetime.fromtimestamp(last, dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if last else "never")
+    if counts:
+        st.altair_chart(charts.source_status(counts), key="status_chart")
+
+    st.subheader("Sources")
+    safe.table(data.q("sources_page", status, PAGE_SIZE, 0), key="sources_table",
+               column_config={"size": st.column_config.NumberColumn("bytes", format="%d")})
+    st.subheader("Quarantined lines")
+    errs = data.q("ingest_errors", PAGE_SIZE)
+    if len(errs):
+        safe.table(errs[["where", "message", "excerpt", "created_at"]], key="errors_table")
+    else:
+        st.write("No quarantined lines.")
+    st.caption(f"Newest {PAGE_SIZE} shown · refreshes every {data.REFRESH_S} s")
+
+
+st.header("Ingest health")
+statuses = ["", *sorted(data.q("source_status_counts"))]
+_live(st.sidebar.selectbox("Source status", statuses, format_func=lambda s: s or "any", key="h_status"))

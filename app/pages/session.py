@@ -1,0 +1,174 @@
+"""Session: one session's runs under every policy, its timeline, and the transcript around a halt.
+
+Deep link: ./session?session=ID&run=IDX. The run picker writes `run` back to the URL so the page
+can be shared as it is. Transcript text (title, path, prompts, tool names, arguments, answers,
+prose) goes through app.safe only: st.text / st.code / st.dataframe.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+
+from app import charts, data, safe
+from ingest import vocab
+from ingest.ledger import read
+
+CONTEXT = 6  # events shown before and after the focused step
+TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
+
+
+def _int_param(name: str) -> int | None:
+    try:
+        return int(st.query_params.get(name, ""))
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s"
+
+
+def _header(head: dict) -> None:
+    st.header(f"Session #{head['id']}")
+    safe.text(head["title"] or "(untitled)")
+    cols = st.columns(4)
+    cols[0].metric("Runs", head["n_runs"])
+    cols[1].metric("Tool calls", head["n_calls"])
+    cols[2].metric("Duration", _duration(head["duration_s"]))
+    cols[3].metric("Format", head["format"])
+    safe.table(pd.DataFrame([{"source file": head["path"], "agent": head["agent"], "model": head["model"],
+                              "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}]),
+               key="session_header")
+
+
+def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
+    wanted = _int_param("run")
+    if wanted is None or not 0 <= wanted < n_runs:
+        # No run asked for: open the first halted run, where the investigation usually starts.
+        wanted = int(halts["run_idx"].iloc[0]) if len(halts) else 0
+    if st.session_state.get("run_pick_for") != (st.query_params.get("session"), wanted):
+        st.session_state["run_pick"] = wanted
+        st.session_state["run_pick_for"] = (st.query_params.get("session"), wanted)
+    run = st.selectbox("Run", range(n_runs), key="run_pick", format_func=lambda r: f"run {r}")
+    if str(run) != st.query_params.get("run"):
+        st.query_params["run"] = str(run)
+        st.session_state["run_pick_for"] = (st.query_params.get("session"), run)
+    return int(run)
+
+
+def _verdict_notes(tl: pd.DataFrame) -> dict[tuple[int, int], str]:
+    """(seq, idx) → "policy: verdict; …" for every check that said more than allow."""
+    loud = tl[tl["verdict"] != vocab.ALLOW]
+    notes: dict[tuple[int, int], list[str]] = {}
+    for seq, idx, pol, verdict in zip(loud["seq"], loud["idx"], loud["policy"], loud["verdict"], strict=True):
+        notes.setdefault((int(seq), int(idx)), []).append(f"{pol.split(' ')[0]}: {verdict}")
+    return {k: "; ".join(v) for k, v in notes.items()}
+
+
+def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int]) -> None:
+    for row in rows.itertuples(index=False):
+        where = f"[step {row.seq}]" + (f" line {int(row.line)}" if pd.notna(row.line) else "")
+        if row.kind == vocab.KIND_BATCH and pd.notna(row.idx):
+            mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
+            note = notes.get((int(row.seq), int(row.idx)), "") or notes.get((int(row.seq), -1), "")
+            safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{note}⟩" if note else ""))
+            safe.code(row.args, language="json")
+            if row.answer is not None and not (isinstance(row.answer, float) and pd.isna(row.answer)):
+                safe.text("answer" + (" (error)" if row.is_error else "") + ":")
+                safe.code(row.answer)
+            else:
+                safe.text("answer: (none recorded)")
+        elif row.kind == vocab.KIND_ANSWERS:
+            continue  # answers are shown under their calls
+        else:
+            safe.text(f"{where} {row.kind}:")
+            safe.code(row.text)
+
+
+def _labels(session_id: int, run: int) -> None:
+    labels = data.fresh("run_labels", session_id)
+    mine = labels[labels["run_idx"] == run]
+    with st.form(f"label_{session_id}_{run}"):
+        st.write("Label this run (used by Compare for precision/recall):")
+        current = mine["label"].iloc[0] if len(mine) else read.LABELS[0]
+        choice = st.radio("Label", read.LABELS, index=read.LABELS.index(current), horizontal=True,
+                          format_func=lambda v: {"real_loop": "real loop", "not_loop": "not a loop"}[v], key="label_choice")
+        note = st.text_input("Note", value="" if not len(mine) or pd.isna(mine["note"].iloc[0]) else mine["note"].iloc[0],
+                             key="label_note")
+        if st.form_submit_button("Save label"):
+            data.save_label(session_id, run, choice, note)
+            st.success("Saved.")
+            labels = data.fresh("run_labels", session_id)
+    if len(labels):
+        safe.table(labels, key="labels_table")
+
+
+def main() -> None:
+    sid = _int_param("session")
+    if sid is None:
+        st.header("Session")
+        st.info("Pick a session on the Sessions page (or open ./session?session=ID).")
+        st.page_link("pages/sessions.py", label="Go to Sessions")
+        return
+    head = data.q("session_header", sid)
+    if head is None:
+        st.header("Session")
+        st.error(f"No session #{sid} in this ledger.")
+        return
+    _header(head)
+    halts = data.q("halts", sid)
+
+    st.subheader("Runs × policies")
+    long = data.q("run_outcomes", sid)
+    safe.table(read.outcome_matrix(long), key="outcomes")
+
+    if head["n_runs"] == 0:
+        return
+    run = _pick_run(head["n_runs"], halts)
+    bounds = data.q("run_bounds", sid, run) or (0, head["n_events"])
+
+    st.subheader("Timeline")
+    whole = head["n_calls"] * max(1, long["policy_id"].nunique()) <= TIMELINE_ROWS
+    only_run = st.toggle("This run only", value=not whole, key="timeline_run_only")
+    tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
+    if len(tl):
+        st.altair_chart(charts.timeline(tl), key="timeline_chart")
+
+    st.subheader(f"Run {run}: transcript")
+    run_halts = halts[halts["run_idx"] == run]
+    halt_seqs = {int(s) for s in run_halts["halt_seq"]}
+    first_halt = int(run_halts["halt_seq"].min()) if len(run_halts) else None
+    focus_key = f"focus_{sid}_{run}"
+    if focus_key not in st.session_state:
+        st.session_state[focus_key] = first_halt if first_halt is not None else bounds[0]
+
+    def jump() -> None:
+        st.session_state[focus_key] = first_halt
+
+    c1, c2, c3 = st.columns([1, 1, 2])
+    c1.button("Jump to halt", on_click=jump, disabled=first_halt is None, key="jump_halt")
+    focus = int(c2.number_input("Around step", bounds[0], bounds[1], key=focus_key))
+    if len(run_halts):
+        h = run_halts.iloc[0]
+        link = "./replay?" + urlencode({"session": sid, "run": run, "policy": h["policy_id"], "step": int(h["halt_seq"])})
+        c3.link_button("Replay this run at the halt", link)
+        safe.table(run_halts[["policy", "halt_seq", "halt_idx"]].rename(columns={"halt_seq": "step", "halt_idx": "call"}),
+                   key="run_halts")
+    else:
+        c3.write("No policy halted this run.")
+    rows = data.q("transcript", sid, max(bounds[0], focus - CONTEXT), min(bounds[1], focus + CONTEXT))
+    run_tl = tl[tl["run_idx"] == run] if len(tl) else tl
+    _transcript(rows, _verdict_notes(run_tl) if len(run_tl) else {}, halt_seqs)
+
+    st.subheader("Label")
+    _labels(sid, run)
+
+
+main()

@@ -1,0 +1,82 @@
+"""Sessions (home): which sessions looped, how often, under which guard.
+
+Filters live in the sidebar; everything that reads the ledger sits in a fragment that re-runs
+every REFRESH_S seconds, so a session the worker is still writing shows up and its counters move.
+Titles and paths are transcript text: they appear only inside st.dataframe and the chart.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+
+from app import charts, data, safe
+from ingest.ledger import read
+
+PAGE_SIZE = 50
+METRICS = (("sessions", "Sessions"), ("runs", "Runs"), ("calls", "Tool calls"), ("warnings", "Warnings"),
+           ("blocks", "Blocks"), ("halts", "Halts"), ("saved", "Calls saved by halts"))
+ANY = "any"
+
+
+def _filters() -> read.SessionFilter:
+    pols = data.q("policies")
+    labels = dict(zip(pols["id"], pols["label"], strict=True))
+    default = [i for i, d in zip(pols["id"], pols["is_default"], strict=True) if d] or list(labels)
+    sb = st.sidebar
+    chosen = sb.multiselect("Policies", list(labels), default=default, format_func=labels.get, key="f_policies",
+                            help="Counters are summed over these policies.")
+    fmts = sb.multiselect("Format", data.q("formats"), key="f_formats")
+    source = sb.text_input("Source path contains", key="f_source")
+    lo, hi = data.q("date_bounds")
+    dates = sb.date_input("Started between", value=(lo, hi) if lo and hi else (), key="f_dates") if lo else ()
+    outcome = sb.selectbox("Outcome", (ANY, *read.OUTCOME_FILTERS), key="f_outcome")
+    tool = sb.selectbox("Called tool", ("", *data.q("tools")), key="f_tool", format_func=lambda t: t or "any tool")
+    text = sb.text_input("Search titles and paths", key="f_text")
+    date_from = dates[0] if isinstance(dates, tuple | list) and len(dates) >= 1 else None
+    date_to = dates[1] if isinstance(dates, tuple | list) and len(dates) == 2 else None
+    return read.SessionFilter(
+        policies=tuple(chosen), formats=tuple(fmts), source=source.strip(),
+        date_from=date_from if isinstance(date_from, dt.date) else None,
+        date_to=date_to if isinstance(date_to, dt.date) else None,
+        outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip())
+
+
+@st.fragment(run_every=data.REFRESH_S)
+def _live(f: read.SessionFilter) -> None:
+    head = data.q("headline", f)
+    cols = st.columns(len(METRICS))
+    for col, (key, label) in zip(cols, METRICS, strict=True):
+        col.metric(label, f"{head[key]:,}")
+    if head["sessions"] == 0:
+        st.info("No session matches these filters.")
+        return
+
+    per = data.q("per_policy", f)
+    with st.expander("Per policy", expanded=False):
+        safe.table(per.drop(columns=["policy_id"]), key="per_policy")
+
+    c1, c2 = st.columns([3, 1])
+    by = c2.selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by")
+    top_n = c2.slider("Sessions in chart", 5, 50, 20, key="chart_n")
+    with c1:
+        st.altair_chart(charts.sessions_bar(data.q("top_sessions", f, top_n, by)), key="sessions_chart")
+
+    sort = c2.selectbox("Table sorted by", read.SORTABLE, key="table_sort")
+    pages = max(1, -(-head["sessions"] // PAGE_SIZE))
+    page = int(c2.number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
+    rows = data.q("sessions_page", f, sort, True, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+    rows.insert(0, "open", [charts.session_link(i) for i in rows["id"]])
+    safe.table(rows, key="sessions_table", column_config={
+        "open": st.column_config.LinkColumn("open", display_text="open"),
+        "id": st.column_config.NumberColumn("id", format="%d"),
+        "started_at": st.column_config.TextColumn("started"),
+    })
+    st.download_button("Download these rows (CSV)", rows.drop(columns=["open"]).to_csv(index=False),
+                       file_name=f"loopledger-sessions-p{page}.csv", mime="text/csv", key="csv")
+    st.caption(f"{head['sessions']:,} sessions · page {page} of {pages} · refreshes every {data.REFRESH_S} s")
+
+
+st.header("Sessions")
+_live(_filters())
