@@ -1,0 +1,52 @@
+"""Checks shared by the Gemini / ATIF / SWE-agent / OpenHands / Aider reader tests.
+
+`assert_survives(module, data)` is the fuzz property: whatever bytes a reader is given, read()
+yields well-formed items (errors name the file and a positive line or None) and never raises.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from types import ModuleType
+
+from ingest.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
+
+ITEM_TYPES = (SessionStart, UserTurn, Prose, Batch, Answers, ReadError)
+
+
+def kinds(items: list) -> list[str]:
+    return [type(i).__name__ for i in items]
+
+
+def calls(items: list) -> list:
+    return [c for i in items if isinstance(i, Batch) for c in i.calls]
+
+
+def errors(items: list) -> list[ReadError]:
+    return [i for i in items if isinstance(i, ReadError)]
+
+
+def assert_survives(module: ModuleType, data: bytes, suffix: str = ".json") -> list:
+    fd, name = tempfile.mkstemp(suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        items = list(module.read(name))
+    finally:
+        os.unlink(name)
+    for item in items:
+        assert isinstance(item, ITEM_TYPES), item
+        if isinstance(item, ReadError):
+            assert item.path == name and item.message
+            assert item.line is None or item.line >= 1
+        if isinstance(item, Batch):
+            assert item.calls and all(isinstance(c.name, str) for c in item.calls)
+    return items
+
+
+def mutate(data: bytes, cut: int, pos: int, junk: bytes) -> bytes:
+    """Truncate at `cut`, then splice `junk` in at `pos` (both clamped)."""
+    data = data[: max(0, min(cut, len(data)))]
+    pos = max(0, min(pos, len(data)))
+    return data[:pos] + junk + data[pos:]
