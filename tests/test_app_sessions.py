@@ -1,0 +1,148 @@
+"""Sessions page (AppTest, real SQLite ledger): metrics, chart, table, filters, safe titles."""
+
+from __future__ import annotations
+
+import pytest
+from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics
+
+from bench.gen_ledger import HOSTILE
+from ingest.ledger import read
+from ingest.ledger.engine import make_engine
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    url, written = make_ledger(tmp_path_factory.mktemp("sessions") / "ledger.sqlite")
+    with ledger_env(url):
+        yield url, written
+
+
+def _read(url, name, *args):
+    eng = make_engine(url, readonly=True)
+    try:
+        with eng.connect() as conn:
+            return getattr(read, name)(conn, *args)
+    finally:
+        eng.dispose()
+
+
+def _table(at):
+    (df,) = [d.value for d in at.dataframe if "open" in d.value.columns]
+    return df
+
+
+def test_home_shows_headline_metrics_for_all_default_policies(ledger):
+    url, written = ledger
+    at = app()
+    assert not at.exception
+    m = metrics(at)
+    expect = _read(url, "headline", read.SessionFilter())
+    assert m["Sessions"] == f"{written['sessions']:,}"
+    assert m["Tool calls"] == f"{written['calls']:,}"
+    assert m["Halts"] == f"{expect['halts']:,}" and expect["halts"] == written["halts"]
+    assert m["Calls saved by halts"] == f"{expect['saved']:,}"
+
+
+def test_table_lists_sessions_most_halted_first_with_links(ledger):
+    url, _ = ledger
+    at = app()
+    assert not at.exception
+    df = _table(at)
+    assert len(df) == 50  # one page of 60 sessions
+    assert list(df.halts) == sorted(df.halts, reverse=True)
+    top = _read(url, "sessions_page", read.SessionFilter(), "halts", True, 1)
+    assert int(df.id.iloc[0]) == int(top.id.iloc[0])
+    assert df.open.iloc[0] == f"./session?session={int(top.id.iloc[0])}"
+    assert at.get("download_button")[0].label.startswith("Download")
+    # The second page holds the remaining ten.
+    at.number_input(key="table_page").set_value(2).run()
+    assert not at.exception
+    assert len(_table(at)) == 10
+
+
+def test_chart_has_top_sessions_linked_and_the_rest_summarized(ledger):
+    url, _ = ledger
+    at = app()
+    assert not at.exception
+    (spec, data), = [c for c in charts(at) if c[0]["mark"]["type"] == "bar" and "href" in c[0]["encoding"]]
+    assert spec["encoding"]["href"]["field"] == "link"
+    sessions = data.drop_duplicates("session")
+    assert len(sessions) == 21  # top 20 + "40 other sessions"
+    assert "40 other sessions" in set(sessions.session)
+    top = _read(url, "sessions_page", read.SessionFilter(), "halts", True, 20)
+    assert set(data.link.dropna()) <= {f"./session?session={i}" for i in top.id}
+    halts = data[data.measure == "halts"].value.sum()
+    assert halts == _read(url, "headline", read.SessionFilter())["halts"]
+    at.slider(key="chart_n").set_value(5).run()
+    assert not at.exception
+    (_, data), = [c for c in charts(at) if "href" in c[0]["encoding"]]
+    assert data.session.nunique() == 6
+
+
+def test_outcome_filter_changes_what_is_shown(ledger):
+    at = app()
+    before = metrics(at)["Sessions"]
+    at.selectbox(key="f_outcome").set_value("clean").run()
+    assert not at.exception
+    m = metrics(at)
+    assert m["Halts"] == "0" and m["Warnings"] == "0" and m["Sessions"] != before
+    df = _table(at)
+    assert len(df) > 0 and (df.halts == 0).all() and (df.blocks == 0).all()
+    at.selectbox(key="f_outcome").set_value("halted").run()
+    assert not at.exception
+    assert (_table(at).halts > 0).all()
+
+
+def test_policy_filter_narrows_counters(ledger):
+    url, _ = ledger
+    pols = _read(url, "policies")
+    window = pols[pols.detector == "window"].id.iloc[0]
+    at = app()
+    at.multiselect(key="f_policies").set_value([window]).run()
+    assert not at.exception
+    expect = _read(url, "headline", read.SessionFilter(policies=(window,)))
+    assert metrics(at)["Halts"] == f"{expect['halts']:,}"
+    assert metrics(at)["Blocks"] == "0"  # window never blocks
+
+
+def test_text_tool_and_format_filters(ledger):
+    url, _ = ledger
+    at = app()
+    at.text_input(key="f_text").set_value("hostile").run()
+    assert not at.exception
+    df = _table(at)
+    assert list(df.id) == [1]
+    assert metrics(at)["Sessions"] == "1"
+    at.text_input(key="f_text").set_value("").run()
+    at.selectbox(key="f_tool").set_value("fetch_webpage").run()
+    assert not at.exception
+    expect = _read(url, "count_sessions", read.SessionFilter(tool="fetch_webpage"))
+    assert metrics(at)["Sessions"] == f"{expect:,}" and 0 < expect < 60
+    at.selectbox(key="f_tool").set_value("").run()
+    fmt = _read(url, "formats")[0]
+    at.multiselect(key="f_formats").set_value([fmt]).run()
+    assert not at.exception
+    assert set(_table(at).format) == {fmt}
+
+
+def test_no_match_says_so(ledger):
+    at = app()
+    at.text_input(key="f_text").set_value("no such session anywhere").run()
+    assert not at.exception
+    assert metrics(at)["Sessions"] == "0"
+    assert any("No session matches" in i.value for i in at.info)
+
+
+def test_titles_are_shown_only_as_table_cells(ledger):
+    at = app()
+    at.text_input(key="f_text").set_value("hostile").run()
+    assert not at.exception
+    assert _table(at).title.iloc[0] == "hostile " + HOSTILE
+    assert not any("<script>" in t or "pwn.png" in t for t in markdown_texts(at))
+
+
+def test_missing_ledger_is_a_clear_error(tmp_path):
+    with ledger_env(f"sqlite:///{tmp_path / 'absent.sqlite'}"):
+        at = app()
+    assert not at.exception
+    assert any("Cannot read the ledger" in e.value for e in at.error)
