@@ -1,13 +1,13 @@
 """Helpers every reader shares. A small, stable API; other readers import it.
 
-    iter_jsonl(path, max_line_bytes=...) -> Iterator[(line_no, value | ReadError)]
+    iter_jsonl(path, max_line_bytes=None) -> Iterator[(line_no, value | ReadError)]
         Stream a JSONL file one line at a time (memory flat); blank lines skipped; a bad line
         (bad JSON, non-UTF-8 bytes, too deep, too long) becomes a ReadError naming file:line.
     load_json(path, max_bytes=...) -> value | ReadError
         A whole JSON document, or one ReadError naming file:line:column.
     parse_json(raw: bytes | str) -> value                     (orjson; raises ValueError)
     json_error_message(raw, exc) -> str                        plain words for a decode failure
-    bad(path, line, message, raw=b"") -> ReadError             with an excerpt of the raw input
+    bad(path, line, message, raw=b"") -> ReadError             with an excerpt of raw (bytes/str/value)
     content_text(content) -> str                               string-or-blocks content as text
     parse_args(raw) -> (args, malformed)                       tool arguments from a JSON string
     as_text(value) -> str                                      any answer/output value as text
@@ -44,7 +44,10 @@ _ORJSON_POS = re.compile(r": line \d+ column \d+ \(char \d+\)$")
 parse_json = orjson.loads
 
 
-def bad(path: Path | str, line: int | None, message: str, raw: bytes | str = b"") -> ReadError:
+def bad(path: Path | str, line: int | None, message: str, raw: Any = b"") -> ReadError:
+    """A ReadError with an excerpt of `raw` (bytes, text, or any parsed JSON value)."""
+    if not isinstance(raw, bytes | str):
+        raw = as_text(raw)[:1000]
     return ReadError(str(path), line, message, excerpt(raw) if raw else "")
 
 
@@ -67,8 +70,10 @@ def json_error_message(raw: bytes | str, exc: Exception) -> str:
     return f"invalid JSON: {text}" + (f" (at character {pos + 1})" if isinstance(pos, int) else "")
 
 
-def iter_jsonl(path: Path | str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
-    """Yield (line_no, parsed value | ReadError) for each non-blank line, 1-based."""
+def iter_jsonl(path: Path | str, max_line_bytes: int | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield (line_no, parsed value | ReadError) for each non-blank line, 1-based.
+    `max_line_bytes` defaults to MAX_LINE_BYTES as it is when called (tests lower it)."""
+    max_line_bytes = max_line_bytes or MAX_LINE_BYTES
     with open(path, "rb") as fh:
         line_no = 0
         while True:
@@ -164,8 +169,11 @@ def as_text(value: Any) -> str:
         return value
     try:
         return orjson.dumps(value).decode()
-    except TypeError:
-        return str(value)
+    except TypeError:  # orjson stops at 255 levels of nesting; repr() may too
+        try:
+            return str(value)
+        except RecursionError:
+            return f"[{type(value).__name__} nested too deeply to show]"
 
 
 def parse_args(raw: Any) -> tuple[Any, bool]:
@@ -186,7 +194,7 @@ def parse_args(raw: Any) -> tuple[Any, bool]:
 def str_or_none(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return str(value)
+    return as_text(value)
 
 
 def head_text(head: bytes) -> str:

@@ -28,6 +28,7 @@ from ingest.events import (
     UserTurn,
 )
 from ingest.formats._common import (
+    as_text,
     bad,
     content_text,
     first_line,
@@ -65,7 +66,7 @@ def assistant_events(content: Any, ts: str | None, line: int | None) -> list[Bat
             continue
         kind = block.get("type")
         if kind in _CALL_TYPES:
-            calls.append(Call(str_or_none(block.get("id")), str(block.get("name") or ""),
+            calls.append(Call(str_or_none(block.get("id")), as_text(block.get("name")),
                               block.get("input")))
         elif kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
@@ -102,12 +103,12 @@ def user_events(content: Any, ts: str | None, line: int | None) -> list[Answers 
 
 def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     if not isinstance(msg, dict):
-        return [bad(path, line, f"expected a message object, got {type(msg).__name__}", str(msg))]
+        return [bad(path, line, f"expected a message object, got {type(msg).__name__}", msg)]
     role = msg.get("role")
     content = msg.get("content")
     if content is not None and not isinstance(content, str | list):
         return [bad(path, line, f"message content must be a string or a list of blocks, "
-                    f"got {type(content).__name__}", str(msg))]
+                    f"got {type(content).__name__}", msg)]
     ts = str_or_none(msg.get("timestamp") or msg.get("created_at"))
     if role == "assistant":
         return list(assistant_events(content, ts, line))
@@ -115,7 +116,7 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
         return list(user_events(content, ts, line))
     if role == "system":
         return []  # a system prompt is not a turn boundary
-    return [bad(path, line, f"unknown message role {role!r}", str(msg)[:400])]
+    return [bad(path, line, f"unknown message role {role!r}", msg)]
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ingest.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
-from ingest.formats._common import bad, head_records, iter_jsonl, str_or_none, title_of
+from ingest.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
 from ingest.formats.anthropic import assistant_events, user_events
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl, subagents too)"
 
-_KNOWN_TYPES = {"user", "assistant", "summary", "file-history-snapshot", "progress", "system",
-                "queue-operation"}
+_KNOWN_TYPES = ("user", "assistant", "summary", "file-history-snapshot", "progress", "system",
+                "queue-operation")
 _NOT_A_TURN = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>",
                "<local-command-caveat>")
 # How far to look ahead for the title and model before the first event (bounded: streaming).
@@ -81,7 +81,7 @@ def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
         if not isinstance(rec, dict):
             continue
         if rec.get("type") == "summary" and not ident[0] and not title:
-            title = title_of(str(rec.get("summary") or ""))
+            title = title_of(as_text(rec.get("summary")))
         if not _conversational(rec) or _ident(rec) != ident:
             continue
         started = started or str_or_none(rec.get("timestamp"))
@@ -134,11 +134,11 @@ def _session(path: Path, ident: Ident, report_errors: bool,
             continue
         if not isinstance(rec, dict):
             if report_errors:
-                yield bad(path, line, f"expected a JSON object, got {type(rec).__name__}", str(rec))
+                yield bad(path, line, f"expected a JSON object, got {type(rec).__name__}", rec)
             continue
         if not _conversational(rec):
             if rec.get("type") in ("user", "assistant") and report_errors:
-                yield bad(path, line, f"{rec['type']} line without a message object", str(rec)[:400])
+                yield bad(path, line, f"{rec['type']} line without a message object", rec)
             continue
         this = _ident(rec)
         if this != ident:
@@ -152,7 +152,7 @@ def _session(path: Path, ident: Ident, report_errors: bool,
         if content is not None and not isinstance(content, str | list):
             if report_errors:
                 yield bad(path, line, "message content must be a string or a list of blocks, "
-                          f"got {type(content).__name__}", str(rec)[:400])
+                          f"got {type(content).__name__}", rec)
             continue
         if rec["type"] == "assistant":
             mid = str_or_none(msg.get("id"))

@@ -25,7 +25,7 @@ from ingest.formats.openai_responses import item_events
 NAME = "codex"
 DESCRIPTION = "Codex CLI rollout JSONL (~/.codex/sessions/**/rollout-*.jsonl, current and legacy)"
 
-_ENVELOPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+_ENVELOPES = ("session_meta", "turn_context", "response_item", "event_msg", "compacted")
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
              "<INSTRUCTIONS>", "<user_shell_command>")
 # How far to look ahead for the model and title before the first event (bounded: streaming).
@@ -55,7 +55,7 @@ def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             yield line, rec, None
         elif not isinstance(rec, dict):
             yield line, bad(path, line, f"expected a JSON object, got {type(rec).__name__}",
-                            str(rec)), None
+                            rec), None
         elif "payload" in rec and rec.get("type") in _ENVELOPES:
             if rec["type"] == "response_item":
                 yield line, rec["payload"], str_or_none(rec.get("timestamp"))
@@ -65,7 +65,7 @@ def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             yield line, rec, None
         else:
             yield line, bad(path, line, "neither a rollout envelope nor a Responses item",
-                            str(rec)[:400]), None
+                            rec), None
 
 
 def _info(path: Path) -> SessionInfo:

@@ -62,11 +62,11 @@ def _calls(msg: dict, path: Path, line: int) -> tuple[list[Call], list[ReadError
     raw_calls = msg.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         return [], [bad(path, line, f"tool_calls must be a list, got {type(raw_calls).__name__}",
-                        str(raw_calls))]
+                        raw_calls)]
     for n, tc in enumerate(raw_calls):
         fn = tc.get("function") if isinstance(tc, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            errors.append(bad(path, line, f"tool call #{n + 1} has no function name", str(tc)))
+            errors.append(bad(path, line, f"tool call #{n + 1} has no function name", tc))
             continue
         args, malformed = parse_args(fn.get("arguments"))
         calls.append(Call(str_or_none(tc.get("id")), fn["name"], args, malformed))
@@ -80,7 +80,7 @@ def _calls(msg: dict, path: Path, line: int) -> tuple[list[Call], list[ReadError
 def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     """One chat message → its events (or a ReadError); `line` = file line or message index."""
     if not isinstance(msg, dict):
-        return [bad(path, line, f"expected a message object, got {type(msg).__name__}", str(msg))]
+        return [bad(path, line, f"expected a message object, got {type(msg).__name__}", msg)]
     role = msg.get("role")
     ts = str_or_none(msg.get("timestamp") or msg.get("created_at"))
     content = msg.get("content")
@@ -99,7 +99,7 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
         return [Answers((Answer(None, content_text(content), False, ts),), line)]
     if role in _SKIPPED_ROLES:
         return []
-    return [bad(path, line, f"unknown message role {role!r}", str(msg)[:400])]
+    return [bad(path, line, f"unknown message role {role!r}", msg)]
 
 
 def _session(path: Path, messages: list, info: SessionInfo, line: int | None) -> Iterator[Item]:
@@ -124,7 +124,7 @@ def _tau_bench(path: Path, records: list) -> Iterator[Item]:
     seen: set[str] = set()
     for n, rec in enumerate(records, 1):
         if not isinstance(rec, dict) or not isinstance(rec.get("traj"), list):
-            yield bad(path, n, "tau-bench record without a \"traj\" message list", str(rec)[:400])
+            yield bad(path, n, "tau-bench record without a \"traj\" message list", rec)
             continue
         key = f"task-{rec.get('task_id')}.trial-{rec.get('trial')}"
         if key in seen:

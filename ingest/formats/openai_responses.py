@@ -61,10 +61,10 @@ def item_call(item: dict) -> Call:
     call_id = str_or_none(item.get("call_id") or item.get("id"))
     if kind == "function_call":
         args, malformed = parse_args(item.get("arguments"))
-        return Call(call_id, str(item.get("name") or ""), args, malformed)
+        return Call(call_id, as_text(item.get("name")), args, malformed)
     if kind == "custom_tool_call":
         # Custom (freeform) tools take a raw string, e.g. Codex's apply_patch.
-        return Call(call_id, str(item.get("name") or ""), {"input": item.get("input")})
+        return Call(call_id, as_text(item.get("name")), {"input": item.get("input")})
     return Call(call_id, "local_shell", item.get("action"))
 
 
@@ -107,7 +107,7 @@ def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group:
             yield item
             continue
         if not isinstance(item, dict):
-            yield bad(path, line, f"expected an item object, got {type(item).__name__}", str(item))
+            yield bad(path, line, f"expected an item object, got {type(item).__name__}", item)
             continue
         kind = item.get("type", "message" if "role" in item else None)
         ts = ts or str_or_none(item.get("timestamp"))
@@ -133,9 +133,9 @@ def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group:
                 if text.strip():
                     yield Prose(text, ts, line)
             elif role not in ("system", "developer"):
-                yield bad(path, line, f"unknown message role {role!r}", str(item)[:400])
+                yield bad(path, line, f"unknown message role {role!r}", item)
         elif kind is None:
-            yield bad(path, line, "item without a \"type\"", str(item)[:400])
+            yield bad(path, line, "item without a \"type\"", item)
         # reasoning, web_search_call, ghost_snapshot, …: not turns, not calls
     yield from flush()
 
