@@ -12,10 +12,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from ingest import vocab
 from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
 from ingest.events import Event
-from ingest.replay import replay, tally
+from ingest.ledger import store
+from ingest.replay import Tally, replay, tally
 
 REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
 LABELS = (REAL_LOOP, NOT_LOOP)
@@ -182,13 +185,14 @@ def cache_key(sessions: Iterable[SessionEvents], grid: Grid) -> tuple:
     return (tuple((s.session_id, s.updated_at, len(s.events)) for s in sessions), grid.key())
 
 
-def _add_session(setting: Setting, session_id: int, summary: Any) -> None:
+def _add_session(setting: Setting, session_id: int, summary: Tally) -> None:
     # tally()'s per-session counts and per-run outcomes, folded into the setting's totals.
+    totals = summary.totals()
     for name in TOTALS:
-        setting.totals[name] += int(getattr(summary, name, 0) or 0)
-    setting.first_halt[session_id] = getattr(summary, "first_halt_seq", None)
-    for run in summary.run_outcomes:
-        setting.runs[(session_id, run.run_idx)] = RunRow(run.outcome, run.halt_seq, run.saved)
+        setting.totals[name] += int(totals[name] or 0)
+    setting.first_halt[session_id] = summary.first_halt_seq
+    for run in summary.runs:
+        setting.runs[(session_id, run.run)] = RunRow(run.outcome, run.halt_seq, run.saved)
 
 
 def run_setting(sessions: Sequence[SessionEvents], spec: PolicySpec) -> Setting:
@@ -209,8 +213,7 @@ def sweep(
     out: list[Setting] = []
     for i, values in enumerate(points):
         try:
-            spec = spec_for(grid, values)
-            make_policy(spec)  # validates the combination (e.g. threshold > window) up front
+            spec = spec_for(grid, values)  # validates the combination (threshold <= window …)
         except ValueError as exc:
             out.append(Setting(values=tuple(values), spec=None, error=str(exc)))
         else:
@@ -318,3 +321,28 @@ def score_rows(result: SweepResult, labels: dict[tuple[int, int], str],
                    precision=sc.precision, recall=sc.recall)
         rows.append(row)
     return rows
+
+
+# ── saving a sweep as policies ─────────────────────────────────────────────────────────────────
+
+
+def save_policies(conn: Connection, specs: Sequence[PolicySpec], session_ids: Iterable[int],
+                  progress: Callable[[int, int, str], None] | None = None) -> int:
+    """Store each spec as a policy with its verdicts on every given session (call in a transaction).
+
+    The verdicts are the replay engine's on the ledger's own events, written by the ledger's own
+    writer, so a saved setting looks exactly like a policy the worker ran at ingest.
+    """
+    specs = list({sp.id: sp for sp in specs}.values())
+    ids = list(session_ids)
+    store.ensure_policies(conn, specs)
+    for n, sid in enumerate(ids, 1):
+        events = store.load_events(conn, sid)
+        verdicts = []
+        for sp in specs:
+            steps = list(replay(events, make_policy(sp)))
+            verdicts.append(store.PolicyVerdicts(sp.id, steps, tally(steps)))
+        store.replace_verdicts(conn, sid, verdicts)
+        if progress is not None:
+            progress(n, len(ids), str(sid))
+    return len(specs)
