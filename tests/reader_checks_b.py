@@ -50,3 +50,31 @@ def mutate(data: bytes, cut: int, pos: int, junk: bytes) -> bytes:
     data = data[: max(0, min(cut, len(data)))]
     pos = max(0, min(pos, len(data)))
     return data[:pos] + junk + data[pos:]
+
+
+JUNK_VALUES = (None, 0, -1, 1.5, True, "", "x", [], {}, [None], {"id": None}, [[]], {"": {}})
+
+
+def replace_node(doc, k: int, value):
+    """A copy of `doc` with its k-th node (pre-order, modulo the node count) replaced by `value`:
+    the wrong-type fuzz (a list where an object was, a number for a string, …)."""
+    nodes: list[tuple] = []
+
+    def walk(node, parent, key):
+        nodes.append((parent, key))
+        if isinstance(node, dict):
+            for kk, v in node.items():
+                walk(v, node, kk)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, node, i)
+
+    import copy
+
+    doc = copy.deepcopy(doc)
+    walk(doc, None, None)
+    parent, key = nodes[k % len(nodes)]
+    if parent is None:
+        return value
+    parent[key] = value
+    return doc

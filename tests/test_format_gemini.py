@@ -7,7 +7,15 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reader_checks_b import assert_survives, calls, errors, kinds, mutate
+from reader_checks_b import (
+    JUNK_VALUES,
+    assert_survives,
+    calls,
+    errors,
+    kinds,
+    mutate,
+    replace_node,
+)
 
 from ingest.events import Answers, Batch, Prose, UserTurn
 from ingest.formats import gemini
@@ -162,3 +170,14 @@ def test_sniff():
 def test_fuzz_never_raises(cut, pos, junk):
     for source, suffix in ((JSONL, ".jsonl"), (LEGACY, ".json")):
         assert_survives(gemini, mutate(source.read_bytes(), cut, pos, junk), suffix)
+
+
+@settings(max_examples=150, deadline=None)
+@given(k=st.integers(0, 10_000), value=st.sampled_from(JUNK_VALUES))
+def test_wrong_types_never_raise(k, value):
+    records = [json.loads(line) for line in JSONL.read_text().splitlines()]
+    broken = replace_node(records, k, value)
+    lines = broken if isinstance(broken, list) else [broken]
+    assert_survives(gemini, "".join(json.dumps(r) + "\n" for r in lines).encode(), ".jsonl")
+    doc = replace_node(json.loads(LEGACY.read_text()), k, value)
+    assert_survives(gemini, json.dumps(doc, indent=1).encode(), ".json")

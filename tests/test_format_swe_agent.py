@@ -1,0 +1,116 @@
+"""SWE-agent .traj: command-string actions and the function-calling history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reader_checks_b import (
+    JUNK_VALUES,
+    assert_survives,
+    calls,
+    errors,
+    kinds,
+    mutate,
+    replace_node,
+)
+
+from ingest.events import Answers, Batch, UserTurn
+from ingest.formats import swe_agent
+
+FIX = Path(__file__).parent / "fixtures" / "formats" / "swe_agent"
+COMMANDS = FIX / "acme__utils-17.traj"
+FUNCTIONS = FIX / "fc-acme__config-3.traj"
+
+
+def test_commands_tool_is_first_word_args_the_whole_command():
+    items = list(swe_agent.read(COMMANDS))
+    assert not errors(items)
+    assert kinds(items) == ["SessionStart", "UserTurn"] + ["Batch", "Answers"] * 6
+    cs = calls(items)
+    assert [c.name for c in cs] == ["find_file", "open", "edit", "edit", "python", "submit"]
+    assert cs[0].args == {"command": 'find_file "text.py" src'}  # trailing newline dropped
+    assert cs[2].args == cs[3].args and cs[2].args["command"].endswith("end_of_edit")
+    assert all(c.id is None for c in cs)
+    answers = [i.answers[0] for i in items if isinstance(i, Answers)]
+    assert all(a.call_id is None for a in answers)
+    assert answers[2].digest == answers[3].digest and "F821" in answers[2].text
+    assert items[2].text == "Let's find the file that defines slugify."
+
+
+def test_user_turn_is_the_task_not_the_demo():
+    items = list(swe_agent.read(COMMANDS))
+    turns = [i for i in items if isinstance(i, UserTurn)]
+    assert len(turns) == 1 and "slugify() drops non-ASCII" in turns[0].text
+    info = items[0].info
+    assert info.format == "swe-agent" and info.meta["exit_status"] == "submitted"
+    assert info.meta["model_stats"]["api_calls"] == 6 and info.meta["environment"] == "swe_main"
+
+
+def test_function_calling_history():
+    items = list(swe_agent.read(FUNCTIONS))
+    assert not errors(items)
+    assert kinds(items) == ["SessionStart", "UserTurn"] + ["Batch", "Answers"] * 4
+    cs = calls(items)
+    assert [(c.id, c.name) for c in cs] == [
+        ("call_a1", "bash"), ("call_a2", "open"), ("call_a3", "edit"), ("call_a4", "submit")]
+    assert cs[1].args == {"path": "src/config.py", "line_number": 12}  # parsed, not a string
+    answers = [i.answers[0] for i in items if isinstance(i, Answers)]
+    assert [a.call_id for a in answers] == ["call_a1", "call_a2", "call_a3", "call_a4"]
+    assert items[0].info.model == "gpt-4o-2024-08-06"
+
+
+def test_bad_steps_are_reported_and_reading_goes_on(tmp_path):
+    doc = json.loads(COMMANDS.read_text())
+    doc["trajectory"][1] = "garbage"
+    doc["trajectory"][3]["action"] = ""
+    path = tmp_path / "x.traj"
+    path.write_text(json.dumps(doc))
+    items = list(swe_agent.read(path))
+    errs = errors(items)
+    assert [e.line for e in errs] == [2, 4] and all(e.path == str(path) for e in errs)
+    assert "no action" in errs[1].message
+    assert len([i for i in items if isinstance(i, Batch)]) == 4
+
+
+def test_bad_tool_call_in_function_history(tmp_path):
+    doc = json.loads(FUNCTIONS.read_text())
+    doc["history"][4]["tool_calls"].append({"id": "x", "function": {"arguments": "{}"}})
+    path = tmp_path / "x.traj"
+    path.write_text(json.dumps(doc))
+    items = list(swe_agent.read(path))
+    (err,) = errors(items)
+    assert err.line == 5 and "function name" in err.message
+    assert len(calls(items)) == 4
+
+
+def test_truncated_file_names_the_line(tmp_path):
+    path = tmp_path / "x.traj"
+    path.write_text(COMMANDS.read_text()[:900])
+    (err,) = swe_agent.read(path)
+    assert err.path == str(path) and err.line > 1
+
+
+def test_sniff():
+    assert swe_agent.sniff(COMMANDS.read_bytes()) and swe_agent.sniff(FUNCTIONS.read_bytes())
+    mini = b'{"info": {"exit_status": "Submitted"}, "messages": [], "trajectory_format": "mini-swe-agent-1"}'
+    assert not swe_agent.sniff(mini)
+    assert not swe_agent.sniff(b'[{"id": 1, "source": "agent", "action": "run"}]')
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.integers(0, 9000), pos=st.integers(0, 9000),
+       junk=st.sampled_from([b"", b"\xc3\x28", b"}", b'"action": 3,', b'"history": 1,', b"{" * 2000]))
+def test_fuzz_never_raises(cut, pos, junk):
+    for source in (COMMANDS, FUNCTIONS):
+        assert_survives(swe_agent, mutate(source.read_bytes(), cut, pos, junk), ".traj")
+
+
+@settings(max_examples=150, deadline=None)
+@given(k=st.integers(0, 10_000), value=st.sampled_from(JUNK_VALUES))
+def test_wrong_types_never_raise(k, value):
+    for source in (COMMANDS, FUNCTIONS):
+        doc = replace_node(json.loads(source.read_text()), k, value)
+        assert_survives(swe_agent, json.dumps(doc).encode(), ".traj")
