@@ -30,6 +30,7 @@ from ingest.detectors.canonical import args_hash as canonical_args_hash
 from ingest.detectors.canonical import canonical_json
 from ingest.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from ingest.ledger import schema as s
+from ingest.replay import Step, Tally, _Pending
 
 DEFAULT_MAX_TEXT = 64 * 1024
 TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
@@ -100,7 +101,7 @@ def ensure_policies(conn: Connection, specs: Iterable[Any], default_ids: Iterabl
     """Insert the policies not stored yet (a policy's id is the digest of its spec: never updated)."""
     defaults = set(default_ids)
     now = time.time()
-    rows = [{"id": sp.id, "detector": sp.detector, "params": canonical_json(dict(sp.params)),
+    rows = [{"id": sp.id, "detector": sp.detector, "params": sp.params_json,
              "label": sp.label, "is_default": sp.id in defaults, "created_at": now} for sp in specs]
     _upsert_ignore(conn, s.policies, rows)
 
@@ -116,11 +117,11 @@ def stored_policies(conn: Connection) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class PolicyVerdicts:
-    """One policy's replay of one session: its steps (from ingest.replay) and tally() of them."""
+    """One policy's replay of one session: its steps and their tally (both from ingest.replay)."""
 
     policy_id: str
-    steps: Sequence[Any]
-    summary: Any
+    steps: Sequence[Step]
+    summary: Tally
 
 
 def session_id_of(conn: Connection, source_id: int, key: str) -> int | None:
@@ -150,26 +151,34 @@ def delete_sessions(conn: Connection, source_id: int, keep_keys: Iterable[str] =
 def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, Answer]]:
     """(batch seq, call idx) → (answers seq, answer), for joining answers onto call rows.
 
-    An answer with an id goes to the latest call with that id; one without an id to the oldest
-    unanswered call of the latest batch (the replay engine's rule for id-less formats)."""
+    The pairing is the replay engine's own (its pending-batch slots), so the answers stored on a
+    call are the ones the detectors judged it with. An answer that came after its batch was
+    superseded (the detectors never saw it) is still joined by call id, for people to read; on
+    reload it sits in the same Answers event, where replay ignores it again."""
     by_id: dict[str, tuple[int, int]] = {}
     out: dict[tuple[int, int], tuple[int, Answer]] = {}
-    pending: list[tuple[int, int]] = []
+    pending: _Pending | None = None
     for seq, ev in enumerate(events):
-        if isinstance(ev, Batch):
-            pending = [(seq, i) for i in range(len(ev.calls))]
+        if isinstance(ev, Batch) and ev.calls:
+            pending = _Pending(seq, ev)
             for i, c in enumerate(ev.calls):
                 if c.id is not None:
                     by_id[c.id] = (seq, i)
         elif isinstance(ev, Answers):
             for a in ev.answers:
+                if pending is not None and pending.missing:
+                    before = list(pending.slots)
+                    pending.add(a)
+                    hit = next((i for i, (x, y) in enumerate(zip(before, pending.slots, strict=True))
+                                if x is not y), None)
+                    if hit is not None:
+                        out[(pending.seq, hit)] = (seq, a)
+                        continue
                 slot = by_id.get(a.call_id) if a.call_id is not None else None
-                if slot is None and a.call_id is None:
-                    slot = next((p for p in pending if p not in out), None)
-                if slot is not None and slot not in out:
+                if slot is not None and slot not in out and (pending is None or slot[0] != pending.seq):
                     out[slot] = (seq, a)
         elif isinstance(ev, UserTurn):
-            pending = []
+            pending = None
     return out
 
 
@@ -262,16 +271,16 @@ def _write_verdicts(conn: Connection, sid: int, pv: PolicyVerdicts) -> None:
             check_rows.append((sid, pid, step.seq, c.idx, step.run, c.verdict, c.count, c.total, c.threshold,
                                c.reason or None))
         for r in step.results:
-            result_rows.append((sid, pid, getattr(r, "seq", step.seq), r.idx, r.outcome))
+            result_rows.append((sid, pid, r.seq, r.idx, r.outcome))
     bulk_insert(conn, "checks", _CHECK_COLS, check_rows)
     bulk_insert(conn, "results", _RESULT_COLS, result_rows)
     sm = pv.summary
     bulk_insert(conn, "session_stats", _STAT_COLS, [(
-        sid, pid, sm.runs, sm.calls, sm.strikes, sm.warnings, sm.blocks, sm.halts, sm.saved,
-        getattr(sm, "halted_runs", 0), getattr(sm, "first_halt_seq", None))])
+        sid, pid, len(sm.runs), sm.calls, sm.strikes, sm.warnings, sm.blocks, sm.halts, sm.saved,
+        sm.halted_runs, sm.first_halt_seq)])
     bulk_insert(conn, "run_outcomes", _OUTCOME_COLS, [
-        (sid, ro.run_idx, pid, ro.outcome, ro.halt_seq, getattr(ro, "halt_idx", None), ro.strikes,
-         ro.warnings, ro.blocks, ro.saved) for ro in sm.run_outcomes])
+        (sid, rt.run, pid, rt.outcome, rt.halt_seq, rt.halt_idx, rt.strikes, rt.warnings, rt.blocks, rt.saved)
+        for rt in sm.runs])
 
 
 def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[PolicyVerdicts]) -> None:
