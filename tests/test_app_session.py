@@ -1,0 +1,156 @@
+"""Session page (AppTest, real SQLite ledger): deep links, runs × policies, timeline, halt, labels."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts
+
+from bench.gen_ledger import HOSTILE
+from ingest import vocab
+from ingest.ledger import read
+from ingest.ledger import schema as t
+from ingest.ledger.engine import make_engine
+
+PAGE = "pages/session.py"
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    url, written = make_ledger(tmp_path_factory.mktemp("session") / "ledger.sqlite")
+    with ledger_env(url):
+        yield url, written
+
+
+def _read(url, name, *args):
+    eng = make_engine(url, readonly=True)
+    try:
+        with eng.connect() as conn:
+            return getattr(read, name)(conn, *args)
+    finally:
+        eng.dispose()
+
+
+def _halted(url) -> tuple[int, int, int]:
+    """(session, run, halt seq) of the most halted session's first halted run, read independently."""
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        sid = conn.execute(sa.text("SELECT session_id FROM session_stats GROUP BY session_id "
+                                   "ORDER BY sum(halts) DESC, session_id DESC LIMIT 1")).scalar()
+        run, seq = conn.execute(sa.text("SELECT run_idx, min(halt_seq) FROM run_outcomes WHERE session_id = :s "
+                                        "AND outcome = 'halted' GROUP BY run_idx ORDER BY run_idx LIMIT 1"), {"s": sid}).one()
+    eng.dispose()
+    return sid, run, seq
+
+
+def test_deep_link_opens_session_and_run(ledger):
+    url, _ = ledger
+    sid, _, _ = _halted(url)
+    head = _read(url, "session_header", sid)
+    run = head["n_runs"] - 1
+    at = app(PAGE, session=str(sid), run=str(run))
+    assert not at.exception
+    assert at.header[0].value == f"Session #{sid}"
+    assert metrics(at)["Runs"] == str(head["n_runs"]) and metrics(at)["Tool calls"] == str(head["n_calls"])
+    assert at.selectbox(key="run_pick").value == run
+    assert at.query_params["session"] == str(sid) and at.query_params["run"] == str(run)
+    assert at.subheader[-2].value == f"Run {run}: transcript"
+    # The session's header table names its source file.
+    assert any(head["path"] in set(d.value.get("source file", [])) for d in at.dataframe)
+
+
+def test_without_run_opens_the_first_halted_run_at_its_halt(ledger):
+    url, _ = ledger
+    sid, run, seq = _halted(url)
+    at = app(PAGE, session=str(sid))
+    assert not at.exception
+    assert at.selectbox(key="run_pick").value == run
+    assert at.query_params["run"] == str(run)
+    assert at.number_input(key=f"focus_{sid}_{run}").value == seq
+    texts = [x.value for x in at.text]
+    assert any(x.startswith(f"▶ HALTING BATCH  [step {seq}]") and "halt" in x for x in texts)
+    links = [b.proto.url for b in at.get("link_button")]
+    assert len(links) == 1 and links[0].startswith(f"./replay?session={sid}&run={run}&policy=")
+    assert links[0].endswith(f"&step={seq}")
+
+
+def test_runs_by_policies_matrix(ledger):
+    url, _ = ledger
+    sid, run, _ = _halted(url)
+    at = app(PAGE, session=str(sid))
+    pols = _read(url, "policies")
+    (matrix,) = [d.value for d in at.dataframe if "run" in d.value.columns and "calls" in d.value.columns]
+    assert len(matrix) == _read(url, "session_header", sid)["n_runs"]
+    assert set(pols.label) <= set(matrix.columns)
+    row = matrix[matrix.run == run].iloc[0]
+    assert vocab.HALTED in set(row[list(pols.label)])
+
+
+def test_timeline_chart_lanes_and_verdicts(ledger):
+    url, _ = ledger
+    sid, _, _ = _halted(url)
+    at = app(PAGE, session=str(sid))
+    ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
+    assert spec["facet"]["row"]["field"] == "policy"
+    assert spec["spec"]["layer"][0]["encoding"]["color"]["field"] == "verdict"
+    tl = _read(url, "timeline", sid)
+    assert len(data) == len(tl)
+    assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
+    assert set(data.tool) == set(tl.tool)
+
+
+def test_jump_to_halt_moves_the_transcript_back(ledger):
+    url, _ = ledger
+    sid, run, seq = _halted(url)
+    at = app(PAGE, session=str(sid))
+    lo, _ = _read(url, "run_bounds", sid, run)
+    at.number_input(key=f"focus_{sid}_{run}").set_value(lo).run()
+    assert not at.exception
+    shown = any(x.value.startswith("▶ HALTING BATCH") for x in at.text)
+    assert shown == (seq - lo <= 6)  # the page shows 6 events either side of the focused step
+    at.button(key="jump_halt").click().run()
+    assert not at.exception
+    assert at.number_input(key=f"focus_{sid}_{run}").value == seq
+    assert any(x.value.startswith(f"▶ HALTING BATCH  [step {seq}]") for x in at.text)
+
+
+def test_label_a_run(ledger):
+    url, _ = ledger
+    sid, run, _ = _halted(url)
+    at = app(PAGE, session=str(sid))
+    at.radio(key="label_choice").set_value("not_loop")
+    at.text_input(key="label_note").set_value("waits for CI on purpose")
+    at.button[-1].click().run()  # the form's submit button
+    assert not at.exception
+    assert any(s.value == "Saved." for s in at.success)
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        rows = conn.execute(sa.select(t.labels.c.label, t.labels.c.note)
+                            .where(t.labels.c.session_id == sid, t.labels.c.run_idx == run)).all()
+    eng.dispose()
+    assert rows == [("not_loop", "waits for CI on purpose")]
+    (labels,) = [d.value for d in at.dataframe if "label" in d.value.columns]
+    assert list(labels.label) == ["not_loop"]
+
+
+def test_answers_with_html_and_markdown_stay_plain_text(ledger):
+    at = app(PAGE, session="1", run="0")
+    assert not at.exception
+    at.number_input(key="focus_1_0").set_value(1).run()
+    assert not at.exception
+    plain = plain_texts(at)
+    assert any(HOSTILE in x for x in plain)  # the answer and the title are shown, verbatim
+    assert not any("<script>" in x or "pwn.png" in x or "onerror" in x for x in markdown_texts(at))
+    assert not at.get("html")
+
+
+def test_unknown_or_missing_session(ledger):
+    at = app(PAGE, session="999999")
+    assert not at.exception
+    assert any("No session #999999" in e.value for e in at.error)
+    at = app(PAGE)
+    assert not at.exception
+    assert any("Pick a session" in i.value for i in at.info)
+    at = app(PAGE, session="not-a-number")
+    assert not at.exception
+    assert any("Pick a session" in i.value for i in at.info)
