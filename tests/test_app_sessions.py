@@ -146,3 +146,13 @@ def test_missing_ledger_is_a_clear_error(tmp_path):
         at = app()
     assert not at.exception
     assert any("Cannot read the ledger" in e.value for e in at.error)
+
+
+def test_link_to_the_most_halted_session(ledger):
+    url, _ = ledger
+    at = app()
+    assert not at.exception
+    top = int(_read(url, "sessions_page", read.SessionFilter(), "halts", True, 1).id.iloc[0])
+    (link,) = at.get("page_link")
+    assert link.proto.label == f"Open the most halted session (#{top})"
+    assert link.proto.query_string == f"session={top}"

@@ -53,6 +53,12 @@ def _live(f: read.SessionFilter) -> None:
         st.info("No session matches these filters.")
         return
 
+    if head["halts"]:
+        worst = int(data.q("sessions_page", f, "halts", True, 1)["id"].iloc[0])
+        # Label carries only the id: titles are transcript text and a link label is markdown.
+        st.page_link("pages/session.py", label=f"Open the most halted session (#{worst})",
+                     query_params={"session": str(worst)}, icon=":material/report:")
+
     per = data.q("per_policy", f)
     with st.expander("Per policy", expanded=False):
         safe.table(per.drop(columns=["policy_id"]), key="per_policy")
