@@ -70,5 +70,92 @@ def dashboard(
     raise typer.Exit(subprocess.call(cmd, env=env))
 
 
+# ── ingest · watch · recheck · policies (implemented in ingest/commands.py) ────────────────────
+
+PolicyOption = Annotated[
+    list[str],
+    typer.Option("--policy", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
+                 "Repeatable; added to the defaults (each detector at its defaults).", show_default=False),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="A loopledger.toml with [[policy]] tables (default: ./loopledger.toml if present).",
+                 show_default=False),
+]
+FormatOption = Annotated[
+    str | None, typer.Option("--format", help="Force a reader instead of sniffing (e.g. claude-code).")
+]
+RedactOption = Annotated[
+    bool, typer.Option("--redact/--no-redact", help="Replace API keys, tokens, private keys and URL passwords "
+                       "before anything is stored or judged.")
+]
+MaxTextOption = Annotated[
+    int, typer.Option("--max-text", min=256, help="Store at most this many bytes of each text (answers, "
+                      "arguments, prose); the full text's digest is kept, so equality stays exact.")
+]
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Transcript files or folders (searched recursively).")],
+    db: DbOption = None,
+    policy: PolicyOption = [],  # noqa: B006 (typer reads the default; never mutated)
+    config: ConfigOption = None,
+    format: FormatOption = None,
+    redact: RedactOption = True,
+    max_text: MaxTextOption = 64 * 1024,
+) -> None:
+    """Read transcripts, run every policy over every step, store each check in the ledger.
+
+    Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
+    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined.
+    """
+    from ingest.commands import run_ingest
+
+    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text))
+
+
+@app.command()
+def watch(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Files or folders to follow. Default: ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp "
+             "(those that exist).", show_default=False)] = None,
+    db: DbOption = None,
+    policy: PolicyOption = [],  # noqa: B006
+    config: ConfigOption = None,
+    format: FormatOption = None,
+    redact: RedactOption = True,
+    max_text: MaxTextOption = 64 * 1024,
+    interval: Annotated[float, typer.Option(help="Seconds between looks at the files.")] = 0.5,
+) -> None:
+    """Keep the ledger current while agents write: new files and appended lines within seconds.
+
+    Stops cleanly on Ctrl-C / SIGTERM; a restart resumes from the offsets stored in the ledger.
+    """
+    from ingest.commands import run_watch
+
+    raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval))
+
+
+@app.command()
+def recheck(
+    policy: PolicyOption = [],  # noqa: B006
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Judge every stored session with new policies, from the ledger alone (no file is re-read)."""
+    from ingest.commands import run_recheck
+
+    raise typer.Exit(run_recheck(db, policy, config))
+
+
+@app.command()
+def policies(db: DbOption = None) -> None:
+    """List the policies stored in the ledger."""
+    from ingest.commands import run_policies
+
+    raise typer.Exit(run_policies(db))
+
+
 if __name__ == "__main__":
     app()
