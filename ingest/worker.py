@@ -250,8 +250,10 @@ def replay_session(events: Sequence[Any], specs: Sequence[PolicySpec]) -> tuple[
     return run_of, verdicts
 
 
-def _count(report: FileReport, events: Sequence[Any], verdicts: Sequence[store.PolicyVerdicts]) -> None:
+def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence[store.PolicyVerdicts]) -> None:
+    """Add one session's counts (checks etc. summed over all policies) to a report."""
     report.sessions += 1
+    report.runs += len(verdicts[0].summary.runs) if verdicts else 0
     report.calls += sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
     for pv in verdicts:
         for st in pv.steps:
@@ -340,8 +342,7 @@ def _ingest_into(conn: Connection, source_id: int, path: Path, scan: _Scan, appe
             events = [redact_event(ev) for ev in events]
         run_of, verdicts = replay_session(events, opts.specs)
         store.write_session(conn, source_id, info, events, run_of, verdicts, max_text=opts.max_text)
-        _count(report, events, verdicts)
-        report.runs += (max(run_of) + 1) if run_of else 0
+        count_verdicts(report, events, verdicts)
     store.delete_sessions(conn, source_id, keep_keys=seen)
     if opts.defer_partial_tail and not scan.ends_with_newline:
         # The writer is mid-line: the next change completes it and re-reads this session.

@@ -1,0 +1,188 @@
+"""What `loopledger ingest | watch | recheck | policies` do; ingest/cli.py only parses their flags.
+
+Output: progress on stderr, the summary table on stdout. Exit codes (docs/architecture.md):
+0 ok · 1 error · 2 usage · 3 finished but some lines were quarantined.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from ingest import worker
+from ingest.detectors.policy import PolicySpec
+from ingest.ledger import migrate, store
+from ingest.ledger.engine import make_engine, resolve_url
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_QUARANTINED = 0, 1, 2, 3
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _options(policy: Sequence[str], config: Path | None, format: str | None, redact: bool,
+             max_text: int) -> worker.Options:
+    specs = worker.policy_specs(policy, config)
+    return worker.Options(specs=specs, format=format, redact=redact, max_text=max_text)
+
+
+def _engine(db: str | None):
+    url = resolve_url(db)
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    return engine
+
+
+def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
+    # One row per figure: it stays readable in an 80-column terminal and in CI logs.
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged),
+            ("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
+            ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
+            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors))
+    for name, value in rows:
+        table.add_row(name, f"{value:,}")
+    return table
+
+
+def _print_errors(t: worker.Totals) -> None:
+    for msg in t.error_messages:
+        # Text(), not markup: a file name or message may contain [brackets].
+        err.print(Text(f"error: {msg}", style="red"))
+    if t.quarantined:
+        err.print(Text(f"{t.quarantined} malformed line(s) quarantined: see the Ingest health page "
+                       "or the ingest_errors table", style="yellow"))
+
+
+def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
+               format: str | None, redact: bool, max_text: int) -> int:
+    try:
+        opts = _options(policy, config, format, redact, max_text)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
+        return EXIT_USAGE
+    engine = _engine(db)
+    try:
+        files = worker.discover(paths)
+        sizes = {str(f): _size(f) for f in files}
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
+                      TimeRemainingColumn(), console=err, transient=True) as progress:
+            task = progress.add_task(f"ingesting {len(files)} file(s)", total=sum(sizes.values()) or 1)
+
+            def advance(report: worker.FileReport) -> None:
+                progress.advance(task, sizes.get(report.path, 0))
+
+            totals = worker.ingest_paths(engine, files, opts, on_file=advance)
+    finally:
+        engine.dispose()
+    out.print(summary_table(totals))
+    _print_errors(totals)
+    return totals.exit_code
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
+              format: str | None, redact: bool, max_text: int, interval: float) -> int:
+    try:
+        opts = _options(policy, config, format, redact, max_text)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    opts.defer_partial_tail = True
+    roots = list(paths) or worker.default_watch_paths()
+    if not roots:
+        err.print(Text("error: nothing to watch: none of " + ", ".join(worker.DEFAULT_WATCH_DIRS)
+                       + " exists; name the folders to watch", style="red"))
+        return EXIT_USAGE
+    engine = _engine(db)
+    stop = threading.Event()
+    worker.stop_on_signals(stop)
+    err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {resolve_url(db)}); Ctrl-C to stop"))
+
+    def report(r: worker.FileReport) -> None:
+        line = f"{r.action:9} {r.path}: {r.sessions} session(s), {r.calls} call(s), {r.halts} halt(s)"
+        if r.quarantined:
+            line += f", {r.quarantined} quarantined"
+        if r.error:
+            line += f" — {r.error}"
+        err.print(Text(line))
+
+    try:
+        totals = worker.watch(engine, roots, opts, stop, interval=interval, on_file=report)
+    finally:
+        engine.dispose()
+    out.print(summary_table(totals, "Watch summary"))
+    return EXIT_OK
+
+
+def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> int:
+    """Judge every stored session with new policies, from the ledger alone (no file is read)."""
+    try:
+        specs: list[PolicySpec] = [PolicySpec.parse(t) for t in policy]
+        if config is not None:
+            specs += worker.load_config(config)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    if not specs:
+        err.print(Text("error: give at least one --policy SPEC (or --config FILE)", style="red"))
+        return EXIT_USAGE
+    engine = _engine(db)
+    totals = worker.Totals()
+    try:
+        with engine.begin() as conn:
+            store.ensure_policies(conn, specs)
+        with engine.connect() as conn:
+            ids = store.session_ids(conn)
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      console=err, transient=True) as progress:
+            task = progress.add_task("rechecking sessions", total=len(ids))
+            for sid in ids:
+                with engine.begin() as conn:
+                    events = store.load_events(conn, sid)
+                    _, verdicts = worker.replay_session(events, specs)
+                    store.replace_verdicts(conn, sid, verdicts)
+                r = worker.FileReport(str(sid))
+                worker.count_verdicts(r, events, verdicts)
+                totals.add(r)
+                progress.advance(task)
+    finally:
+        engine.dispose()
+    totals.files = 0
+    table = summary_table(totals, f"Recheck: {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}")
+    out.print(table)
+    return EXIT_OK
+
+
+def run_policies(db: str | None) -> int:
+    engine = _engine(db)
+    try:
+        with engine.connect() as conn:
+            rows = store.stored_policies(conn)
+    finally:
+        engine.dispose()
+    table = Table(title="Stored policies", title_justify="left")
+    for name in ("id", "detector", "label", "default"):
+        table.add_column(name)
+    for r in rows:
+        table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
+    out.print(table)
+    return EXIT_OK
