@@ -79,6 +79,13 @@ def get_session(conn: Connection, session_id: int) -> SessionRow | None:
     return _session_row(r) if r else None
 
 
+def session_versions(conn: Connection, session_ids: Sequence[int]) -> list[tuple[int, float | None, int]]:
+    """(id, updated_at, n_events) per session, in id order: what a sweep's cache depends on."""
+    q = (sa.select(t.sessions.c.id, t.sessions.c.updated_at, t.sessions.c.n_events)
+         .where(t.sessions.c.id.in_(list(session_ids))).order_by(t.sessions.c.id))
+    return [(r.id, r.updated_at, r.n_events or 0) for r in conn.execute(q)]
+
+
 def session_formats(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute(sa.select(t.sessions.c.format).distinct().order_by(t.sessions.c.format))]
 

@@ -1,0 +1,196 @@
+"""Compare: sweep one detector's parameter (or two, for a heatmap) over a set of sessions.
+
+Every number comes from ingest.sweep, which only adds up what ingest.replay reports, so Compare
+cannot disagree with the worker or the Replay page. Sweeps are cached on their inputs (session
+ids with their versions, detector, grid): a live worker appending to a session invalidates it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import charts_replay as charts
+from app import data, safe
+from app import replay_view as rv
+from ingest import sweep, vocab
+from ingest.detectors.policy import NAMES, PARAMS
+from ingest.ledger import read, store
+
+MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
+POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
+            "any warning": (vocab.HALTED, vocab.BLOCKED, vocab.WARNED)}
+
+
+def _conn():
+    return data._reader(data.url()).connect()
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], detector: str,
+           axes: tuple[tuple[str, tuple], ...]) -> sweep.SweepResult:
+    # `versions` (id, updated_at, n_events) is in the key so a grown session is swept again.
+    grid = sweep.make_grid(detector, [sweep.Axis(p, v) for p, v in axes])
+    bar = st.progress(0.0, text="Loading sessions…")
+    sessions = []
+    with data._reader(db_url).connect() as conn:
+        for i, (sid, updated, _) in enumerate(versions, 1):
+            sessions.append(sweep.SessionEvents(sid, store.load_events(conn, sid), updated))
+            if i % 50 == 0 or i == len(versions):
+                bar.progress(0.2 * i / len(versions), text=f"Loaded {i}/{len(versions)} sessions")
+
+    def tick(done: int, total: int, label: str) -> None:
+        bar.progress(0.2 + 0.8 * done / total, text=f"Setting {done}/{total}: {label}")
+
+    result = sweep.sweep(sessions, grid, progress=tick)
+    bar.empty()
+    return result
+
+
+def _default_range(detector: str, name: str) -> str:
+    p = next(p for p in PARAMS[detector] if p.name == name)
+    d = p.default if isinstance(p.default, int) else p.minimum + 2
+    lo = max(p.minimum, d - 2)
+    return f"{lo}..{lo + 5}"
+
+
+st.title("Compare settings")
+st.caption("What would each setting have halted, how many calls would it have saved, and which runs flip?")
+
+# ── which sessions ───────────────────────────────────────────────────────────────────────────
+with st.expander("Sessions", expanded=True):
+    f1, f2, f3, f4 = st.columns([2, 1, 2, 1])
+    formats = f1.multiselect("Format", data.q("formats"), key="cp_formats")
+    outcome = f2.selectbox("Outcome", ("", *read.OUTCOME_FILTERS), key="cp_outcome",
+                           format_func=lambda o: o or "any")
+    text = f3.text_input("Title or path contains", key="cp_text")
+    limit = int(f4.number_input("At most", 1, 20_000, 500, step=100, key="cp_limit"))
+flt = read.SessionFilter(formats=tuple(formats), outcome=outcome, text=text.strip())
+chosen = data.q("sessions_page", flt, "id", False, limit)
+session_ids = [int(i) for i in chosen["id"]]
+st.caption(f"{len(session_ids)} session(s) selected.")
+
+# ── what to sweep ────────────────────────────────────────────────────────────────────────────
+detectors = list(PARAMS)
+c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 2])
+detector = c1.selectbox("Detector", detectors, key="cp_detector")
+numeric = [p.name for p in PARAMS[detector] if p.kind != NAMES]
+param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}")
+rng = c3.text_input("Range", _default_range(detector, param), key=f"cp_range_{detector}_{param}",
+                    help="2..6, 2..12:2 or 3,5,8")
+param2 = c4.selectbox("Second parameter", ["(none)", *[n for n in numeric if n != param]],
+                      key=f"cp_param2_{detector}")
+rng2 = c5.text_input("Range 2", _default_range(detector, param2) if param2 != "(none)" else "",
+                     key=f"cp_range2_{detector}_{param2}", disabled=param2 == "(none)")
+
+if st.button("Run sweep", type="primary", key="cp_run"):
+    st.session_state.cp_request = (detector, param, rng, param2, rng2)
+request = st.session_state.get("cp_request")
+if request is None:
+    st.info("Choose a detector, a parameter and its range, then run the sweep.")
+    st.stop()
+if not session_ids:
+    st.warning("No session matches the filters.")
+    st.stop()
+
+detector, param, rng, param2, rng2 = request
+try:
+    axes = [sweep.parse_axis(f"{param}={rng}")]
+    if param2 != "(none)":
+        axes.append(sweep.parse_axis(f"{param2}={rng2}"))
+    grid = sweep.make_grid(detector, axes)
+except ValueError as exc:
+    st.error(f"Cannot sweep: {exc}")
+    st.stop()
+n_points = len(sweep.grid_points(grid))
+if n_points > 400:
+    st.error(f"{n_points} settings is too many for one sweep; narrow the ranges (at most 400).")
+    st.stop()
+
+with _conn() as conn:
+    versions = tuple(rv.session_versions(conn, session_ids))
+result = _sweep(data.url(), versions, detector, tuple((a.param, a.values) for a in grid.axes))
+valid = [s for s in result.settings if s.error is None]
+two = len(grid.axes) == 2
+
+# ── totals against the setting ───────────────────────────────────────────────────────────────
+st.subheader("Halts, warnings and calls saved per setting")
+rows = sweep.totals_rows(result)
+if two:
+    h1, h2 = st.columns(2)
+    h1.altair_chart(charts.grid_heatmap(rows, param, param2, "halts"), key="cp_grid_halts")
+    h2.altair_chart(charts.grid_heatmap(rows, param, param2, "saved"), key="cp_grid_saved")
+else:
+    st.altair_chart(charts.sweep_lines_chart(rows, param), key="cp_lines")
+safe.table(pd.DataFrame(rows), key="cp_totals")
+for s in result.settings:
+    if s.error:
+        st.caption(f"Skipped {dict(zip([a.param for a in grid.axes], s.values, strict=True))}: {s.error}")
+
+if not valid:
+    st.stop()
+
+# ── when each session first halts ────────────────────────────────────────────────────────────
+st.subheader("First halt per session and setting")
+fh = sweep.first_halt_rows(result)
+halted_any = {r["session_id"] for r in fh if r["first_halt_seq"] is not None}
+shown = sorted(halted_any)[:MAX_HEATMAP_SESSIONS]
+if shown:
+    st.altair_chart(charts.first_halt_heatmap([r for r in fh if r["session_id"] in set(shown)],
+                                              [s.label for s in valid]), key="cp_first_halt")
+    if len(halted_any) > len(shown):
+        st.caption(f"Showing {len(shown)} of {len(halted_any)} sessions that halt under some setting.")
+else:
+    st.caption("No setting halts any selected session.")
+
+# ── runs that flip ───────────────────────────────────────────────────────────────────────────
+st.subheader("Runs whose outcome flips between two settings")
+labels = [s.label for s in valid]
+a_col, b_col = st.columns(2)
+a_label = a_col.selectbox("Setting A", labels, index=0, key="cp_flip_a")
+b_label = b_col.selectbox("Setting B", labels, index=len(labels) - 1, key="cp_flip_b")
+sa_, sb_ = valid[labels.index(a_label)], valid[labels.index(b_label)]
+flips = sweep.flipped(sa_, sb_)
+if flips:
+    table = pd.DataFrame([{
+        "session": f.session_id, "run": f.run_idx, "A": f.outcome_a, "B": f.outcome_b,
+        "A halts at": f.halt_seq_a, "B halts at": f.halt_seq_b,
+        "replay A": rv.replay_link(f.session_id, f.run_idx, sa_.spec.text, f.halt_seq_a),
+        "replay B": rv.replay_link(f.session_id, f.run_idx, sb_.spec.text, f.halt_seq_b),
+    } for f in flips])
+    safe.table(table, key="cp_flips", column_config={
+        "replay A": st.column_config.LinkColumn("replay A", display_text="open in Replay"),
+        "replay B": st.column_config.LinkColumn("replay B", display_text="open in Replay"),
+    })
+else:
+    st.caption("No run changes outcome between these two settings.")
+
+# ── precision and recall against labels ──────────────────────────────────────────────────────
+st.subheader("Precision and recall against labelled runs")
+with _conn() as conn:
+    run_labels = rv.run_labels(conn, session_ids)
+if run_labels:
+    positive = st.radio("A setting flags a run when it is", list(POSITIVE), horizontal=True, key="cp_positive")
+    scores = sweep.score_rows(result, run_labels, POSITIVE[positive])
+    p1, p2 = st.columns([2, 3])
+    p1.altair_chart(charts.pr_chart(scores), key="cp_pr")
+    with p2:
+        safe.table(pd.DataFrame(scores), key="cp_scores")
+    st.caption(f"{len(run_labels)} labelled run(s) among the selected sessions.")
+else:
+    st.caption("No run of the selected sessions is labelled yet (label runs on the Session page).")
+
+# ── save ─────────────────────────────────────────────────────────────────────────────────────
+st.subheader("Save as policies")
+to_save = st.multiselect("Settings to store as policies (computed over every session in the ledger)",
+                         labels, default=[], key="cp_save_sel")
+if st.button("Save as policies", disabled=not to_save, key="cp_save"):
+    specs = [valid[labels.index(lb)].spec for lb in to_save]
+    with _conn() as conn:
+        every = store.session_ids(conn)
+    bar = st.progress(0.0, text="Saving…")
+    with data._writer(data.url()).begin() as conn:
+        n = sweep.save_policies(conn, specs, every,
+                                progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
+    bar.empty()
+    st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")

@@ -1,0 +1,341 @@
+"""Replay: single-step one detector over one run, with its parameters editable.
+
+Deep link: ?session=ID&run=IDX&policy=POLICY_ID_OR_SPEC&step=SEQ (step = the event's seq).
+The detector is driven by ingest.replay's Replayer kept in st.session_state, so a click moves the
+cursor from where it is (snapshots for stepping back) instead of replaying from the start.
+Transcript text reaches the screen only through app.safe (st.text / st.code / st.dataframe).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from app import charts_replay as charts
+from app import data, safe
+from app import replay_view as rv
+from ingest import vocab
+from ingest.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
+from ingest.events import Answers, Batch, Prose, UserTurn, text_digest
+from ingest.ledger.store import load_events
+from ingest.replay import Replayer, replay
+
+TRANSCRIPT_WINDOW = 30  # events shown up to the cursor; the slider reaches the rest
+PLAY_SECONDS = 0.7
+LINK_KEYS = ("session", "run", "policy", "step")
+
+
+def _conn():
+    return data._reader(data.url()).connect()
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _events(db_url: str, session_id: int, updated_at: float | None, n_events: int) -> list:
+    # Keyed by the session's version: a growing session (live worker) gets its new events.
+    # cache_resource, not cache_data: events are immutable, and unpickling 10k of them per click
+    # would cost more than the step itself.
+    with data._reader(db_url).connect() as conn:
+        return load_events(conn, session_id)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _all_steps(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> list:
+    # One pass of the same engine feeds the counter chart and the "next warning/block/halt" jumps.
+    return list(replay(_events(db_url, session_id, updated_at, n_events), spec_text))
+
+
+def _spec_of(value: str | None, policies: list[dict[str, Any]]) -> PolicySpec | None:
+    """A policy id from the ledger, or a spec string (`window:threshold=4`), or None."""
+    if not value:
+        return None
+    for p in policies:
+        if p["id"] == value:
+            return PolicySpec(p["detector"], json.loads(p["params"]))
+    try:
+        return PolicySpec.parse(value)
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _apply_link(policies: list[dict[str, Any]]) -> None:
+    """A new deep link (first load, or a link followed inside this browser session) wins."""
+    link = {k: st.query_params.get(k) for k in LINK_KEYS}
+    if st.session_state.get("rp_link") == link:
+        return
+    st.session_state.rp_link = link
+    if _int(link["session"]) is not None:
+        st.session_state.rp_session = _int(link["session"])
+        st.session_state.pop("rp_run", None)
+    if _int(link["run"]) is not None:
+        st.session_state.rp_run = _int(link["run"])
+    spec = _spec_of(link["policy"], policies)
+    if spec is not None:
+        st.session_state.rp_spec = spec
+        st.session_state.rp_detector = spec.detector
+    if _int(link["step"]) is not None:
+        st.session_state.rp_step = _int(link["step"])
+
+
+def _write_link(session_id: int, run_idx: int, spec: PolicySpec, stored_ids: set[str], step: int) -> None:
+    link = {"session": str(session_id), "run": str(run_idx),
+            "policy": spec.id if spec.id in stored_ids else spec.text, "step": str(step)}
+    st.session_state.rp_link = link
+    st.query_params.update(link)
+
+
+def _replayer(session: rv.SessionRow, spec: PolicySpec) -> Replayer:
+    """The Replayer for this session version and spec, kept across reruns."""
+    key = (session.id, session.updated_at, session.n_events, spec.id)
+    if st.session_state.get("rp_key") != key:
+        events = _events(data.url(), session.id, session.updated_at, session.n_events)
+        old = st.session_state.get("rp_replayer")
+        rp = Replayer(events, spec)
+        if old is not None:
+            rp.jump_to(min(old.position, len(events)))
+        st.session_state.rp_replayer = rp
+        st.session_state.rp_key = key
+    return st.session_state.rp_replayer
+
+
+# ── page: choose session, run, detector ──────────────────────────────────────────────────────
+
+st.title("Replay")
+st.caption("Step a loop guard through one run and watch its state change. Edit its parameters and step again.")
+
+with _conn() as conn:
+    policies = rv.list_policies(conn)
+    _apply_link(policies)
+    sessions = rv.list_sessions(conn, limit=500)
+    wanted = st.session_state.get("rp_session")
+    if wanted is not None and all(s.id != wanted for s in sessions):
+        linked = rv.get_session(conn, wanted)
+        sessions = ([linked] if linked else []) + sessions
+if not sessions:
+    st.info("The ledger has no sessions yet. Ingest some transcripts first (loopledger ingest PATH).")
+    st.stop()
+by_id = {s.id: s for s in sessions}
+if st.session_state.get("rp_session") not in by_id:
+    st.session_state.rp_session = sessions[0].id
+
+c1, c2, c3 = st.columns([3, 3, 2])
+session_id = c1.selectbox("Session", list(by_id), key="rp_session", format_func=lambda i: by_id[i].name)
+with _conn() as conn:
+    session = rv.get_session(conn, session_id)  # re-read every rerun: a live worker may append
+    runs = rv.list_runs(conn, session_id)
+if session is None or session.n_events == 0:
+    st.info("This session has no events yet.")
+    st.stop()
+
+run_bounds = {r["idx"]: (r["first_seq"], min(r["last_seq"], session.n_events - 1)) for r in runs} \
+    or {0: (0, session.n_events - 1)}
+run_text = {r["idx"]: " ".join((r.get("user_text") or "").split())[:60] for r in runs}
+if st.session_state.get("rp_run") not in run_bounds:
+    st.session_state.rp_run = next(iter(run_bounds))
+run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run",
+                       format_func=lambda i: f"run {i}: {run_text.get(i, '')}")
+first, last = run_bounds[run_idx]
+
+detectors = [s.detector for s in DEFAULT_SPECS]
+if "rp_spec" not in st.session_state:
+    st.session_state.rp_spec = DEFAULT_SPECS[0]
+if st.session_state.get("rp_detector") not in detectors:
+    st.session_state.rp_detector = st.session_state.rp_spec.detector
+detector = c3.selectbox("Detector", detectors, key="rp_detector")
+if st.session_state.rp_spec.detector != detector:
+    st.session_state.rp_spec = next(s for s in DEFAULT_SPECS if s.detector == detector)
+spec: PolicySpec = st.session_state.rp_spec
+
+with st.form("rp_params"):
+    params = PARAMS[detector]
+    cols = st.columns(min(4, len(params)))
+    raw: dict[str, Any] = {}
+    for i, p in enumerate(params):
+        value = spec.params[p.name]
+        with cols[i % len(cols)]:
+            if p.kind == NAMES:
+                raw[p.name] = st.text_input(p.name, value="|".join(value), help=p.help + " (separate with |)",
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            elif p.kind == OPT_INT:
+                raw[p.name] = st.text_input(p.name, value="none" if value is None else str(value),
+                                            help=p.help, key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            else:
+                raw[p.name] = st.number_input(p.name, value=int(value), step=1, help=p.help,
+                                              key=f"rp_p_{detector}_{p.name}_{spec.id}")
+    if st.form_submit_button("Apply parameters"):
+        try:
+            new = PolicySpec(detector, raw)
+        except ValueError as exc:  # ConfigError names the field and the rule it broke
+            st.error(f"Not applied — {exc}")
+        else:
+            st.session_state.rp_spec = spec = new
+            st.rerun()
+
+stored_ids = {p["id"] for p in policies}
+stored_same_detector = [p for p in policies if p["detector"] == detector]
+st.caption(f"Live policy: {spec.label}" + (" (stored in the ledger)" if spec.id in stored_ids else
+                                            " (not stored: verdicts computed live)"))
+
+rp = _replayer(session, spec)
+events = rp.events
+all_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, spec.text)
+
+
+# ── the cursor: controls, transcript, state, verdict, chart ──────────────────────────────────
+
+
+def _set_step(value: int | None) -> None:
+    if value is not None:
+        st.session_state.rp_step = max(first, min(last, value))
+
+
+def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> None:
+    """The detector's counters and buffers at the cursor, per detector."""
+    m = st.columns(4)
+    if detector == "run-length":
+        m[0].metric("count", state.get("count", 0), help="identical batches in a row (reset by changed answers)")
+        m[1].metric("total", state.get("total", 0), help="identical batches in this run, never reset by answers")
+        m[2].metric("effective max", state.get("effective_max", "—"))
+        m[3].metric("ceiling", state.get("ceiling", "—"))
+        flags = {k: state.get(k) for k in ("observation", "exempt", "costly")}
+        st.dataframe(pd.DataFrame([flags]), hide_index=True)
+        last_result = next((r.outcome for _, r in reversed(step_results)), None)
+        safe.table(pd.DataFrame([{"signature": state.get("signature") or "—",
+                                  "last answers hash": state.get("answers") or "—",
+                                  "last result verdict": last_result or "—"}]))
+    elif detector == "ladder":
+        m[0].metric("count", state.get("count", 0))
+        m[1].metric("warn at", state.get("warn_at", "—"))
+        m[2].metric("block at", state.get("block_at", "—"))
+        m[3].metric("halt at", state.get("halt_at", "—"))
+        safe.table(pd.DataFrame([{"tool": state.get("tool") or "—", "args hash": state.get("args_hash") or "—",
+                                  "class": state.get("class") or "—", "next call would": state.get("next") or "—"}]))
+    elif detector == "window":
+        buf = state.get("buffer", [])
+        m[0].metric("buffered", f"{len(buf)} / {state.get('window')}")
+        m[1].metric("threshold", state.get("threshold"))
+        m[2].metric("top count", max((b["count"] for b in buf), default=0))
+        safe.table(pd.DataFrame(buf, columns=["tool", "args", "count"]))
+    elif detector == "cycle":
+        m[0].metric("period", state.get("period", 0))
+        m[1].metric("repeats", state.get("repeats", 0))
+        m[2].metric("warn at", state.get("warn_repeats"))
+        m[3].metric("halt at", state.get("halt_repeats"))
+        safe.text("pattern: " + " → ".join(state.get("pattern") or []) if state.get("pattern") else "pattern: —")
+        safe.table(pd.DataFrame(state.get("history", []), columns=["tool", "args hash", "answer hash"]))
+    elif detector == "stagnation":
+        m[0].metric("recorded prose turns", f"{state.get('recorded', 0)} / {state.get('window')}")
+        m[1].metric("max steps", state.get("max_steps"))
+        texts = {text_digest(e.text)[:12]: e.text for e in events[first:rp.position] if isinstance(e, Prose) and e.text}
+        safe.table(pd.DataFrame([{"count": t["count"], "text": rv.clip(texts.get(t["text_hash"], t["text_hash"]), 200)}
+                                 for t in state.get("top", [])], columns=["count", "text"]))
+    with st.expander("Raw state"):
+        st.json(state, expanded=False)
+
+
+def _show_event(seq: int, ev: Any) -> None:
+    if isinstance(ev, UserTurn):
+        st.caption(f"step {seq} · user")
+        safe.text(rv.clip(ev.text))
+    elif isinstance(ev, Prose):
+        st.caption(f"step {seq} · assistant")
+        safe.text(rv.clip(ev.text))
+    elif isinstance(ev, Batch):
+        st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s)")
+        if ev.text:
+            safe.text(rv.clip(ev.text))
+        for c in ev.calls:
+            safe.code(f"{c.name}  {rv.args_text(c.args)}")
+    elif isinstance(ev, Answers):
+        st.caption(f"step {seq} · {len(ev.answers)} answer(s)")
+        for a in ev.answers:
+            safe.text(("[error] " if a.is_error else "") + rv.clip(a.text, 600))
+
+
+def cursor_view() -> None:
+    if st.session_state.get("rp_play") and time.monotonic() - st.session_state.get("rp_tick", 0) >= PLAY_SECONDS * 0.8:
+        st.session_state.rp_tick = time.monotonic()
+        if st.session_state.get("rp_step", first) >= last:
+            st.session_state.rp_stop = True
+            st.rerun(scope="app")
+        _set_step(st.session_state.get("rp_step", first - 1) + 1)
+    if st.session_state.get("rp_step") is None or not first <= st.session_state.rp_step <= last:
+        _set_step(st.session_state.get("rp_step", first))
+    cur = st.session_state.rp_step
+
+    nxt = {v: rv.next_seq_with(all_steps, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
+    b = st.columns(6)
+    b[0].button("◀ Back", on_click=_set_step, args=(cur - 1,), disabled=cur <= first, key="rp_back")
+    b[1].button("Forward ▶", on_click=_set_step, args=(cur + 1,), disabled=cur >= last, key="rp_fwd")
+    b[2].button("Next warning", on_click=_set_step, args=(nxt[vocab.WARN],), disabled=nxt[vocab.WARN] is None,
+                key="rp_next_warn")
+    b[3].button("Next block", on_click=_set_step, args=(nxt[vocab.BLOCK],), disabled=nxt[vocab.BLOCK] is None,
+                key="rp_next_block")
+    b[4].button("Next halt", on_click=_set_step, args=(nxt[vocab.HALT],), disabled=nxt[vocab.HALT] is None,
+                key="rp_next_halt")
+    if last > first:
+        st.slider("Step", min_value=first, max_value=last, key="rp_step")
+    cur = st.session_state.rp_step
+
+    step = rp.jump_to(cur + 1)  # forward from where it is; back from the nearest snapshot
+    _write_link(session.id, run_idx, spec, stored_ids, cur)
+    state = rp.state()
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader(f"Transcript, run {run_idx}, up to step {cur}")
+        lo = max(first, cur - TRANSCRIPT_WINDOW + 1)
+        if lo > first:
+            st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
+        for seq in range(lo, cur + 1):
+            if seq == cur:
+                with st.container(border=True):
+                    st.caption("▶ at the cursor")
+                    _show_event(seq, events[seq])
+            else:
+                _show_event(seq, events[seq])
+    with right:
+        verdicts = [c.verdict for c in step.checks] if step else []
+        worst = max(verdicts, key=lambda v: ("", vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK,
+                                              vocab.HALT).index(v) if v in vocab.VERDICTS else 0, default=None)
+        st.metric("Verdict at this step", worst or "no check")
+        if step is not None and step.checks:
+            safe.table(pd.DataFrame(rv.checks_table(step, events[cur])))
+        if step is not None and step.results:
+            safe.table(pd.DataFrame([{"judged step": r.seq, "call": r.idx, "result": r.outcome}
+                                     for r in step.results]))
+        st.subheader("Detector state")
+        in_run = [(s.seq, r) for s in rp.steps[first:] for r in s.results]
+        _state_panel(state, in_run)
+
+    st.altair_chart(charts.counters_chart(charts.counter_rows(all_steps[first:last + 1]), cur),
+                    width="stretch")
+
+    stored = next((p for p in stored_same_detector if p["id"] == spec.id), None) or \
+        next((p for p in stored_same_detector if p["is_default"]), None) or \
+        (stored_same_detector[0] if stored_same_detector else None)
+    if stored is not None and stored["id"] != spec.id:
+        st.subheader("Live verdicts beside the stored ones")
+        safe.text(f"stored policy: {stored['label']}")
+        with _conn() as conn:
+            rows = rv.live_vs_stored(all_steps, rv.stored_checks(conn, session.id, stored["id"]), first, last)
+        if rows:
+            safe.table(pd.DataFrame(rows))
+        else:
+            st.caption("Both say allow at every step of this run.")
+
+
+if st.session_state.pop("rp_stop", False):
+    st.session_state.rp_play = False
+st.toggle("Play", key="rp_play", help=f"Advance one step every {PLAY_SECONDS:.1f} s")
+st.fragment(cursor_view, run_every=PLAY_SECONDS if st.session_state.get("rp_play") else None)()
