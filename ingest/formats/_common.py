@@ -16,6 +16,8 @@
     str_or_none(value) -> str | None                           timestamps, ids: str or None
     first_line(path) -> value | None                           the first non-blank line, parsed
                                                                (None if it is not one JSON value)
+    records_or_document(path, is_record) -> JSONL | value | ReadError
+                                                               JSONL of records, or a whole document
     title_of(text, limit=100) -> str                           a session title from a prompt
 """
 
@@ -245,3 +247,40 @@ def title_of(text: str, limit: int = 100) -> str:
         if line and not _BARE_TAG.fullmatch(line):
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""
+
+
+JSONL = object()  # records_or_document's answer for "stream it with iter_jsonl"
+_PROBE_LINES = 8
+
+
+def _record_lines(path: Path | str, is_record, skip_bare: bool) -> bool:
+    with open(path, "rb") as fh:
+        seen = 0
+        for raw in iter(lambda: fh.readline(1024 * 1024), b""):
+            raw = raw.removeprefix(_BOM).strip()
+            if not raw:
+                continue
+            if skip_bare and seen == 0 and raw in (b"[", b"{"):
+                return False  # a pretty-printed document: no JSONL line is a bare bracket
+            seen += 1
+            try:
+                if is_record(orjson.loads(raw)):
+                    return True
+            except orjson.JSONDecodeError:
+                pass
+            if seen >= _PROBE_LINES:
+                return False
+    return False
+
+
+def records_or_document(path: Path | str, is_record) -> Any:
+    """JSONL (the sentinel) when one of the first lines is a record by `is_record`, else the
+    whole document (or its ReadError). A damaged first line does not turn a JSONL file into a
+    failed document: when the document does not parse but later lines are records, it is JSONL.
+    """
+    if _record_lines(path, is_record, skip_bare=True):
+        return JSONL
+    doc = load_json(path)
+    if isinstance(doc, ReadError) and _record_lines(path, is_record, skip_bare=False):
+        return JSONL
+    return doc

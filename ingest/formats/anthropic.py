@@ -28,13 +28,13 @@ from ingest.events import (
     UserTurn,
 )
 from ingest.formats._common import (
+    JSONL,
     as_text,
     bad,
     content_text,
-    first_line,
     head_text,
     iter_jsonl,
-    load_json,
+    records_or_document,
     str_or_none,
     title_of,
 )
@@ -119,12 +119,15 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     return [bad(path, line, f"unknown message role {role!r}", msg)]
 
 
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and "role" in value
+
+
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    head = first_line(path)
-    if isinstance(head, dict) and "role" in head:
+    doc = records_or_document(path, _is_message)
+    if doc is JSONL:
         yield from iter_jsonl(path)
         return
-    doc = load_json(path)
     if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
         doc = doc["messages"]
     if isinstance(doc, list):

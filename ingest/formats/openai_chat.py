@@ -33,13 +33,13 @@ from ingest.events import (
     UserTurn,
 )
 from ingest.formats._common import (
+    JSONL,
     bad,
     content_text,
-    first_line,
     head_text,
     iter_jsonl,
-    load_json,
     parse_args,
+    records_or_document,
     str_or_none,
     title_of,
 )
@@ -168,9 +168,11 @@ def _jsonl(path: Path) -> Iterator[Item]:
             yield item
 
 
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and "role" in value
+
+
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
-    head = first_line(path)
-    if isinstance(head, dict) and "role" in head:
-        return _jsonl(path)
-    return _document(path, load_json(path))
+    doc = records_or_document(path, _is_message)
+    return _jsonl(path) if doc is JSONL else _document(path, doc)

@@ -31,14 +31,14 @@ from ingest.events import (
     UserTurn,
 )
 from ingest.formats._common import (
+    JSONL,
     as_text,
     bad,
     content_text,
-    first_line,
     head_text,
     iter_jsonl,
-    load_json,
     parse_args,
+    records_or_document,
     str_or_none,
     title_of,
 )
@@ -140,14 +140,18 @@ def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group:
     yield from flush()
 
 
+def _is_item(value: Any) -> bool:
+    # a one-line request body {"input": [...]} also has no "type": it is a document
+    return (isinstance(value, dict) and ("type" in value or "role" in value)
+            and not isinstance(value.get("input"), list))
+
+
 def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    head = first_line(path)
-    if isinstance(head, dict) and ("type" in head or "role" in head) and not (
-            "input" in head and isinstance(head["input"], list)):
+    doc = records_or_document(path, _is_item)
+    if doc is JSONL:
         for line, rec in iter_jsonl(path):
             yield line, rec, None
         return
-    doc = load_json(path)
     if isinstance(doc, dict):
         for key in ("input", "output", "items"):
             if isinstance(doc.get(key), list):
