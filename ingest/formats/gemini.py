@@ -73,13 +73,13 @@ def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
     # The older format is one pretty-printed document; a minified one-line document folds the
     # same way as a JSONL file whose first line carries the messages, so JSONL is the default.
-    if first_line(path) is None and _opens_document(path):
+    if first_line(path) is None and opens_document(path):
         yield from _read_document(path)
     else:
         yield from _read_jsonl(path)
 
 
-def _opens_document(path: Path) -> bool:
+def opens_document(path: Path) -> bool:
     """True when the first non-blank line is a lone "{" or "[" (a pretty-printed document)."""
     with open(path, "rb") as fh:
         head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()

@@ -63,6 +63,7 @@ from ingest.formats._common import (
     str_or_none,
     title_of,
 )
+from ingest.formats.gemini import opens_document
 
 NAME = "openhands"
 DESCRIPTION = "OpenHands events: output.jsonl (one instance per line), saved event list, legacy flat"
@@ -104,7 +105,9 @@ def sniff(head: bytes) -> bool:
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
     first = first_line(path)
-    if isinstance(first, dict):
+    # JSONL unless the file is a JSON document: a one-line list, or a pretty-printed document
+    # (a broken first line of a JSONL file must not turn the whole file into one error).
+    if isinstance(first, dict) or (first is None and not opens_document(path)):
         yield from _read_instances(path)
         return
     doc = load_json(path)
@@ -247,13 +250,13 @@ class _Stream:
             self.pending = _Pending(response_id, text=thought if isinstance(thought, str) else "",
                                     ts=ts, line=line)
         self.pending.calls.append(call)
-        if event.get("id") is not None:
-            self.open[event["id"]] = call_id
+        if _event_id(event.get("id")) is not None:
+            self.open[_event_id(event.get("id"))] = call_id
         else:
             self.legacy_open += 1
 
     def observation(self, event: dict, line: int | None) -> Iterator[Item]:
-        cause = event.get("cause")
+        cause = _event_id(event.get("cause"))
         if cause is not None and cause in self.open:
             call_id = self.open.pop(cause)
         elif cause is None and event.get("id") is None and self.legacy_open > 0:
@@ -285,6 +288,11 @@ def _events(path: Path, events: list, per_event_line: bool, base_line: int | Non
             yield bad(path, line, f"event {index} is neither an action nor an observation",
                       as_text(event))
     yield from stream.flush()
+
+
+def _event_id(value: Any) -> int | str | None:
+    """An event id or cause usable as a key (ints in practice; anything else is no id)."""
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
 
 
 def _flatten(events: list) -> Iterator[Any]:

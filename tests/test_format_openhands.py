@@ -1,0 +1,163 @@
+"""OpenHands: output.jsonl (one instance per line), saved event lists, legacy flat events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reader_checks_b import (
+    JUNK_VALUES,
+    assert_survives,
+    calls,
+    errors,
+    kinds,
+    mutate,
+    replace_node,
+)
+
+from ingest.events import Answers, Batch, Prose, SessionStart, UserTurn
+from ingest.formats import openhands
+
+FIX = Path(__file__).parent / "fixtures" / "formats" / "openhands"
+OUTPUT = FIX / "output.jsonl"
+EVENTS = FIX / "trajectory.json"
+LEGACY = FIX / "legacy-output.jsonl"
+
+FIRST_INSTANCE = ["SessionStart", "UserTurn", "Batch", "Answers", "Batch", "Answers", "Prose",
+                  "Batch", "Answers", "Prose"]
+
+
+def test_output_jsonl_one_session_per_line():
+    items = list(openhands.read(OUTPUT))
+    assert not errors(items)
+    starts = [i for i in items if isinstance(i, SessionStart)]
+    assert [s.info.key for s in starts] == ["dateparse__dateparse-88", "acme__release-7"]
+    assert [s.line for s in starts] == [1, 2]
+    info = starts[0].info
+    assert info.agent == "CodeActAgent" and info.model == "anthropic/claude-3-5-sonnet-20241022"
+    assert info.meta["accumulated_cost"] == 0.12 and info.started_at == "2025-03-01T10:00:00"
+    second = items[items.index(starts[1]):]
+    assert kinds(second) == ["SessionStart", "UserTurn", "Batch", "Answers", "Prose"]
+    assert second[4].text == "Done: version is 2.0.0."  # an agent message is prose
+
+
+def test_events_become_calls_answers_and_prose():
+    items = list(openhands.read(OUTPUT))
+    first = items[: items.index(next(i for i in items[1:] if isinstance(i, SessionStart)))]
+    # system/recall and their observations skipped; think and finish are prose; the
+    # cause-less error observation answers nothing
+    assert kinds(first) == FIRST_INSTANCE
+    run = first[2].calls[0]
+    assert run.id == "toolu_01" and run.name == "execute_bash"
+    # the bookkeeping fields are gone; what the command does stays
+    assert run.args == {"command": "cd /workspace/dateparse && python -m pytest -q",
+                        "is_input": False, "blocking": False}
+    assert first[2].text == "Run the tests first."
+    assert first[3].answers[0].is_error  # exit code 1
+    assert isinstance(first[6], Prose) and first[6].text.startswith("%W is not ISO week")
+    assert first[8].answers[0].is_error and "did not appear verbatim" in first[8].answers[0].text
+    assert first[9].text == "The parser now uses ISO week directives."
+
+
+def test_actions_of_one_model_response_are_one_batch():
+    items = list(openhands.read(OUTPUT))
+    batch = items[4]
+    assert isinstance(batch, Batch)
+    assert [(c.id, c.name) for c in batch.calls] == [
+        ("toolu_02", "str_replace_editor"), ("toolu_03", "str_replace_editor")]
+    assert [a.call_id for a in items[5].answers] == ["toolu_02", "toolu_03"]
+
+
+def test_saved_event_list_is_one_session_with_event_positions():
+    items = list(openhands.read(EVENTS))
+    assert kinds(items) == FIRST_INSTANCE
+    assert items[0].info.model == "claude-3-5-sonnet-20241022"
+    assert items[1].line == 2 and items[2].line == 5  # the event's index in the list
+    assert [c.id for c in calls(items)] == ["toolu_01", "toolu_02", "toolu_03", "toolu_05"]
+
+
+def test_legacy_flat_events():
+    items = list(openhands.read(LEGACY))
+    assert not errors(items)
+    assert kinds(items) == ["SessionStart", "UserTurn"] + ["Batch", "Answers"] * 3 + ["Prose"]
+    assert items[0].info.key == "line-1" and items[0].info.title == "Add a robots.txt"
+    cs = calls(items)
+    assert [(c.name, c.args) for c in cs] == [
+        ("run", {"command": "ls /workspace/public"}),
+        ("run_ipython", {"code": "create_file('/workspace/public/robots.txt')"}),
+        ("run", {"command": "cat /workspace/public/robots.txt"})]
+    answers = [i.answers[0] for i in items if isinstance(i, Answers)]
+    assert all(a.call_id is None for a in answers)  # no ids: paired in order by the engine
+    assert [a.is_error for a in answers] == [False, False, True]
+    assert items[1].text.startswith("Please fix the following issue")
+
+
+def test_history_as_action_observation_pairs(tmp_path):
+    h = json.loads(EVENTS.read_text())
+    pairs = [[h[4], h[5]]]
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps({"instance_id": "p-1", "history": pairs}, indent=1))
+    items = list(openhands.read(path))
+    assert kinds(items) == ["SessionStart", "Batch", "Answers"] and items[0].info.key == "p-1"
+
+
+def test_user_typed_terminal_command_is_not_an_agent_call(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "hi"}},
+        {"id": 2, "source": "user", "action": "run", "args": {"command": "ls"}},
+        {"id": 3, "source": "user", "cause": 2, "observation": "run", "content": "a.txt"}]))
+    assert kinds(list(openhands.read(path))) == ["SessionStart", "UserTurn"]
+
+
+def test_bad_records_are_reported_and_reading_goes_on(tmp_path):
+    lines = OUTPUT.read_text().splitlines()
+    path = tmp_path / "output.jsonl"
+    path.write_text("\n".join([
+        lines[0][:500],                       # 1: truncated
+        '{"instance_id": "x", "history": 3}',  # 2: history is not a list
+        json.dumps({"instance_id": "y", "history": ["oops", {"id": 1, "foo": 2}]}),  # 3
+        lines[1],                             # 4: fine
+    ]) + "\n")
+    items = list(openhands.read(path))
+    errs = errors(items)
+    assert [e.line for e in errs] == [1, 2, 3, 3] and all(e.path == str(path) for e in errs)
+    assert "history" in errs[1].message and "event 1" in errs[2].message
+    assert "neither an action nor an observation" in errs[3].message
+    assert [i.info.key for i in items if isinstance(i, SessionStart)] == ["y", "acme__release-7"]
+    assert [i.text for i in items if isinstance(i, UserTurn)] == ["Bump the version to 2.0.0"]
+
+
+def test_truncated_event_list_names_the_line(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(EVENTS.read_text()[:1500])
+    (err,) = openhands.read(path)
+    assert err.path == str(path) and err.line > 1
+
+
+def test_sniff():
+    for f in (OUTPUT, EVENTS, LEGACY):
+        assert openhands.sniff(f.read_bytes()[:65536]), f
+    chat = b'[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "run"}]'
+    assert not openhands.sniff(chat)
+    swe = b'{"environment": "swe_main", "trajectory": [{"action": "run x"}], "history": [{"action": "run"}]}'
+    assert not openhands.sniff(swe)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.integers(0, 30000), pos=st.integers(0, 30000),
+       junk=st.sampled_from([b"", b"\xff\n", b"[", b"\n{}\n", b'"cause": 4,', b"[" * 3000]))
+def test_fuzz_never_raises(cut, pos, junk):
+    for source, suffix in ((OUTPUT, ".jsonl"), (EVENTS, ".json"), (LEGACY, ".jsonl")):
+        assert_survives(openhands, mutate(source.read_bytes(), cut, pos, junk), suffix)
+
+
+@settings(max_examples=150, deadline=None)
+@given(k=st.integers(0, 10_000), value=st.sampled_from(JUNK_VALUES))
+def test_wrong_types_never_raise(k, value):
+    events = replace_node(json.loads(EVENTS.read_text()), k, value)
+    assert_survives(openhands, json.dumps(events, indent=1).encode())
+    record = replace_node(json.loads(OUTPUT.read_text().splitlines()[0]), k, value)
+    assert_survives(openhands, json.dumps(record).encode() + b"\n", ".jsonl")
