@@ -1,0 +1,177 @@
+"""Property tests (hypothesis) for the detectors and the replay engine."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cycle import reference
+
+from ingest.detectors import (
+    DEFAULT_SPECS,
+    CycleDetector,
+    LadderGuard,
+    LoopDetected,
+    LoopDetectedError,
+    LoopDetector,
+    LoopGuard,
+    batch_signature,
+    canonical_json,
+)
+from ingest.detectors.canonical import _walk
+from ingest.events import Answer, Answers, Batch, Call, Prose, UserTurn
+from ingest.replay import Replayer, replay, replay_many
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
+                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=5), inner, max_size=4)),
+    max_leaves=25,
+)
+
+
+def shuffled(value, rnd: random.Random):
+    """The same JSON value with every object's keys inserted in a random order."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        rnd.shuffle(items)
+        return {k: shuffled(v, rnd) for k, v in items}
+    if isinstance(value, list):
+        return [shuffled(v, rnd) for v in value]
+    return value
+
+
+@SETTINGS
+@given(json_values, st.randoms(use_true_random=False))
+def test_canonical_key_invariant_under_key_permutation(value, rnd):
+    assert canonical_json(shuffled(value, rnd)) == canonical_json(value)
+
+
+@SETTINGS
+@given(json_values)
+def test_iterative_walk_prints_exactly_what_the_fast_path_prints(value):
+    assert _walk(value) == orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@SETTINGS
+@given(json_values)
+def test_canonical_json_parses_back_to_the_same_value(value):
+    expected = {} if value is None else value
+    assert json.loads(canonical_json(value)) == expected
+
+
+names = st.sampled_from(["read", "edit", "grep", "run", "browser_navigate"])
+small_args = st.dictionaries(st.sampled_from("abc"), st.integers(0, 2), max_size=2)
+calls = st.tuples(names, small_args)
+
+
+@SETTINGS
+@given(st.lists(st.lists(calls, min_size=1, max_size=3), min_size=2, max_size=40),
+       st.integers(1, 4), st.one_of(st.none(), st.integers(0, 5)))
+def test_run_length_never_errors_on_strictly_alternating_signatures(batches, s, m):
+    d = LoopDetector()
+    previous = None
+    for batch in batches:
+        sig = batch_signature(batch)
+        if sig == previous:
+            continue  # keep the sequence strictly alternating
+        previous = sig
+        if m is not None and m < 1:
+            m = 1  # M = 0 would refuse a first read-only batch by design
+        try:
+            d.check(batch, max_strikes=s, observation_tools=("read", "grep"), max_observation_steps=m)
+        except LoopDetected:
+            raise AssertionError(f"errored on a batch that differs from its predecessor: {batch}") from None
+
+
+@SETTINGS
+@given(st.lists(calls, max_size=60), st.integers(2, 6), st.data())
+def test_window_count_never_exceeds_window_and_would_raise_predicts_record(seq, window, data):
+    threshold = data.draw(st.integers(2, window))
+    g = LoopGuard(window, threshold)
+    for name, args in seq:
+        predicted = g.would_raise(name, args)
+        before = g.recent_keys()
+        assert g.recent_keys() == before
+        try:
+            count = g.record(name, args)
+            raised = False
+        except LoopDetectedError as e:
+            count, raised = e.count, True
+        assert raised == predicted
+        assert 1 <= count <= window and len(g) <= window
+        assert count == g.recent_keys().count(g.key_fn(name, args))
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from("ABC"), st.sampled_from([None, "x", "y"])), max_size=40),
+       st.integers(2, 5), st.integers(2, 4), st.data())
+def test_cycle_agrees_with_the_brute_force_reference(seq, max_period, warn, data):
+    halt = data.draw(st.integers(warn, 5))
+    d = CycleDetector(max_period, warn, halt)
+    keys: list = []
+    answers: list = []
+    for name, answer in seq:
+        v = d.check(name, {})
+        keys.append(name)
+        answers.append(None)
+        assert (v.action, v.period, v.repeats) == reference(keys, answers, max_period, warn, halt)
+        if v.period:
+            assert list(v.pattern) == keys[-v.period:]
+        if answer is not None:
+            d.record_answer(answer)
+            answers[-1] = answer
+
+
+@SETTINGS
+@given(st.lists(st.tuples(names, small_args), max_size=40))
+def test_ladder_count_is_the_run_of_identical_keys(seq):
+    g = LadderGuard()
+    run = 0
+    for i, (name, args) in enumerate(seq):
+        same = i > 0 and seq[i - 1][0] == name and canonical_json(seq[i - 1][1]) == canonical_json(args)
+        run = run + 1 if same else 1
+        assert g.check(name, args).count == run
+
+
+def session_events():
+    call = st.builds(lambda n, a, i: Call(f"c{i}", n, a), names, small_args, st.integers(0, 3))
+    answer = st.builds(lambda i, t, e: Answer(i, t, e), st.one_of(st.none(), st.sampled_from(["c0", "c1", "c2", "c9"])),
+                       st.sampled_from(["ok", "no", ""]), st.booleans())
+    event = st.one_of(
+        st.builds(UserTurn, st.just("go")),
+        st.builds(Prose, st.sampled_from(["same", "other", ""])),
+        st.builds(lambda cs: Batch(tuple(cs)), st.lists(call, max_size=3)),
+        st.builds(lambda ans: Answers(tuple(ans)), st.lists(answer, min_size=1, max_size=3)),
+    )
+    return st.lists(event, max_size=40)
+
+
+@SETTINGS
+@given(session_events())
+def test_state_is_always_json_serializable_and_replay_many_matches(events):
+    together = list(replay_many(events, DEFAULT_SPECS, with_state=True))
+    for i, spec in enumerate(DEFAULT_SPECS):
+        alone = list(replay(events, spec, with_state=True))
+        assert [steps[i] for steps in together] == alone
+        for step in alone:
+            json.dumps(step.state)
+            assert all(r.seq >= 0 for r in step.results)
+
+
+@settings(max_examples=60, deadline=None)
+@given(session_events(), st.sampled_from(DEFAULT_SPECS), st.lists(st.integers(0, 40), max_size=6))
+def test_replayer_jumps_equal_replay_from_scratch(events, spec, targets):
+    scratch = list(replay(events, spec, with_state=True))
+    r = Replayer(events, spec, snapshot_every=3)
+    for t in targets:
+        r.jump_to(t)
+        pos = min(t, len(events))
+        assert r.position == pos
+        assert r.current == (scratch[pos - 1] if pos else None)
