@@ -1,0 +1,110 @@
+"""Aider chat history markdown: #### user lines, replies, edit blocks and shell suggestions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reader_checks_b import assert_survives, calls, errors, kinds, mutate
+
+from ingest.events import Answers, Batch, ReadError, SessionStart, UserTurn
+from ingest.formats import aider
+
+FIX = Path(__file__).parent / "fixtures" / "formats" / "aider" / ".aider.chat.history.md"
+
+
+def test_sessions_turns_and_replies():
+    items = list(aider.read(FIX))
+    assert not errors(items)
+    assert kinds(items) == ["SessionStart", "UserTurn", "Batch", "Answers", "UserTurn", "Batch",
+                            "Answers", "SessionStart", "UserTurn", "Prose"]
+    starts = [i for i in items if isinstance(i, SessionStart)]
+    assert [(s.info.key, s.info.started_at) for s in starts] == [
+        ("1", "2025-02-11 14:03:52"), ("2", "2025-02-12 09:10:00")]
+    turns = [i for i in items if isinstance(i, UserTurn)]
+    # consecutive #### lines are one message; the launch lines before it are not a turn
+    assert [t.text for t in turns] == ['add a /health endpoint that returns {"ok": true}',
+                                      "also make it report the version\nfrom VERSION",
+                                      "what does the index route do?"]
+    assert [t.line for t in turns] == [8, 40, 59]
+    # a #### line inside a fenced block is the reply's text, not the person
+    assert "#### not a user line" in items[-1].text
+
+
+def test_edit_blocks_and_shell_suggestions_become_calls():
+    items = list(aider.read(FIX))
+    first = items[2]
+    assert isinstance(first, Batch)
+    edit, shell = first.calls
+    assert edit.name == "edit" and edit.args["path"] == "app.py"
+    assert edit.args["edits"][0][0] == '@app.route("/")\ndef index():'
+    assert edit.args["edits"][0][1].startswith('@app.route("/health")')
+    assert shell.name == "shell" and shell.args == {"command": "curl -s localhost:5000/health"}
+    assert first.text.startswith("I'll add the endpoint")
+    answers = items[3]
+    assert isinstance(answers, Answers)
+    # the edit is answered by aider's "Applied edit" line; the suggestion is not answered
+    assert [(a.call_id, a.text, a.is_error) for a in answers.answers] == [
+        (edit.id, "Applied edit to app.py", False)]
+
+
+def test_failed_edit_is_an_error_answer():
+    items = list(aider.read(FIX))
+    answer = items[6].answers[0]
+    assert answer.is_error and "did not conform to the edit format" in answer.text
+    assert answer.call_id == items[5].calls[0].id
+
+
+def test_blocks_of_one_reply_group_per_file(tmp_path):
+    path = tmp_path / "h.md"
+    path.write_text("#### rename foo to bar everywhere\n\n"
+                    "a.py\n```python\n<<<<<<< SEARCH\nfoo()\n=======\nbar()\n>>>>>>> REPLACE\n```\n\n"
+                    "b.py\n```python\n<<<<<<< SEARCH\nimport foo\n=======\nimport bar\n>>>>>>> REPLACE\n```\n\n"
+                    "a.py\n```python\n<<<<<<< SEARCH\ndef foo():\n=======\ndef bar():\n>>>>>>> REPLACE\n```\n\n"
+                    "> Applied edit to b.py  \n> Applied edit to a.py  \n> Applied edit to a.py  \n")
+    items = list(aider.read(path))
+    assert [(c.args["path"], len(c.args["edits"])) for c in calls(items)] == [("a.py", 2), ("b.py", 1)]
+    texts = {a.call_id: a.text for a in items[-1].answers}
+    a_call, b_call = calls(items)
+    assert texts[a_call.id] == "Applied edit to a.py\nApplied edit to a.py"
+    assert texts[b_call.id] == "Applied edit to b.py"
+
+
+def test_reply_without_calls_is_prose(tmp_path):
+    path = tmp_path / "h.md"
+    path.write_text("#### hello\n\nHi! What should we work on?\n")
+    assert [(type(i).__name__, getattr(i, "text", None)) for i in aider.read(path)][1:] == [
+        ("UserTurn", "hello"), ("Prose", "Hi! What should we work on?")]
+
+
+def test_bad_input_is_reported_and_reading_goes_on(tmp_path):
+    path = tmp_path / "h.md"
+    path.write_bytes(b"#### fix it\n\nsrc/x.py\n```python\n<<<<<<< SEARCH\nold\n```\n\n"
+                     b"#### caf\xe9 latte\n\nsrc/y.py\n```python\n<<<<<<< SEARCH\na\n=======\nb\n"
+                     b">>>>>>> REPLACE\n```\n")
+    items = list(aider.read(path))
+    errs = sorted(errors(items), key=lambda e: e.line)  # errors may come anywhere in the stream
+    assert [e.line for e in errs] == [4, 9] and all(e.path == str(path) for e in errs)
+    assert "not closed" in errs[0].message and "0xe9" in errs[1].message
+    assert [i.text for i in items if isinstance(i, UserTurn)] == ["fix it", "caf\ufffd latte"]
+    assert [c.args["path"] for c in calls(items)] == ["src/y.py"]
+    # the reply whose only block was dropped is prose
+    assert [type(i).__name__ for i in items if not isinstance(i, ReadError)][:4] == [
+        "SessionStart", "UserTurn", "Prose", "UserTurn"]
+
+
+def test_sniff():
+    assert aider.sniff(FIX.read_bytes())
+    assert aider.sniff(b"# aider chat started at 2025-01-01 10:00:00\n")
+    assert not aider.sniff(b"# Notes\n\n#### heading\n\nplain markdown\n")
+    assert not aider.sniff(b'{"role": "user", "content": "#### hi\\n> quoted"}')
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.integers(0, 1500), pos=st.integers(0, 1500),
+       junk=st.sampled_from([b"", b"\xff\xfe", b"```", b"\n#### x\n", b"\n<<<<<<< SEARCH\n",
+                             b"\n=======\n", b"\n>>>>>>> REPLACE\n", b"\n> Applied edit to app.py\n",
+                             b"\n# aider chat started at now\n", b"x" * 100_000]))
+def test_fuzz_never_raises(cut, pos, junk):
+    assert_survives(aider, mutate(FIX.read_bytes(), cut, pos, junk), ".md")
