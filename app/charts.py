@@ -53,7 +53,7 @@ def sessions_bar(top: pd.DataFrame) -> alt.Chart:
     long["value"] = long["value"].fillna(0).astype(int)
     long["measure_order"] = long["measure"].map(BAR_MEASURES.index)
     long = long[long["value"] > 0]
-    height = max(120, 22 * len(rows))
+    height = max(120, 26 * len(rows))  # room for every session label
     return (
         alt.Chart(long, height=height)
         .mark_bar()

@@ -1,0 +1,110 @@
+"""Browser end-to-end fixtures: a real `streamlit run app/main.py` on a free port and Debian chromium.
+
+Skipped only when /usr/bin/chromium is missing and LOOPLEDGER_REQUIRE_BROWSER is not "1".
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from bench.gen_ledger import generate
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+START_TIMEOUT_S = 90
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+            # xdist --dist loadgroup: keep the browser tests on one worker, sharing one server.
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def e2e_ledger(tmp_path_factory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'ledger.sqlite'}"
+    generate(url, sessions=80, calls=6000, seed=3, hostile=True)
+    return url
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"streamlit did not answer {base}/_stcore/health in {START_TIMEOUT_S}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def server(e2e_ledger, tmp_path_factory) -> str:
+    """Base URL of a dashboard serving the e2e ledger."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    env = dict(os.environ, LOOPLEDGER_DATABASE_URL=e2e_ledger)
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.address", "127.0.0.1",
+           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, proc, log)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.exists():
+        if os.environ.get("LOOPLEDGER_REQUIRE_BROWSER") == "1":
+            pytest.fail("LOOPLEDGER_REQUIRE_BROWSER=1 but /usr/bin/chromium is missing")
+        pytest.skip("no /usr/bin/chromium (set LOOPLEDGER_REQUIRE_BROWSER=1 to make this a failure)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    # Every URL the page asks for, so tests can prove nothing from a transcript was fetched.
+    requested: list[str] = []
+    ctx.on("request", lambda r: requested.append(r.url))
+    pg = ctx.new_page()
+    pg.requested = requested
+    yield pg
+    ctx.close()

@@ -1,0 +1,76 @@
+"""In a real browser: Sessions → the most halted session → its halted run → the halting batch."""
+
+from __future__ import annotations
+
+import re
+
+import sqlalchemy as sa
+
+from ingest.ledger.engine import make_engine
+
+
+def _most_halted(url: str) -> tuple[int, int, int]:
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        sid = conn.execute(sa.text("SELECT session_id FROM session_stats GROUP BY session_id "
+                                   "ORDER BY sum(halts) DESC, session_id DESC LIMIT 1")).scalar()
+        run, seq = conn.execute(sa.text("SELECT run_idx, min(halt_seq) FROM run_outcomes WHERE session_id = :s "
+                                        "AND outcome = 'halted' GROUP BY run_idx ORDER BY run_idx LIMIT 1"), {"s": sid}).one()
+        n = conn.execute(sa.text("SELECT count(*) FROM sessions")).scalar()
+    eng.dispose()
+    return sid, run, seq, n
+
+
+def _metric(page, label: str) -> str:
+    m = page.get_by_test_id("stMetric").filter(has_text=label).first
+    return m.get_by_test_id("stMetricValue").inner_text().strip()
+
+
+def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, artifacts_dir):
+    sid, run, seq, n = _most_halted(e2e_ledger)
+    page.goto(server + "/")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=60_000)
+    page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=60_000)
+    assert _metric(page, "Sessions") == str(n)
+    page.screenshot(path=str(artifacts_dir / "e2e-sessions.png"), full_page=True)
+
+    page.get_by_role("link", name=re.compile(rf"Open the most halted session \(#{sid}\)")).click()
+    page.wait_for_url(re.compile(rf"/session\?session={sid}"), timeout=30_000)
+    halting = page.get_by_text(f"▶ HALTING BATCH  [step {seq}]").first
+    halting.wait_for(timeout=60_000)
+    # The page opened the first halted run and wrote it into the URL (shareable as is).
+    page.wait_for_url(re.compile(rf"session={sid}&run={run}"), timeout=30_000)
+    assert page.get_by_test_id("stHeading").filter(has_text=f"Session #{sid}").count() == 1
+    page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=30_000)
+    replay = page.get_by_role("link", name="Replay this run at the halt")
+    assert f"step={seq}" in replay.get_attribute("href")
+    halting.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts_dir / "e2e-session.png"), full_page=True)
+
+    page.goto(server + "/health")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    assert _metric(page, "Sources") == str(n)
+    page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts_dir / "e2e-health.png"), full_page=True)
+
+
+def test_transcript_html_and_markdown_stay_inert(server, page, artifacts_dir):
+    page.goto(server + "/session?session=1&run=0")
+    step = page.get_by_label("Around step")
+    step.wait_for(timeout=60_000)
+    step.fill("1")
+    step.press("Enter")
+    code = page.get_by_test_id("stCode").filter(has_text="tool said").first
+    code.wait_for(timeout=30_000)
+    # Shown verbatim as text ...
+    assert "<script>window.__pwned=1</script>" in code.inner_text()
+    assert "![x](http://127.0.0.1:9/pwn.png)" in code.inner_text()
+    # ... and never alive: no script ran, no image element, nothing fetched.
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img[src*='pwn.png'], img[src='x']").count() == 0
+    assert page.evaluate("[...document.scripts].filter(s => s.textContent.includes('__pwned')).length") == 0
+    assert not [u for u in page.requested if "pwn.png" in u]
+    host = server.split("//", 1)[1]
+    assert not [u for u in page.requested if not u.startswith(("data:", "blob:")) and host not in u]
+    page.screenshot(path=str(artifacts_dir / "e2e-inert-transcript.png"), full_page=True)
