@@ -1,0 +1,75 @@
+"""What `loopledger sweep` does; ingest/cli.py only parses its flags.
+
+Sweeps every session in the ledger (events rebuilt from the ledger, no file re-read), prints one
+row per setting, and with --save stores the settings as policies with their verdicts on every
+session. Progress on stderr, the table on stdout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy.exc import SQLAlchemyError
+
+from ingest import sweep
+from ingest.ledger import migrate, store
+from ingest.ledger.engine import make_engine, resolve_url
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+COLUMNS = ("runs", "calls", "warnings", "blocks", "halts", "halted_runs", "saved", "strikes")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def table_of(result: sweep.SweepResult) -> Table:
+    table = Table(title=f"Sweep of {result.grid.detector} over {len(result.session_ids)} session(s)",
+                  title_justify="left")
+    params = [a.param for a in result.grid.axes]
+    for name in (*params, *COLUMNS):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("note")
+    for row in sweep.totals_rows(result):
+        cells = [str(row[p]) for p in params]
+        cells += ["" if row[c] is None else str(row[c]) for c in COLUMNS]
+        table.add_row(*cells, Text(row["error"] or ""))
+    return table
+
+
+def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
+              fixed: Sequence[str] = (), save: bool = False) -> int:
+    try:
+        axes = [sweep.parse_axis(param)] + ([sweep.parse_axis(param2)] if param2 else [])
+        base = {}
+        for item in fixed:
+            name, eq, value = item.partition("=")
+            if not eq:
+                raise sweep.SweepError(f"--set {item!r}: expected NAME=VALUE")
+            base[name.strip()] = sweep.parse_values(value)[0]
+        grid = sweep.make_grid(detector, axes, base)
+    except ValueError as exc:
+        err.print(Text(f"loopledger sweep: {exc}"))
+        return EXIT_USAGE
+    engine = make_engine(resolve_url(db))
+    try:
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            ids = store.session_ids(conn)
+            sessions = [sweep.SessionEvents(sid, store.load_events(conn, sid)) for sid in ids]
+        err.print(f"sweeping {len(sweep.grid_points(grid))} setting(s) over {len(sessions)} session(s)…")
+        result = sweep.sweep(sessions, grid, progress=lambda d, n, label: err.print(Text(f"  [{d}/{n}] {label}")))
+        out.print(table_of(result))
+        if save:
+            specs = [s.spec for s in result.settings if s.spec is not None]
+            with engine.begin() as conn:
+                n = sweep.save_policies(conn, specs, ids)
+            out.print(Text(f"stored {n} polic{'y' if n == 1 else 'ies'} with their verdicts on {len(ids)} session(s)"))
+    except (SQLAlchemyError, OSError) as exc:  # the ledger cannot be read or written: one clear line
+        err.print(Text(f"loopledger sweep: {exc}"))
+        return EXIT_ERROR
+    finally:
+        engine.dispose()
+    return EXIT_OK
