@@ -157,5 +157,24 @@ def policies(db: DbOption = None) -> None:
     raise typer.Exit(run_policies(db))
 
 
+@app.command()
+def sweep(
+    detector: Annotated[str, typer.Option("--detector", help="run-length, stagnation, ladder, window or cycle.")],
+    param: Annotated[str, typer.Option("--param", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
+                                       "window=4,8,12.")],
+    param2: Annotated[str | None, typer.Option("--param2", help="A second NAME=RANGE (a grid).")] = None,
+    fixed: Annotated[list[str], typer.Option("--set", help="Hold NAME=VALUE fixed (default: the detector's "
+                                             "default). Repeatable.", show_default=False)] = [],  # noqa: B006
+    save: Annotated[bool, typer.Option("--save", help="Store every valid setting as a policy, with its "
+                                       "verdicts on every session.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Replay every stored session under each setting of a parameter range; print halts, warnings,
+    blocks and calls saved per setting (the Compare page, in the terminal)."""
+    from ingest.sweep_command import run_sweep
+
+    raise typer.Exit(run_sweep(db, detector, param, param2, fixed, save))
+
+
 if __name__ == "__main__":
     app()
