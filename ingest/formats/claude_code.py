@@ -111,21 +111,21 @@ def _session(path: Path, ident: Ident, report_errors: bool,
     held_line = 0
     started = False
 
-    def close() -> Iterator[Item]:
+    # Lists, not generators: this loop runs for every line of the file.
+    def close() -> list[Item]:
         nonlocal open_id, blocks, held
-        if blocks:
-            yield from assistant_events(blocks, first[0], first[1])
+        out: list[Item] = assistant_events(blocks, first[0], first[1]) if blocks else []
         if held:
-            yield Answers(tuple(held), held_line)
+            out.append(Answers(tuple(held), held_line))
         open_id, blocks, held = None, [], []
+        return out
 
-    def emit(items: list) -> Iterator[Item]:
+    def emit(items: list) -> list[Item]:
         nonlocal started
-        for item in items:
-            if not started:
-                yield SessionStart(_info(path, ident, None), getattr(item, "line", None))
-                started = True
-            yield item
+        if items and not started:
+            started = True
+            return [SessionStart(_info(path, ident, None), getattr(items[0], "line", None)), *items]
+        return items
 
     for line, rec in iter_jsonl(path):
         if isinstance(rec, ReadError):
@@ -157,14 +157,14 @@ def _session(path: Path, ident: Ident, report_errors: bool,
         if rec["type"] == "assistant":
             mid = str_or_none(msg.get("id"))
             if mid is None or mid != open_id:
-                yield from emit(list(close()))
+                yield from emit(close())
                 open_id = mid
                 first = (str_or_none(rec.get("timestamp")), line)
             if isinstance(content, str):
                 content = [{"type": "text", "text": content}]
             blocks.extend(content or [])
             if mid is None:
-                yield from emit(list(close()))
+                yield from emit(close())
             continue
         items = _user_items(rec, line)
         if open_id is not None and items and all(isinstance(it, Answers) for it in items):
@@ -173,8 +173,8 @@ def _session(path: Path, ident: Ident, report_errors: bool,
             for it in items:
                 held.extend(it.answers)
             continue
-        yield from emit(list(close()) + items)
-    yield from emit(list(close()))
+        yield from emit(close() + items)
+    yield from emit(close())
 
 
 def read(path: Path | str) -> Iterator[Item]:
