@@ -7,12 +7,14 @@ import pytest
 
 from ingest.events import ReadError
 from ingest.formats._common import (
+    JSONL,
     content_text,
     first_line,
     head_records,
     iter_jsonl,
     load_json,
     parse_args,
+    records_or_document,
     title_of,
 )
 
@@ -145,3 +147,26 @@ def test_title_of():
     assert title_of("<pr_description>\nConsider this") == "Consider this"
     assert title_of("x" * 300, limit=10) == "x" * 9 + "…"
     assert title_of("") == ""
+
+
+def test_records_or_document(tmp_path):
+    def is_msg(v):
+        return isinstance(v, dict) and "role" in v
+
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_text('{"role": "user"}\n{"role": "assistant"}\n')
+    assert records_or_document(jsonl, is_msg) is JSONL
+    pretty = tmp_path / "pretty.json"
+    # the last element sits alone on a line and parses: the bare "[" still says "document"
+    pretty.write_text('[\n{"role": "user"},\n{"role": "assistant"}\n]\n')
+    assert records_or_document(pretty, is_msg) == [{"role": "user"}, {"role": "assistant"}]
+    one_line = tmp_path / "one.json"
+    one_line.write_text('{"messages": [{"role": "user"}]}')
+    assert records_or_document(one_line, is_msg) == {"messages": [{"role": "user"}]}
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text('{"ro\n{"role": "user"}\n')  # a broken first line: still JSONL
+    assert records_or_document(damaged, is_msg) is JSONL
+    broken_doc = tmp_path / "broken.json"
+    broken_doc.write_text('[\n{"role": "user"},\n')
+    err = records_or_document(broken_doc, is_msg)
+    assert isinstance(err, ReadError) and err.line == 3
