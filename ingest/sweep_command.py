@@ -19,24 +19,32 @@ from ingest.ledger import migrate, store
 from ingest.ledger.engine import make_engine, resolve_url
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-COLUMNS = ("runs", "calls", "warnings", "blocks", "halts", "halted_runs", "saved", "strikes")
+COLUMNS = ("warnings", "blocks", "halts", "halted_runs", "saved", "strikes")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def table_of(result: sweep.SweepResult) -> Table:
-    table = Table(title=f"Sweep of {result.grid.detector} over {len(result.session_ids)} session(s)",
+    """One row per setting; runs and calls are the same for every setting, so they go in the title."""
+    valid = next((s for s in result.settings if s.error is None), None)
+    size = f", {valid.totals['runs']} runs, {valid.totals['calls']} calls" if valid else ""
+    table = Table(title=f"{result.grid.detector} over {len(result.session_ids)} session(s){size}",
                   title_justify="left")
     params = [a.param for a in result.grid.axes]
     for name in (*params, *COLUMNS):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("note")
+        table.add_column(name.replace("_", " "), justify="right", no_wrap=True)
     for row in sweep.totals_rows(result):
-        cells = [str(row[p]) for p in params]
-        cells += ["" if row[c] is None else str(row[c]) for c in COLUMNS]
-        table.add_row(*cells, Text(row["error"] or ""))
+        cells = ["none" if row[p] is None else str(row[p]) for p in params]
+        cells += ["—" if row[c] is None else str(row[c]) for c in COLUMNS]
+        table.add_row(*cells)
     return table
+
+
+def invalid_lines(result: sweep.SweepResult) -> list[str]:
+    names = [a.param for a in result.grid.axes]
+    return [", ".join(f"{n}={v}" for n, v in zip(names, s.values, strict=True)) + f": skipped, {s.error}"
+            for s in result.settings if s.error]
 
 
 def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
@@ -62,6 +70,8 @@ def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
         err.print(f"sweeping {len(sweep.grid_points(grid))} setting(s) over {len(sessions)} session(s)…")
         result = sweep.sweep(sessions, grid, progress=lambda d, n, label: err.print(Text(f"  [{d}/{n}] {label}")))
         out.print(table_of(result))
+        for line in invalid_lines(result):
+            out.print(Text(line))
         if save:
             specs = [s.spec for s in result.settings if s.spec is not None]
             with engine.begin() as conn:

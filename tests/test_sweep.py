@@ -301,3 +301,44 @@ def test_sweep_charts_specs():
                           {"setting": "b", "precision": None, "recall": 0.0, "tp": 0, "fp": 0, "fn": 1}]).to_dict()
     prdata = next(iter(pr["datasets"].values()))
     assert [d["setting"] for d in prdata] == ["a"]
+
+
+# ── `loopledger sweep` ───────────────────────────────────────────────────────────────────────
+
+
+def test_cli_sweep_prints_and_saves(db_url):
+    from typer.testing import CliRunner
+
+    from ingest.cli import app
+
+    ids = _ledger_with(db_url, [repeat_session(6), abab_session(5), clean_session()])
+    runner = CliRunner()
+    res = runner.invoke(app, ["sweep", "--detector", "window", "--param", "threshold=2..4",
+                              "--param2", "window=3,8", "--db", db_url])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("│")]
+    assert len(lines) == 6
+    eng = make_engine(db_url)
+    with eng.connect() as conn:
+        events = [store.load_events(conn, sid) for sid in ids]
+    for ln in lines:
+        cells = [c.strip() for c in ln.strip("│").split("│")]
+        th, win = int(cells[0]), int(cells[1])
+        if th > win:
+            assert cells[4] == "—"
+            continue
+        spec = PolicySpec("window", {"threshold": th, "window": win})
+        halts = sum(tally(replay(ev, spec)).halts for ev in events)
+        saved = sum(tally(replay(ev, spec)).saved for ev in events)
+        assert (int(cells[4]), int(cells[6])) == (halts, saved)
+    assert "threshold=4, window=3: skipped" in res.stdout
+
+    res = runner.invoke(app, ["sweep", "--detector", "cycle", "--param", "halt_repeats=4,5", "--save", "--db", db_url])
+    assert res.exit_code == 0, res.output
+    with eng.connect() as conn:
+        labels = {r.label for r in conn.execute(sa.select(t.policies))}
+    assert {PolicySpec("cycle", {"halt_repeats": h}).label for h in (4, 5)} <= labels
+    eng.dispose()
+
+    res = runner.invoke(app, ["sweep", "--detector", "window", "--param", "thresh=2..4", "--db", db_url])
+    assert res.exit_code == 2 and "no parameter 'thresh'" in res.stderr
