@@ -215,3 +215,64 @@ def test_replayer_snapshots_cope_with_deeply_nested_arguments():
     r.jump_to(len(events))
     r.jump_to(37)
     assert r.current == scratch[36]
+
+
+def write_openai_chat(path, n_repeats: int, user: str = "fix it") -> None:
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": user}]
+    for i in range(n_repeats):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": "run_tests", "arguments": '{"path": "tests", "verbose": true}'}}]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": "1 failed"})
+    messages.append({"role": "assistant", "content": "I give up"})
+    path.write_text(json.dumps({"messages": messages}))
+
+
+def cli(*args: str):
+    from typer.testing import CliRunner
+
+    from ingest.cli import app
+
+    return CliRunner().invoke(app, ["replay", *args], env={"COLUMNS": "250"})
+
+
+def test_cli_replay_prints_every_step_with_verdicts_and_totals(tmp_path):
+    f = tmp_path / "chat.json"
+    write_openai_chat(f, 4)
+    res = cli(str(f), "--policy", "run-length")
+    assert res.exit_code == 0, res.output
+    lines = [line for line in res.output.splitlines() if "│" in line]
+    batch_rows = [line for line in lines if "run_tests" in line]
+    assert len(batch_rows) == 4
+    assert [row.split("│")[5].strip() for row in batch_rows] == ["allow", "allow", "halt", "after_halt"]
+    assert "repeated@3" in res.output
+    assert "totals: runs 1, calls 4, strikes 2" in res.output and "saved 1" in res.output
+    res = cli(str(f), "--policy", "window", "--param", "threshold=2")
+    assert res.exit_code == 0 and "threshold=2" in res.output
+
+
+def test_cli_replay_errors(tmp_path):
+    f = tmp_path / "chat.json"
+    write_openai_chat(f, 1)
+    res = cli(str(f), "--policy", "window:threshold=99")
+    assert res.exit_code == 2 and "threshold" in res.output
+    res = cli(str(f), "--session", "nope")
+    assert res.exit_code == 1 and "no session 'nope'" in res.output
+    res = cli(str(tmp_path / "missing.json"))
+    assert res.exit_code != 0
+
+
+def test_cli_replay_shows_transcript_text_inert(tmp_path):
+    f = tmp_path / "chat.json"
+    write_openai_chat(f, 1, user="[bold red]boom[/] \x1b[31mred\x1b[0m <script>x</script>")
+    res = cli(str(f))
+    assert res.exit_code == 0, res.output
+    assert "[bold red]boom[/]" in res.output  # not parsed as rich markup
+    assert "\x1b[31m" not in res.output and "\\x1b[31m" in res.output
+
+
+def test_plain_caps_and_escapes():
+    from ingest.replay_table import plain
+
+    assert plain("a\nb\tc\x00") == "a⏎b\\x09c\\x00"
+    assert len(plain("x" * 1000)) == 70 and plain("x" * 1000).endswith("…")
