@@ -1,0 +1,135 @@
+"""Server render time of each dashboard page (AppTest) on a 10k-session / 1M-call ledger.
+
+Baseline, same run: an AppTest script that opens a read-only engine on the same ledger and shows
+`SELECT 1` as a metric (the fixed cost of a Streamlit script run plus a connection). Every sample
+starts with st.cache_data cleared, so it is a first view, not a cache hit; the warm (cached) time
+is reported beside it. The generated ledger is kept in bench/.cache/ between runs.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from bench.gen_ledger import generate
+from ingest.ledger.engine import make_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(__file__).resolve().parent / ".cache"
+MAIN = ROOT / "app" / "main.py"
+BUDGET_S = 1.0
+BASELINE = """
+import sqlalchemy as sa
+import streamlit as st
+from ingest.ledger.engine import make_engine, resolve_url
+eng = make_engine(resolve_url(), readonly=True)
+with eng.connect() as conn:
+    st.metric("one", conn.execute(sa.text("SELECT 1")).scalar())
+eng.dispose()
+"""
+
+
+def _ledger(sessions: int, calls: int) -> str:
+    CACHE.mkdir(exist_ok=True)
+    path = CACHE / f"pages-{sessions}x{calls}-v1.sqlite"
+    if not path.exists():
+        tmp = path.with_suffix(".partial.sqlite")
+        tmp.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        generate(f"sqlite:///{tmp}", sessions=sessions, calls=calls, seed=1)
+        print(f"[bench] generated {path.name} in {time.perf_counter() - t0:.0f}s", flush=True)
+        tmp.rename(path)
+    return f"sqlite:///{path}"
+
+
+def _targets(url: str) -> dict:
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        halted = conn.execute(sa.text("SELECT session_id FROM session_stats GROUP BY session_id "
+                                      "ORDER BY sum(halts) DESC LIMIT 1")).scalar()
+        biggest = conn.execute(sa.text("SELECT id FROM sessions ORDER BY n_calls DESC LIMIT 1")).scalar()
+        n_calls = conn.execute(sa.text("SELECT max(n_calls) FROM sessions")).scalar()
+    eng.dispose()
+    return {"halted": halted, "biggest": biggest, "biggest_calls": n_calls}
+
+
+def _sample(page: str | None, params: dict, warm: bool) -> float:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    if page:
+        at.run()  # lands on Sessions; the timed run is the switch to `page`
+        for k, v in params.items():
+            at.query_params[k] = str(v)
+        at.switch_page(page)
+    if warm:
+        at.run()
+    else:
+        st.cache_data.clear()
+    t0 = time.perf_counter()
+    at.run()
+    dt = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"{page or 'sessions'} raised: {at.exception[0].value}")
+    return dt
+
+
+def _baseline() -> float:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_string(BASELINE, default_timeout=60)
+    t0 = time.perf_counter()
+    at.run()
+    return time.perf_counter() - t0
+
+
+def run(quick: bool) -> str:
+    sessions, calls = (1_000, 100_000) if quick else (10_000, 1_000_000)
+    url = _ledger(sessions, calls)
+    old = os.environ.get("LOOPLEDGER_DATABASE_URL")
+    os.environ["LOOPLEDGER_DATABASE_URL"] = url
+    try:
+        tg = _targets(url)
+        reps = 3 if quick else 5
+        _baseline()  # imports and first connection outside the measurement
+        base = statistics.median(_baseline() for _ in range(reps))
+        pages = [
+            ("Sessions (home, all default policies)", None, {}),
+            (f"Session #{tg['halted']} (most halted)", "pages/session.py", {"session": tg["halted"]}),
+            (f"Session #{tg['biggest']} (largest, {tg['biggest_calls']} calls)", "pages/session.py",
+             {"session": tg["biggest"]}),
+            ("Ingest health", "pages/health.py", {}),
+        ]
+        rows = []
+        for name, page, params in pages:
+            _sample(page, params, warm=False)  # first touch of this page's tables, not counted
+            cold = statistics.median(_sample(page, params, warm=False) for _ in range(reps))
+            warm = statistics.median(_sample(page, params, warm=True) for _ in range(reps))
+            ok = "✅" if cold <= BUDGET_S else "❌"
+            rows.append(f"| {name} | {cold * 1000:.0f} ms | {warm * 1000:.0f} ms | {base * 1000:.0f} ms | "
+                        f"{cold / base:.1f}× | ≤ {BUDGET_S:.0f} s {ok} |")
+    finally:
+        if old is None:
+            os.environ.pop("LOOPLEDGER_DATABASE_URL", None)
+        else:
+            os.environ["LOOPLEDGER_DATABASE_URL"] = old
+    return "\n".join([
+        "## Dashboard pages (server render time, AppTest)\n",
+        f"Ledger: {sessions:,} sessions / {calls:,} tool calls, 5 default policies (bench/gen_ledger.py, SQLite). "
+        f"Median of {reps} runs; cold = st.cache_data cleared before the run (a first view), warm = cached. "
+        "Baseline: an AppTest script showing `SELECT 1` from a read-only engine on the same ledger.\n",
+        "| page | cold | warm | baseline | cold / baseline | budget |",
+        "|---|---|---|---|---|---|",
+        *rows, "",
+    ])
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(run(quick="--quick" in sys.argv))
