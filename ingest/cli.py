@@ -158,6 +158,31 @@ def policies(db: DbOption = None) -> None:
 
 
 @app.command()
+def replay(
+    file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
+    policy: Annotated[str, typer.Option(
+        "--policy", help="DETECTOR[:NAME=VALUE,...]: run-length, stagnation, ladder, window or cycle, e.g. "
+        "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
+        "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
+        "parameters take their defaults.")] = "run-length",
+    param: Annotated[list[str], typer.Option(
+        "--param", help="NAME=VALUE added to the policy's parameters (repeatable).",
+        show_default=False)] = [],  # noqa: B006
+    format: FormatOption = None,
+    session: Annotated[str | None, typer.Option(
+        "--session", help="Only the session with this key (files such as tau-bench hold many).")] = None,
+) -> None:
+    """Step one policy through a transcript and print every step: event, verdict, result, state.
+
+    The text twin of the dashboard's Replay page. Exit status: 0 ok, 1 unreadable file or unknown
+    session, 2 bad policy spec, 3 printed but some lines were malformed.
+    """
+    from ingest.replay_table import run_replay
+
+    raise typer.Exit(run_replay(str(file), policy, param, format, session))
+
+
+@app.command()
 def sweep(
     detector: Annotated[str, typer.Option("--detector", help="run-length, stagnation, ladder, window or cycle.")],
     param: Annotated[str, typer.Option("--param", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
