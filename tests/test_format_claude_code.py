@@ -114,3 +114,25 @@ def test_sniff():
     assert claude_code.sniff(head)
     assert not claude_code.sniff(b'{"role": "user", "content": "hi"}\n')
     assert not claude_code.sniff(b'{"type": "session_meta", "payload": {}}\n')
+
+
+def test_sniff_when_the_first_line_outgrows_the_head():
+    line = json.dumps({"parentUuid": None, "isSidechain": False, "sessionId": "s", "type": "user",
+                       "message": {"role": "user", "content": "x" * 100_000}}).encode()
+    assert claude_code.sniff(line[:65536])
+    assert not claude_code.sniff(b'{"role": "user", "content": "' + b"x" * 70_000)
+
+
+def test_error_flagged_only_in_tool_use_result(tmp_path):
+    base = {"sessionId": "s1", "isSidechain": False, "timestamp": "t"}
+    recs = [
+        {**base, "type": "user", "message": {"role": "user", "content": "go"}},
+        {**base, "type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/nope"}}]}},
+        {**base, "type": "user", "toolUseResult": "Error: File does not exist.",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "t1", "content": "File does not exist."}]}},
+    ]
+    items = list(claude_code.read(_write(tmp_path / "s.jsonl", recs)))
+    (answer,) = items[-1].answers
+    assert answer.is_error and answer.call_id == "t1" and answer.text == "File does not exist."

@@ -70,3 +70,29 @@ def test_sniff():
     assert codex.sniff((FIX / "rollout-legacy.jsonl").read_bytes())
     assert not codex.sniff(json.dumps({"type": "function_call", "name": "f"}).encode() + b"\n")
     assert not codex.sniff(b'{"type": "summary", "summary": "x", "leafUuid": "u"}\n')
+
+
+def test_sniff_when_session_meta_outgrows_the_head():
+    meta = {"timestamp": "2025-12-02T09:00:00.000Z", "type": "session_meta",
+            "payload": {"id": "x", "instructions": "y" * 100_000}}
+    assert codex.sniff(json.dumps(meta).encode()[:65536])
+
+
+def test_plain_text_exit_code_output(tmp_path):
+    def env(payload):
+        return {"timestamp": "t", "type": "response_item", "payload": payload}
+    recs = [
+        {"timestamp": "t", "type": "session_meta", "payload": {"id": "s"}},
+        env({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run"}]}),
+        env({"type": "function_call", "name": "shell_command", "arguments": "{\"command\": \"false\"}",
+             "call_id": "c1"}),
+        env({"type": "function_call_output", "call_id": "c1",
+             "output": "Exit code: 1\nWall time: 0.1 seconds\nOutput:\n"}),
+        env({"type": "function_call", "name": "shell_command", "arguments": "{\"command\": \"true\"}",
+             "call_id": "c2"}),
+        env({"type": "function_call_output", "call_id": "c2", "output": "Exit code: 0\nOutput:\nok"}),
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    answers = [i.answers[0] for i in codex.read(path) if isinstance(i, Answers)]
+    assert [(a.call_id, a.is_error) for a in answers] == [("c1", True), ("c2", False)]

@@ -39,12 +39,16 @@ Ident = tuple[bool, str | None]  # (is sidechain, agentId or sessionId for sidec
 
 
 def sniff(head: bytes) -> bool:
-    for rec in head_records(head):
+    recs = head_records(head)
+    for rec in recs:
         if not isinstance(rec, dict) or rec.get("type") not in _KNOWN_TYPES:
             return False
         if "sessionId" in rec or "leafUuid" in rec or "snapshot" in rec:
             return True
-    return False
+    # A first line longer than the sniffed head (a pasted screenshot) parses as nothing:
+    # recognise the envelope's own keys instead.
+    return not recs and head.lstrip().startswith(b"{") and all(
+        k in head for k in (b'"parentUuid"', b'"sessionId"', b'"isSidechain"'))
 
 
 def _ident(rec: dict) -> Ident:
@@ -65,6 +69,12 @@ def _is_turn_text(text: str) -> bool:
 def _user_items(rec: dict, line: int) -> list[Answers | UserTurn]:
     ts = str_or_none(rec.get("timestamp"))
     items = user_events(rec["message"].get("content"), ts, line)
+    result = rec.get("toolUseResult")
+    if (isinstance(result, str) and result.startswith("Error") and len(items) == 1
+            and isinstance(items[0], Answers) and len(items[0].answers) == 1):
+        # Some versions flag a failed tool only in toolUseResult ("Error: ..."), not is_error.
+        a = items[0].answers[0]
+        items = [Answers((Answer(a.call_id, a.text, True, a.ts, a.digest),), line)]
     return [it for it in items if not isinstance(it, UserTurn) or _is_turn_text(it.text)]
 
 

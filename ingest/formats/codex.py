@@ -14,6 +14,7 @@ A rollout does not record which calls were parallel, so one call = one batch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,17 @@ DESCRIPTION = "Codex CLI rollout JSONL (~/.codex/sessions/**/rollout-*.jsonl, cu
 _ENVELOPES = ("session_meta", "turn_context", "response_item", "event_msg", "compacted")
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
              "<INSTRUCTIONS>", "<user_shell_command>")
+_META_HEAD = re.compile(rb'\{"timestamp":\s*"[^"]*",\s*"type":\s*"session_meta"')
 # How far to look ahead for the model and title before the first event (bounded: streaming).
 _INFO_LINES = 2000
 
 
 def sniff(head: bytes) -> bool:
     recs = head_records(head, limit=3)
-    if not recs or not isinstance(recs[0], dict):
+    if not recs:
+        # session_meta can outgrow the sniffed head (it embeds the instructions)
+        return bool(_META_HEAD.match(head.lstrip()))
+    if not isinstance(recs[0], dict):
         return False
     first = recs[0]
     if first.get("type") in _ENVELOPES and "payload" in first:

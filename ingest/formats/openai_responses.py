@@ -48,6 +48,7 @@ DESCRIPTION = "OpenAI Responses API items (function_call / function_call_output 
 
 _ITEM = re.compile(rb'"type"\s*:\s*"(function_call|function_call_output|input_text|output_text'
                    rb'|reasoning|custom_tool_call|local_shell_call)"')
+_EXIT_CODE = re.compile(r"Exit code: (-?\d+)\b")
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
@@ -80,7 +81,10 @@ def exec_output(output: Any) -> tuple[str, bool]:
             meta = decoded.get("metadata")
             code = meta.get("exit_code") if isinstance(meta, dict) else None
             return as_text(decoded["output"]), isinstance(code, int) and code != 0
-    return content_text(output) if isinstance(output, list) else as_text(output), False
+    text = content_text(output) if isinstance(output, list) else as_text(output)
+    # Newer Codex shell tools answer in plain text headed "Exit code: N".
+    code = _EXIT_CODE.match(text)
+    return text, bool(code) and int(code.group(1)) != 0
 
 
 def item_answer(item: dict, ts: str | None) -> Answer:
