@@ -119,3 +119,18 @@ def test_every_file_sniffs_as_its_format(corpus_dir):
                 "aider-chat-history-md": "aider"}
     for name in our_files(corpus_dir):
         assert sniff(corpus_dir / name) == expected[name.split("/")[0]], name
+
+
+def test_submit_loop_through_the_replay_engine(corpus_dir):
+    """Reader → replay: the id-less SWE-agent answers pair with their calls, so run-length sees
+    two repeated answers and halts on the third identical submit (S = 2)."""
+    from ingest.replay import replay
+
+    items = list(read(corpus_dir / "swe-agent-traj" / "ctf-crypto-eps-submit-loop.traj"))
+    events = [i for i in items if not isinstance(i, (SessionStart, ReadError))]
+    steps = [s for s in replay(events, "run-length") if isinstance(s.event, Batch)]
+    commands = [s.event.calls[0].args["command"] for s in steps]
+    third = next(i for i in range(2, len(commands)) if commands[i] == commands[i - 1] == commands[i - 2])
+    verdicts = [s.checks[0].verdict for s in steps]
+    assert verdicts.index("halt") == third
+    assert set(verdicts[:third]) == {"allow"}
