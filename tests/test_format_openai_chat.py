@@ -126,3 +126,18 @@ def test_jsonl_bad_line_keeps_reading(tmp_path):
     errors = [i for i in items if isinstance(i, ReadError)]
     assert len(errors) == 1 and errors[0].line == 4 and "not valid UTF-8" in errors[0].message
     assert sum(isinstance(i, UserTurn) for i in items) == 2
+
+
+def test_jsonl_of_conversations_one_session_per_line(tmp_path):
+    chat = json.loads((FIX / "support.json").read_text())
+    path = tmp_path / "conversations.jsonl"
+    path.write_text(json.dumps({"messages": chat}) + "\n" + json.dumps({"messages": chat[:4]}) + "\n"
+                    + json.dumps({"role": "user", "content": "stray"}) + "\n")
+    items = list(openai_chat.read(path))
+    starts = [i for i in items if isinstance(i, SessionStart)]
+    assert [s.info.key for s in starts] == ["line-1", "line-2"]
+    assert starts[0].info.title == "I need to change my flight ABC123 to tomorrow."
+    assert sum(len(i.calls) for i in items if isinstance(i, Batch)) == 3 + 1
+    assert {i.line for i in items if isinstance(i, Batch)} == {1, 2}  # the file line
+    (err,) = [i for i in items if isinstance(i, ReadError)]
+    assert err.line == 3 and "as on the first" in err.message

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions message lists, in the shapes agents log them:
 
 - a JSON list of messages, or {"messages": [...]} (a request body);
-- JSONL, one message per line;
+- JSONL, one message per line, or one conversation {"messages": [...]} per line;
 - mini-swe-agent trajectories {"info": ..., "messages": [...]} (one session);
 - tau-bench result lists [{"task_id", "reward", "info", "traj", "trial"}, ...]: one session per
   record, emitted record by record.
@@ -102,7 +102,10 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     return [bad(path, line, f"unknown message role {role!r}", msg)]
 
 
-def _session(path: Path, messages: list, info: SessionInfo, line: int | None) -> Iterator[Item]:
+def _session(path: Path, messages: list, info: SessionInfo, line: int | None,
+             file_line: bool = False) -> Iterator[Item]:
+    """`file_line`: the whole conversation sits on file line `line` (JSONL of conversations), so
+    its events carry that line; otherwise a message's line is its index in the list."""
     title = next((content_text(m.get("content")) for m in messages
                   if isinstance(m, dict) and m.get("role") == "user"), "")
     if title and not info.title:
@@ -110,7 +113,7 @@ def _session(path: Path, messages: list, info: SessionInfo, line: int | None) ->
                            info.started_at, info.parent_key, info.meta)
     yield SessionStart(info, line)
     for n, msg in enumerate(messages, 1):
-        yield from message_events(msg, path, n)
+        yield from message_events(msg, path, line if file_line and line else n)
 
 
 def _model(info: Any) -> str | None:
@@ -156,10 +159,29 @@ def _document(path: Path, doc: Any) -> Iterator[Item]:
                   f"result list, got {type(doc).__name__}")
 
 
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, dict) and "role" not in value and isinstance(value.get("messages"), list)
+
+
 def _jsonl(path: Path) -> Iterator[Item]:
+    """JSONL of messages (one session), or of conversations {"messages": [...]} (one session per
+    line, as fine-tuning and eval logs are written); the first record decides which."""
     started = False
+    per_line: bool | None = None
     for line, rec in iter_jsonl(path):
-        items = [rec] if isinstance(rec, ReadError) else message_events(rec, path, line)
+        if isinstance(rec, ReadError):
+            yield rec
+            continue
+        if per_line is None:
+            per_line = _is_conversation(rec)
+        if per_line:
+            if _is_conversation(rec):
+                yield from _session(path, rec["messages"], SessionInfo(f"line-{line}", NAME), line, True)
+            else:
+                yield bad(path, line, "expected a conversation {\"messages\": [...]} on every line, "
+                          "as on the first", rec)
+            continue
+        items = message_events(rec, path, line)
         for item in items:
             if not started and not isinstance(item, ReadError):
                 title = title_of(item.text) if isinstance(item, UserTurn) else ""
@@ -168,11 +190,11 @@ def _jsonl(path: Path) -> Iterator[Item]:
             yield item
 
 
-def _is_message(value: Any) -> bool:
-    return isinstance(value, dict) and "role" in value
+def _is_record(value: Any) -> bool:
+    return isinstance(value, dict) and "role" in value or _is_conversation(value)
 
 
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
-    doc = records_or_document(path, _is_message)
+    doc = records_or_document(path, _is_record)
     return _jsonl(path) if doc is JSONL else _document(path, doc)
