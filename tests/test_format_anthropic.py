@@ -19,6 +19,7 @@ def test_conversation(name):
     assert [type(i).__name__ for i in items] == [
         "SessionStart", "UserTurn", "Batch", "Answers", "Batch", "Answers", "Prose", "UserTurn"]
     assert items[0].info.title == "Why does `make test` fail?"
+    assert items[0].info.model == ("claude-sonnet-4-5" if name == "request.json" else None)
     first = items[2]
     assert first.text == "I'll run it." and first.calls[0].args == {"command": "make test"}
     err = items[3].answers[0]

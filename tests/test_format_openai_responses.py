@@ -19,6 +19,7 @@ def test_items(name):
     assert [type(i).__name__ for i in items] == [
         "SessionStart", "UserTurn", "Batch", "Answers", "Answers", "Batch", "Answers", "Prose"]
     assert items[0].info.title == "What is the weather in Paris and Rome?"
+    assert items[0].info.model == ("gpt-4.1" if name == "weather.json" else None)
     parallel = items[2]
     assert [(c.id, c.args) for c in parallel.calls] == [("call_p", {"city": "Paris"}),
                                                        ("call_r", {"city": "Rome"})]

@@ -123,8 +123,7 @@ def _is_message(value: Any) -> bool:
     return isinstance(value, dict) and "role" in value
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    doc = records_or_document(path, _is_message)
+def _records(path: Path, doc: Any) -> Iterator[tuple[int, Any]]:
     if doc is JSONL:
         yield from iter_jsonl(path)
         return
@@ -141,12 +140,14 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
 
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
+    doc = records_or_document(path, _is_message)
+    model = str_or_none(doc.get("model")) if isinstance(doc, dict) else None  # a request body
     started = False
-    for line, rec in _records(path):
+    for line, rec in _records(path, doc):
         items = [rec] if isinstance(rec, ReadError) else message_events(rec, path, line)
         for item in items:
             if not started and not isinstance(item, ReadError):
                 title = title_of(item.text) if isinstance(item, UserTurn) else ""
-                yield SessionStart(SessionInfo("0", NAME, title), line)
+                yield SessionStart(SessionInfo("0", NAME, title, model=model), line)
                 started = True
             yield item

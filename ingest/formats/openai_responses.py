@@ -150,8 +150,7 @@ def _is_item(value: Any) -> bool:
             and not isinstance(value.get("input"), list))
 
 
-def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    doc = records_or_document(path, _is_item)
+def _items(path: Path, doc: Any) -> Iterator[tuple[int, Any, str | None]]:
     if doc is JSONL:
         for line, rec in iter_jsonl(path):
             yield line, rec, None
@@ -173,10 +172,12 @@ def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
+    doc = records_or_document(path, _is_item)
+    model = str_or_none(doc.get("model")) if isinstance(doc, dict) else None  # request / response
     started = False
-    for item in item_events(_items(path), path, group=True):
+    for item in item_events(_items(path, doc), path, group=True):
         if not started and not isinstance(item, ReadError):
             title = title_of(item.text) if isinstance(item, UserTurn) else ""
-            yield SessionStart(SessionInfo("0", NAME, title), getattr(item, "line", None))
+            yield SessionStart(SessionInfo("0", NAME, title, model=model), getattr(item, "line", None))
             started = True
         yield item
