@@ -20,8 +20,11 @@ def test_sessions_turns_and_replies():
     assert kinds(items) == ["SessionStart", "UserTurn", "Batch", "Answers", "UserTurn", "Batch",
                             "Answers", "SessionStart", "UserTurn", "Prose"]
     starts = [i for i in items if isinstance(i, SessionStart)]
-    assert [(s.info.key, s.info.started_at) for s in starts] == [
-        ("1", "2025-02-11 14:03:52"), ("2", "2025-02-12 09:10:00")]
+    assert [(s.info.key, s.info.started_at, s.line) for s in starts] == [
+        ("1", "2025-02-11 14:03:52", 2), ("2", "2025-02-12 09:10:00", 57)]
+    # titled by the session's first user line (the start line comes before it)
+    assert [s.info.title for s in starts] == ['add a /health endpoint that returns {"ok": true}',
+                                              "what does the index route do?"]
     turns = [i for i in items if isinstance(i, UserTurn)]
     # consecutive #### lines are one message; the launch lines before it are not a turn
     assert [t.text for t in turns] == ['add a /health endpoint that returns {"ok": true}',
@@ -69,6 +72,21 @@ def test_blocks_of_one_reply_group_per_file(tmp_path):
     a_call, b_call = calls(items)
     assert texts[a_call.id] == "Applied edit to a.py\nApplied edit to a.py"
     assert texts[b_call.id] == "Applied edit to b.py"
+
+
+def test_interrupted_reply_with_an_open_fence_does_not_swallow_the_next_turn(tmp_path):
+    path = tmp_path / "h.md"
+    path.write_text("#### write the parser  \n\nFirst, the tokenizer:\n\n```python\ndef tok(s):\n"
+                    "\n> ^C KeyboardInterrupt  \n\n#### use a regex instead  \n\nOK.\n")
+    items = list(aider.read(path))
+    assert [i.text for i in items if isinstance(i, UserTurn)] == [
+        "write the parser", "use a regex instead"]
+
+
+def test_session_without_user_lines_still_starts(tmp_path):
+    path = tmp_path / "h.md"
+    path.write_text("# aider chat started at 2025-03-01 08:00:00\n\n> Aider v0.80.0  \n")
+    assert kinds(list(aider.read(path))) == ["SessionStart"]
 
 
 def test_reply_without_calls_is_prose(tmp_path):

@@ -82,11 +82,25 @@ def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
     session = 0
     started = False
+    # A session's start is held until its first user line, which gives it a title.
+    held: SessionStart | None = None
     user: list[str] = []
     user_line = 0
     reply: _Reply | None = None
     in_fence = False
     front_matter = False
+
+    def flush() -> Iterator[Item]:
+        nonlocal held, reply, user
+        if held is not None:
+            yield held
+            held = None
+        if reply is not None:
+            yield from _reply_events(path, reply)
+            reply = None
+        yield from _user_event(user, user_line)
+        user = []
+
     with open(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             try:
@@ -102,28 +116,31 @@ def read(path: Path | str) -> Iterator[Item]:
             if front_matter:
                 front_matter = line.strip() != "---"
                 continue
+            if in_fence and _escapes_fence(line):
+                in_fence = False  # an interrupted reply left its code block open
             if not in_fence:
                 match = _STARTED.match(line)
                 if match:
-                    if reply is not None:
-                        yield from _reply_events(path, reply)
-                        reply = None
-                    yield from _user_event(user, user_line)
-                    user = []
+                    yield from flush()
                     session += 1
                     started = True
-                    yield SessionStart(SessionInfo(key=str(session), format=NAME, agent="aider",
-                                                   started_at=match.group(1)), line_no)
+                    held = SessionStart(SessionInfo(key=str(session), format=NAME, agent="aider",
+                                                    started_at=match.group(1)), line_no)
                     continue
                 if line.startswith("#### ") or line == "####":
-                    if reply is not None:
-                        yield from _reply_events(path, reply)
-                        reply = None
                     if not started:
                         started = True
                         session += 1
-                        yield SessionStart(SessionInfo(key=str(session), format=NAME, agent="aider",
-                                                       title=title_of(line[5:])), line_no)
+                        held = SessionStart(SessionInfo(key=str(session), format=NAME,
+                                                        agent="aider"), line_no)
+                    if held is not None:
+                        info = held.info
+                        yield SessionStart(SessionInfo(
+                            key=info.key, format=NAME, title=title_of(line[5:]), agent="aider",
+                            started_at=info.started_at), held.line)
+                        held = None
+                    if reply is not None:
+                        yield from flush()
                     if not user:
                         user_line = line_no
                     user.append(line[5:].rstrip())
@@ -143,9 +160,13 @@ def read(path: Path | str) -> Iterator[Item]:
             if _FENCE.match(line.strip()):
                 in_fence = not in_fence
             reply.text.append((line_no, line))
-    if reply is not None:
-        yield from _reply_events(path, reply)
-    yield from _user_event(user, user_line)
+    yield from flush()
+
+
+def _escapes_fence(line: str) -> bool:
+    """Aider ends its own user and output lines with two spaces (a markdown line break); code
+    rarely does, so such a `####` or `>` line ends a fence an interrupted reply left open."""
+    return line.endswith("  ") and (line.startswith("#### ") or line.startswith("> "))
 
 
 def _user_event(user: list[str], line: int) -> Iterator[Item]:
