@@ -129,11 +129,10 @@ def openai_responses_items(s: Script) -> list[dict]:
                         "content": [{"type": "output_text", "text": ev[1], "annotations": []}]})
         else:
             _, text, calls = ev
-            out.append({"type": "reasoning", "id": "rs_" + ids.hex(32), "summary": []})
-            if text:
-                out.append({"type": "message", "id": "msg_" + ids.hex(32), "role": "assistant",
-                            "status": "completed",
-                            "content": [{"type": "output_text", "text": text, "annotations": []}]})
+            # The model's plan rides in the reasoning summary: an assistant message item here
+            # would be a separate prose turn to a reader of the flat item list.
+            summary = [{"type": "summary_text", "text": text}] if text else []
+            out.append({"type": "reasoning", "id": "rs_" + ids.hex(32), "summary": summary})
             cids = []
             for c in calls:
                 cid = "call_" + ids.hex(24)
@@ -1029,6 +1028,102 @@ def long_refactor(target_calls: int = 2050) -> Script:
     return s
 
 
+AIDER_HISTORY = """
+# aider chat started at 2026-03-11 09:12:40
+
+> /home/kim/.local/bin/aider --model sonnet src/slugkit/slugify.py tests/test_slugify.py
+> Aider v0.86.1
+> Main model: anthropic/claude-sonnet-4-20250514 with diff edit format, infinite output
+> Weak model: anthropic/claude-3-5-haiku-20241022
+> Git repo: .git with 38 files
+> Repo-map: using 4096 tokens, auto refresh
+> Added src/slugkit/slugify.py to the chat.
+> Added tests/test_slugify.py to the chat.
+
+#### slugify("Crème brûlée") returns "crme-brle". Keep accented letters as their ASCII base letter instead of dropping them.
+
+The accents are dropped because the filter keeps only `[a-z0-9]` after lowercasing. Decomposing
+the text first (NFKD) splits "è" into "e" plus a combining mark, and the marks can then be
+removed before filtering.
+
+src/slugkit/slugify.py
+```python
+<<<<<<< SEARCH
+import re
+=======
+import re
+import unicodedata
+>>>>>>> REPLACE
+```
+
+src/slugkit/slugify.py
+```python
+<<<<<<< SEARCH
+def slugify(text: str) -> str:
+    text = text.lower()
+=======
+def slugify(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.lower()
+>>>>>>> REPLACE
+```
+
+tests/test_slugify.py
+```python
+<<<<<<< SEARCH
+def test_spaces_become_dashes():
+=======
+def test_accents_keep_base_letters():
+    assert slugify("Crème brûlée") == "creme-brulee"
+
+
+def test_spaces_become_dashes():
+>>>>>>> REPLACE
+```
+
+> Tokens: 4.3k sent, 301 received. Cost: $0.02 message, $0.02 session.
+> Applied edit to src/slugkit/slugify.py
+> Applied edit to src/slugkit/slugify.py
+> Applied edit to tests/test_slugify.py
+> Commit 3a9c1f2 fix: Transliterate accented letters in slugify
+
+#### /run pytest tests/test_slugify.py -q
+
+> .....                                                                    [100%]
+> 5 passed in 0.04s
+> Add 0.1k tokens of command output to the chat? (Y)es/(N)o [Yes]: n
+
+#### Good. Add a line about it to CHANGELOG.md under Unreleased.
+
+> CHANGELOG.md
+> Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y
+
+CHANGELOG.md
+```markdown
+<<<<<<< SEARCH
+## Unreleased
+=======
+## Unreleased
+
+- `slugify` keeps accented letters as their ASCII base letter ("Crème" → "creme").
+>>>>>>> REPLACE
+```
+
+You can check the whole suite with:
+
+```bash
+pytest -q
+```
+
+> Tokens: 5.0k sent, 96 received. Cost: $0.02 message, $0.04 session.
+> Applied edit to CHANGELOG.md
+> Commit 8d02e7b docs: Note slugify transliteration in the changelog
+> pytest -q
+> Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]: n
+""".lstrip()
+
+
 # ---------------------------------------------------------------------------------------------
 # Files
 # ---------------------------------------------------------------------------------------------
@@ -1056,6 +1151,9 @@ def write_all(root: Path = HERE) -> list[Path]:
             write_json(path, obj, indent)
         written.append(path)
 
+    (root / "aider").mkdir(parents=True, exist_ok=True)
+    (root / "aider/.aider.chat.history.md").write_text(AIDER_HISTORY, encoding="utf-8")
+    written.append(root / "aider/.aider.chat.history.md")
     put("openai_chat/support_order_clean.json",
         openai_chat_messages(support_clean(), RETAIL_SYSTEM))
     put("openai_chat/support_duplicate_refund.json",
@@ -1104,11 +1202,59 @@ def write_all(root: Path = HERE) -> list[Path]:
     return written
 
 
+CC_FILE = f"claude_code/{CC_PARENT}.jsonl"
+CC_SUB = f"claude_code/{CC_PARENT}/subagents/agent-b71d0c4.jsonl"
+SHOWS: dict[tuple[str, str], str] = {
+    ("aider/.aider.chat.history.md", "1"):
+        "clean: coding agent, 3 runs (edit blocks, a `/run`, a changelog edit)",
+    ("anthropic/helpdesk_resend_email.json", "0"):
+        "ladder warn → block → halt: support agent re-sends the same email, each send 'works'",
+    ("atif/browser_ticket_queue.trajectory.json", "b3c1d2e4-0f5a-4e6b-8c7d-9a1b2c3d4e5f"):
+        "costly poll: browser agent reloads a waiting room with `browser_navigate`; the page "
+        "changes every time, the ceiling still halts it",
+    ("atif/refactor_long.trajectory.json", "7e0d5c3b-2a19-4f86-b1e4-d8c6a9f02b37"):
+        "long session (2,053 calls, 166 runs) for the dashboard's scale; a failing test retried "
+        "every 11th run, a test/diff bounce every 17th",
+    (CC_SUB, "b71d0c4"):
+        "clean: the Explore subagent's sidechain (parallel Grep batch), linked to its parent",
+    (CC_FILE, CC_PARENT):
+        "period-3 retry cycle: Edit → pytest → git commit, a pre-commit hook reverts the edit",
+    ("codex/rollout-2026-03-07T13-22-10-0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47.jsonl",
+     "0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47"):
+        "run-length halt on a mutating tool: `npm run db:migrate` fails the same way 3×; "
+        "run 2 after the user answers is clean",
+    ("gemini/session-2026-02-20T17-05-a41f03c9.json", "a41f03c9-55e2-4b1d-9e07-3c8f6a2d1b90"):
+        "quiet poll: `read_file` of a log that never changes, 18×, reaches the observation "
+        "allowance (older single-JSON file)",
+    ("gemini/session-2026-03-08T08-29-6d2b9e40.jsonl", "6d2b9e40-1a7c-4f3e-8b25-c09a7d14e6f1"):
+        "read-only poll whose answer keeps changing (CI run progress), 22×: no run-length halt; "
+        "a `$rewindTo` drops 3 failed pushes the user rewound",
+    ("openai_chat/cli_flag_clean.jsonl", "0"):
+        "clean: coding agent adds a CLI flag (JSONL of messages), one failing test then a fix",
+    ("openai_chat/support_duplicate_refund.json", "0"):
+        "identical calls inside one batch: the same `issue_refund` twice in one parallel batch "
+        "({\"messages\"} document)",
+    ("openai_chat/support_order_clean.json", "0"):
+        "clean: retail support agent, 5 runs (JSON list of messages)",
+    ("openai_chat/tau_airline_results.json", "task-17.trial-0"):
+        "user turns break runs: 5 runs; the same lookup across a user turn is not a repeat; "
+        "run 4 halts on a declined booking retried 3× (tau-bench results list)",
+    ("openai_chat/tau_airline_results.json", "task-23.trial-0"):
+        "clean: the second record of the same tau-bench file",
+    ("openai_responses/oncall_restart_cycle.json", "0"):
+        "A→A→B cycle: status, status, restart — the pod crash-loops the same way each time",
+    ("openhands/clone_no_ssh_key.json", "0"):
+        "prose stagnation: the agent repeats the same 'cannot clone' message 8× without a tool",
+    ("swe_agent/parsedate__parsedate-212.traj", "0"):
+        "A→B→A→B cycle: `python reproduce.py` / `open core.py 58`, same answers, 4×",
+}
+
+
 def main(argv: list[str]) -> int:
     if "--table" in argv:
-        from sample_data.table import render_table  # noqa: PLC0415 (needs the package)
+        import golden  # the pipeline is needed only here, not to write the files
 
-        print(render_table(HERE))
+        print(golden.render_tables(golden.pipeline_rows(HERE), SHOWS))
         return 0
     for p in write_all():
         print(f"{p.relative_to(HERE)}  {p.stat().st_size:,} bytes")

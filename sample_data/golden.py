@@ -1,0 +1,156 @@
+"""The sample_data README tables, computed by the real pipeline (readers → replay → tally).
+
+`python sample_data/generate.py --table` prints them; tests/test_sample_data.py recomputes them
+and compares with the tables in sample_data/README.md, so the README stays the single statement
+of what each default policy says about each sample session.
+
+Notation of a policy cell: the first warn, block and halt of every run that has one, located by
+call number within the session (`c12`, 1-based, in emission order; a per-batch policy names the
+batch's first call) or, for checks on prose, by prose turn (`p6`). Runs are named `r2:` when the
+session has more than one. `—` means every check allowed. A session with more than
+MAX_RUNS_SHOWN flagged runs lists the first ones and counts the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ingest import vocab
+from ingest.detectors.policy import DEFAULT_SPECS, make_policy
+from ingest.events import Batch, Event, Prose, ReadError, SessionInfo, SessionStart
+from ingest.formats import read, sniff
+from ingest.replay import replay, tally
+
+FLAGS = (vocab.WARN, vocab.BLOCK, vocab.HALT)
+MAX_RUNS_SHOWN = 3
+BEGIN, END = "<!-- golden:begin {} -->", "<!-- golden:end {} -->"
+NOT_SAMPLES = {"README.md"}  # besides the generator's own Python files
+
+
+@dataclass
+class Row:
+    file: str
+    session: str
+    format: str
+    calls: int
+    runs: int
+    where: dict[str, str] = field(default_factory=dict)  # detector → cell
+    counts: dict[str, str] = field(default_factory=dict)  # detector → "warn/block/halt/saved"
+
+
+def sample_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*")
+                  if p.is_file() and p.name not in NOT_SAMPLES and p.suffix not in (".py", ".pyc"))
+
+
+def sessions(path: Path) -> Iterator[tuple[SessionInfo, list[Event], list[ReadError]]]:
+    """Group a file's item stream into sessions (sample files are small: lists are fine)."""
+    info: SessionInfo | None = None
+    events: list[Event] = []
+    errors: list[ReadError] = []
+    for item in read(path):
+        if isinstance(item, SessionStart):
+            if info is not None:
+                yield info, events, errors
+            info, events, errors = item.info, [], []
+        elif isinstance(item, ReadError):
+            errors.append(item)
+        else:
+            events.append(item)
+    if info is not None:
+        yield info, events, errors
+
+
+def where_cell(steps: list, n_runs: int) -> str:
+    """First warn/block/halt per run (runs are 0-based in replay, 1-based here)."""
+    calls = prose = 0
+    runs: dict[int, dict[str, str]] = {}
+    for step in steps:
+        ev = step.event
+        base = calls
+        if isinstance(ev, Batch):
+            calls += len(ev.calls)
+        elif isinstance(ev, Prose):
+            prose += 1
+        for chk in step.checks:
+            if chk.verdict not in FLAGS:
+                continue
+            if isinstance(ev, Batch):
+                loc = f"c{base + max(chk.idx, 0) + 1}"
+            elif isinstance(ev, Prose):
+                loc = f"p{prose}"
+            else:
+                loc = f"s{step.seq}"
+            runs.setdefault(step.run, {}).setdefault(chk.verdict, loc)
+    if not runs:
+        return "—"
+    parts = []
+    for run in sorted(runs)[:MAX_RUNS_SHOWN]:
+        found = runs[run]
+        text = ", ".join(f"{v} {found[v]}" for v in FLAGS if v in found)
+        parts.append(f"r{run + 1}: {text}" if n_runs > 1 else text)
+    if len(runs) > MAX_RUNS_SHOWN:
+        parts.append(f"+{len(runs) - MAX_RUNS_SHOWN} more runs")
+    return "; ".join(parts)
+
+
+def counts_cell(t) -> str:
+    return f"{t.warnings}/{t.blocks}/{t.halts}/{t.saved}"
+
+
+def pipeline_rows(root: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path in sample_files(root):
+        fmt = sniff(path)
+        for info, events, errors in sessions(path):
+            if errors:
+                raise AssertionError(f"{path}: reader errors: {[str(e) for e in errors]}")
+            n_calls = sum(len(e.calls) for e in events if isinstance(e, Batch))
+            row = Row(file=path.relative_to(root).as_posix(), session=info.key, format=fmt,
+                      calls=n_calls, runs=0)
+            for spec in DEFAULT_SPECS:
+                steps = list(replay(events, make_policy(spec)))
+                t = tally(steps)
+                row.runs = t.n_runs
+                row.where[spec.detector] = where_cell(steps, t.n_runs)
+                row.counts[spec.detector] = counts_cell(t)
+            rows.append(row)
+    return rows
+
+
+def detectors() -> list[str]:
+    return [spec.detector for spec in DEFAULT_SPECS]
+
+
+def render_tables(rows: list[Row], shows: dict[tuple[str, str], str]) -> str:
+    dets = detectors()
+    head = ["file", "session", "format", "shows", "calls", "runs", *dets]
+    lines = [BEGIN.format("where"), "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        cells = [f"`{r.file}`", f"`{r.session}`", r.format, shows.get((r.file, r.session), ""),
+                 str(r.calls), str(r.runs), *(r.where[d] for d in dets)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [END.format("where"), "", BEGIN.format("counts"),
+              "| file | session | " + " | ".join(dets) + " |",
+              "|---|---|" + "|".join("---:" for _ in dets) + "|"]
+    for r in rows:
+        lines.append(f"| `{r.file}` | `{r.session}` | " + " | ".join(r.counts[d] for d in dets)
+                     + " |")
+    lines.append(END.format("counts"))
+    return "\n".join(lines)
+
+
+def parse_table(markdown: str, name: str) -> list[dict[str, str]]:
+    """Rows of the README table between the golden markers, as header → cell text."""
+    start = markdown.index(BEGIN.format(name)) + len(BEGIN.format(name))
+    body = markdown[start:markdown.index(END.format(name))]
+    lines = [ln.strip() for ln in body.strip().splitlines() if ln.strip().startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = []
+    for ln in lines[2:]:
+        cells = [c.strip().strip("`") for c in ln.strip("|").split("|")]
+        rows.append(dict(zip(header, cells, strict=True)))
+    return rows
