@@ -78,3 +78,27 @@ def replace_node(doc, k: int, value):
         return value
     parent[key] = value
     return doc
+
+
+def ledger_sessions(db_path, path, grow=None) -> dict[str, list]:
+    """Ingest `path` into the SQLite ledger at `db_path` with the real worker; when `grow` is
+    given, call it (it appends to the file) and ingest again. Session key → events as stored."""
+    from sqlalchemy import select
+
+    from ingest import worker
+    from ingest.ledger import migrate, schema, store
+    from ingest.ledger.engine import make_engine
+
+    engine = make_engine(f"sqlite:///{db_path}")
+    try:
+        migrate.upgrade(engine)
+        worker.ingest_file(engine, path, worker.Options())
+        if grow is not None:
+            grow()
+            report = worker.ingest_file(engine, path, worker.Options())
+            assert report.action == "appended", report
+        with engine.connect() as conn:
+            rows = conn.execute(select(schema.sessions.c.id, schema.sessions.c.key)).all()
+            return {key: store.load_events(conn, sid) for sid, key in rows}
+    finally:
+        engine.dispose()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reader_checks_b import assert_survives, calls, errors, kinds, mutate
+from reader_checks_b import assert_survives, calls, errors, kinds, ledger_sessions, mutate
 
 from ingest.events import Answers, Batch, ReadError, SessionStart, UserTurn
 from ingest.formats import aider
@@ -126,3 +126,21 @@ def test_sniff():
                              b"\n# aider chat started at now\n", b"x" * 100_000]))
 def test_fuzz_never_raises(cut, pos, junk):
     assert_survives(aider, mutate(FIX.read_bytes(), cut, pos, junk), ".md")
+
+
+def test_appended_aider_output_reaches_the_ledger(tmp_path):
+    """aider writes "Applied edit" after the reply: when those lines arrive after an ingest, the
+    worker re-reads the session and the ledger matches a fresh ingest of the whole file."""
+    live = tmp_path / ".aider.chat.history.md"
+    live.write_text("#### add a /health endpoint  \n\napp.py\n```python\n<<<<<<< SEARCH\nA\n=======\n"
+                    "B\n>>>>>>> REPLACE\n```\n\n")
+
+    def grow():
+        with open(live, "a") as fh:
+            fh.write("> Applied edit to app.py  \n> Commit 1a2b3c4 feat: health  \n")
+
+    grown = ledger_sessions(tmp_path / "a.sqlite", live, grow)
+    fresh = ledger_sessions(tmp_path / "b.sqlite", live)
+    assert grown == fresh
+    (events,) = fresh.values()
+    assert [type(e).__name__ for e in events] == ["UserTurn", "Batch", "Answers"]

@@ -13,6 +13,7 @@ from reader_checks_b import (
     calls,
     errors,
     kinds,
+    ledger_sessions,
     mutate,
     replace_node,
 )
@@ -181,3 +182,22 @@ def test_wrong_types_never_raise(k, value):
     assert_survives(gemini, "".join(json.dumps(r) + "\n" for r in lines).encode(), ".jsonl")
     doc = replace_node(json.loads(LEGACY.read_text()), k, value)
     assert_survives(gemini, json.dumps(doc, indent=1).encode(), ".json")
+
+
+def test_appended_rewind_reaches_the_ledger(tmp_path):
+    """A live session file grows by a $rewindTo line only: the worker re-reads the session (its
+    SessionStart carries the last line) and the ledger matches a fresh ingest of the whole file."""
+    lines = JSONL.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"$rewindTo"' in line)
+    live = tmp_path / "session.jsonl"
+    live.write_text("".join(lines[:cut]))
+
+    def grow():
+        with open(live, "a") as fh:
+            fh.write(lines[cut])
+
+    grown = ledger_sessions(tmp_path / "a.sqlite", live, grow)
+    fresh = ledger_sessions(tmp_path / "b.sqlite", live)
+    assert grown == fresh
+    (events,) = fresh.values()
+    assert not any(isinstance(e, UserTurn) and "delete the failing test" in e.text for e in events)

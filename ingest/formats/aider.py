@@ -76,6 +76,7 @@ class _Reply:
     line: int
     text: list[tuple[int, str]] = field(default_factory=list)  # (file line, text)
     notes: list[str] = field(default_factory=list)  # aider's `>` lines, prefix stripped
+    last_note: int = 0  # file line of the last `>` line
 
 
 def read(path: Path | str) -> Iterator[Item]:
@@ -154,6 +155,7 @@ def read(path: Path | str) -> Iterator[Item]:
                 reply = _Reply(line_no)
             if not in_fence and (line.startswith("> ") or line == ">"):
                 reply.notes.append(line[2:].strip())
+                reply.last_note = line_no
                 continue
             if not in_fence and _WRAPPER.match(line):
                 continue
@@ -185,7 +187,9 @@ def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
     yield Batch(tuple(calls), text, None, reply.line)
     answers = [a for a in (_answer(c, reply.notes) for c in calls) if a is not None]
     if answers:
-        yield Answers(tuple(answers), reply.line)
+        # aider writes its "Applied edit" lines after the reply: the answers' line is the last of
+        # them, so a history file appended to since the last ingest re-reads this session
+        yield Answers(tuple(answers), reply.last_note or reply.line)
 
 
 def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[ReadError]]:

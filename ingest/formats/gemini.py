@@ -104,13 +104,15 @@ def _read_document(path: Path) -> Iterator[Item]:
             errors.append(bad(path, index, f"message {index} is not a message record "
                               "(an object with a string 'id')", as_text(msg)))
     yield from errors
-    yield from _session(doc, messages)
+    yield from _session(doc, messages, 1)
 
 
 def _read_jsonl(path: Path) -> Iterator[Item]:
     metadata: dict[str, Any] = {}
     messages: dict[str, tuple[dict, int]] = {}
+    last_line = 1
     for line_no, record in iter_jsonl(path):
+        last_line = line_no
         if isinstance(record, ReadError):
             yield record
             continue
@@ -137,7 +139,7 @@ def _read_jsonl(path: Path) -> Iterator[Item]:
         else:
             yield bad(path, line_no, "not a Gemini CLI record (no id, $set, $rewindTo or sessionId)",
                       as_text(record))
-    yield from _session(metadata, messages)
+    yield from _session(metadata, messages, last_line)
 
 
 def _rewind(messages: dict[str, tuple[dict, int]], target: str) -> None:
@@ -159,7 +161,10 @@ def _merge_metadata(metadata: dict, messages: dict[str, tuple[dict, int]], patch
                 messages[msg["id"]] = (msg, line_no)
 
 
-def _session(metadata: dict, messages: dict[str, tuple[dict, int]]) -> Iterator[Item]:
+def _session(metadata: dict, messages: dict[str, tuple[dict, int]], last_line: int) -> Iterator[Item]:
+    """The folded session. Its SessionStart carries the last line folded into it: any later line
+    ($rewindTo, $set, a rewritten message) can change the session, so a file appended to since
+    the last ingest must re-read it (the worker compares the items' lines with the old end)."""
     records = list(messages.values())
     first_user = next((content_text(m.get("content")) for m, _ in records if m.get("type") == "user"),
                       "")
@@ -176,7 +181,7 @@ def _session(metadata: dict, messages: dict[str, tuple[dict, int]]) -> Iterator[
         model=model,
         started_at=str_or_none(metadata.get("startTime")),
         meta=meta,
-    ), records[0][1] if records else None)
+    ), last_line)
     for msg, line in records:
         yield from _message_events(msg, line)
 
