@@ -191,7 +191,7 @@ def _scan(path: Path, old_offset: int) -> _Scan:
 def _claim(conn: Connection, path: str, worker_id: str) -> dict[str, Any] | None:
     """Lock the file's source row for this transaction; None when another worker holds it."""
     now = time.time()
-    store._upsert_ignore(conn, s.sources, [{"path": path, "size": 0, "byte_offset": 0, "status": "new"}])
+    store.insert_ignore(conn, s.sources, [{"path": path, "size": 0, "byte_offset": 0, "status": "new"}])
     if conn.dialect.name == "postgresql":
         row = conn.execute(select(s.sources).where(s.sources.c.path == path)
                            .with_for_update(skip_locked=True)).mappings().first()
@@ -410,11 +410,27 @@ class Totals:
         return 1 if self.errors else (3 if self.quarantined else 0)
 
 
+def register_sources(engine: Engine, files: Sequence[Path]) -> None:
+    """Create the missing source rows up front, committed: on PostgreSQL a worker can then skip a
+    row another worker has locked instead of waiting on its uncommitted insert."""
+    rows = [{"path": str(p), "size": 0, "byte_offset": 0, "status": "new"} for p in files]
+    for i in range(0, len(rows), 1000):
+        with engine.begin() as conn:
+            store.insert_ignore(conn, s.sources, rows[i:i + 1000])
+
+
 def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
                  on_file: Callable[[FileReport], None] | None = None) -> Totals:
     """Ingest every file under `paths`; `on_file` is told after each one (the progress bar)."""
     totals = Totals()
-    for p in discover(paths):
+    files = discover(paths)
+    register_sources(engine, files)
+    if files:
+        # Several workers on one database start at different files instead of queueing behind
+        # each other's locks on the same one.
+        k = xxhash.xxh32_intdigest(opts.worker_id.encode()) % len(files)
+        files = files[k:] + files[:k]
+    for p in files:
         report = ingest_file(engine, p, opts)
         if report.action == "unchanged":
             _recorded(engine, report)

@@ -90,7 +90,8 @@ _CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, 
 # ── policies ─────────────────────────────────────────────────────────────────────────────────
 
 
-def _upsert_ignore(conn: Connection, table, rows: list[dict]) -> None:
+def insert_ignore(conn: Connection, table, rows: list[dict]) -> None:
+    """INSERT … ON CONFLICT DO NOTHING (SQLite and PostgreSQL): rows that exist are left alone."""
     if not rows:
         return
     ins = pg_insert(table) if conn.dialect.name == "postgresql" else sqlite_insert(table)
@@ -103,7 +104,7 @@ def ensure_policies(conn: Connection, specs: Iterable[Any], default_ids: Iterabl
     now = time.time()
     rows = [{"id": sp.id, "detector": sp.detector, "params": sp.params_json,
              "label": sp.label, "is_default": sp.id in defaults, "created_at": now} for sp in specs]
-    _upsert_ignore(conn, s.policies, rows)
+    insert_ignore(conn, s.policies, rows)
 
 
 def stored_policies(conn: Connection) -> list[dict[str, Any]]:
