@@ -1,7 +1,8 @@
 """Write sample_data/ deterministically: realistic sessions in every format LoopLedger reads.
 
     python sample_data/generate.py            rewrite the transcript files
-    python sample_data/generate.py --table    print the README table computed by the real pipeline
+    python sample_data/generate.py --table    print the README tables computed by the real pipeline
+    python sample_data/generate.py --readme   …and write them into README.md (between the markers)
 
 Each session is written once as a format-neutral script (user turns, prose, batches of calls with
 their answers) and rendered into the on-disk shape of one agent's format, copied from real files
@@ -977,6 +978,55 @@ def coding_clean() -> Script:
     return s
 
 
+def mini_swe_scattered() -> Script:
+    """The same failing reproduction between two different edits: only a window sees it."""
+    s = Script("mini-swe-scattered", "2026-02-14T10:05:00")
+    s.user("<pr_description>\nConsider the following PR description:\nQuerySet.bulk_update() "
+           "raises TypeError when a JSONField is set to None on some objects and to a dict on "
+           "others.\n</pr_description>\n\n<instructions>\nYour task is to make changes to "
+           "non-test files in the current directory to fix the issue.\n</instructions>")
+
+    def bash(cmd: str, out: str, code: int = 0) -> C:
+        return C("bash", {"command": cmd},
+                 f"<returncode>{code}</returncode>\n<output>\n{out}\n</output>", error=code != 0)
+
+    crash = ("Traceback (most recent call last):\n  File \"/testbed/reproduce.py\", line 14, in "
+             "<module>\n    Item.objects.bulk_update(items, [\"data\"])\n  File \"/testbed/django/"
+             "db/models/query.py\", line 712, in bulk_update\n    attr = Value(attr, "
+             "output_field=field)\nTypeError: Object of type NoneType is not JSON serializable")
+    s.calls(bash("grep -n \"def bulk_update\" -A40 django/db/models/query.py | sed -n 20,40p",
+                 "700:            for obj in batch_objs:\n701:                attr = getattr(obj, "
+                 "field.attname)\n702:                if not hasattr(attr, \"resolve_expression\"):"
+                 "\n703:                    attr = Value(attr, output_field=field)"),
+            text="Let me look at how bulk_update builds its CASE expressions.")
+    s.calls(bash("cat > reproduce.py <<'EOF'\nimport django\n# minimal settings + Item(JSONField)\n"
+                 "...\nItem.objects.bulk_update(items, [\"data\"])\nprint(\"OK\")\nEOF", ""),
+            text="I'll write a reproduction script.")
+    s.calls(bash("python reproduce.py", crash, 1))
+    s.calls(bash("sed -i '703s/Value(attr, output_field=field)/Value(attr or {}, output_field=field)/' "
+                 "django/db/models/query.py", ""),
+            text="Treat None as an empty object when building the Value.")
+    s.calls(bash("python reproduce.py", crash, 1))
+    s.calls(bash("sed -i '703s/Value(attr or {}, output_field=field)/Value(attr, output_field=field)"
+                 " if attr is not None else Value(None)/' django/db/models/query.py", ""),
+            text="Maybe None needs a bare Value instead.")
+    s.calls(bash("python reproduce.py", crash, 1))
+    s.calls(bash("grep -n \"def get_db_prep_save\\|def get_prep_value\" "
+                 "django/db/models/fields/json.py", "93:    def get_prep_value(self, value):\n"
+                 "94:        if value is None:\n95:            return value"),
+            text="The traceback is older than my edits: line 712 — the module may be stale. "
+                 "Let me check how JSONField prepares values.")
+    s.calls(bash("find . -name '*.pyc' -path '*models*' -delete && sed -i '703s/.*/                    "
+                 "attr = Value(attr, output_field=field) if attr is not None else Value(None, "
+                 "output_field=field)/' django/db/models/query.py && python reproduce.py", "OK"))
+    s.calls(bash("python tests/runtests.py queries.test_bulk_update -v 1",
+                 "Ran 41 tests in 0.612s\n\nOK"))
+    s.calls(bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached",
+                 "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\ndiff --git a/django/db/models/query.py "
+                 "b/django/db/models/query.py"))
+    return s
+
+
 def long_refactor(target_calls: int = 2050) -> Script:
     """A long coding session (dashboard scale): many runs, mostly productive, a few loops.
 
@@ -1166,6 +1216,17 @@ def write_all(root: Path = HERE) -> list[Path]:
          "traj": openai_chat_messages(tau_multirun(), AIRLINE_SYSTEM), "trial": 0},
         {"task_id": 23, "reward": 1.0, "info": {"user_id": "ana_lima_2203"},
          "traj": openai_chat_messages(tau_short(), AIRLINE_SYSTEM), "trial": 0}])
+    mini = openai_chat_messages(mini_swe_scattered(), "You are a helpful assistant that can "
+                                "interact with a computer shell to solve programming tasks.")
+    put("openai_chat/django__django-15022.traj.json", {
+        "info": {"model_stats": {"instance_cost": 0.0412, "api_calls": 11},
+                 "config": {"agent": {"step_limit": 250, "cost_limit": 3.0},
+                            "model": {"model_name": "deepseek/deepseek-chat"}},
+                 "mini_version": "2.2.7", "exit_status": "Submitted",
+                 "submission": "diff --git a/django/db/models/query.py b/django/db/models/query.py"},
+        "messages": mini + [{"role": "exit", "content": "diff --git a/django/db/models/query.py "
+                                                        "b/django/db/models/query.py"}],
+        "trajectory_format": "mini-swe-agent-1.1", "instance_id": "django__django-15022"})
     put("openai_responses/oncall_restart_cycle.json", openai_responses_items(ops_aab_cycle()))
     put("anthropic/helpdesk_resend_email.json",
         anthropic_request(support_ladder(), "You are Halcyon Helpdesk's support assistant. "
@@ -1241,6 +1302,9 @@ SHOWS: dict[tuple[str, str], str] = {
         "run 4 halts on a declined booking retried 3× (tau-bench results list)",
     ("openai_chat/tau_airline_results.json", "task-23.trial-0"):
         "clean: the second record of the same tau-bench file",
+    ("openai_chat/django__django-15022.traj.json", "django__django-15022"):
+        "scattered repeats: the same failing `python reproduce.py` between two different edits; "
+        "only the window sees it (mini-swe-agent trajectory)",
     ("openai_responses/oncall_restart_cycle.json", "0"):
         "A→A→B cycle: status, status, restart — the pod crash-loops the same way each time",
     ("openhands/clone_no_ssh_key.json", "0"):
@@ -1251,10 +1315,16 @@ SHOWS: dict[tuple[str, str], str] = {
 
 
 def main(argv: list[str]) -> int:
-    if "--table" in argv:
+    if "--table" in argv or "--readme" in argv:
         import golden  # the pipeline is needed only here, not to write the files
 
-        print(golden.render_tables(golden.pipeline_rows(HERE), SHOWS))
+        tables = golden.render_tables(golden.pipeline_rows(HERE), SHOWS)
+        if "--readme" in argv:
+            # Rewrites only the marked tables; check every changed cell against design.md.
+            readme = HERE / "README.md"
+            readme.write_text(golden.splice_tables(readme.read_text("utf-8"), tables), "utf-8")
+        else:
+            print(tables)
         return 0
     for p in write_all():
         print(f"{p.relative_to(HERE)}  {p.stat().st_size:,} bytes")

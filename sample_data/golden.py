@@ -154,3 +154,12 @@ def parse_table(markdown: str, name: str) -> list[dict[str, str]]:
         cells = [c.strip().strip("`") for c in ln.strip("|").split("|")]
         rows.append(dict(zip(header, cells, strict=True)))
     return rows
+
+
+def splice_tables(markdown: str, tables: str) -> str:
+    """Replace each golden section of `markdown` with the same-named one from `tables`."""
+    for name in ("where", "counts"):
+        b, e = BEGIN.format(name), END.format(name)
+        new = tables[tables.index(b):tables.index(e) + len(e)]
+        markdown = markdown[:markdown.index(b)] + new + markdown[markdown.index(e) + len(e):]
+    return markdown
