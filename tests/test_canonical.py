@@ -122,3 +122,14 @@ def test_answers_hash_pairs_each_call_with_its_answer():
 def test_answer_key_uses_full_text_digest():
     assert answer_key(None) is None
     assert answer_key(Answer(None, "x" * 100_000)) != answer_key(Answer(None, "x" * 100_001))
+
+
+def test_call_key_is_shared_by_identity_and_never_keeps_huge_arguments():
+    from ingest.detectors.canonical import _CALL_CACHE, call_key
+
+    small = Call("1", "t", {"b": 1, "a": 2})
+    assert call_key(small) == (b'{"a":2,"b":1}', args_hash({"a": 2, "b": 1}))
+    assert _CALL_CACHE[id(small)][0] is small
+    big = Call("2", "t", {"s": "x" * (1024 * 1024)})
+    canon, h = call_key(big)
+    assert h == args_hash(big.args) and id(big) not in _CALL_CACHE

@@ -110,3 +110,13 @@ def test_deep_args_in_error_message_do_not_recurse():
     with pytest.raises(LoopDetectedError) as info:
         g.record("t", deep)
     assert len(str(info.value)) < 400
+
+
+def test_unhashable_custom_keys_are_counted_by_equality():
+    g = LoopGuard(3, 2, key_fn=lambda name, args: [name, sorted(args)])
+    g.record("a", {"x": 1})
+    g.record("b", {})
+    with pytest.raises(LoopDetectedError):
+        g.record("a", {"x": 2})  # same key: only the argument names are compared
+    g.record("c", {})
+    assert g.record("d", {}) == 1

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import xxhash
+
+from ingest.events import Call
 
 _SORT = orjson.OPT_SORT_KEYS
 _dumps = orjson.dumps
@@ -67,8 +69,31 @@ def call_signature(name: str, args: Any) -> str:
     return name + ":" + _hash(canonical_bytes(args))
 
 
+_CALL_CACHE: dict[int, tuple[Any, bytes, str]] = {}
+_CACHE_CALLS = 1024
+_CACHE_MAX_BYTES = 64 * 1024
+
+
+def call_key(call: Call) -> tuple[bytes, str]:
+    """(canonical args, their digest) of an event's Call, computed once for all the policies a
+    replay drives over it. Keyed by identity (events are immutable) and holding the call itself,
+    so an id is never reused while cached; bounded in entries and in the size of what it keeps."""
+    entry = _CALL_CACHE.get(id(call))
+    if entry is not None and entry[0] is call:
+        return entry[1], entry[2]
+    canon = canonical_bytes(call.args)
+    h = _hash(canon)
+    if len(canon) <= _CACHE_MAX_BYTES:
+        if len(_CALL_CACHE) >= _CACHE_CALLS:
+            _CALL_CACHE.clear()
+        _CALL_CACHE[id(call)] = (call, canon, h)
+    return canon, h
+
+
 def name_args(call: Any) -> tuple[str, Any]:
     """(name, args) of an `ingest.events.Call`, a `(name, args)` pair or a `{"name", "args"}` dict."""
+    if type(call) is Call:
+        return call.name, call.args
     if isinstance(call, tuple):
         return call[0], call[1]
     if isinstance(call, dict):
@@ -76,9 +101,12 @@ def name_args(call: Any) -> tuple[str, Any]:
     return call.name, call.args
 
 
-def batch_signature(calls: Iterable[Any]) -> str:
+def batch_signature(calls: Sequence[Any]) -> str:
     """Per-call signatures SORTED and joined with `|`: call order and ids ignored, duplicates
     kept, so `[a]` and `[a, a]` differ."""
+    if len(calls) == 1:  # the common case, without sorting
+        name, args = name_args(calls[0])
+        return name + ":" + _hash(canonical_bytes(args))
     return "|".join(sorted(call_signature(*name_args(c)) for c in calls))
 
 

@@ -16,8 +16,7 @@ never depends on anything older.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ingest.detectors.canonical import answer_key, canonical_bytes, digest
 from ingest.detectors.errors import ConfigError
@@ -28,8 +27,7 @@ DEFAULT_WARN_REPEATS = 3
 DEFAULT_HALT_REPEATS = 4
 
 
-@dataclass(frozen=True, slots=True)
-class CycleVerdict:
+class CycleVerdict(NamedTuple):
     action: str  # allow | warn | halt
     period: int  # 0 when no pattern repeats at least twice
     repeats: int  # k of that period (0 when none), counted up to halt_repeats
@@ -88,7 +86,7 @@ def repeats(keys: list[Any], answers: list[Any], p: int, cap: int) -> int:
 
 
 class CycleDetector:
-    __slots__ = ("max_period", "warn_repeats", "halt_repeats", "_keys", "_answers", "_names",
+    __slots__ = ("max_period", "warn_repeats", "halt_repeats", "_keys", "_answers", "_last_seen",
                  "_next", "last")
 
     def __init__(self, max_period: int = DEFAULT_MAX_PERIOD, warn_repeats: int = DEFAULT_WARN_REPEATS,
@@ -98,37 +96,49 @@ class CycleDetector:
         self.warn_repeats = warn_repeats
         self.halt_repeats = halt_repeats
         size = max_period * halt_repeats
-        self._keys: deque[tuple[str, str]] = deque(maxlen=size)
+        self._keys: deque[tuple[str, str]] = deque(maxlen=size)  # (tool, args hash), oldest first
         self._answers: deque[str | None] = deque(maxlen=size)
-        self._names: deque[str] = deque(maxlen=size)
+        self._last_seen: dict[tuple[str, str], int] = {}  # key → its latest position
         self._next = 0  # position of the next call checked
         self.last: CycleVerdict | None = None
 
-    def check(self, name: str, args: Any, canonical: bytes | None = None) -> CycleVerdict:
+    def check(self, name: str, args: Any, canonical: bytes | None = None,
+              args_digest: str | None = None) -> CycleVerdict:
         canon = canonical if canonical is not None else canonical_bytes(args)
-        self._keys.append((name, digest(canon)))
+        key = (name, args_digest if args_digest is not None else digest(canon))
+        keys = self._keys
+        keys.append(key)
         self._answers.append(None)
-        self._names.append(name)
         position = self._next
-        self._next += 1
-        keys = list(self._keys)
-        n = len(keys)
+        self._next = position + 1
+        seen = self._last_seen
+        previous = seen.get(key)
+        seen[key] = position
+        if len(seen) > 4 * keys.maxlen:  # keep it bounded: only keys still in the history matter
+            base = position - len(keys) + 1
+            self._last_seen = {k: base + i for i, k in enumerate(keys)}
         best_k, best_p = 0, 0
-        top = min(self.max_period, n // 2)
-        # Fast reject: a period p needs the new key p calls back.
-        if top >= 2 and keys[-1] in keys[-(top + 1):-2]:
+        # Fast reject: any period p needs this key p calls back; if its latest earlier occurrence
+        # is further back than max_period, no period can repeat.
+        if previous is not None and position - previous <= self.max_period:
+            keys_l = list(keys)
+            n = len(keys_l)
             answers = list(self._answers)
-            for p in range(2, top + 1):
-                k = repeats(keys, answers, p, self.halt_repeats)
-                if k >= 2 and k > best_k and is_primitive(keys[n - p:]):
+            for p in range(2, min(self.max_period, n // 2) + 1):
+                k = repeats(keys_l, answers, p, self.halt_repeats)
+                if k >= 2 and k > best_k and is_primitive(keys_l[n - p:]):
                     best_k, best_p = k, p
         if best_k >= self.halt_repeats:
             action = HALT
         elif best_k >= self.warn_repeats:
             action = WARN
-        else:
+        elif best_k:
             action = ALLOW
-        pattern = tuple(list(self._names)[n - best_p:]) if best_p else ()
+        else:
+            self.last = CycleVerdict(ALLOW, 0, 0, (), position)
+            return self.last
+        n = len(keys)
+        pattern = tuple(keys[i][0] for i in range(n - best_p, n))
         self.last = CycleVerdict(action, best_p, best_k, pattern, position)
         return self.last
 
@@ -150,14 +160,14 @@ class CycleDetector:
     def break_run(self) -> None:
         self._keys.clear()
         self._answers.clear()
-        self._names.clear()
+        self._last_seen.clear()
         self.last = None
 
     def state(self) -> dict[str, Any]:
         last = self.last
         return {
-            "history": [[name, key[1][:8], (ans or "")[:8] or None]
-                        for name, key, ans in zip(self._names, self._keys, self._answers, strict=True)],
+            "history": [[key[0], key[1][:8], (ans or "")[:8] or None]
+                        for key, ans in zip(self._keys, self._answers, strict=True)],
             "period": last.period if last else 0,
             "repeats": last.repeats if last else 0,
             "pattern": list(last.pattern) if last else [],

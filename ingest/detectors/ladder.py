@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ingest.detectors.canonical import canonical_bytes, digest
 from ingest.detectors.errors import ConfigError
@@ -67,8 +67,7 @@ class Thresholds:
         return ALLOW
 
 
-@dataclass(frozen=True, slots=True)
-class LadderVerdict:
+class LadderVerdict(NamedTuple):
     action: str  # allow | warn | block | halt
     count: int
     tool: str
@@ -99,7 +98,7 @@ def classifier(read_only: Iterable[str] | Callable[[str], bool] | None) -> Calla
 class LadderGuard:
     """Graded escalation on consecutive identical calls (seed 002)."""
 
-    __slots__ = ("mutating", "read_only", "_is_read_only", "_classes", "key", "args", "count")
+    __slots__ = ("mutating", "read_only", "_is_read_only", "_classes", "_tables", "key", "args", "count")
 
     def __init__(self, mutating: Thresholds | None = None, read_only: Thresholds | None = None,
                  read_only_tools: Iterable[str] | Callable[[str], bool] | None = None) -> None:
@@ -107,6 +106,9 @@ class LadderGuard:
         self.read_only = (read_only or Thresholds()).validate("read_only_")
         self._is_read_only = classifier(read_only_tools)
         self._classes: dict[str, bool] = {}
+        # (action, rung) by count, up to halt_at: one lookup per call instead of three compares.
+        self._tables = {cls: [(t.action(n), _rung(t, n)) for n in range(t.halt_at + 1)]
+                        for cls, t in ((MUTATING, self.mutating), (READ_ONLY, self.read_only))}
         self.key: tuple[str, str] | None = None
         self.args = ""
         self.count = 0
@@ -119,22 +121,23 @@ class LadderGuard:
                 self._classes[name] = ro
         return READ_ONLY if ro else MUTATING
 
-    def check(self, name: str, args: Any, canonical: bytes | None = None) -> LadderVerdict:
-        """Judge one call before it executes. `canonical` lets a caller pass
-        `canonical_bytes(args)` it already has."""
+    def check(self, name: str, args: Any, canonical: bytes | None = None,
+              args_digest: str | None = None) -> LadderVerdict:
+        """Judge one call before it executes. `canonical` / `args_digest` let a caller pass
+        `canonical_bytes(args)` and its digest when it already has them."""
         canon = canonical if canonical is not None else canonical_bytes(args)
-        key = (name, digest(canon))
-        if key == self.key:
+        h = args_digest if args_digest is not None else digest(canon)
+        key = self.key
+        if key is not None and key[1] == h and key[0] == name:
             self.count += 1
         else:
-            self.key, self.count = key, 1
+            self.key, self.count = (name, h), 1
             self.args = canon.decode("utf-8", "surrogatepass")
         cls = self.tool_class(name)
-        thresholds = self.read_only if cls == READ_ONLY else self.mutating
-        action = thresholds.action(self.count)
-        rung = {HALT: thresholds.halt_at, BLOCK: thresholds.block_at}.get(action, thresholds.warn_at)
-        return LadderVerdict(action, self.count, name, self.args,
-                             "" if action == ALLOW else REASON, cls, rung)
+        table = self._tables[cls]
+        count = self.count
+        action, rung = table[count if count < len(table) else -1]
+        return LadderVerdict(action, count, name, self.args, "" if action == ALLOW else REASON, cls, rung)
 
     def break_run(self) -> None:
         self.key, self.args, self.count = None, "", 0
@@ -147,3 +150,11 @@ class LadderGuard:
         return {"tool": self.key[0], "args_hash": self.key[1], "count": self.count, "class": cls,
                 "warn_at": t.warn_at, "block_at": t.block_at, "halt_at": t.halt_at,
                 "next": t.action(self.count + 1)}
+
+
+def _rung(t: Thresholds, count: int) -> int:
+    if count >= t.halt_at:
+        return t.halt_at
+    if count >= t.block_at:
+        return t.block_at
+    return t.warn_at

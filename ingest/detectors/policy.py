@@ -42,7 +42,7 @@ from ingest.detectors import run_length as rl
 from ingest.detectors import window as window_mod
 from ingest.detectors.canonical import (
     answers_hash,
-    batch_signature,
+    call_key,
     canonical_bytes,
     canonical_json,
     digest,
@@ -263,6 +263,14 @@ class Policy:
         raise NotImplementedError
 
 
+def signature(batch: Batch) -> str:
+    """batch_signature(batch.calls), from the canonical forms shared by all policies."""
+    calls = batch.calls
+    if len(calls) == 1:
+        return calls[0].name + ":" + call_key(calls[0])[1]
+    return "|".join(sorted(c.name + ":" + call_key(c)[1] for c in calls))
+
+
 class RunLengthPolicy(Policy):
     per_call = False
 
@@ -282,7 +290,7 @@ class RunLengthPolicy(Policy):
     def check(self, batch: Batch) -> list[Check]:
         if not batch.calls:
             return []
-        sig = batch_signature(batch.calls)
+        sig = signature(batch)
         self._last = (batch, rl.BatchRecord(sig))
         try:
             self.detector.check(batch.calls, self.max_strikes, self.tools, self.max_obs, signature=sig)
@@ -300,7 +308,7 @@ class RunLengthPolicy(Policy):
         if self._last is not None and self._last[0] is batch:
             record = self._last[1]
         else:
-            record = rl.BatchRecord(batch_signature(batch.calls))
+            record = rl.BatchRecord(signature(batch))
         outcome = self.detector.record_results(record, answers_hash(batch.calls, answers))
         return [Result(BATCH, outcome.value)]
 
@@ -350,7 +358,8 @@ class LadderPolicy(Policy):
     def check(self, batch: Batch) -> list[Check]:
         out = []
         for i, call in enumerate(batch.calls):
-            v = self.guard.check(call.name, call.args)
+            canon, h = call_key(call)
+            v = self.guard.check(call.name, call.args, canon, h)
             out.append(Check(i, v.action, v.count, None, v.threshold,
                              f"{v.reason}: {v.tool} ×{v.count} ({v.tool_class})" if v.reason else ""))
             if v.action == vocab.HALT:
@@ -374,7 +383,7 @@ class WindowPolicy(Policy):
         g = self.guard
         for i, call in enumerate(batch.calls):
             try:
-                count = g.record(call.name, call.args)
+                count = g.record(call.name, call.args, (call.name, call_key(call)[0].decode("utf-8", "surrogatepass")))
             except window_mod.LoopDetectedError as e:
                 out.append(Check(i, vocab.HALT, e.count, None, e.threshold,
                                  f"{e.tool_name} {e.count} times in the last {e.window} calls"))
@@ -406,7 +415,8 @@ class CyclePolicy(Policy):
         positions: list[int] = []
         d = self.detector
         for i, call in enumerate(batch.calls):
-            v = d.check(call.name, call.args)
+            canon, h = call_key(call)
+            v = d.check(call.name, call.args, canon, h)
             positions.append(v.position)
             threshold = d.halt_repeats if v.action == vocab.HALT else d.warn_repeats
             reason = (f"period {v.period} ×{v.repeats}: {' → '.join(v.pattern)}"

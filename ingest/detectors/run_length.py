@@ -18,10 +18,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
-from ingest.detectors.canonical import batch_signature, name_args
-from ingest.events import text_digest
+from ingest.detectors.canonical import batch_signature, canonical_bytes, digest, name_args
+from ingest.events import Call, text_digest
 
 DEFAULT_MAX_STRIKES = 2
 DEFAULT_MAX_OBSERVATION_STEPS = 15
@@ -42,8 +42,7 @@ class RepeatOutcome(StrEnum):
     NOT_CURRENT = "not_current"
 
 
-@dataclass(frozen=True, slots=True)
-class BatchRecord:
+class BatchRecord(NamedTuple):
     """Names the batch `check` counted, for the later `record_results`."""
 
     signature: str
@@ -106,7 +105,6 @@ class _Run:
     count: int
     total: int
     answers: str | None
-    answers_known: bool  # whether record_results has seen this run at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +120,27 @@ class Limits:
 
 def limits(calls: Sequence[Any], max_strikes: int, observation_tools: Sequence[str],
            max_observation_steps: int | None) -> Limits:
+    """The classification and thresholds of one batch (memoized: the hot path of `check`)."""
+    if len(calls) == 1:
+        names: tuple[str, ...] = (name_args(calls[0])[0],)
+    else:
+        names = tuple(name_args(c)[0] for c in calls)
+    tools = observation_tools if type(observation_tools) is tuple else tuple(observation_tools)
+    key = (names, max_strikes, tools, max_observation_steps)
+    lim = _LIMITS.get(key)
+    if lim is None:
+        if len(_LIMITS) >= 8192:
+            _LIMITS.clear()  # bounded: tool names in a corpus are few, but never trust that
+        lim = _LIMITS[key] = _limits(names, max_strikes, tools, max_observation_steps)
+    return lim
+
+
+_LIMITS: dict[tuple, Limits] = {}
+
+
+def _limits(names: tuple[str, ...], max_strikes: int, observation_tools: tuple[str, ...],
+            max_observation_steps: int | None) -> Limits:
+    calls = [(n, None) for n in names]
     observation = is_observation_batch(calls, observation_tools)
     costly = is_costly_batch(calls)
     obs_max = max_observation_steps if max_observation_steps is not None else max_strikes
@@ -141,11 +160,13 @@ class LoopDetector:
     executing a batch and `record_results` once its answers are known.
     """
 
-    __slots__ = ("run", "last_limits")
+    __slots__ = ("run", "last_limits", "_cfg", "_lims")
 
     def __init__(self) -> None:
         self.run: _Run | None = None
         self.last_limits: Limits | None = None
+        self._cfg: tuple | None = None
+        self._lims: dict[tuple[str, ...], Limits] = {}
 
     def check(self, calls: Sequence[Any], max_strikes: int = DEFAULT_MAX_STRIKES,
               observation_tools: Sequence[str] = DEFAULT_OBSERVATION_TOOLS,
@@ -159,15 +180,38 @@ class LoopDetector:
         """
         if not calls:
             raise ValueError("LoopDetector.check: empty batch (callers skip batches without calls)")
-        sig = signature if signature is not None else batch_signature(calls)
-        lim = limits(calls, max_strikes, observation_tools, max_observation_steps)
+        if signature is not None:
+            sig = signature
+        elif len(calls) == 1 and type(calls[0]) is Call:  # the common case, inlined
+            sig = calls[0].name + ":" + digest(canonical_bytes(calls[0].args))
+        else:
+            sig = batch_signature(calls)
+        # Classification depends only on the names and the configuration: memoized per detector
+        # (the configuration is compared by identity first, the common case of one policy).
+        cfg = self._cfg
+        if (cfg is None or cfg[1] is not observation_tools or cfg[0] != max_strikes
+                or cfg[2] != max_observation_steps):
+            self._cfg = (max_strikes, observation_tools, max_observation_steps)
+            self._lims = {}
+        if len(calls) == 1:
+            c = calls[0]
+            names: tuple[str, ...] = (c.name if type(c) is Call else name_args(c)[0],)
+        else:
+            names = tuple(name_args(c)[0] for c in calls)
+        lim = self._lims.get(names)
+        if lim is None:
+            if len(self._lims) >= 4096:
+                self._lims.clear()
+            lim = self._lims[names] = limits(calls, max_strikes, observation_tools, max_observation_steps)
         self.last_limits = lim
         run = self.run
-        if run is not None and run.signature == sig:
+        if run is None:
+            run = self.run = _Run(sig, 1, 1, None)
+        elif run.signature == sig:
             run.count += 1
             run.total += 1
-        else:
-            run = self.run = _Run(sig, 1, 1, None, False)
+        else:  # a new run: reuse the object, forget count, total and answers
+            run.signature, run.count, run.total, run.answers = sig, 1, 1, None
         if run.count > lim.effective_max or (not lim.exempt and run.total > lim.ceiling):
             raise LoopDetected(sig, run.count, run.total, lim.effective_max, lim.ceiling, lim.exempt)
         return BatchRecord(sig)
@@ -188,7 +232,6 @@ class LoopDetector:
         else:
             outcome = RepeatOutcome.NOT_COMPARABLE
         run.answers = answers
-        run.answers_known = True
         return outcome
 
     def break_run(self) -> None:

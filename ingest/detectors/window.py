@@ -56,7 +56,7 @@ class LoopGuard:
     """A FIFO of the last `window` call keys; `record` raises `LoopDetectedError` when the new
     call's key occurs `threshold` times in it (the new call included)."""
 
-    __slots__ = ("window", "threshold", "key_fn", "_buf")
+    __slots__ = ("window", "threshold", "key_fn", "_buf", "_counts")
 
     def __init__(self, window: int = DEFAULT_WINDOW, threshold: int = DEFAULT_THRESHOLD,
                  key_fn: KeyFn | None = None) -> None:
@@ -64,7 +64,10 @@ class LoopGuard:
         self.window = window
         self.threshold = threshold
         self.key_fn: KeyFn = key_fn or default_key_fn
-        self._buf: deque[Any] = deque(maxlen=window)  # maxlen evicts the oldest on append
+        self._buf: deque[Any] = deque()
+        # Occurrences per key in the buffer; None once a key_fn returned an unhashable key (then
+        # the buffer is counted by equality, as the seed does).
+        self._counts: dict[Any, int] | None = {}
 
     def record(self, tool_name: str, tool_args: Any, key: Any = None) -> int:
         """Record one call; return its count in the window; raise when count >= threshold.
@@ -73,8 +76,24 @@ class LoopGuard:
         if key is None:
             key = self.key_fn(tool_name, tool_args)
         buf = self._buf
+        counts = self._counts
+        if len(buf) == self.window:  # evict the oldest first
+            old = buf.popleft()
+            if counts is not None:
+                left = counts[old] - 1
+                if left:
+                    counts[old] = left
+                else:
+                    del counts[old]
         buf.append(key)
-        count = buf.count(key)
+        if counts is not None:
+            try:
+                count = counts[key] = counts.get(key, 0) + 1
+            except TypeError:
+                self._counts = None
+                count = buf.count(key)
+        else:
+            count = buf.count(key)
         if count >= self.threshold:
             raise LoopDetectedError(tool_name, tool_args, count, self.window, self.threshold)
         return count
@@ -90,6 +109,8 @@ class LoopGuard:
 
     def reset(self) -> None:
         self._buf.clear()
+        if self._counts is not None:
+            self._counts.clear()
 
     def __len__(self) -> int:
         return len(self._buf)
