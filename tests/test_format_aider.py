@@ -117,6 +117,11 @@ def test_sniff():
     assert aider.sniff(b"# aider chat started at 2025-01-01 10:00:00\n")
     assert not aider.sniff(b"# Notes\n\n#### heading\n\nplain markdown\n")
     assert not aider.sniff(b'{"role": "user", "content": "#### hi\\n> quoted"}')
+    # a source file quoting a transcript in a string literal is not one
+    quoted = b'"""Generator."""\nTEXT = """\n#### add tests\n\n> Applied edit to t.py\n"""\n'
+    assert not aider.sniff(quoted)
+    assert aider.sniff(b"#### add tests\n\n> Applied edit to t.py\n")
+
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,7 +137,7 @@ def test_appended_aider_output_reaches_the_ledger(tmp_path):
     """aider writes "Applied edit" after the reply: when those lines arrive after an ingest, the
     worker re-reads the session and the ledger matches a fresh ingest of the whole file."""
     live = tmp_path / ".aider.chat.history.md"
-    live.write_text("#### add a /health endpoint  \n\napp.py\n```python\n<<<<<<< SEARCH\nA\n=======\n"
+    live.write_text("# aider chat started at 2025-02-11 14:03:52\n\n#### add a /health endpoint  \n\napp.py\n```python\n<<<<<<< SEARCH\nA\n=======\n"
                     "B\n>>>>>>> REPLACE\n```\n\n")
 
     def grow():

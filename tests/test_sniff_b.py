@@ -49,6 +49,19 @@ def test_our_fixtures_sniff_as_their_format_and_only_that():
         assert claims(path) == {fmt}, path
 
 
+def test_sample_data_of_our_formats_sniffs_and_reads_cleanly():
+    sample = Path(__file__).parent.parent / "sample_data"
+    present = {d: f for d, f in FIXTURE_FORMATS.items() if (sample / d).is_dir()}
+    if not present:
+        pytest.skip("no sample_data for these formats")
+    from ingest.events import ReadError
+    from ingest.formats import read
+
+    for path, fmt in files_with_formats(sample, present):
+        assert sniff(path) == fmt and claims(path) == {fmt}, path
+        assert not [i for i in read(path) if isinstance(i, ReadError)], path
+
+
 @pytest.mark.corpus
 def test_corpus_files_sniff_as_their_format(corpus_dir):
     for path, fmt in files_with_formats(corpus_dir, CORPUS_FORMATS):

@@ -47,9 +47,9 @@ NAME = "aider"
 DESCRIPTION = "Aider chat history markdown (.aider.chat.history.md)"
 
 _STARTED = re.compile(r"^# aider chat started at (.+?)\s*$")
-_SNIFF_STARTED = re.compile(r"(?m)^# aider chat started at ")
 _SNIFF_USER = re.compile(r"(?m)^#### \S")
-_SNIFF_AIDER = re.compile(r"(?m)^(> |<<<<<<< (SEARCH|ORIGINAL)\s*$)")
+_SNIFF_AIDER = re.compile(r"(?m)^> (Applied edit to |Added .+ to the chat|Tokens: |Commit [0-9a-f]{7} "
+                          r"|Aider v\d|Model: )")
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)")
 _HEAD_MARK = re.compile(r"^<{5,9} (SEARCH|ORIGINAL)\s*$")
 _DIVIDER = re.compile(r"^={5,9}\s*$")
@@ -64,8 +64,13 @@ def sniff(head: bytes) -> bool:
     text = head_text(head)
     if text.startswith(("{", "[")):
         return False
-    if _SNIFF_STARTED.search(text):
+    if text.startswith("# aider chat started at "):
         return True
+    # A transcript without the start line (aider's website examples): Markdown from the first
+    # line (front matter, a heading, a quote, HTML), person lines and aider's own output lines;
+    # a source file quoting a transcript in a string starts otherwise.
+    if not text.startswith(("---", "#", ">", "<")):
+        return False
     return bool(_SNIFF_USER.search(text) and _SNIFF_AIDER.search(text))
 
 
