@@ -123,6 +123,17 @@ def test_set_messages_upserts_without_dropping(tmp_path):
     assert [c.id for c in calls(items)] == ["t1"]
 
 
+def test_subagent_file_names_its_parent(tmp_path):
+    parent_id = "4f1c2a9e-7b7d-4c1e-9d0a-2f6b8c3e1a55"
+    folder = tmp_path / "chats" / parent_id
+    folder.mkdir(parents=True)
+    path = write_jsonl(folder / "sub-7.jsonl", [
+        dict(META, sessionId="sub-7", kind="subagent"), {"id": "a", "type": "user", "content": "scan"}])
+    info = next(iter(gemini.read(path))).info
+    assert info.key == "sub-7" and info.parent_key == parent_id
+    assert next(iter(gemini.read(JSONL))).info.parent_key is None  # kind "main"
+
+
 def test_call_still_running_has_no_answer(tmp_path):
     path = write_jsonl(tmp_path / "s.jsonl", [
         META, {"id": "b", "type": "gemini", "content": "", "toolCalls": [

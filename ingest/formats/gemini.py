@@ -14,7 +14,8 @@ before its events are yielded: memory is the size of the final conversation, not
 `$set.messages` (written after /compress or history masking) upserts those messages by id
 rather than replacing the list, so the tool calls that really ran stay visible to the guards.
 
-Messages: `user` → UserTurn; `gemini` with toolCalls → Batch (call id, name, args) followed by
+A subagent's file (kind "subagent") is its own session, linked to the parent session named by
+its folder. Messages: `user` → UserTurn; `gemini` with toolCalls → Batch (call id, name, args) followed by
 Answers for the calls that finished (result functionResponse output, or resultDisplay; status
 "error"/"cancelled" flags is_error); `gemini` without toolCalls → Prose. `info`, `error` and
 `warning` are the CLI talking to the person, not the model or the person: skipped.
@@ -104,7 +105,7 @@ def _read_document(path: Path) -> Iterator[Item]:
             errors.append(bad(path, index, f"message {index} is not a message record "
                               "(an object with a string 'id')", as_text(msg)))
     yield from errors
-    yield from _session(doc, messages, 1)
+    yield from _session(path, doc, messages, 1)
 
 
 def _read_jsonl(path: Path) -> Iterator[Item]:
@@ -139,7 +140,7 @@ def _read_jsonl(path: Path) -> Iterator[Item]:
         else:
             yield bad(path, line_no, "not a Gemini CLI record (no id, $set, $rewindTo or sessionId)",
                       as_text(record))
-    yield from _session(metadata, messages, last_line)
+    yield from _session(path, metadata, messages, last_line)
 
 
 def _rewind(messages: dict[str, tuple[dict, int]], target: str) -> None:
@@ -161,7 +162,8 @@ def _merge_metadata(metadata: dict, messages: dict[str, tuple[dict, int]], patch
                 messages[msg["id"]] = (msg, line_no)
 
 
-def _session(metadata: dict, messages: dict[str, tuple[dict, int]], last_line: int) -> Iterator[Item]:
+def _session(path: Path, metadata: dict, messages: dict[str, tuple[dict, int]],
+             last_line: int) -> Iterator[Item]:
     """The folded session. Its SessionStart carries the last line folded into it: any later line
     ($rewindTo, $set, a rewritten message) can change the session, so a file appended to since
     the last ingest must re-read it (the worker compares the items' lines with the old end)."""
@@ -180,6 +182,8 @@ def _session(metadata: dict, messages: dict[str, tuple[dict, int]], last_line: i
         agent="gemini-cli",
         model=model,
         started_at=str_or_none(metadata.get("startTime")),
+        # gemini-cli writes a subagent's recording to chats/<parent session id>/<id>.jsonl
+        parent_key=path.parent.name if metadata.get("kind") == "subagent" else None,
         meta=meta,
     ), last_line)
     for msg, line in records:
