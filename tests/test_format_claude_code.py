@@ -36,7 +36,9 @@ def test_split_message_is_one_batch_with_interleaved_results_held():
     # msg_A came as thinking, text and two tool_use lines with a result line in between
     assert [c.id for c in batch.calls] == ["toolu_1", "toolu_2"]
     assert batch.text == "Let me look at the test and the module."
-    assert batch.line == 6 and batch.ts == "2026-03-01T10:00:03Z"
+    # ts of the message's first line, line of its last: see test_readers_streaming (appends)
+    assert batch.line == 10 and batch.ts == "2026-03-01T10:00:03Z"
+    assert answers.line == 11
     assert [a.call_id for a in answers.answers] == ["toolu_1", "toolu_2"]
     assert answers.answers[1].text.endswith("return sum(xs) + 1")
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from bench.bench_readers import FORMATS
-from ingest.events import Batch
+from ingest.events import Batch, SessionStart
 from ingest.formats import read
 
 SMALL = 1500
@@ -46,3 +46,47 @@ def test_peak_memory_does_not_grow_with_the_file(fmt, tmp_path):
     assert big.stat().st_size > 3 * small.stat().st_size
     # generous slack for allocator noise; holding the file would be ~4x
     assert peak_big < 1.5 * peak_small + 256 * 1024, (peak_small, peak_big)
+
+
+APPENDABLE = {
+    "claude-code": ["claude_code/session.jsonl", "claude_code/agent-a7f3c21.jsonl"],
+    "codex": ["codex/rollout-2025-12-02T09-00-00-019ad001-aaaa-7bbb-8ccc-123456789abc.jsonl"],
+    "openai-chat": ["openai_chat/support.jsonl"],
+    "openai-responses": ["openai_responses/weather.jsonl"],
+    "anthropic": ["anthropic/messages.jsonl"],
+}
+FIX = Path(__file__).parent / "fixtures" / "formats"
+
+
+def _sessions(path: Path, fmt: str) -> dict[str, tuple[list, int]]:
+    """session key → (events, highest item line)."""
+    out: dict[str, tuple[list, int]] = {}
+    key = None
+    for item in read(path, format=fmt):
+        if isinstance(item, SessionStart):
+            key = item.info.key
+            out[key] = ([], item.line or 0)
+        elif key is not None and hasattr(item, "line"):
+            events, top = out[key]
+            events.append(item)
+            out[key] = (events, max(top, item.line or 0))
+    return out
+
+
+@pytest.mark.parametrize("fmt, rel", [(f, r) for f, rels in sorted(APPENDABLE.items()) for r in rels])
+def test_an_appended_line_that_changes_a_session_shows_past_the_old_end(fmt, rel, tmp_path):
+    """The worker re-judges only sessions with an item past the old end of an appended file;
+    so whenever appending lines changes a session's events, one of its items must say so."""
+    lines = (FIX / rel).read_bytes().splitlines(keepends=True)
+    reads = {}
+    for cut in range(1, len(lines) + 1):
+        prefix = tmp_path / f"prefix-{cut}.jsonl"
+        prefix.write_bytes(b"".join(lines[:cut]))
+        reads[cut] = _sessions(prefix, fmt)
+    for old in range(1, len(lines)):
+        for new in range(old + 1, len(lines) + 1):
+            for key, (events, _) in reads[old].items():
+                new_events, top = reads[new][key]
+                if new_events != events:
+                    assert top > old, (f"{rel}: session {key} changed between line {old} and "
+                                       f"{new} but none of its items is past line {old}")

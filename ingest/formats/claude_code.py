@@ -170,6 +170,9 @@ def _session(path: Path, ident: Ident, report_errors: bool,
                 yield from emit(close())
                 open_id = mid
                 first = (str_or_none(rec.get("timestamp")), line)
+            # The batch's line is its message's LAST line: an appended line of the same message
+            # changes the batch, and the worker re-judges a session whose items pass the old end.
+            first = (first[0], line)
             if isinstance(content, str):
                 content = [{"type": "text", "text": content}]
             blocks.extend(content or [])
@@ -178,8 +181,7 @@ def _session(path: Path, ident: Ident, report_errors: bool,
             continue
         items = _user_items(rec, line)
         if open_id is not None and items and all(isinstance(it, Answers) for it in items):
-            if not held:
-                held_line = line
+            held_line = line  # the last result line, for the same reason
             for it in items:
                 held.extend(it.answers)
             continue

@@ -118,8 +118,9 @@ def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group:
         if kind in CALL_TYPES:
             if not group:
                 yield from flush()
-            if not calls:
-                at = (ts, line)
+            # ts of the first call, line of the last: an appended call changes this batch, and
+            # the worker re-judges a session whose items reach past the old end of the file.
+            at = (at[0] if calls else ts, line)
             calls.append(item_call(item))
             continue
         if kind in OUTPUT_TYPES:
