@@ -112,6 +112,17 @@ def test_bad_input_is_reported_and_reading_goes_on(tmp_path):
         "SessionStart", "UserTurn", "Prose", "UserTurn"]
 
 
+def test_enormous_line_is_reported_not_held(tmp_path, monkeypatch):
+    monkeypatch.setattr(aider, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "h.md"
+    path.write_bytes(b"#### first  \n\nok\n" + b"y" * 5000 + b"\n#### second  \n\nfine\n")
+    items = list(aider.read(path))
+    (err,) = errors(items)
+    assert err.line == 4 and "5001 bytes" in err.message
+    turns = [i for i in items if isinstance(i, UserTurn)]
+    assert [(t.text, t.line) for t in turns] == [("first", 1), ("second", 5)]
+
+
 def test_sniff():
     assert aider.sniff(FIX.read_bytes())
     assert aider.sniff(b"# aider chat started at 2025-01-01 10:00:00\n")

@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ingest.events import (
     Answer,
@@ -41,7 +42,7 @@ from ingest.events import (
     SessionStart,
     UserTurn,
 )
-from ingest.formats._common import bad, head_text, title_of
+from ingest.formats._common import MAX_LINE_BYTES, bad, head_text, title_of
 
 NAME = "aider"
 DESCRIPTION = "Aider chat history markdown (.aider.chat.history.md)"
@@ -108,7 +109,10 @@ def read(path: Path | str) -> Iterator[Item]:
         user = []
 
     with open(path, "rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
+        for line_no, raw in _lines(path, fh):
+            if isinstance(raw, ReadError):
+                yield raw
+                continue
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -168,6 +172,24 @@ def read(path: Path | str) -> Iterator[Item]:
                 in_fence = not in_fence
             reply.text.append((line_no, line))
     yield from flush()
+
+
+def _lines(path: Path, fh: BinaryIO) -> Iterator[tuple[int, bytes | ReadError]]:
+    """(line number, bytes) for each line; a line longer than MAX_LINE_BYTES is skipped in
+    chunks (never held whole) and stands as a ReadError."""
+    line_no = 0
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        line_no += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            size = len(raw)
+            while rest := fh.readline(1 << 20):
+                size += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+            yield line_no, bad(path, line_no, f"line too long ({size} bytes; the limit is "
+                               f"{MAX_LINE_BYTES} bytes), skipped", raw[:400])
+            continue
+        yield line_no, raw
 
 
 def _escapes_fence(line: str) -> bool:
