@@ -137,6 +137,17 @@ def test_truncated_event_list_names_the_line(tmp_path):
     assert err.path == str(path) and err.line > 1
 
 
+def test_sniff_when_a_huge_patch_fills_the_head():
+    patch = "diff --git a/x b/x\\n" + "+line\\n" * 20000
+    head = ('{"instance_id":"acme__x-1","test_result":{"git_patch":"' + patch).encode()[:65536]
+    assert openhands.sniff(head)
+    legacy = ('{"issue":{"owner":"acme","repo":"site","number":1,"title":"t","body":"b"},'
+              '"issue_type":"issue","instruction":"fix","base_commit":"abc","git_patch":"' + patch)
+    assert openhands.sniff(legacy.encode()[:65536])
+    # a SWE-bench predictions line is not an OpenHands instance
+    assert not openhands.sniff(b'{"instance_id": "x", "model_patch": "diff", "model_name_or_path": "m"}')
+
+
 def test_sniff():
     for f in (OUTPUT, EVENTS, LEGACY):
         assert openhands.sniff(f.read_bytes()[:65536]), f

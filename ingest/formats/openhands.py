@@ -91,10 +91,16 @@ _EVENT = re.compile(
 _SOURCE = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
 _HISTORY = re.compile(r'"history"\s*:\s*\[')
 _TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')  # SWE-agent's key: not ours
+_EVAL_OUTPUT = re.compile(r'\{\s*"instance_id"\s*:\s*"[^"]*"\s*,\s*"test_result"\s*:\s*\{\s*"git_patch"')
+_RESOLVER_OUTPUT = re.compile(r'"issue_type"\s*:\s*"(issue|pr)"\s*,\s*"instruction"\s*:')
 
 
 def sniff(head: bytes) -> bool:
     text = head_text(head)
+    # An instance's git patch comes before its history and can fill the whole head: the
+    # record's opening keys (evaluation EvalOutput, resolver output) identify it instead.
+    if text.startswith("{") and (_EVAL_OUTPUT.match(text) or _RESOLVER_OUTPUT.search(text[:4096])):
+        return True
     if not _EVENT.search(text):
         return False
     if text.startswith("["):
