@@ -96,3 +96,16 @@ def test_tau_bench_records_are_separate_sessions_with_unique_keys(corpus_dir):
     path = corpus_dir / "openai-chat-tool-calls" / "tau-bench-gpt-4o-airline-subset.json"
     keys = [i.info.key for i in read(path) if isinstance(i, SessionStart)]
     assert len(keys) == len(set(keys)) == 45
+
+
+def test_parallel_calls_with_interleaved_results_stay_one_batch(corpus_dir):
+    """The subagent asked for nine files at once (one message.id); Claude Code wrote each Read
+    and its result alternately. Closing the message at every tool-result line would split that
+    one parallel batch into nine; held results keep it whole (and answered after it)."""
+    path = corpus_dir / "claude-code-jsonl" / "spotter-4d5611e5-subagent-a2898e3.jsonl"
+    items = list(read(path))
+    batches = [i for i in items if isinstance(i, Batch)]
+    big = max(batches, key=lambda b: len(b.calls))
+    assert len(big.calls) == 9 and {c.name for c in big.calls} == {"Read"}
+    after = items[items.index(big) + 1]
+    assert sorted(a.call_id for a in after.answers) == sorted(c.id for c in big.calls)
