@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from ingest import vocab
 from ingest.detectors.policy import BATCH, Check, Policy, PolicySpec, Result, make_policy
 from ingest.events import Answer, Answers, Batch, Event, Prose, UserTurn
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
+    """One event's outcome for one policy (a NamedTuple: one is built per event per policy)."""
+
     seq: int
     run: int
     event: Event
@@ -70,13 +71,10 @@ class _Pending:
         return new
 
 
-_READS_PROSE = ("stagnation",)
-
-
 class _Driver:
     """One policy's walk over one session: runs, pending answers, halts."""
 
-    __slots__ = ("policy", "run", "in_run", "halted", "pending", "reads_prose")
+    __slots__ = ("policy", "run", "in_run", "halted", "pending", "reads_prose", "reads_answers")
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -84,14 +82,15 @@ class _Driver:
         self.in_run = 0  # events seen in the current run
         self.halted = False
         self.pending: _Pending | None = None
-        self.reads_prose = policy.spec.detector in _READS_PROSE
+        self.reads_prose = policy.reads_prose
+        self.reads_answers = policy.reads_answers
 
     def _judge(self) -> list[Result]:
         p = self.pending
         if p is None:
             return []
         self.pending = None
-        return [replace(r, seq=p.seq) for r in self.policy.answers(p.batch, p.slots)]
+        return [Result(r.idx, r.outcome, p.seq) for r in self.policy.answers(p.batch, p.slots)]
 
     def _after_halt(self, event: Event) -> list[Check]:
         if isinstance(event, Batch) and event.calls:
@@ -107,22 +106,10 @@ class _Driver:
         policy = self.policy
         checks: list[Check] = []
         results: list[Result] = []
-        if isinstance(event, UserTurn):
-            if self.in_run:
-                self.run += 1
-                self.in_run = 0
-            results = self._judge()
-            policy.user_turn()
-            self.halted = False
-        elif isinstance(event, Answers):
-            p = self.pending
-            if p is not None:
-                for answer in event.answers:
-                    p.add(answer)
-                if p.missing == 0:
-                    results = self._judge()
-        elif isinstance(event, Batch) and event.calls:
-            results = self._judge()
+        # Most events are batches and answers: test for them first.
+        if isinstance(event, Batch) and event.calls:
+            if self.pending is not None:
+                results = self._judge()
             if self.halted:
                 checks = self._after_halt(event)
             else:
@@ -130,19 +117,41 @@ class _Driver:
                 n = len(event.calls)
                 if policy.per_call and len(checks) < n:
                     checks += [Check(i, vocab.AFTER_HALT) for i in range(len(checks), n)]
-                self.pending = _Pending(seq, event)
+                if self.reads_answers:
+                    self.pending = _Pending(seq, event)
+                for c in checks:
+                    if c.verdict == vocab.HALT:
+                        self.halted = True
+                        break
+        elif isinstance(event, Answers):
+            p = self.pending
+            if p is not None:
+                for answer in event.answers:
+                    p.add(answer)
+                if p.missing == 0:
+                    results = self._judge()
+        elif isinstance(event, UserTurn):
+            if self.in_run:
+                self.run += 1
+                self.in_run = 0
+            results = self._judge()
+            policy.user_turn()
+            self.halted = False
         elif isinstance(event, Prose | Batch):
-            checks = self._after_halt(event) if self.halted else policy.prose(event.text)
+            if self.halted:
+                checks = self._after_halt(event)
+            else:
+                checks = policy.prose(event.text)
+                if any(c.verdict == vocab.HALT for c in checks):
+                    self.halted = True
         else:
             raise TypeError(f"replay: event {seq} is a {type(event).__name__}, not a session event "
                             "(UserTurn, Prose, Batch, Answers); pass one session's events")
-        if not self.halted and any(c.verdict == vocab.HALT for c in checks):
-            self.halted = True
-        if last:
+        if last and self.pending is not None:
             results += self._judge()
         self.in_run += 1
-        state = self.state() if with_state else None
-        return Step(seq, self.run, event, tuple(checks), tuple(results), state)
+        return Step(seq, self.run, event, tuple(checks), tuple(results),
+                    self.state() if with_state else None)
 
     def state(self) -> dict[str, Any]:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
@@ -236,7 +245,7 @@ class Replayer:
         """The last step taken, with the policy's state after it."""
         if not self.steps:
             return None
-        return replace(self.steps[-1], state=self.state())
+        return self.steps[-1]._replace(state=self.state())
 
     def state(self) -> dict[str, Any]:
         return self._driver.state()

@@ -122,18 +122,21 @@ def answer_key(answer: Any) -> str | None:
     return answer.digest + ("!" if answer.is_error else "")
 
 
-def answers_hash(calls: Sequence[Any], answers: Sequence[Any]) -> str | None:
+def answers_hash(calls: Sequence[Any], answers: Sequence[Any],
+                 signatures: Sequence[str] | None = None) -> str | None:
     """Seed 000's answers hash: pair each call with its own answer, sort the pairs, hash.
 
-    None when any call is unanswered: unknown answers never rescue a run."""
+    None when any call is unanswered: unknown answers never rescue a run. `signatures` (the
+    calls' `call_signature`s) saves recomputing them when the caller has them."""
     if len(answers) != len(calls):
         raise ValueError(f"answers_hash: {len(calls)} calls but {len(answers)} answers")
     pairs = []
-    for call, answer in zip(calls, answers, strict=True):
+    for i, answer in enumerate(answers):
         key = answer_key(answer)
         if key is None:
             return None
-        pairs.append(call_signature(*name_args(call)) + "=" + key)
+        sig = signatures[i] if signatures is not None else call_signature(*name_args(calls[i]))
+        pairs.append(sig + "=" + key)
     pairs.sort()
     return _hash("\n".join(pairs).encode("utf-8", "surrogatepass"))
 

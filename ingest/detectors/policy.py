@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ingest import vocab
 from ingest.detectors import cycle as cycle_mod
@@ -214,9 +214,11 @@ class PolicySpec:
         return cls(detector, params)
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    """A verdict on a batch (idx = -1) or on one call (idx = its index), taken before it runs."""
+class Check(NamedTuple):
+    """A verdict on a batch (idx = -1) or on one call (idx = its index), taken before it runs.
+
+    A NamedTuple rather than a frozen dataclass: one is built per call per policy, and a frozen
+    dataclass costs several times more to construct."""
 
     idx: int
     verdict: str
@@ -226,8 +228,7 @@ class Check:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(NamedTuple):
     """What a policy made of a batch's answers; `seq` is the judged batch's (set by replay)."""
 
     idx: int
@@ -242,6 +243,8 @@ class Policy:
     """Base: a policy sees run boundaries, prose turns, batches (before they run) and answers."""
 
     per_call = True
+    reads_answers = False  # False: the replay engine need not collect answers for it
+    reads_prose = False  # True: prose turns are checked (and after a halt, marked after_halt)
 
     def __init__(self, spec: PolicySpec) -> None:
         self.spec = spec
@@ -273,6 +276,7 @@ def signature(batch: Batch) -> str:
 
 class RunLengthPolicy(Policy):
     per_call = False
+    reads_answers = True
 
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
@@ -309,7 +313,8 @@ class RunLengthPolicy(Policy):
             record = self._last[1]
         else:
             record = rl.BatchRecord(signature(batch))
-        outcome = self.detector.record_results(record, answers_hash(batch.calls, answers))
+        sigs = [c.name + ":" + call_key(c)[1] for c in batch.calls]
+        outcome = self.detector.record_results(record, answers_hash(batch.calls, answers, sigs))
         return [Result(BATCH, outcome.value)]
 
     def state(self) -> dict[str, Any]:
@@ -319,6 +324,7 @@ class RunLengthPolicy(Policy):
 
 class StagnationPolicy(Policy):
     per_call = False
+    reads_prose = True
 
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
@@ -401,6 +407,7 @@ class WindowPolicy(Policy):
 
 
 class CyclePolicy(Policy):
+    reads_answers = True
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
         self.detector = _build("cycle", spec.params)
