@@ -301,7 +301,8 @@ def ingest_file(engine: Engine, path: Path | str, opts: Options) -> FileReport:
             report.action = "unchanged"
             conn.execute(update(s.sources).where(s.sources.c.id == row["id"]).values(claimed_by=None))
             return report
-        if row["byte_offset"] and scan.size == row["size"] and scan.full_hash == row["content_hash"]:
+        if (row["byte_offset"] and scan.size == row["size"] and scan.full_hash == row["content_hash"]
+                and row["status"] != STATUS_MISSING):
             report.action = "unchanged"  # touched, not changed
             conn.execute(update(s.sources).where(s.sources.c.id == row["id"]).values(mtime=scan.mtime))
             return report
