@@ -140,6 +140,8 @@ def main() -> None:
     tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
     if len(tl):
         st.altair_chart(charts.timeline(tl), key="timeline_chart")
+    if len(tl) >= TIMELINE_ROWS:
+        st.caption(f"Only the first {TIMELINE_ROWS:,} checks are drawn; switch to this run only to see the rest.")
 
     st.subheader(f"Run {run}: transcript")
     run_halts = halts[halts["run_idx"] == run]

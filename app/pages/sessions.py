@@ -37,7 +37,8 @@ def _filters() -> read.SessionFilter:
     date_from = dates[0] if isinstance(dates, tuple | list) and len(dates) >= 1 else None
     date_to = dates[1] if isinstance(dates, tuple | list) and len(dates) == 2 else None
     return read.SessionFilter(
-        policies=tuple(chosen), formats=tuple(fmts), source=source.strip(),
+        # Every policy chosen = no policy filter: the same sums, and the SQL skips an IN list.
+        policies=() if set(chosen) == set(labels) else tuple(chosen), formats=tuple(fmts), source=source.strip(),
         date_from=date_from if isinstance(date_from, dt.date) else None,
         date_to=date_to if isinstance(date_to, dt.date) else None,
         outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip())
@@ -53,26 +54,28 @@ def _live(f: read.SessionFilter) -> None:
         st.info("No session matches these filters.")
         return
 
-    if head["halts"]:
-        worst = int(data.q("sessions_page", f, "halts", True, 1)["id"].iloc[0])
-        # Label carries only the id: titles are transcript text and a link label is markdown.
-        st.page_link("pages/session.py", label=f"Open the most halted session (#{worst})",
-                     query_params={"session": str(worst)}, icon=":material/report:")
-
-    per = data.q("per_policy", f)
-    with st.expander("Per policy", expanded=False):
-        safe.table(per.drop(columns=["policy_id"]), key="per_policy")
-
     c1, c2 = st.columns([3, 1])
     by = c2.selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by")
     top_n = c2.slider("Sessions in chart", 5, 50, 20, key="chart_n")
-    with c1:
-        st.altair_chart(charts.sessions_bar(data.q("top_sessions", f, top_n, by)), key="sessions_chart")
-
     sort = c2.selectbox("Table sorted by", read.SORTABLE, key="table_sort")
     pages = max(1, -(-head["sessions"] // PAGE_SIZE))
     page = int(c2.number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
+    top = data.q("top_sessions", f, top_n, by, head)
     rows = data.q("sessions_page", f, sort, True, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+
+    if head["halts"]:
+        # Reuse a ranking already read when it is by halts; ask only otherwise.
+        ranked = top if by == "halts" else rows if sort == "halts" and page == 1 else \
+            data.q("sessions_page", f, "halts", True, 1)
+        worst = int(ranked["id"].iloc[0])
+        # Label carries only the id: titles are transcript text and a link label is markdown.
+        c1.page_link("pages/session.py", label=f"Open the most halted session (#{worst})",
+                     query_params={"session": str(worst)}, icon=":material/report:")
+    with c1.expander("Per policy", expanded=False):
+        safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy")
+    with c1:
+        st.altair_chart(charts.sessions_bar(top), key="sessions_chart")
+
     rows.insert(0, "open", [charts.session_link(i) for i in rows["id"]])
     safe.table(rows, key="sessions_table", column_config={
         "open": st.column_config.LinkColumn("open", display_text="open"),

@@ -55,9 +55,16 @@ def formats(conn: Connection) -> list[str]:
 
 
 def tools(conn: Connection, limit: int = 200) -> list[str]:
-    """The most called tool names (the filter's choices); ix_calls_tool makes this an index scan."""
-    n = sa.func.count().label("n")
-    q = sa.select(t.calls.c.tool, n).group_by(t.calls.c.tool).order_by(n.desc(), t.calls.c.tool).limit(limit)
+    """Distinct tool names, alphabetical (the filter's choices).
+
+    A loose index scan over ix_calls_tool (a recursive "next name after this one"), so it costs
+    one index probe per distinct tool instead of a pass over every call.
+    """
+    c = t.calls.c
+    walk = sa.select(sa.func.min(c.tool).label("tool")).cte("tool_walk", recursive=True)
+    step = sa.select(sa.select(sa.func.min(c.tool)).where(c.tool > walk.c.tool).scalar_subquery())
+    walk = walk.union_all(step.where(walk.c.tool.is_not(None)))
+    q = sa.select(walk.c.tool).where(walk.c.tool.is_not(None)).limit(limit)
     return [r[0] for r in conn.execute(q)]
 
 
@@ -101,12 +108,16 @@ def _where(f: SessionFilter) -> list:
     return terms
 
 
-def _sums():
+def _stats(f: SessionFilter):
+    """session_stats summed per session over the chosen policies (walks the primary key in order)."""
     st = t.session_stats.c
-    return {m: sa.func.coalesce(sa.func.sum(getattr(st, m)), 0) for m in MEASURES}
+    q = sa.select(st.session_id, *[sa.func.sum(getattr(st, m)).label(m) for m in MEASURES]).group_by(st.session_id)
+    if f.policies:
+        q = q.where(st.policy_id.in_(f.policies))
+    return q.subquery("stats")
 
 
-def _having(f: SessionFilter, sums) -> list:
+def _outcome(f: SessionFilter, sums: dict) -> list:
     if f.outcome == "halted":
         return [sums["halts"] > 0]
     if f.outcome == "warned":
@@ -119,19 +130,28 @@ def _having(f: SessionFilter, sums) -> list:
 
 
 def _grouped(f: SessionFilter):
-    """One row per matching session with its counters summed over the chosen policies."""
-    s, src, st = t.sessions, t.sources, t.session_stats
-    sums = _sums()
-    on = st.c.session_id == s.c.id
-    if f.policies:
-        on = sa.and_(on, st.c.policy_id.in_(f.policies))
-    q = (sa.select(s.c.id, s.c.title, s.c.format, src.c.path, s.c.started_at, s.c.n_runs.label("runs"),
-                   s.c.n_calls.label("calls"), *[v.label(k) for k, v in sums.items()])
-         .select_from(s.join(src, src.c.id == s.c.source_id).outerjoin(st, on))
-         .where(*_where(f))
-         .group_by(s.c.id, s.c.title, s.c.format, src.c.path, s.c.started_at, s.c.n_runs, s.c.n_calls))
-    having = _having(f, sums)
-    return q.having(*having) if having else q
+    """One narrow row per matching session (id, started_at, runs, calls, counters summed over the
+    chosen policies). Aggregating session_stats alone (integers only) and joining that to
+    sessions is several times faster than grouping joined wide rows; titles and paths are
+    fetched afterwards for the one page shown."""
+    s, src = t.sessions, t.sources
+    stats = _stats(f)
+    sums = {m: sa.func.coalesce(stats.c[m], 0) for m in MEASURES}
+    return (sa.select(s.c.id, s.c.started_at, s.c.n_runs.label("runs"), s.c.n_calls.label("calls"),
+                      *[v.label(k) for k, v in sums.items()])
+            .select_from(s.join(src, src.c.id == s.c.source_id).outerjoin(stats, stats.c.session_id == s.c.id))
+            .where(*_where(f), *_outcome(f, sums)))
+
+
+def _matching_ids(f: SessionFilter):
+    """A SELECT of the matching session ids, or None when every session matches (no IN needed)."""
+    if f.outcome:
+        return sa.select(_grouped(f).subquery().c.id)
+    terms = _where(f)
+    if not terms:
+        return None
+    s, src = t.sessions, t.sources
+    return sa.select(s.c.id).select_from(s.join(src, src.c.id == s.c.source_id)).where(*terms)
 
 
 def count_sessions(conn: Connection, f: SessionFilter) -> int:
@@ -139,24 +159,36 @@ def count_sessions(conn: Connection, f: SessionFilter) -> int:
 
 
 def headline(conn: Connection, f: SessionFilter) -> dict[str, int]:
-    """Sessions, runs, calls and the chosen policies' counters over every matching session."""
-    g = _grouped(f).subquery()
-    cols = ["runs", "calls", *MEASURES]
-    row = conn.execute(sa.select(sa.func.count().label("sessions"),
-                                 *[sa.func.coalesce(sa.func.sum(g.c[c]), 0).label(c) for c in cols])).one()
-    return {k: int(v) for k, v in row._mapping.items()}
+    """Sessions, runs, calls and the chosen policies' counters over every matching session.
+
+    Two flat aggregates (sessions; session_stats) instead of one per-session GROUP BY: the
+    home page shows this on every view, so it must stay cheap on 10k sessions.
+    """
+    s, st = t.sessions.c, t.session_stats.c
+    ids = _matching_ids(f)
+    sess = sa.select(sa.func.count().label("sessions"), sa.func.coalesce(sa.func.sum(s.n_runs), 0).label("runs"),
+                     sa.func.coalesce(sa.func.sum(s.n_calls), 0).label("calls"))
+    stats = sa.select(*[sa.func.coalesce(sa.func.sum(getattr(st, m)), 0).label(m) for m in MEASURES])
+    if ids is not None:
+        sess = sess.where(s.id.in_(ids))
+        stats = stats.where(st.session_id.in_(ids))
+    if f.policies:
+        stats = stats.where(st.policy_id.in_(f.policies))
+    out = dict(conn.execute(sess).one()._mapping) | dict(conn.execute(stats).one()._mapping)
+    return {k: int(v) for k, v in out.items()}
 
 
 def per_policy(conn: Connection, f: SessionFilter) -> pd.DataFrame:
     """Per chosen policy: sessions halted, halts, warnings, blocks, saved — over the matching sessions."""
-    ids = sa.select(_grouped(f).subquery().c.id)
     st, p = t.session_stats.c, t.policies.c
     q = (sa.select(p.id.label("policy_id"), p.label.label("policy"),
                    sa.func.count().filter(st.halts > 0).label("sessions_halted"),
                    *[sa.func.coalesce(sa.func.sum(getattr(st, m)), 0).label(m) for m in MEASURES])
          .select_from(t.session_stats.join(t.policies, p.id == st.policy_id))
-         .where(st.session_id.in_(ids))
          .group_by(p.id, p.label).order_by(p.label))
+    ids = _matching_ids(f)
+    if ids is not None:
+        q = q.where(st.session_id.in_(ids))
     if f.policies:
         q = q.where(st.policy_id.in_(f.policies))
     return pd.DataFrame(conn.execute(q).mappings().all(),
@@ -172,17 +204,30 @@ def sessions_page(conn: Connection, f: SessionFilter, sort: str = "halts", desce
     if sort not in SORTABLE:
         raise ValueError(f"cannot sort sessions by {sort!r}; expected one of {SORTABLE}")
     g = _grouped(f).subquery()
-    key = g.c[sort]
-    q = (sa.select(*[g.c[c] for c in SESSION_COLUMNS])
-         .order_by(key.desc() if descending else key.asc(), g.c.id.desc() if descending else g.c.id.asc())
-         .limit(limit).offset(offset))
+
+    def order(cols):
+        key, tie = cols[sort], cols["id"]
+        return (key.desc(), tie.desc()) if descending else (key.asc(), tie.asc())
+
+    # Sort and cut the narrow rows first; only the page's rows are widened with title and path.
+    page = sa.select(g).order_by(*order(g.c)).limit(limit).offset(offset).subquery("page")
+    s, src = t.sessions.c, t.sources.c
+    wide = {"id": page.c.id, "title": s.title, "format": s.format, "path": src.path} | {
+        c: page.c[c] for c in SESSION_COLUMNS if c not in ("id", "title", "format", "path")}
+    q = (sa.select(*[wide[c].label(c) for c in SESSION_COLUMNS])
+         .select_from(page.join(t.sessions, s.id == page.c.id).join(t.sources, src.id == s.source_id))
+         .order_by(*order(page.c)))
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=SESSION_COLUMNS)
 
 
-def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "halts") -> pd.DataFrame:
-    """The chart's rows: top n sessions by `by`, plus one "others" row summing the rest (if any)."""
+def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "halts",
+                 total: dict | None = None) -> pd.DataFrame:
+    """The chart's rows: top n sessions by `by`, plus one "others" row summing the rest (if any).
+
+    `total` is headline(conn, f) when the caller has it already (saves one aggregate).
+    """
     top = sessions_page(conn, f, sort=by, limit=n)
-    total = headline(conn, f)
+    total = total or headline(conn, f)
     rest = total["sessions"] - len(top)
     rows = top[["id", "title", "runs", *MEASURES]].copy()
     rows["others"] = 0
