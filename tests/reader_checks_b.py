@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 from types import ModuleType
 
 from ingest.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
@@ -102,3 +103,30 @@ def ledger_sessions(db_path, path, grow=None) -> dict[str, list]:
             return {key: store.load_events(conn, sid) for sid, key in rows}
     finally:
         engine.dispose()
+
+
+def assert_growth_shows_past_the_old_end(module: ModuleType, data: bytes, tmp_dir, suffix: str) -> None:
+    """For every prefix of `data` (cut at line ends) and every longer prefix: when a session's
+    events differ, one of its items (SessionStart included) carries a line past the shorter
+    prefix's end. The worker re-judges exactly such sessions when a file is appended to."""
+    lines = data.splitlines(keepends=True)
+    reads = []
+    for cut in range(1, len(lines) + 1):
+        path = Path(tmp_dir) / f"prefix-{cut}{suffix}"
+        path.write_bytes(b"".join(lines[:cut]))
+        sessions: dict[str, list] = {}
+        tops: dict[str, int] = {}
+        key = None
+        for item in module.read(path):
+            if isinstance(item, SessionStart):
+                key = item.info.key
+                sessions[key], tops[key] = [item.info], item.line or 0
+            elif key is not None and not isinstance(item, ReadError):
+                sessions[key].append(item)
+                tops[key] = max(tops[key], item.line or 0)
+        reads.append((sessions, tops))
+    for old in range(len(lines)):
+        for new in range(old + 1, len(lines)):
+            for key, events in reads[old][0].items():
+                if reads[new][0].get(key) != events:
+                    assert reads[new][1].get(key, 0) > old + 1, (key, old + 1, new + 1)

@@ -6,7 +6,15 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reader_checks_b import assert_survives, calls, errors, kinds, ledger_sessions, mutate
+from reader_checks_b import (
+    assert_growth_shows_past_the_old_end,
+    assert_survives,
+    calls,
+    errors,
+    kinds,
+    ledger_sessions,
+    mutate,
+)
 
 from ingest.events import Answers, Batch, ReadError, SessionStart, UserTurn
 from ingest.formats import aider
@@ -30,7 +38,7 @@ def test_sessions_turns_and_replies():
     assert [t.text for t in turns] == ['add a /health endpoint that returns {"ok": true}',
                                       "also make it report the version\nfrom VERSION",
                                       "what does the index route do?"]
-    assert [t.line for t in turns] == [8, 40, 59]
+    assert [t.line for t in turns] == [8, 41, 59]  # the last line of each message
     # a #### line inside a fenced block is the reply's text, not the person
     assert "#### not a user line" in items[-1].text
 
@@ -160,3 +168,7 @@ def test_appended_aider_output_reaches_the_ledger(tmp_path):
     assert grown == fresh
     (events,) = fresh.values()
     assert [type(e).__name__ for e in events] == ["UserTurn", "Batch", "Answers"]
+
+
+def test_a_grown_file_shows_every_changed_session_past_the_old_end(tmp_path):
+    assert_growth_shows_past_the_old_end(aider, FIX.read_bytes(), tmp_path, ".md")

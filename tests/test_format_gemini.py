@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reader_checks_b import (
     JUNK_VALUES,
+    assert_growth_shows_past_the_old_end,
     assert_survives,
     calls,
     errors,
@@ -212,3 +213,7 @@ def test_appended_rewind_reaches_the_ledger(tmp_path):
     assert grown == fresh
     (events,) = fresh.values()
     assert not any(isinstance(e, UserTurn) and "delete the failing test" in e.text for e in events)
+
+
+def test_a_grown_file_shows_every_changed_session_past_the_old_end(tmp_path):
+    assert_growth_shows_past_the_old_end(gemini, JSONL.read_bytes(), tmp_path, ".jsonl")

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reader_checks_b import (
     JUNK_VALUES,
+    assert_growth_shows_past_the_old_end,
     assert_survives,
     calls,
     errors,
@@ -172,3 +173,7 @@ def test_wrong_types_never_raise(k, value):
     assert_survives(openhands, json.dumps(events, indent=1).encode())
     record = replace_node(json.loads(OUTPUT.read_text().splitlines()[0]), k, value)
     assert_survives(openhands, json.dumps(record).encode() + b"\n", ".jsonl")
+
+
+def test_a_grown_file_shows_every_changed_session_past_the_old_end(tmp_path):
+    assert_growth_shows_past_the_old_end(openhands, OUTPUT.read_bytes(), tmp_path, ".jsonl")

@@ -19,7 +19,7 @@ the block).
 
 Jekyll front matter and `<div>` wrappers (aider's website examples) are skipped. Non-UTF-8 bytes
 are reported with their line and replaced; an edit block left open at the end of a reply is
-reported and dropped. Positions are file lines, 1-based.
+reported and dropped. Positions are file lines, 1-based: the last line an item was read from.
 """
 
 from __future__ import annotations
@@ -151,8 +151,7 @@ def read(path: Path | str) -> Iterator[Item]:
                         held = None
                     if reply is not None:
                         yield from flush()
-                    if not user:
-                        user_line = line_no
+                    user_line = line_no  # the last line: see _reply_events
                     user.append(line[5:].rstrip())
                     continue
             if user:
@@ -204,19 +203,24 @@ def _user_event(user: list[str], line: int) -> Iterator[Item]:
 
 
 def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
+    # Each item carries the LAST line it was read from (the reply's last text line; the last of
+    # aider's "> Applied edit" lines for the answers): when the history file grows, the worker
+    # re-reads exactly the sessions with an item past the old end, and a reply or a multi-line
+    # user message that grew must be one of them.
+    end = reply.text[-1][0] if reply.text else reply.line
     text = "\n".join(t for _, t in reply.text).strip()
     calls, errors = _calls(path, reply)
     yield from errors
     if not calls:
         if text:
-            yield Prose(text, None, reply.line)
+            yield Prose(text, None, end)
         return
-    yield Batch(tuple(calls), text, None, reply.line)
+    yield Batch(tuple(calls), text, None, end)
     answers = [a for a in (_answer(c, reply.notes) for c in calls) if a is not None]
     if answers:
         # aider writes its "Applied edit" lines after the reply: the answers' line is the last of
         # them, so a history file appended to since the last ingest re-reads this session
-        yield Answers(tuple(answers), reply.last_note or reply.line)
+        yield Answers(tuple(answers), reply.last_note or end)
 
 
 def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[ReadError]]:
