@@ -156,3 +156,16 @@ def test_link_to_the_most_halted_session(ledger):
     (link,) = at.get("page_link")
     assert link.proto.label == f"Open the most halted session (#{top})"
     assert link.proto.query_string == f"session={top}"
+
+
+def test_date_range_filter(ledger):
+    url, _ = ledger
+    lo, hi = _read(url, "date_bounds")
+    mid = lo + (hi - lo) / 2
+    at = app()
+    at.date_input(key="f_dates").set_value((lo, mid)).run()
+    assert not at.exception
+    expect = _read(url, "count_sessions", read.SessionFilter(date_to=mid))
+    assert metrics(at)["Sessions"] == f"{expect:,}" and 0 < expect < 60
+    df = _table(at)
+    assert all(s[:10] <= mid.isoformat() for s in df.started_at)

@@ -36,6 +36,9 @@ def _filters() -> read.SessionFilter:
     text = sb.text_input("Search titles and paths", key="f_text")
     date_from = dates[0] if isinstance(dates, tuple | list) and len(dates) >= 1 else None
     date_to = dates[1] if isinstance(dates, tuple | list) and len(dates) == 2 else None
+    # The full range is no filter: sessions without a start time stay listed, and the SQL is lighter.
+    date_from = None if date_from == lo else date_from
+    date_to = None if date_to == hi else date_to
     return read.SessionFilter(
         # Every policy chosen = no policy filter: the same sums, and the SQL skips an IN list.
         policies=() if set(chosen) == set(labels) else tuple(chosen), formats=tuple(fmts), source=source.strip(),
