@@ -188,39 +188,45 @@ def replay(events: Iterable[Event], policy: Policy | PolicySpec | str,
 
 class Replayer:
     """A cursor over one session for the Replay page: forward reuses the live state; back and
-    jumps restart from the nearest deep-copied snapshot (one every `snapshot_every` steps), so
-    the state at any position is exactly what a replay from scratch gives."""
+    jumps restart from the nearest deep-copied snapshot (one every `snapshot_every` steps) and
+    re-step, so the state at any position is exactly what a replay from scratch gives."""
 
     def __init__(self, events: Sequence[Event], policy: Policy | PolicySpec | str,
                  snapshot_every: int = 64) -> None:
         self.events = list(events)
         self.snapshot_every = max(1, snapshot_every)
         self._driver = _Driver(_as_policy(policy))
-        # Snapshots share the (immutable) events instead of copying them: the memo maps each
-        # event to itself, which also keeps 10,000-deep arguments away from deepcopy's recursion.
-        self._memo = {id(e): e for e in self.events}
         self._snapshots: dict[int, _Driver] = {0: self._copy(self._driver)}
+        self._known: list[Step] = []  # every step computed so far: a replay is deterministic
         self.position = 0  # events applied so far
-        self.steps: list[Step] = []  # steps taken so far (without state)
 
     @property
     def policy(self) -> Policy:
         return self._driver.policy
 
+    @property
+    def steps(self) -> list[Step]:
+        """The steps up to the cursor (without state), oldest first."""
+        return self._known[: self.position]
+
     def __len__(self) -> int:
         return len(self.events)
 
-    def _copy(self, driver: _Driver) -> _Driver:
-        return copy.deepcopy(driver, dict(self._memo))
+    @staticmethod
+    def _copy(driver: _Driver) -> _Driver:
+        # Policies and pending batches share the (immutable) events in their copies: see
+        # Policy.__deepcopy__ and _Pending.__deepcopy__.
+        return copy.deepcopy(driver)
 
     def forward(self) -> Step | None:
         """Apply the next event; None at the end."""
-        if self.position >= len(self.events):
-            return None
         seq = self.position
+        if seq >= len(self.events):
+            return None
         step = self._driver.feed(seq, self.events[seq], last=seq == len(self.events) - 1)
-        self.steps.append(step)
-        self.position += 1
+        if seq == len(self._known):
+            self._known.append(step)
+        self.position = seq + 1
         if self.position % self.snapshot_every == 0 and self.position not in self._snapshots:
             self._snapshots[self.position] = self._copy(self._driver)
         return step
@@ -231,11 +237,11 @@ class Replayer:
     def jump_to(self, position: int) -> Step | None:
         """Move to `position` events applied (clamped to 0..len); return the last step taken."""
         position = max(0, min(position, len(self.events)))
-        if position < self.position:
-            base = max(k for k in self._snapshots if k <= position)
+        base = max(k for k in self._snapshots if k <= position)
+        if position < self.position or base > self.position:
+            # Back, or ahead past a snapshot: restart from the nearest one at or before.
             self._driver = self._copy(self._snapshots[base])
             self.position = base
-            del self.steps[base:]
         while self.position < position:
             self.forward()
         return self.current
@@ -243,9 +249,9 @@ class Replayer:
     @property
     def current(self) -> Step | None:
         """The last step taken, with the policy's state after it."""
-        if not self.steps:
+        if not self.position:
             return None
-        return self.steps[-1]._replace(state=self.state())
+        return self._known[self.position - 1]._replace(state=self.state())
 
     def state(self) -> dict[str, Any]:
         return self._driver.state()

@@ -157,6 +157,16 @@ class CycleDetector:
             key += "!"
         self._answers[i] = key
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> CycleDetector:
+        # Entries are immutable (tuples of str, str or None): shallow copies of the containers.
+        new = CycleDetector.__new__(CycleDetector)
+        new.max_period, new.warn_repeats, new.halt_repeats = self.max_period, self.warn_repeats, self.halt_repeats
+        new._keys = self._keys.copy()
+        new._answers = self._answers.copy()
+        new._last_seen = dict(self._last_seen)
+        new._next, new.last = self._next, self.last
+        return new
+
     def break_run(self) -> None:
         self._keys.clear()
         self._answers.clear()

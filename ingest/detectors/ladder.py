@@ -41,6 +41,9 @@ class Thresholds:
     block_at: int = 3
     halt_at: int = 4
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Thresholds:
+        return self  # immutable
+
     def validate(self, prefix: str = "") -> Thresholds:
         for name in ("warn_at", "block_at", "halt_at"):
             value = getattr(self, name)

@@ -31,6 +31,7 @@ the others do not judge answers).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -180,6 +181,9 @@ class PolicySpec:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PolicySpec) and other.id == self.id
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> PolicySpec:
+        return self  # immutable
+
     def __hash__(self) -> int:
         return hash(self.id)
 
@@ -246,8 +250,20 @@ class Policy:
     reads_answers = False  # False: the replay engine need not collect answers for it
     reads_prose = False  # True: prose turns are checked (and after a halt, marked after_halt)
 
+    # Attributes a deep copy shares instead of copying: immutable, or holding an event (events
+    # are immutable, and copying one with 10,000-deep arguments would overflow deepcopy).
+    _shared: tuple[str, ...] = ("spec", "_last", "_positions", "tools")
+
     def __init__(self, spec: PolicySpec) -> None:
         self.spec = spec
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Policy:
+        """A snapshot for the Replay page: detector state copied, spec and events shared."""
+        new = copy.copy(self)
+        for name, value in vars(self).items():
+            if name not in self._shared:
+                setattr(new, name, copy.deepcopy(value, memo))
+        return new
 
     def user_turn(self) -> None:
         raise NotImplementedError

@@ -117,6 +117,9 @@ class Limits:
     effective_max: int
     ceiling: int
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Limits:
+        return self  # immutable, and many are memoized per detector
+
 
 def limits(calls: Sequence[Any], max_strikes: int, observation_tools: Sequence[str],
            max_observation_steps: int | None) -> Limits:
@@ -233,6 +236,14 @@ class LoopDetector:
             outcome = RepeatOutcome.NOT_COMPARABLE
         run.answers = answers
         return outcome
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LoopDetector:
+        # The run is the only mutable state; limits and their memo are immutable or pure caches.
+        new = LoopDetector.__new__(LoopDetector)
+        run = self.run
+        new.run = None if run is None else _Run(run.signature, run.count, run.total, run.answers)
+        new.last_limits, new._cfg, new._lims = self.last_limits, self._cfg, self._lims
+        return new
 
     def break_run(self) -> None:
         """Forget the current run, as a user turn does."""

@@ -107,6 +107,14 @@ class LoopGuard:
         evicted = 1 if len(buf) == self.window and buf[0] == key else 0
         return buf.count(key) - evicted + 1
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> LoopGuard:
+        # Keys are never mutated here: shallow copies of the buffer and the counts suffice.
+        new = LoopGuard.__new__(LoopGuard)
+        new.window, new.threshold, new.key_fn = self.window, self.threshold, self.key_fn
+        new._buf = self._buf.copy()
+        new._counts = None if self._counts is None else dict(self._counts)
+        return new
+
     def reset(self) -> None:
         self._buf.clear()
         if self._counts is not None:
