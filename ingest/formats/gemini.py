@@ -41,14 +41,14 @@ from ingest.events import (
     UserTurn,
 )
 from ingest.formats._common import (
+    JSONL,
     as_text,
     bad,
     content_text,
-    first_line,
     head_text,
     iter_jsonl,
-    load_json,
     parse_args,
+    records_or_document,
     str_or_none,
     title_of,
 )
@@ -72,23 +72,16 @@ def sniff(head: bytes) -> bool:
 
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
-    # The older format is one pretty-printed document; a minified one-line document folds the
-    # same way as a JSONL file whose first line carries the messages, so JSONL is the default.
-    if first_line(path) is None and opens_document(path):
-        yield from _read_document(path)
-    else:
+    # Any JSON object line is a record of the log; a minified one-line older document folds the
+    # same way (its first line carries the messages), so only a pretty-printed one is a document.
+    doc = records_or_document(path, lambda value: isinstance(value, dict))
+    if doc is JSONL:
         yield from _read_jsonl(path)
+    else:
+        yield from _read_document(path, doc)
 
 
-def opens_document(path: Path) -> bool:
-    """True when the first non-blank line is a lone "{" or "[" (a pretty-printed document)."""
-    with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-    return head[:1] in (b"{", b"[") and head[1:].lstrip(b" \t\r")[:1] in (b"\n", b"")
-
-
-def _read_document(path: Path) -> Iterator[Item]:
-    doc = load_json(path)
+def _read_document(path: Path, doc: Any) -> Iterator[Item]:
     if isinstance(doc, ReadError):
         yield doc
         return

@@ -54,16 +54,15 @@ from ingest.events import (
     UserTurn,
 )
 from ingest.formats._common import (
+    JSONL,
     as_text,
     bad,
-    first_line,
     head_text,
     iter_jsonl,
-    load_json,
+    records_or_document,
     str_or_none,
     title_of,
 )
-from ingest.formats.gemini import opens_document
 
 NAME = "openhands"
 DESCRIPTION = "OpenHands events: output.jsonl (one instance per line), saved event list, legacy flat"
@@ -110,14 +109,10 @@ def sniff(head: bytes) -> bool:
 
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
-    first = first_line(path)
-    # JSONL unless the file is a JSON document: a one-line list, or a pretty-printed document
-    # (a broken first line of a JSONL file must not turn the whole file into one error).
-    if isinstance(first, dict) or (first is None and not opens_document(path)):
+    doc = records_or_document(path, lambda value: isinstance(value, dict) and "history" in value)
+    if doc is JSONL:
         yield from _read_instances(path)
-        return
-    doc = load_json(path)
-    if isinstance(doc, ReadError):
+    elif isinstance(doc, ReadError):
         yield doc
     elif isinstance(doc, list):
         yield SessionStart(_list_info(doc))
