@@ -131,12 +131,17 @@ def load_json(path: Path | str, max_bytes: int = MAX_DOC_BYTES) -> Any:
         return bad(path, line, json_error_message(raw, exc), raw[start:start + 400])
 
 
-def content_text(content: Any) -> str:
+_MAX_CONTENT_DEPTH = 64  # tool_result blocks nest; past this it is a fault, not a transcript
+
+
+def content_text(content: Any, _depth: int = 0) -> str:
     """Text of a message's content: a string, a list of blocks/strings, or a single block.
 
     Text blocks are joined with newlines; non-text blocks (images, documents) become a short
     placeholder so a message made only of them is not mistaken for an empty one.
     """
+    if _depth > _MAX_CONTENT_DEPTH:
+        return "[content nested too deeply]"  # a RecursionError would escape read()
     if content is None:
         return ""
     if isinstance(content, str):
@@ -155,7 +160,7 @@ def content_text(content: Any) -> str:
             if isinstance(text, str):
                 parts.append(text)
             elif kind in ("tool_result", "function_call_output") and "content" in block:
-                parts.append(content_text(block.get("content")))
+                parts.append(content_text(block.get("content"), _depth + 1))
             elif isinstance(kind, str):
                 parts.append(f"[{kind}]")
         elif block is not None:
