@@ -130,3 +130,16 @@ def test_fuzz_never_raises(cut, pos, junk):
 def test_wrong_types_never_raise(k, value):
     doc = replace_node(json.loads(FIX.read_text()), k, value)
     assert_survives(atif, json.dumps(doc).encode())
+
+
+def test_deeply_nested_content_never_raises(tmp_path):
+    content = '"x"'
+    for _ in range(1000):  # under orjson's 1024 levels, over Python's recursion limit
+        content = '{"type": "tool_result", "content": ' + content + "}"
+    path = tmp_path / "t.json"
+    path.write_text('{"schema_version": "ATIF-v1.4", "session_id": "s", "agent": {}, "steps": ['
+                    '{"step_id": 1, "source": "user", "message": ' + content + "},"
+                    '{"step_id": 2, "source": "user", "message": "after"}]}')
+    items = list(atif.read(path))
+    assert [i.text for i in items if isinstance(i, UserTurn)][1] == "after"
+    assert "nested too deeply" in items[1].text
