@@ -74,3 +74,35 @@ def test_transcript_html_and_markdown_stay_inert(server, page, artifacts_dir):
     host = server.split("//", 1)[1]
     assert not [u for u in page.requested if not u.startswith(("data:", "blob:")) and host not in u]
     page.screenshot(path=str(artifacts_dir / "e2e-inert-transcript.png"), full_page=True)
+
+
+def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledger, artifacts_dir):
+    """What a running worker does, done by hand: new rows appear without a reload."""
+    import time
+
+    from ingest.ledger import schema as t
+
+    eng = make_engine(e2e_ledger)
+    with eng.connect() as conn:
+        n = conn.execute(sa.text("SELECT count(*) FROM sessions")).scalar()
+        errors = conn.execute(sa.text("SELECT count(*) FROM ingest_errors")).scalar()
+        pid = conn.execute(sa.text("SELECT id FROM policies ORDER BY id LIMIT 1")).scalar()
+    page.goto(server + "/")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    assert _metric(page, "Sessions") == str(n)
+    with eng.begin() as conn:
+        conn.execute(sa.insert(t.sources).values(id=n + 1, path="/live/new.jsonl", format="claude-code", size=10,
+                                                 status="ok", ingested_at=time.time()))
+        conn.execute(sa.insert(t.sessions).values(id=n + 1, source_id=n + 1, key="0", format="claude-code",
+                                                  title="live session", n_runs=1, n_calls=3))
+        conn.execute(sa.insert(t.session_stats).values(session_id=n + 1, policy_id=pid, runs=1, calls=3, halts=1))
+        conn.execute(sa.insert(t.ingest_errors).values(source_id=n + 1, line=9, message="live bad line",
+                                                       created_at=time.time()))
+    eng.dispose()
+    # No reload: the live fragment re-reads the ledger on its own.
+    page.get_by_test_id("stMetricValue").filter(has_text=str(n + 1)).first.wait_for(timeout=60_000)
+    assert _metric(page, "Sessions") == str(n + 1)
+    page.goto(server + "/health")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    assert _metric(page, "Quarantined lines") == str(errors + 1)
+    page.screenshot(path=str(artifacts_dir / "e2e-health-live.png"), full_page=True)
