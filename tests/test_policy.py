@@ -120,3 +120,25 @@ def test_run_length_policy_results_speak_the_shared_words():
     other = Batch((Call("2", "read", {}),))
     p.check(other)
     assert [r.outcome for r in p.answers(b, [Answer("1", "a")])] == ["not_current"]
+
+
+def test_readme_guard_examples_run():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.find("## Using the guards in your own agent loop")
+    assert start >= 0
+    end = readme.find("\n## ", start + 1)
+    section = readme[start:end if end > 0 else None]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 4
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 — our own documentation
+    from ingest.detectors import CycleDetector
+
+    cycle = CycleDetector()
+    for name in "ABABAB":
+        v = cycle.check(name, {})
+        cycle.record_answer("no change")
+    assert (v.action, v.period, v.repeats, v.pattern) == ("warn", 2, 3, ("A", "B"))
