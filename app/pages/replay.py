@@ -9,7 +9,6 @@ Transcript text reaches the screen only through app.safe (st.text / st.code / st
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pandas as pd
@@ -83,8 +82,12 @@ def _apply_link(policies: list[dict[str, Any]]) -> None:
     if spec is not None:
         st.session_state.rp_spec = spec
         st.session_state.rp_detector = spec.detector
+    # The linked step wins over "a new run starts at its first step" (see below).
+    st.session_state.rp_scope = None
     if _int(link["step"]) is not None:
         st.session_state.rp_step = _int(link["step"])
+    else:
+        st.session_state.pop("rp_step", None)
 
 
 def _write_link(session_id: int, run_idx: int, spec: PolicySpec, stored_ids: set[str], step: int) -> None:
@@ -145,6 +148,11 @@ if st.session_state.get("rp_run") not in run_bounds:
 run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run",
                        format_func=lambda i: f"run {i}: {run_text.get(i, '')}")
 first, last = run_bounds[run_idx]
+if st.session_state.get("rp_scope") != (session_id, run_idx):
+    # Another session or run was picked: start at its first step (a deep link set its own).
+    if st.session_state.get("rp_scope") is not None or "rp_step" not in st.session_state:
+        st.session_state.rp_step = first
+    st.session_state.rp_scope = (session_id, run_idx)
 
 detectors = [s.detector for s in DEFAULT_SPECS]
 if "rp_spec" not in st.session_state:
@@ -263,8 +271,8 @@ def _show_event(seq: int, ev: Any) -> None:
 
 
 def cursor_view() -> None:
-    if st.session_state.get("rp_play") and time.monotonic() - st.session_state.get("rp_tick", 0) >= PLAY_SECONDS * 0.8:
-        st.session_state.rp_tick = time.monotonic()
+    if st.session_state.get("rp_play"):
+        # Each run while playing is one tick (run_every); at the end, playing stops.
         if st.session_state.get("rp_step", first) >= last:
             st.session_state.rp_stop = True
             st.rerun(scope="app")

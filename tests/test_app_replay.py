@@ -1,0 +1,240 @@
+"""Replay page (AppTest, a ledger filled by the real ingest pipeline from sample_data).
+
+The page's state at every position it is moved to must equal a replay from the start to that
+step; parameters typed into the form must change verdicts exactly as the detector does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlalchemy as sa
+from app_support import ledger_env, make_ledger, markdown_texts, metrics, plain_texts
+from replay_support import (
+    SAMPLE_DATA,
+    append_rest,
+    as_json,
+    copy_head,
+    ingest,
+    open_page,
+    pipeline_ledger,
+    runs_of,
+    session_events,
+)
+
+from ingest import vocab
+from ingest.detectors.policy import DETECTORS, PolicySpec
+from ingest.ledger import schema as t
+from ingest.ledger.engine import make_engine
+from ingest.replay import replay
+
+PAGE = "pages/replay.py"
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    url = pipeline_ledger(tmp_path_factory.mktemp("replay") / "ledger.sqlite")
+    with ledger_env(url):
+        yield url, session_events(url)
+
+
+def _state(at) -> object:
+    assert len(at.json) == 1
+    return json.loads(at.json[0].value)
+
+
+def _apply(at) -> None:
+    next(b for b in at.button if b.label == "Apply parameters").click().run()
+
+
+def _longest_run(url: str, sid: int) -> tuple[int, int, int]:
+    return max(runs_of(url, sid), key=lambda r: (r[2] - r[1], -r[0]))
+
+
+@pytest.mark.parametrize("detector", DETECTORS)
+def test_stepping_equals_replay_from_start(ledger, detector):
+    """Every sample session: slider jumps, forward, back (across snapshots), next halt."""
+    url, sessions = ledger
+    spec = PolicySpec(detector)
+    first_sid = min(sessions)
+    at = open_page(PAGE, session=str(first_sid), policy=spec.text)
+    assert not at.exception, at.exception
+    checked = 0
+
+    def check(seq: int) -> None:
+        nonlocal checked
+        assert not at.exception, at.exception
+        assert at.session_state["rp_step"] == seq
+        assert _state(at) == as_json(ref[seq]), (sid, seq)
+        checked += 1
+
+    for sid, events in sorted(sessions.items()):
+        ref = [s.state for s in replay(events, spec, with_state=True)]
+        verdicts = [[c.verdict for c in s.checks] for s in replay(events, spec)]
+        run, first, last = _longest_run(url, sid)
+        if at.selectbox(key="rp_session").value != sid:
+            at.selectbox(key="rp_session").set_value(sid).run()
+        if at.selectbox(key="rp_run").value != run:
+            at.selectbox(key="rp_run").set_value(run).run()
+        check(first)
+        if last == first:
+            continue
+        rp = at.session_state["rp_replayer"]
+        at.slider(key="rp_step").set_value(last).run()
+        check(last)
+        mid = first + (last - first) // 2
+        at.slider(key="rp_step").set_value(mid).run()  # backwards: from the nearest snapshot
+        check(mid)
+        at.button(key="rp_fwd").click().run()
+        check(mid + 1)
+        at.button(key="rp_back").click().run()
+        at.button(key="rp_back").click().run()
+        check(mid - 1)
+        # Stepping reuses the Replayer kept in the session: no replay from the start per click.
+        assert at.session_state["rp_replayer"] is rp
+        halt = next((s for s in range(mid - 1 + 1, last + 1) if vocab.HALT in verdicts[s]), None)
+        assert at.button(key="rp_next_halt").disabled == (halt is None)
+        if halt is not None:
+            at.button(key="rp_next_halt").click().run()
+            check(halt)
+            assert metrics(at)["Verdict at this step"] == vocab.HALT
+    assert checked >= len(sessions)
+
+
+def _window_case(ledger) -> tuple[int, int, int, int, int | None]:
+    """A run the default window guard halts, and where threshold=4 moves or removes that halt."""
+    url, sessions = ledger
+    base, looser = PolicySpec("window"), PolicySpec("window", {"threshold": 4})
+    for sid, events in sorted(sessions.items()):
+        a, b = list(replay(events, base)), list(replay(events, looser))
+        for run, first, last in runs_of(url, sid):
+            h1 = next((s.seq for s in a[first:last + 1] if any(c.verdict == vocab.HALT for c in s.checks)), None)
+            h2 = next((s.seq for s in b[first:last + 1] if any(c.verdict == vocab.HALT for c in s.checks)), None)
+            if h1 is not None and h1 != h2:
+                return sid, run, first, h1, h2
+    pytest.fail("no sample run where window threshold 3 → 4 moves a halt")
+
+
+def test_editing_a_parameter_moves_the_halt(ledger):
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
+    assert not at.exception, at.exception
+    at.button(key="rp_next_halt").click().run()
+    assert at.session_state["rp_step"] == h1 and metrics(at)["Verdict at this step"] == vocab.HALT
+
+    at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
+    _apply(at)
+    assert not at.exception, at.exception
+    looser = PolicySpec("window", {"threshold": 4})
+    assert at.session_state["rp_spec"] == looser
+    assert at.session_state["rp_step"] == h1  # the cursor stays where it was
+    assert metrics(at)["Verdict at this step"] != vocab.HALT
+    live = {c.verdict for c in list(replay(sessions[sid], looser))[h1].checks}
+    assert metrics(at)["Verdict at this step"] in live
+    # The stored default's halt is shown beside the live verdict that no longer halts.
+    table = next(d.value for d in at.dataframe if "stored" in d.value.columns)
+    row = table[(table["step"] == h1) & (table["stored"] == vocab.HALT)]
+    assert len(row) == 1 and row.iloc[0]["live"] != vocab.HALT and bool(row.iloc[0]["differs"])
+    at.slider(key="rp_step").set_value(first).run()
+    assert at.button(key="rp_next_halt").disabled == (h2 is None)
+    if h2 is not None:
+        at.button(key="rp_next_halt").click().run()
+        assert at.session_state["rp_step"] == h2
+    assert at.query_params["policy"] == looser.text  # not stored: the link carries the spec itself
+
+
+def test_invalid_parameters_are_shown_in_place(ledger):
+    url, sessions = ledger
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(min(sessions)), policy=base.text)
+    at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(9)
+    _apply(at)
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "threshold" in errors[0] and "window" in errors[0]
+    assert at.session_state["rp_spec"] == base
+
+
+def test_deep_link_lands_on_the_stored_halt(ledger):
+    url, _ = ledger
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        sid, run, seq, pid, detector = conn.execute(
+            sa.select(t.run_outcomes.c.session_id, t.run_outcomes.c.run_idx, t.run_outcomes.c.halt_seq,
+                      t.policies.c.id, t.policies.c.detector)
+            .join(t.policies, t.policies.c.id == t.run_outcomes.c.policy_id)
+            .where(t.run_outcomes.c.outcome == vocab.HALTED, t.run_outcomes.c.run_idx > 0)
+            .order_by(t.run_outcomes.c.session_id.desc(), t.run_outcomes.c.run_idx)).first()
+        stored = {r.verdict for r in conn.execute(sa.select(t.checks.c.verdict).where(
+            t.checks.c.session_id == sid, t.checks.c.policy_id == pid, t.checks.c.seq == seq))}
+    eng.dispose()
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=pid, step=str(seq))
+    assert not at.exception, at.exception
+    assert at.selectbox(key="rp_session").value == sid
+    assert at.selectbox(key="rp_run").value == run
+    assert at.selectbox(key="rp_detector").value == detector
+    assert at.session_state["rp_spec"].id == pid
+    assert at.slider(key="rp_step").value == seq
+    assert vocab.HALT in stored and metrics(at)["Verdict at this step"] == vocab.HALT
+    assert dict(at.query_params) == {"session": str(sid), "run": str(run), "policy": pid, "step": str(seq)}
+    # Live verdicts equal the stored ones: no side-by-side table for the same policy.
+    assert not any("stored" in d.value.columns for d in at.dataframe)
+
+
+def test_play_advances_and_stops_at_the_end(ledger):
+    url, sessions = ledger
+    sid = min(sessions)
+    run, first, last = _longest_run(url, sid)
+    at = open_page(PAGE, session=str(sid), run=str(run), policy="window", step=str(last - 1))
+    at.toggle(key="rp_play").set_value(True).run()
+    assert not at.exception, at.exception
+    assert at.session_state["rp_step"] == last
+    for _ in range(3):
+        at.run()
+        assert not at.exception, at.exception
+    assert at.session_state["rp_step"] == last and at.toggle(key="rp_play").value is False
+
+
+def test_a_growing_session_replays_its_new_events(tmp_path):
+    src = SAMPLE_DATA / "claude_code" / "3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3.jsonl"
+    n_lines = len(src.read_bytes().splitlines())
+    live = tmp_path / "live" / src.name
+    live.parent.mkdir()
+    copy_head(src, live, n_lines // 2)
+    url = pipeline_ledger(tmp_path / "ledger.sqlite", [live])
+    spec = PolicySpec("run-length")
+    with ledger_env(url):
+        (sid, before), = session_events(url).items()
+        at = open_page(PAGE, session=str(sid), policy=spec.text)
+        assert not at.exception, at.exception
+        run, first, last = runs_of(url, sid)[-1]
+        if last > first:
+            at.slider(key="rp_step").set_value(last).run()
+        append_rest(src, live, n_lines // 2)
+        ingest(url, [live])
+        (sid2, after), = session_events(url).items()
+        assert sid2 == sid and len(after) > len(before)
+        at.run()
+        assert not at.exception, at.exception
+        run2, first2, last2 = runs_of(url, sid)[-1]
+        at.selectbox(key="rp_run").set_value(run2).run()
+        at.slider(key="rp_step").set_value(last2).run()
+        assert not at.exception, at.exception
+        ref = list(replay(after, spec, with_state=True))
+        assert _state(at) == as_json(ref[last2].state)
+
+
+def test_transcript_text_is_never_markdown(tmp_path):
+    """gen_ledger puts script tags and a remote markdown image in session 1's title and an answer."""
+    from bench.gen_ledger import HOSTILE
+
+    url, _ = make_ledger(tmp_path / "hostile.sqlite", sessions=6, calls=300)
+    with ledger_env(url):
+        run, first, last = runs_of(url, 1)[0]
+        at = open_page(PAGE, session="1", run=str(run), policy="ladder", step=str(min(last, first + 8)))
+        assert not at.exception, at.exception
+        assert any(HOSTILE in p for p in plain_texts(at))  # shown, as plain text
+        assert not any("<script>" in m or "pwn.png" in m for m in markdown_texts(at))
