@@ -274,3 +274,39 @@ def test_plain_caps_and_escapes():
 
     assert plain("a\nb\tc\x00") == "a⏎b\\x09c\\x00"
     assert len(plain("x" * 1000)) == 70 and plain("x" * 1000).endswith("…")
+
+
+@pytest.mark.corpus
+def test_real_corpus_replays_under_every_default_policy(corpus_dir):
+    from ingest.formats import read
+    from ingest.replay_table import sessions_of
+
+    files = [f for f in sorted(corpus_dir.rglob("*")) if f.is_file() and not f.name.startswith("README")]
+    assert files
+    total_calls = 0
+    for f in files:
+        for _info, events, _errors in sessions_of(read(f)):
+            for steps in replay_many(events, DEFAULT_SPECS, with_state=True):
+                for step in steps:
+                    json.dumps(step.state)
+            total_calls += sum(len(e.calls) for e in events if isinstance(e, Batch))
+    assert total_calls > 1000
+
+
+@pytest.mark.corpus
+def test_corpus_submit_loop_is_caught_where_each_guard_says(corpus_dir):
+    """ctf-crypto-eps-submit-loop.traj: the same `submit flag{…}` four times in a row (README's
+    max run 4), each answered "Wrong flag!"."""
+    from ingest.formats import read
+    from ingest.replay_table import sessions_of
+
+    [(_info, events, _errors)] = list(sessions_of(read(corpus_dir / "swe-agent-traj/ctf-crypto-eps-submit-loop.traj")))
+    batches = [s for s in replay(events, "ladder") if isinstance(s.event, Batch)]
+    submits = [s for s in batches if s.event.calls[0].name == "submit"]
+    # the first submit has a typo (flat{…}); the next four are identical
+    assert [c.verdict for s in submits for c in s.checks] == ["allow", "allow", "warn", "block", "halt",
+                                                              "after_halt"]
+    assert max(c.count for s in batches for c in s.checks if c.count) == 4
+    rl = [s for s in replay(events, "run-length") if isinstance(s.event, Batch) and s.event.calls[0].name == "submit"]
+    assert [s.checks[0].verdict for s in rl[:4]] == ["allow", "allow", "allow", "halt"]
+    assert tally(replay(events, "run-length")).strikes >= 2
