@@ -135,6 +135,14 @@ def test_subagent_file_names_its_parent(tmp_path):
     assert next(iter(gemini.read(JSONL))).info.parent_key is None  # kind "main"
 
 
+def test_synced_tool_response_turn_is_not_a_person(tmp_path):
+    path = write_jsonl(tmp_path / "s.jsonl", [
+        META, {"id": "a", "type": "user", "content": "go"},
+        {"$set": {"messages": [{"id": "h2", "type": "user", "content": [
+            {"functionResponse": {"id": "t1", "name": "ls", "response": {"output": "masked"}}}]}]}}])
+    assert [i.text for i in gemini.read(path) if isinstance(i, UserTurn)] == ["go"]
+
+
 def test_call_still_running_has_no_answer(tmp_path):
     path = write_jsonl(tmp_path / "s.jsonl", [
         META, {"id": "b", "type": "gemini", "content": "", "toolCalls": [

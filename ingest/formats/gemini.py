@@ -15,7 +15,7 @@ before its events are yielded: memory is the size of the final conversation, not
 rather than replacing the list, so the tool calls that really ran stay visible to the guards.
 
 A subagent's file (kind "subagent") is its own session, linked to the parent session named by
-its folder. Messages: `user` → UserTurn; `gemini` with toolCalls → Batch (call id, name, args) followed by
+its folder. Messages: `user` → UserTurn (unless it only carries functionResponse parts); `gemini` with toolCalls → Batch (call id, name, args) followed by
 Answers for the calls that finished (result functionResponse output, or resultDisplay; status
 "error"/"cancelled" flags is_error); `gemini` without toolCalls → Prose. `info`, `error` and
 `warning` are the CLI talking to the person, not the model or the person: skipped.
@@ -188,7 +188,8 @@ def _message_events(msg: dict, line: int) -> Iterator[Item]:
     ts = str_or_none(msg.get("timestamp"))
     text = content_text(msg.get("content"))
     if kind == "user":
-        yield UserTurn(text, ts, line)
+        if not _tool_responses_only(msg.get("content")):
+            yield UserTurn(text, ts, line)
         return
     if kind != "gemini":
         return  # info / error / warning lines are the CLI's own notices (see module doc)
@@ -215,6 +216,13 @@ def _message_events(msg: dict, line: int) -> Iterator[Item]:
     yield Batch(tuple(batch), text, ts, line)
     if answers:
         yield Answers(tuple(answers), line)
+
+
+def _tool_responses_only(content: Any) -> bool:
+    """A "user" message made of functionResponse parts (written when the history is synced
+    after masking or compression) carries tool output, not a person speaking: no run boundary."""
+    parts = content if isinstance(content, list) else [content]
+    return bool(parts) and all(isinstance(p, dict) and "functionResponse" in p for p in parts)
 
 
 def _answer(tc: dict, call_id: str) -> Answer | None:
