@@ -15,10 +15,13 @@ before its events are yielded: memory is the size of the final conversation, not
 rather than replacing the list, so the tool calls that really ran stay visible to the guards.
 
 A subagent's file (kind "subagent") is its own session, linked to the parent session named by
-its folder. Messages: `user` → UserTurn (unless it only carries functionResponse parts); `gemini` with toolCalls → Batch (call id, name, args) followed by
-Answers for the calls that finished (result functionResponse output, or resultDisplay; status
-"error"/"cancelled" flags is_error); `gemini` without toolCalls → Prose. `info`, `error` and
-`warning` are the CLI talking to the person, not the model or the person: skipped.
+its folder.
+
+Messages: `user` → UserTurn (unless it only carries functionResponse parts); `gemini` with
+toolCalls → Batch (call id, name, args) followed by Answers for the calls that finished (result
+functionResponse output, or resultDisplay; status "error"/"cancelled" flags is_error); `gemini`
+without toolCalls → Prose. `info`, `error` and `warning` are the CLI talking to the person, not
+the model or the person: skipped.
 """
 
 from __future__ import annotations
