@@ -16,7 +16,7 @@ app = typer.Typer(
     name="loopledger",
     help=(
         "Find loops in LLM agent transcripts. Reads Claude Code, Codex CLI, OpenAI/Anthropic message "
-        "logs, Gemini CLI, SWE-agent, OpenHands and ATIF files, runs every loop guard over every step, "
+        "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs every loop guard over every step, "
         "and writes each check and result verdict to a ledger (SQLite by default, PostgreSQL by URL)."
     ),
     no_args_is_help=True,
