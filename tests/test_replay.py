@@ -310,3 +310,21 @@ def test_corpus_submit_loop_is_caught_where_each_guard_says(corpus_dir):
     rl = [s for s in replay(events, "run-length") if isinstance(s.event, Batch) and s.event.calls[0].name == "submit"]
     assert [s.checks[0].verdict for s in rl[:4]] == ["allow", "allow", "allow", "halt"]
     assert tally(replay(events, "run-length")).strikes >= 2
+
+
+def test_huge_and_deep_arguments_through_every_policy_are_bounded():
+    deep: object = "leaf"
+    for _ in range(10_000):
+        deep = {"k": deep}
+    big = {"content": "x" * (10 * 1024 * 1024)}
+    calls = [Call("1", "write_file", big), Call("2", "deep_tool", deep)]
+    events = [UserTurn("go")]
+    for _ in range(5):
+        events += [Batch((calls[0],)), answers(("1", "ok")), Batch((calls[1],)), answers(("2", "ok"))]
+    for steps in replay_many(events, DEFAULT_SPECS, with_state=True):
+        for step in steps:
+            text = json.dumps(step.state)
+            assert len(text) < 20_000  # states show digests and short excerpts, never the arguments
+            assert all(len(c.reason) < 500 for c in step.checks)
+    verdicts = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in DEFAULT_SPECS}
+    assert "halt" in verdicts["cycle"] and "halt" in verdicts["window"]

@@ -27,6 +27,15 @@ Detectors and parameters (defaults in brackets):
 Every policy speaks the shared words: checks `allow | warn | block | halt` (`after_halt` is the
 replay engine's), results `repeated | changed | not_comparable | not_current` (run-length only:
 the others do not judge answers).
+
+What a Check's numbers mean, per detector (idx -1 = the whole batch):
+
+    run-length   idx -1; count = run length, total = run total, threshold = effective max
+    stagnation   idx -1 on prose turns; count = occurrences in the window, threshold = max_steps
+    ladder       per call; count = identical calls in a row, threshold = the rung reached
+    window       per call; count = occurrences in the window, threshold = threshold
+    cycle        per call; count = repetitions k, total = period p (0: none), threshold =
+                 warn_repeats (halt_repeats on a halt)
 """
 
 from __future__ import annotations
