@@ -1,0 +1,224 @@
+"""Compare page (AppTest, ledgers filled by the real ingest pipeline from sample_data).
+
+Every number on the page must equal a direct computation with ingest.replay on the same
+sessions' events (rebuilt from the ledger).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import sqlalchemy as sa
+from app_support import charts, ledger_env
+from replay_support import (
+    SAMPLE_DATA,
+    append_rest,
+    copy_head,
+    ingest,
+    open_page,
+    pipeline_ledger,
+    session_events,
+)
+
+from ingest import vocab
+from ingest.detectors.policy import PolicySpec
+from ingest.ledger import read
+from ingest.ledger import schema as t
+from ingest.ledger.engine import make_engine
+from ingest.replay import replay, tally
+
+PAGE = "pages/compare.py"
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    url = pipeline_ledger(tmp_path_factory.mktemp("compare") / "ledger.sqlite")
+    with ledger_env(url):
+        yield url, session_events(url)
+
+
+def _sweep(at, detector: str, param: str, rng: str, param2: str | None = None, rng2: str = ""):
+    at.selectbox(key="cp_detector").set_value(detector).run()
+    at.selectbox(key=f"cp_param_{detector}").set_value(param).run()
+    at.text_input(key=f"cp_range_{detector}_{param}").input(rng).run()
+    if param2:
+        at.selectbox(key=f"cp_param2_{detector}").set_value(param2).run()
+        at.text_input(key=f"cp_range2_{detector}_{param2}").input(rng2).run()
+    at.button(key="cp_run").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _table(at, column: str):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _direct(sessions: dict, spec: PolicySpec) -> dict:
+    out = dict.fromkeys(("halts", "warnings", "blocks", "saved", "halted_runs", "runs", "calls"), 0)
+    for events in sessions.values():
+        tot = tally(replay(events, spec)).totals()
+        for k in out:
+            out[k] += tot[k]
+    return out
+
+
+def test_numbers_equal_a_direct_replay(ledger):
+    url, sessions = ledger
+    at = open_page(PAGE)
+    assert not at.exception, at.exception
+    assert [i.value for i in at.info]  # nothing swept yet: the page says what to do
+    _sweep(at, "window", "threshold", "2..5")
+    totals = _table(at, "halts")
+    assert list(totals["threshold"]) == [2, 3, 4, 5]
+    for _, row in totals.iterrows():
+        want = _direct(sessions, PolicySpec("window", {"threshold": int(row["threshold"])}))
+        for k, v in want.items():
+            assert row[k] == v, (row["threshold"], k)
+    # The line chart plots the same numbers.
+    spec, df = next((s, d) for s, d in charts(at) if "metric" in d.columns)
+    halts = df[df["metric"] == "halts"].sort_values("threshold")
+    assert list(halts["value"]) == list(totals["halts"])
+    # Sessions × setting heatmap: each cell is the session's first halt under that setting.
+    _, fh = next((s, d) for s, d in charts(at) if "first_halt_seq" in d.columns)
+    for _, cell in fh.iterrows():
+        th = int(cell["setting"].split("threshold=")[1])
+        first = tally(replay(sessions[int(cell["session_id"])], PolicySpec("window", {"threshold": th}))).first_halt_seq
+        assert (None if cell["first_halt_seq"] != cell["first_halt_seq"] else cell["first_halt_seq"]) == first
+
+
+def test_two_parameters_make_a_heatmap_and_skip_invalid_pairs(ledger):
+    url, sessions = ledger
+    at = _sweep(open_page(PAGE), "window", "threshold", "2..5", "window", "4,8")
+    grids = [d for s, d in charts(at) if {"threshold", "window"} <= set(d.columns)]
+    assert len(grids) == 2  # halts and saved
+    halts = grids[0]
+    assert len(halts) == 7  # 8 pairs, threshold 5 > window 4 is invalid
+    row = halts[(halts["threshold"] == 3) & (halts["window"] == 4)].iloc[0]
+    assert row["halts"] == _direct(sessions, PolicySpec("window", {"threshold": 3, "window": 4}))["halts"]
+    assert any("threshold" in c.value and "window (4)" in c.value for c in at.caption)
+
+
+def test_flipped_runs_link_to_replay(ledger):
+    url, sessions = ledger
+    at = _sweep(open_page(PAGE), "window", "threshold", "2..6")
+    at.selectbox(key="cp_flip_a").set_value(PolicySpec("window", {"threshold": 3}).label).run()
+    at.selectbox(key="cp_flip_b").set_value(PolicySpec("window", {"threshold": 5}).label).run()
+    flips = _table(at, "replay B")
+    a, b = PolicySpec("window", {"threshold": 3}), PolicySpec("window", {"threshold": 5})
+    want = set()
+    for sid, events in sessions.items():
+        ra = {r.run: r.outcome for r in tally(replay(events, a)).runs}
+        rb = {r.run: r.outcome for r in tally(replay(events, b)).runs}
+        want |= {(sid, run) for run in ra if ra[run] != rb.get(run, vocab.CLEAN)}
+    assert want and {(int(r["session"]), int(r["run"])) for _, r in flips.iterrows()} == want
+    row = flips.iloc[0]
+    link = urlparse(row["replay A"])
+    assert link.path == "./replay"
+    q = {k: v[0] for k, v in parse_qs(link.query).items()}
+    assert q["session"] == str(row["session"]) and q["run"] == str(row["run"])
+    assert PolicySpec.parse(q["policy"]) == a
+    # Follow it: Replay opens that run, that policy, at A's halt.
+    rp = open_page("pages/replay.py", **q)
+    assert not rp.exception, rp.exception
+    assert rp.session_state["rp_spec"] == a and rp.selectbox(key="rp_run").value == int(row["run"])
+    if row["A"] == vocab.HALTED:
+        assert rp.slider(key="rp_step").value == int(row["A halts at"])
+        assert next(m.value for m in rp.metric if m.label == "Verdict at this step") == vocab.HALT
+
+
+def test_filters_narrow_the_sessions(ledger):
+    url, sessions = ledger
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        fmt, = conn.execute(sa.select(t.sessions.c.format).group_by(t.sessions.c.format)
+                            .order_by(sa.func.count().desc())).first()
+        ids = set(conn.execute(sa.select(t.sessions.c.id).where(t.sessions.c.format == fmt)).scalars())
+    eng.dispose()
+    at = open_page(PAGE)
+    at.multiselect(key="cp_formats").select(fmt).run()
+    assert any(c.value == f"{len(ids)} session(s) selected." for c in at.caption)
+    _sweep(at, "cycle", "halt_repeats", "4,5")
+    totals = _table(at, "halts")
+    for _, row in totals.iterrows():
+        want = _direct({s: sessions[s] for s in ids}, PolicySpec("cycle", {"halt_repeats": int(row["halt_repeats"])}))
+        assert (row["halts"], row["calls"]) == (want["halts"], want["calls"])
+
+
+def test_bad_range_is_an_error_not_a_crash(ledger):
+    at = _sweep(open_page(PAGE), "window", "threshold", "6..2")
+    assert any("below the start" in e.value for e in at.error)
+
+
+def test_precision_and_recall_against_labels(tmp_path):
+    url = pipeline_ledger(tmp_path / "ledger.sqlite")
+    sessions = session_events(url)
+    spec3 = PolicySpec("window", {"threshold": 3})
+    halted = sorted((sid, r.run) for sid, ev in sessions.items() for r in tally(replay(ev, spec3)).runs
+                    if r.outcome == vocab.HALTED)
+    clean = sorted((sid, r.run) for sid, ev in sessions.items() for r in tally(replay(ev, spec3)).runs
+                   if r.outcome == vocab.CLEAN)
+    labels = {halted[0]: "real_loop", halted[1]: "not_loop", clean[0]: "real_loop", clean[1]: "not_loop"}
+    eng = make_engine(url)
+    with eng.begin() as conn:
+        for (sid, run), label in labels.items():
+            read.write_label(conn, sid, run, label)
+    eng.dispose()
+    with ledger_env(url):
+        at = _sweep(open_page(PAGE), "window", "threshold", "3,8")
+        scores = _table(at, "precision")
+        for _, row in scores.iterrows():
+            spec = PolicySpec("window", {"threshold": int(row["threshold"])})
+            flagged = {(sid, r.run) for sid, ev in sessions.items() for r in tally(replay(ev, spec)).runs
+                       if r.outcome == vocab.HALTED}
+            tp = sum(1 for k, v in labels.items() if v == "real_loop" and k in flagged)
+            fp = sum(1 for k, v in labels.items() if v == "not_loop" and k in flagged)
+            fn = sum(1 for k, v in labels.items() if v == "real_loop" and k not in flagged)
+            assert (row["tp"], row["fp"], row["fn"]) == (tp, fp, fn)
+        row3 = scores[scores["threshold"] == 3].iloc[0]
+        assert (row3["tp"], row3["fp"], row3["fn"]) == (1, 1, 1) and row3["precision"] == 0.5
+        pr = [d for s, d in charts(at) if "recall" in d.columns]
+        assert pr and set(pr[0]["setting"]) <= set(scores["setting"])
+
+
+def test_save_as_policies(tmp_path):
+    url = pipeline_ledger(tmp_path / "ledger.sqlite")
+    sessions = session_events(url)
+    with ledger_env(url):
+        at = _sweep(open_page(PAGE), "ladder", "halt_at", "4..6")
+        chosen = [PolicySpec("ladder", {"halt_at": h}) for h in (5, 6)]
+        at.multiselect(key="cp_save_sel").set_value([s.label for s in chosen]).run()
+        at.button(key="cp_save").click().run()
+        assert not at.exception, at.exception
+        assert any("Stored 2 policies" in s.value for s in at.success)
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        stored = set(conn.execute(sa.select(t.policies.c.id)).scalars())
+        for sp in chosen:
+            assert sp.id in stored
+            halts = dict(conn.execute(sa.select(t.session_stats.c.session_id, t.session_stats.c.halts)
+                                      .where(t.session_stats.c.policy_id == sp.id)).all())
+            assert halts == {sid: tally(replay(ev, sp)).halts for sid, ev in sessions.items()}
+    eng.dispose()
+
+
+def test_a_growing_session_is_swept_again(tmp_path):
+    src = SAMPLE_DATA / "claude_code" / "3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3.jsonl"
+    n_lines = len(src.read_bytes().splitlines())
+    live = tmp_path / "live" / src.name
+    live.parent.mkdir()
+    copy_head(src, live, n_lines // 2)
+    url = pipeline_ledger(tmp_path / "ledger.sqlite", [live])
+    with ledger_env(url):
+        at = _sweep(open_page(PAGE), "run-length", "max_strikes", "0..2")
+        before = list(_table(at, "halts")["calls"])
+        append_rest(src, live, n_lines // 2)
+        ingest(url, [live])
+        sessions = session_events(url)
+        at.run()
+        assert not at.exception, at.exception
+        after = _table(at, "halts")
+        assert list(after["calls"]) != before
+        for _, row in after.iterrows():
+            want = _direct(sessions, PolicySpec("run-length", {"max_strikes": int(row["max_strikes"])}))
+            assert (row["halts"], row["calls"], row["saved"]) == (want["halts"], want["calls"], want["saved"])
