@@ -45,6 +45,8 @@ def test_user_turn_is_the_task_not_the_demo():
     turns = [i for i in items if isinstance(i, UserTurn)]
     assert len(turns) == 1 and "slugify() drops non-ASCII" in turns[0].text
     info = items[0].info
+    assert info.title == "slugify() drops non-ASCII letters"  # the issue, not the boilerplate
+    assert info.meta["instance_id"] == "acme__utils-17"
     assert info.format == "swe-agent" and info.meta["exit_status"] == "submitted"
     assert info.meta["model_stats"]["api_calls"] == 6 and info.meta["environment"] == "swe_main"
 
@@ -60,6 +62,7 @@ def test_function_calling_history():
     answers = [i.answers[0] for i in items if isinstance(i, Answers)]
     assert [a.call_id for a in answers] == ["call_a1", "call_a2", "call_a3", "call_a4"]
     assert items[0].info.model == "gpt-4o-2024-08-06"
+    assert items[0].info.title == "fc-acme__config-3"  # no ISSUE: marker: the instance
 
 
 def test_bad_steps_are_reported_and_reading_goes_on(tmp_path):

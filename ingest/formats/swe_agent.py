@@ -53,6 +53,7 @@ DESCRIPTION = "SWE-agent .traj (trajectory[] of command actions, or the function
 # `"trajectory": [` — mini-swe-agent files have `"trajectory_format"` instead and are OpenAI chat.
 _TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')
 _STEP_KEYS = re.compile(r'"(action|observation|thought)"\s*:')
+_ISSUE = re.compile(r"ISSUE:\s*\n\s*(\S[^\n]*)")
 
 
 def sniff(head: bytes) -> bool:
@@ -71,7 +72,7 @@ def read(path: Path | str) -> Iterator[Item]:
         return
     history = doc.get("history") if isinstance(doc.get("history"), list) else []
     task_index, task = _task_message(history)
-    yield SessionStart(_info(doc, task))
+    yield SessionStart(_info(doc, task, path))
     if task is not None:
         yield UserTurn(task, None, task_index)
     if any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
@@ -88,7 +89,7 @@ def _task_message(history: list) -> tuple[int | None, str | None]:
     return None, None
 
 
-def _info(doc: dict, task: str | None) -> SessionInfo:
+def _info(doc: dict, task: str | None, path: Path) -> SessionInfo:
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     meta: dict[str, Any] = {}
     for key in ("exit_status", "model_stats", "swe_agent_version", "swe_rex_version"):
@@ -101,13 +102,19 @@ def _info(doc: dict, task: str | None) -> SessionInfo:
         meta["environment"] = env
     model = None
     config = doc.get("replay_config")
+    if isinstance(config, str):  # some versions store the config as a JSON string
+        config, _ = parse_args(config)
     if isinstance(config, dict):
         agent = config.get("agent")
         model_cfg = agent.get("model") if isinstance(agent, dict) else None
         if isinstance(model_cfg, dict):
             model = str_or_none(model_cfg.get("name"))
-    return SessionInfo(key="0", format=NAME, title=title_of(task or ""), agent="swe-agent",
-                       model=model, meta=meta)
+    # SWE-agent names the file after the instance; the opening "We're currently solving…" line
+    # says nothing, so the title is the issue's first line, else the instance.
+    meta["instance_id"] = path.stem
+    issue = _ISSUE.search(task or "")
+    title = title_of(issue.group(1)) if issue else path.stem
+    return SessionInfo(key="0", format=NAME, title=title, agent="swe-agent", model=model, meta=meta)
 
 
 def _commands(path: Path, trajectory: list) -> Iterator[Item]:
