@@ -151,7 +151,7 @@ def parse_table(markdown: str, name: str) -> list[dict[str, str]]:
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = []
     for ln in lines[2:]:
-        cells = [c.strip().strip("`") for c in ln.strip("|").split("|")]
+        cells = [_unquote(c.strip()) for c in ln.strip("|").split("|")]
         rows.append(dict(zip(header, cells, strict=True)))
     return rows
 
@@ -163,3 +163,30 @@ def splice_tables(markdown: str, tables: str) -> str:
         new = tables[tables.index(b):tables.index(e) + len(e)]
         markdown = markdown[:markdown.index(b)] + new + markdown[markdown.index(e) + len(e):]
     return markdown
+
+
+def _unquote(cell: str) -> str:
+    """`x` → x when the whole cell is one code span (file and session columns)."""
+    if len(cell) >= 2 and cell[0] == cell[-1] == "`" and "`" not in cell[1:-1]:
+        return cell[1:-1]
+    return cell
+
+
+_OUTCOME_OF = {vocab.WARN: vocab.WARNED, vocab.BLOCK: vocab.BLOCKED, vocab.HALT: vocab.HALTED}
+
+
+def run_outcomes_of(cell: str) -> tuple[dict[int, str], int]:
+    """A where-cell read back: {1-based run: worst outcome} for the runs it lists, and how many
+    more flagged runs it only counts."""
+    listed: dict[int, str] = {}
+    more = 0
+    if cell == "—":
+        return listed, more
+    for part in cell.split("; "):
+        if part.startswith("+"):
+            more = int(part[1:].split()[0])
+            continue
+        run, _, verdicts = part.rpartition(": ")
+        worst = [v.split()[0] for v in verdicts.split(", ")][-1]  # listed warn, block, halt
+        listed[int(run[1:]) if run else 1] = _OUTCOME_OF[worst]
+    return listed, more

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from ingest import vocab
 from ingest.detectors.policy import DEFAULT_SPECS
 from ingest.events import Batch
 from ingest.formats import readers, sniff
@@ -152,6 +153,33 @@ def test_ingested_ledger_matches_readme_counts(db_url, readme_where, readme_coun
                 **{d: readme_counts[key][d] for d in golden.detectors()}}
         diffs += [f"{key[0]} [{key[1]}] {c}: README {want[c]!r}, ledger {entry.get(c)!r}"
                   for c in want if entry.get(c) != want[c]]
+    assert not diffs, "\n".join(diffs)
+
+
+def test_ingested_run_outcomes_match_readme(fresh_db, readme_where):
+    """The ledger's per-run outcomes (worst verdict per run) are the runs the README lists."""
+    engine = _ingest(fresh_db, golden.sample_files(SAMPLE))
+    default_ids = {sp.id: sp.detector for sp in DEFAULT_SPECS}
+    q = (select(s.sources.c.path, s.sessions.c.key, s.run_outcomes)
+         .join(s.sessions, s.sessions.c.id == s.run_outcomes.c.session_id)
+         .join(s.sources, s.sources.c.id == s.sessions.c.source_id)
+         .where(s.run_outcomes.c.outcome != vocab.CLEAN))
+    got: dict[tuple[str, str, str], dict[int, str]] = {}
+    with engine.connect() as conn:
+        for r in conn.execute(q).mappings():
+            if r["policy_id"] in default_ids:
+                key = (Path(r["path"]).resolve().relative_to(SAMPLE).as_posix(), r["key"],
+                       default_ids[r["policy_id"]])
+                got.setdefault(key, {})[r["run_idx"] + 1] = r["outcome"]
+    engine.dispose()
+    diffs = []
+    for (file, session), row in sorted(readme_where.items()):
+        for det in golden.detectors():
+            listed, more = golden.run_outcomes_of(row[det])
+            have = got.get((file, session, det), {})
+            shown = dict(sorted(have.items())[:len(listed)])
+            if shown != listed or len(have) != len(listed) + more:
+                diffs.append(f"{file} [{session}] {det}: README {row[det]!r}, ledger {have}")
     assert not diffs, "\n".join(diffs)
 
 
