@@ -470,6 +470,18 @@ def openhands_events(s: Script, *, model: str) -> list[dict]:
             for c, tid in tcs:
                 meta = {"function_name": c.name, "tool_call_id": tid,
                         "model_response": model_response, "total_calls_in_response": len(tcs)}
+                if c.name == "str_replace_editor" and c.args.get("command") == "view":
+                    # OpenHands records a view as a FileReadAction / FileReadObservation.
+                    path = c.args["path"]
+                    act = ev(source="agent", message=f"Reading file: {path}", action="read",
+                             tool_call_metadata=meta,
+                             args={"path": path, "start": 0, "end": -1, "thought": text,
+                                   "security_risk": 0, "impl_source": "oh_aci",
+                                   "view_range": c.args.get("view_range")})
+                    ev(source="agent", message=f"I read the file {path}.", cause=act["id"],
+                       observation="read", tool_call_metadata=meta, content=c.answer,
+                       extras={"path": path, "impl_source": "oh_aci"})
+                    continue
                 cmd = c.args.get("command", "")
                 act = ev(source="agent", message=f"Running command: {cmd}", action="run",
                          tool_call_metadata=meta,
@@ -885,6 +897,69 @@ def openhands_stagnation() -> Script:
     return s
 
 
+OH_FAKE_USER = ("Please continue working on the task on whatever approach you think is "
+                "suitable.\nIf you think you have solved the task, please first send your answer "
+                "to user through message and then finish the interaction.\nIMPORTANT: YOU SHOULD "
+                "NEVER ASK FOR HUMAN HELP.\n")
+
+
+def oh_prodded() -> Script:
+    """An eval's stand-in user answers every message: each answer is a user turn, so the same
+    prose never piles up in one run."""
+    s = Script("oh-prodded", "2026-02-27T13:30:00")
+    s.user("<uploaded_files>\n/workspace/tidewater__pgmeter__2.3\n</uploaded_files>\nI've "
+           "uploaded a python code repository. Consider the following issue description:\n"
+           "<issue_description>\n`pgmeter top --limit 0` shows every query instead of none.\n"
+           "</issue_description>")
+    s.calls(C("execute_bash", {"command": "grep -n \"limit\" /workspace/tidewater__pgmeter__2.3/"
+                               "src/pgmeter/top.py"},
+              "41:    if limit:\n42:        rows = rows[:limit]"),
+            text="Let me find where the limit is applied.")
+    s.calls(C("execute_bash", {"command": "cd /workspace/tidewater__pgmeter__2.3 && sed -i "
+                               "'41s/if limit:/if limit is not None:/' src/pgmeter/top.py && "
+                               "python -m pytest tests/test_top.py -q"},
+              "......\n6 passed in 0.41s"),
+            text="`if limit:` treats 0 as no limit. I'll compare with None instead.")
+    done = ("I changed `if limit:` to `if limit is not None:` in src/pgmeter/top.py, so "
+            "`--limit 0` now shows no rows; tests/test_top.py passes.")
+    for _ in range(7):
+        s.say(done)
+        s.user(OH_FAKE_USER)
+    s.say(done)
+    return s
+
+
+def oh_view_loop() -> Script:
+    """One tool name for reading and writing: a repeated view looks like a repeated write."""
+    s = Script("oh-view-loop", "2026-02-27T14:10:00")
+    s.user("<uploaded_files>\n/workspace/tidewater__pgmeter__2.3\n</uploaded_files>\nI've "
+           "uploaded a python code repository. Consider the following issue description:\n"
+           "<issue_description>\n`pgmeter export --format csv` writes the header twice when "
+           "the output file already exists.\n</issue_description>")
+    view = {"command": "view", "path": "/workspace/tidewater__pgmeter__2.3/src/pgmeter/export.py",
+            "view_range": [60, 90]}
+    body = ("Here's the result of running `cat -n` on /workspace/tidewater__pgmeter__2.3/src/"
+            "pgmeter/export.py:\n    60\tdef write_csv(path, rows, append=False):\n"
+            "    61\t    mode = \"a\" if append else \"w\"\n    62\t    with open(path, mode, "
+            "newline=\"\") as fh:\n    63\t        w = csv.writer(fh)\n    64\t        "
+            "w.writerow(HEADER)\n    65\t        w.writerows(rows)")
+    thoughts = ["Let me look at the CSV writer.", "Let me look at the CSV writer again.",
+                "Let me re-check how the header is written.",
+                "Let me view the function once more to be sure.",
+                "Let me view lines 60-90 again."]
+    for t in thoughts:
+        s.calls(C("str_replace_editor", view, body), text=t)
+    s.calls(C("str_replace_editor", {"command": "str_replace",
+                                     "path": view["path"],
+                                     "old_str": "        w.writerow(HEADER)",
+                                     "new_str": "        if not append or fh.tell() == 0:\n"
+                                                "            w.writerow(HEADER)"},
+              "The file /workspace/tidewater__pgmeter__2.3/src/pgmeter/export.py has been "
+              "edited."), text="Write the header only when the file is new or empty.")
+    s.say("The header is now written only for a new or empty file, so appending keeps one header.")
+    return s
+
+
 def tau_multirun() -> Script:
     """A support dialog: each user message is a run; one run halts on a repeated booking."""
     s = Script("tau-multirun", "2026-01-15T15:00:00")
@@ -1258,6 +1333,15 @@ def write_all(root: Path = HERE) -> list[Path]:
                         metrics=False), indent=None)
     put("swe_agent/parsedate__parsedate-212.traj",
         swe_agent_traj(swe_abab(), system=SWE_SYSTEM, instance="parsedate__parsedate-212"))
+    oh_meta = {"agent_class": "CodeActAgent", "model_name": "claude-sonnet-4-5-20250929",
+               "max_iterations": 100, "dataset": "tidewater-bench", "eval_note": "v0.59"}
+    put("openhands/output.jsonl", [
+        {"instance_id": iid, "instruction": sc.events[0][1], "metadata": oh_meta,
+         "history": openhands_events(sc, model="claude-sonnet-4-5-20250929"),
+         "test_result": {"git_patch": "diff --git a/src/pgmeter/…"}, "error": None,
+         "metrics": {"accumulated_cost": cost}}
+        for iid, sc, cost in (("tidewater__pgmeter-481", oh_prodded(), 0.31),
+                              ("tidewater__pgmeter-502", oh_view_loop(), 0.27))], "jsonl")
     put("openhands/clone_no_ssh_key.json",
         openhands_events(openhands_stagnation(), model="claude-sonnet-4-5-20250929"))
     return written
@@ -1307,6 +1391,13 @@ SHOWS: dict[tuple[str, str], str] = {
         "only the window sees it (mini-swe-agent trajectory)",
     ("openai_responses/oncall_restart_cycle.json", "0"):
         "A→A→B cycle: status, status, restart — the pod crash-loops the same way each time",
+    ("openhands/output.jsonl", "tidewater__pgmeter-481"):
+        "a loop no default policy flags: the eval's stand-in user answers each identical "
+        "'done' message, and every user turn clears stagnation (output.jsonl, one instance "
+        "per line)",
+    ("openhands/output.jsonl", "tidewater__pgmeter-502"):
+        "a read that looks like a write: `str_replace_editor` view of the same lines 5×; the "
+        "name is not read-only, so the mutating thresholds apply",
     ("openhands/clone_no_ssh_key.json", "0"):
         "prose stagnation: the agent repeats the same 'cannot clone' message 8× without a tool",
     ("swe_agent/parsedate__parsedate-212.traj", "0"):
