@@ -1367,7 +1367,7 @@ SHOWS: dict[tuple[str, str], str] = {
     ("codex/rollout-2026-03-07T13-22-10-0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47.jsonl",
      "0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47"):
         "run-length halt on a mutating tool: `npm run db:migrate` fails the same way 3×; "
-        "run 2 after the user answers is clean",
+        "run 1, after the user answers, is clean",
     ("gemini/session-2026-02-20T17-05-a41f03c9.json", "a41f03c9-55e2-4b1d-9e07-3c8f6a2d1b90"):
         "quiet poll: `read_file` of a log that never changes, 18×, reaches the observation "
         "allowance (older single-JSON file)",
@@ -1382,8 +1382,9 @@ SHOWS: dict[tuple[str, str], str] = {
     ("openai_chat/support_order_clean.json", "0"):
         "clean: retail support agent, 5 runs (JSON list of messages)",
     ("openai_chat/tau_airline_results.json", "task-17.trial-0"):
-        "user turns break runs: 5 runs; the same lookup across a user turn is not a repeat; "
-        "run 4 halts on a declined booking retried 3× (tau-bench results list)",
+        "user turns break runs: 5 runs (0–4); the same lookup across a user turn is not a "
+        "repeat; "
+        "run 3 halts on a declined booking retried 3× (tau-bench results list)",
     ("openai_chat/tau_airline_results.json", "task-23.trial-0"):
         "clean: the second record of the same tau-bench file",
     ("openai_chat/django__django-15022.traj.json", "django__django-15022"):

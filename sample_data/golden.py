@@ -6,9 +6,11 @@ of what each default policy says about each sample session.
 
 Notation of a policy cell: the first warn, block and halt of every run that has one, located by
 call number within the session (`c12`, 1-based, in emission order; a per-batch policy names the
-batch's first call) or, for checks on prose, by prose turn (`p6`). Runs are named `r2:` when the
-session has more than one. `—` means every check allowed. A session with more than
-MAX_RUNS_SHOWN flagged runs lists the first ones and counts the rest.
+batch's first call) or, for checks on prose, by prose turn (`p6`), followed by the step as the
+Session and Replay pages number it (`s27`: the event's 0-based index in the session). Runs are
+named as on those pages, from 0 (`r3:`), when the session has more than one. `—` means every
+check allowed. A session with more than MAX_RUNS_SHOWN flagged runs lists the first ones and
+counts the rest.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def sessions(path: Path) -> Iterator[tuple[SessionInfo, list[Event], list[ReadEr
 
 
 def where_cell(steps: list, n_runs: int) -> str:
-    """First warn/block/halt per run (runs are 0-based in replay, 1-based here)."""
+    """First warn/block/halt per run, by call (or prose) number and step."""
     calls = prose = 0
     runs: dict[int, dict[str, str]] = {}
     for step in steps:
@@ -82,15 +84,15 @@ def where_cell(steps: list, n_runs: int) -> str:
             elif isinstance(ev, Prose):
                 loc = f"p{prose}"
             else:
-                loc = f"s{step.seq}"
-            runs.setdefault(step.run, {}).setdefault(chk.verdict, loc)
+                loc = "-"
+            runs.setdefault(step.run, {}).setdefault(chk.verdict, f"{loc} s{step.seq}")
     if not runs:
         return "—"
     parts = []
     for run in sorted(runs)[:MAX_RUNS_SHOWN]:
         found = runs[run]
         text = ", ".join(f"{v} {found[v]}" for v in FLAGS if v in found)
-        parts.append(f"r{run + 1}: {text}" if n_runs > 1 else text)
+        parts.append(f"r{run}: {text}" if n_runs > 1 else text)
     if len(runs) > MAX_RUNS_SHOWN:
         parts.append(f"+{len(runs) - MAX_RUNS_SHOWN} more runs")
     return "; ".join(parts)
@@ -176,8 +178,8 @@ _OUTCOME_OF = {vocab.WARN: vocab.WARNED, vocab.BLOCK: vocab.BLOCKED, vocab.HALT:
 
 
 def run_outcomes_of(cell: str) -> tuple[dict[int, str], int]:
-    """A where-cell read back: {1-based run: worst outcome} for the runs it lists, and how many
-    more flagged runs it only counts."""
+    """A where-cell read back: {run: worst outcome} for the runs it lists, and how many more
+    flagged runs it only counts."""
     listed: dict[int, str] = {}
     more = 0
     if cell == "—":
@@ -188,5 +190,5 @@ def run_outcomes_of(cell: str) -> tuple[dict[int, str], int]:
             continue
         run, _, verdicts = part.rpartition(": ")
         worst = [v.split()[0] for v in verdicts.split(", ")][-1]  # listed warn, block, halt
-        listed[int(run[1:]) if run else 1] = _OUTCOME_OF[worst]
+        listed[int(run[1:]) if run else 0] = _OUTCOME_OF[worst]
     return listed, more

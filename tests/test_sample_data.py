@@ -170,7 +170,7 @@ def test_ingested_run_outcomes_match_readme(fresh_db, readme_where):
             if r["policy_id"] in default_ids:
                 key = (Path(r["path"]).resolve().relative_to(SAMPLE).as_posix(), r["key"],
                        default_ids[r["policy_id"]])
-                got.setdefault(key, {})[r["run_idx"] + 1] = r["outcome"]
+                got.setdefault(key, {})[r["run_idx"]] = r["outcome"]
     engine.dispose()
     diffs = []
     for (file, session), row in sorted(readme_where.items()):
