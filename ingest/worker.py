@@ -68,6 +68,8 @@ class Options:
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     # Watch mode: a last line without its newline is still being written, not malformed.
     defer_partial_tail: bool = False
+    # Processes reading and replaying files ahead of the (single) writer; 1 = all in-process.
+    jobs: int = 1
 
 
 def load_config(path: Path) -> list[PolicySpec]:
@@ -267,95 +269,184 @@ def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence
                     report.halts += 1
 
 
-def ingest_file(engine: Engine, path: Path | str, opts: Options) -> FileReport:
-    """Bring one file's rows in the ledger up to date (one transaction)."""
-    path = Path(path).absolute()
-    key = str(path)
-    report = FileReport(key)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        with engine.begin() as conn:
-            conn.execute(update(s.sources).where(s.sources.c.path == key, s.sources.c.status != STATUS_MISSING)
-                         .values(status=STATUS_MISSING, error="the file is gone (its sessions are kept)"))
-        report.action = "missing"
-        return report
-    with engine.connect() as conn:  # cheap look first: most files in a re-run are unchanged
-        row = conn.execute(select(s.sources).where(s.sources.c.path == key)).mappings().first()
-    if _unchanged(dict(row) if row else None, st.st_size, st.st_mtime):
-        report.action = "unchanged"
-        return report
-
-    with engine.begin() as conn:
-        row = _claim(conn, key, opts.worker_id)
-        if row is None:
-            report.action = "busy"
-            return report
-        try:
-            scan = _scan(path, row["byte_offset"])
-        except FileNotFoundError:
-            report.action = "missing"
-            return report
-        report.bytes = scan.size
-        if _unchanged(row, scan.size, scan.mtime):
-            report.action = "unchanged"
-            conn.execute(update(s.sources).where(s.sources.c.id == row["id"]).values(claimed_by=None))
-            return report
-        if (row["byte_offset"] and scan.size == row["size"] and scan.full_hash == row["content_hash"]
-                and row["status"] != STATUS_MISSING):
-            report.action = "unchanged"  # touched, not changed
-            conn.execute(update(s.sources).where(s.sources.c.id == row["id"]).values(mtime=scan.mtime))
-            return report
-        appended = (row["byte_offset"] > 0 and scan.size > row["byte_offset"]
-                    and scan.prefix_hash == row["content_hash"] and row["status"] != STATUS_ERROR)
-        report.action = "appended" if appended else ("rewritten" if row["byte_offset"] else "new")
-        _ingest_into(conn, row["id"], path, scan, appended, opts, report)
-    return report
+def _decide(row: dict[str, Any], scan: _Scan) -> str:
+    """What a file's bytes mean against its source row: unchanged, touched, appended, rewritten, new."""
+    if _unchanged(row, scan.size, scan.mtime):
+        return "unchanged"
+    if not row["byte_offset"]:
+        return "new"
+    if row["status"] == STATUS_MISSING:
+        return "rewritten"  # it came back: read it whole
+    if scan.size == row["size"] and scan.full_hash == row["content_hash"]:
+        return "touched"  # mtime moved, bytes did not
+    if scan.size > row["byte_offset"] and scan.prefix_hash == row["content_hash"] and row["status"] != STATUS_ERROR:
+        return "appended"
+    return "rewritten"
 
 
-def _ingest_into(conn: Connection, source_id: int, path: Path, scan: _Scan, appended: bool, opts: Options,
-                 report: FileReport) -> None:
-    stored = dict(conn.execute(select(s.sessions.c.key, s.sessions.c.id)
-                               .where(s.sessions.c.source_id == source_id)).all())
-    now = time.time()
+@dataclass
+class Computed:
+    """A file read, redacted and replayed, ready to write: pure data (it can come from a child
+    process). `sessions` is a list, or a generator the writer drains (inline, memory flat)."""
+
+    action: str
+    scan: _Scan
+    format: str | None = None
+    error: str | None = None
+    sessions: Iterable[store.SessionRows] = ()
+    seen: list[str] = field(default_factory=list)
+    errors: list[ReadError] = field(default_factory=list)
+    report: FileReport | None = None
+
+
+def compute(path: Path, row: dict[str, Any], stored_keys: Iterable[str], opts: Options,
+            materialize: bool = False) -> Computed:
+    """Scan, read, redact and replay one file against its source row's state. No database."""
+    report = FileReport(str(path))
+    scan = _scan(path, row["byte_offset"])
+    report.bytes = scan.size
+    action = _decide(row, scan)
+    report.action = action
+    out = Computed(action, scan, report=report)
+    if action in ("unchanged", "touched"):
+        return out
     try:
         fmt = opts.format or formats.sniff(path)
         items = formats.read(path, fmt)
     except (formats.UnknownFormat, OSError, ValueError) as exc:
-        report.action, report.error = "error", str(exc)
-        conn.execute(update(s.sources).where(s.sources.c.id == source_id).values(
-            size=scan.size, mtime=scan.mtime, content_hash=scan.full_hash, byte_offset=0, status=STATUS_ERROR,
-            error=str(exc), claimed_by=None, ingested_at=now))
+        out.action = report.action = "error"
+        out.error = report.error = str(exc)
+        return out
+    out.format = report.format = fmt
+    appended = action == "appended"
+    stored = set(stored_keys)
+
+    def sessions() -> Iterator[store.SessionRows]:
+        for info, events, max_line, errs in _sessions(items, path):
+            out.errors.extend(errs)
+            if info is None:
+                continue
+            out.seen.append(info.key)
+            if appended and info.key in stored and max_line is not None and max_line <= scan.prefix_lines:
+                continue  # every item of this session lies in the part already stored
+            if opts.redact:
+                info = redact_event(info)
+                events = [redact_event(ev) for ev in events]
+            run_of, verdicts = replay_session(events, opts.specs)
+            count_verdicts(report, events, verdicts)
+            yield store.session_rows(info, events, run_of, verdicts, max_text=opts.max_text)
+        if opts.defer_partial_tail and not scan.ends_with_newline:
+            # The writer is mid-line: the next change completes it and re-reads this session.
+            out.errors[:] = [e for e in out.errors if e.line != scan.lines]
+        report.quarantined = len(out.errors)
+
+    out.sessions = list(sessions()) if materialize else sessions()
+    return out
+
+
+FLUSH_ROWS = 50_000  # rows held before an executemany round: bounded memory, few round trips
+
+
+def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
+    """Write a computed file into the ledger (inside the caller's transaction, source claimed)."""
+    now = time.time()
+    src = s.sources.c
+    if c.action == "unchanged":
+        conn.execute(update(s.sources).where(src.id == source_id).values(claimed_by=None))
         return
-    report.format = fmt
+    if c.action == "touched":
+        conn.execute(update(s.sources).where(src.id == source_id).values(mtime=c.scan.mtime, claimed_by=None))
+        return
+    if c.action == "error":
+        conn.execute(update(s.sources).where(src.id == source_id).values(
+            size=c.scan.size, mtime=c.scan.mtime, content_hash=c.scan.full_hash, byte_offset=0,
+            status=STATUS_ERROR, error=c.error, claimed_by=None, ingested_at=now))
+        return
     store.ensure_policies(conn, opts.specs, opts.default_ids)
-    errors: list[ReadError] = []
-    seen: list[str] = []
-    for info, events, max_line, errs in _sessions(items, path):
-        errors += errs
-        if info is None:
-            continue
-        seen.append(info.key)
-        if appended and info.key in stored and max_line is not None and max_line <= scan.prefix_lines:
-            continue  # every item of this session lies in the part already stored
-        if opts.redact:
-            info = redact_event(info)
-            events = [redact_event(ev) for ev in events]
-        run_of, verdicts = replay_session(events, opts.specs)
-        store.write_session(conn, source_id, info, events, run_of, verdicts, max_text=opts.max_text)
-        count_verdicts(report, events, verdicts)
-    store.delete_sessions(conn, source_id, keep_keys=seen)
-    if opts.defer_partial_tail and not scan.ends_with_newline:
-        # The writer is mid-line: the next change completes it and re-reads this session.
-        errors = [e for e in errors if e.line != scan.lines]
+    batch: list[store.SessionRows] = []
+    held = 0
+    for rows in c.sessions:
+        batch.append(rows)
+        held += rows.size
+        if held >= FLUSH_ROWS:
+            store.write_rows(conn, source_id, batch)
+            batch, held = [], 0
+    store.write_rows(conn, source_id, batch)
+    store.delete_sessions(conn, source_id, keep_keys=c.seen)
     conn.execute(delete(s.ingest_errors).where(s.ingest_errors.c.source_id == source_id))
     store.bulk_insert(conn, "ingest_errors", ("source_id", "line", "message", "excerpt", "created_at"),
-                      [(source_id, e.line, e.message, e.excerpt, now) for e in errors])
-    report.quarantined = len(errors)
+                      [(source_id, e.line, e.message, e.excerpt, now) for e in c.errors])
     store.link_parents(conn, source_id)
-    conn.execute(update(s.sources).where(s.sources.c.id == source_id).values(
-        format=fmt, size=scan.size, mtime=scan.mtime, content_hash=scan.full_hash, byte_offset=scan.size,
-        status=STATUS_QUARANTINED if errors else STATUS_OK, error=None, claimed_by=None, ingested_at=now))
+    conn.execute(update(s.sources).where(src.id == source_id).values(
+        format=c.format, size=c.scan.size, mtime=c.scan.mtime, content_hash=c.scan.full_hash,
+        byte_offset=c.scan.size, status=STATUS_QUARANTINED if c.errors else STATUS_OK, error=None,
+        claimed_by=None, ingested_at=now))
+
+
+def _stored_keys(conn: Connection, source_id: int) -> list[str]:
+    return list(conn.execute(select(s.sessions.c.key).where(s.sessions.c.source_id == source_id)).scalars())
+
+
+def _missing(engine: Engine, key: str, report: FileReport) -> FileReport:
+    with engine.begin() as conn:
+        conn.execute(update(s.sources).where(s.sources.c.path == key, s.sources.c.status != STATUS_MISSING)
+                     .values(status=STATUS_MISSING, error="the file is gone (its sessions are kept)"))
+    report.action = "missing"
+    return report
+
+
+def _crashed(engine: Engine, key: str, exc: Exception) -> FileReport:
+    """A reader or detector bug on one file: record it on the source, carry on with the others."""
+    msg = f"{key}: could not be ingested ({type(exc).__name__}: {exc})"
+    with engine.begin() as conn:
+        conn.execute(update(s.sources).where(s.sources.c.path == key).values(
+            status=STATUS_ERROR, error=msg, byte_offset=0, size=0, mtime=None, claimed_by=None))
+    return FileReport(key, action="error", error=msg)
+
+
+def _look(engine: Engine, path: Path) -> tuple[str, dict[str, Any] | None]:
+    """The cheap look before any work: 'missing', 'unchanged' or 'changed', with the source row."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "missing", None
+    with engine.connect() as conn:
+        row = conn.execute(select(s.sources).where(s.sources.c.path == str(path))).mappings().first()
+    row = dict(row) if row else None
+    return ("unchanged" if _unchanged(row, st.st_size, st.st_mtime) else "changed"), row
+
+
+def ingest_file(engine: Engine, path: Path | str, opts: Options, precomputed: Computed | None = None,
+                snapshot: dict[str, Any] | None = None) -> FileReport:
+    """Bring one file's rows in the ledger up to date, in one transaction.
+
+    `precomputed` (from a child process) is used when the source row is still `snapshot`, the
+    state it was computed against; otherwise the file is computed again here, under the claim."""
+    path = Path(path).absolute()
+    key = str(path)
+    if precomputed is None:
+        state, _ = _look(engine, path)
+        if state != "changed":
+            return _missing(engine, key, FileReport(key)) if state == "missing" else FileReport(key, "unchanged")
+    try:
+        with engine.begin() as conn:
+            row = _claim(conn, key, opts.worker_id)
+            if row is None:
+                return FileReport(key, action="busy")
+            c = precomputed
+            if c is None or snapshot is None or _row_state(row) != _row_state(snapshot):
+                c = compute(path, row, _stored_keys(conn, row["id"]), opts)
+            apply(conn, row["id"], c, opts)
+            assert c.report is not None
+            return c.report
+    except FileNotFoundError:
+        return _missing(engine, key, FileReport(key))
+    except Exception as exc:  # noqa: BLE001  (the transaction rolled back; nothing half-written)
+        return _crashed(engine, key, exc)
+
+
+def _row_state(row: dict[str, Any]) -> tuple:
+    return (row["byte_offset"], row["content_hash"], row["status"], row["size"], row["mtime"])
 
 
 def _recorded(engine: Engine, report: FileReport) -> None:
@@ -422,7 +513,10 @@ def register_sources(engine: Engine, files: Sequence[Path]) -> None:
 
 def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
                  on_file: Callable[[FileReport], None] | None = None) -> Totals:
-    """Ingest every file under `paths`; `on_file` is told after each one (the progress bar)."""
+    """Ingest every file under `paths`; `on_file` is told after each one (the progress bar).
+
+    With `opts.jobs` > 1, child processes read and replay files ahead while this process writes
+    (the ledger keeps one writer); each write still re-checks the source row under its claim."""
     totals = Totals()
     files = discover(paths)
     register_sources(engine, files)
@@ -431,14 +525,64 @@ def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
         # each other's locks on the same one.
         k = xxhash.xxh32_intdigest(opts.worker_id.encode()) % len(files)
         files = files[k:] + files[:k]
-    for p in files:
-        report = ingest_file(engine, p, opts)
+
+    def done(report: FileReport) -> None:
         if report.action == "unchanged":
             _recorded(engine, report)
         totals.add(report)
         if on_file is not None:
             on_file(report)
+
+    if opts.jobs <= 1 or len(files) < 2:
+        for p in files:
+            done(ingest_file(engine, p, opts))
+        return totals
+    _ingest_parallel(engine, files, opts, done)
     return totals
+
+
+POOL_MAX_BYTES = 32 * 1024 * 1024  # bigger files are streamed inline: a child returns a file whole
+
+
+def _compute_child(path: Path, row: dict[str, Any], stored_keys: list[str], opts: Options) -> Computed:
+    return compute(path, row, stored_keys, opts, materialize=True)
+
+
+def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
+                     done: Callable[[FileReport], None]) -> None:
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    # spawn, not fork: a forked child would share this process's database sockets.
+    with ProcessPoolExecutor(max_workers=opts.jobs, mp_context=get_context("spawn")) as pool:
+        inflight: deque[tuple[Path, dict[str, Any] | None, Future | None]] = deque()
+
+        def finish_one() -> None:
+            path, snapshot, fut = inflight.popleft()
+            computed = None
+            if fut is not None:
+                try:
+                    computed = fut.result()
+                except Exception:  # noqa: BLE001  (redone inline below, where the error is recorded)
+                    computed = None
+            done(ingest_file(engine, path, opts, computed, snapshot))
+
+        for path in files:
+            state, row = _look(engine, path)
+            if state == "unchanged":
+                done(FileReport(str(path), "unchanged"))
+                continue
+            fut = None
+            if state == "changed" and row is not None and path.stat().st_size <= POOL_MAX_BYTES:
+                with engine.connect() as conn:
+                    keys = _stored_keys(conn, row["id"])
+                fut = pool.submit(_compute_child, path, row, keys, opts)
+            inflight.append((path, row, fut))
+            while len(inflight) > opts.jobs:
+                finish_one()
+        while inflight:
+            finish_one()
 
 
 # ── watch ────────────────────────────────────────────────────────────────────────────────────

@@ -254,3 +254,15 @@ def test_discover_skips_obvious_non_transcripts(tmp_path):
     found = {p.relative_to(tmp_path).as_posix() for p in worker.discover([tmp_path])}
     assert found == {"a.jsonl", "sub/b.json", "sub/deep/c.traj", ".aider.chat.history.md"}
     assert worker.discover([tmp_path / "notes.txt"]) == [tmp_path / "notes.txt"]  # named: always tried
+
+
+def test_parallel_jobs_write_the_same_ledger(engine, tmp_path, other):
+    write_corpus(tmp_path / "c", 8, 120, seed=12)
+    (tmp_path / "c" / "junk.json").write_text("[1, 2, 3]")
+    par = worker.ingest_paths(engine, [tmp_path / "c"], worker.Options(jobs=2))
+    seq = worker.ingest_paths(other, [tmp_path / "c"], worker.Options())
+    assert (par.changed, par.errors, par.calls, par.checks) == (seq.changed, seq.errors, seq.calls, seq.checks)
+    assert dump(engine) == dump(other)
+    again = worker.ingest_paths(engine, [tmp_path / "c"], worker.Options(jobs=2))
+    assert again.changed == 0 and again.errors == 1  # the junk file stays reported
+

@@ -120,9 +120,8 @@ def test_read_only_connection_reads_while_the_worker_writes(fresh_db, tmp_path):
         assert before > 0
         (f,) = write_corpus(tmp_path / "b", 1, 50, seed=2)
         with writer.begin() as w:  # an open write transaction, mid-ingest
-            report = worker.FileReport(str(f))
             row = worker._claim(w, str(f), "t")
-            worker._ingest_into(w, row["id"], f, worker._scan(f, 0), False, worker.Options(), report)
+            worker.apply(w, row["id"], worker.compute(f, row, [], worker.Options()), worker.Options())
             with reader.connect() as r:
                 assert r.execute(select(func.count()).select_from(schema.checks)).scalar() == before
                 with pytest.raises(Exception, match="readonly|read-only|attempt to write"):

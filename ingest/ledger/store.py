@@ -193,35 +193,36 @@ def _args_text(call: Call, max_text: int) -> tuple[str, str]:
     return cap_text(text, max_text, digest), digest
 
 
-def write_session(
-    conn: Connection,
-    source_id: int,
-    info: SessionInfo,
-    events: Sequence[Event],
-    run_of: Sequence[int],
-    verdicts: Sequence[PolicyVerdicts],
-    *,
-    max_text: int = DEFAULT_MAX_TEXT,
-) -> int:
-    """Replace one session's rows (call inside a transaction); returns the session id.
+@dataclass(slots=True)
+class SessionRows:
+    """Everything one session writes, as plain tuples without the session id (prefixed at insert).
 
-    `run_of[seq]` is the run index of event `seq` (as the replay engine numbers runs)."""
-    now = time.time()
+    Built by `session_rows` (pure: it can run in another process) and written by `write_rows`."""
+
+    key: str
+    meta: dict[str, Any]
+    events: list[tuple]
+    calls: list[tuple]
+    runs: list[tuple]
+    checks: list[tuple]
+    results: list[tuple]
+    stats: list[tuple]
+    outcomes: list[tuple]
+
+    @property
+    def size(self) -> int:
+        return len(self.events) + len(self.calls) + len(self.checks) + len(self.results)
+
+
+def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[int],
+                 verdicts: Sequence[PolicyVerdicts], *, max_text: int = DEFAULT_MAX_TEXT) -> SessionRows:
+    """The ledger rows of one session; `run_of[seq]` is event seq's run (as the replay engine numbers runs)."""
     n_calls = sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
     n_runs = (max(run_of) + 1) if run_of else 0
     last_ts = next((ev_ts for ev in reversed(events) if (ev_ts := _ts(ev))), None)
     meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
             "model": info.model, "started_at": info.started_at or _first_ts(events), "ended_at": last_ts,
-            "parent_key": info.parent_key, "n_events": len(events), "n_runs": n_runs, "n_calls": n_calls,
-            "updated_at": now}
-    sid = session_id_of(conn, source_id, info.key)
-    if sid is None:
-        sid = conn.execute(s.sessions.insert().values(source_id=source_id, key=info.key, **meta)
-                           .returning(s.sessions.c.id)).scalar_one()
-    else:
-        delete_session_rows(conn, sid)
-        conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(**meta))
-
+            "parent_key": info.parent_key, "n_events": len(events), "n_runs": n_runs, "n_calls": n_calls}
     answers = _pair_answers(events)
     ev_rows: list[tuple] = []
     call_rows: list[tuple] = []
@@ -238,50 +239,82 @@ def write_session(
                 args_text, a_hash = _args_text(c, max_text)
                 paired = answers.get((seq, i))
                 if paired is None:
-                    call_rows.append((sid, seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
+                    call_rows.append((seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
                                       None, None, None, None, None, None))
                 else:
                     aseq, a = paired
-                    call_rows.append((sid, seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
+                    call_rows.append((seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
                                       cap_text(a.text, max_text, a.digest), a.digest, len(a.text), a.is_error,
                                       aseq, a.ts))
-            ev_rows.append((sid, seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
+            ev_rows.append((seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
                             text_digest(ev.text) if ev.text else None, ev.ts, ev.line))
         elif isinstance(ev, Answers):
-            ev_rows.append((sid, seq, run, vocab.KIND_ANSWERS, None, None,
+            ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None,
                             next((a.ts for a in ev.answers if a.ts), None), ev.line))
         else:
             kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
             digest = text_digest(ev.text)
-            ev_rows.append((sid, seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
-    bulk_insert(conn, "events", _EVENT_COLS, ev_rows)
-    bulk_insert(conn, "calls", _CALL_COLS, call_rows)
-    bulk_insert(conn, "runs", _RUN_COLS, [(sid, idx, *r) for idx, r in sorted(runs.items())])
-
+            ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
+    rows = SessionRows(info.key, meta, ev_rows, call_rows, [(idx, *r) for idx, r in sorted(runs.items())],
+                       [], [], [], [])
     for pv in verdicts:
-        _write_verdicts(conn, sid, pv)
-    return sid
+        _verdict_rows(rows, pv)
+    return rows
 
 
-def _write_verdicts(conn: Connection, sid: int, pv: PolicyVerdicts) -> None:
+def _verdict_rows(rows: SessionRows, pv: PolicyVerdicts) -> None:
     pid = pv.policy_id
-    check_rows = []
-    result_rows = []
+    checks = rows.checks
+    results = rows.results
     for step in pv.steps:
         for c in step.checks:
-            check_rows.append((sid, pid, step.seq, c.idx, step.run, c.verdict, c.count, c.total, c.threshold,
-                               c.reason or None))
+            checks.append((pid, step.seq, c.idx, step.run, c.verdict, c.count, c.total, c.threshold, c.reason or None))
         for r in step.results:
-            result_rows.append((sid, pid, r.seq, r.idx, r.outcome))
-    bulk_insert(conn, "checks", _CHECK_COLS, check_rows)
-    bulk_insert(conn, "results", _RESULT_COLS, result_rows)
+            results.append((pid, r.seq, r.idx, r.outcome))
     sm = pv.summary
-    bulk_insert(conn, "session_stats", _STAT_COLS, [(
-        sid, pid, len(sm.runs), sm.calls, sm.strikes, sm.warnings, sm.blocks, sm.halts, sm.saved,
-        sm.halted_runs, sm.first_halt_seq)])
-    bulk_insert(conn, "run_outcomes", _OUTCOME_COLS, [
-        (sid, rt.run, pid, rt.outcome, rt.halt_seq, rt.halt_idx, rt.strikes, rt.warnings, rt.blocks, rt.saved)
-        for rt in sm.runs])
+    rows.stats.append((pid, len(sm.runs), sm.calls, sm.strikes, sm.warnings, sm.blocks, sm.halts, sm.saved,
+                       sm.halted_runs, sm.first_halt_seq))
+    rows.outcomes.extend((rt.run, pid, rt.outcome, rt.halt_seq, rt.halt_idx, rt.strikes, rt.warnings, rt.blocks,
+                          rt.saved) for rt in sm.runs)
+
+
+_ROW_TABLES = (("events", _EVENT_COLS), ("calls", _CALL_COLS), ("runs", _RUN_COLS), ("checks", _CHECK_COLS),
+               ("results", _RESULT_COLS), ("session_stats", _STAT_COLS), ("run_outcomes", _OUTCOME_COLS))
+
+
+def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]) -> list[int]:
+    """Replace the rows of these sessions of one source (inside the caller's transaction): one
+    executemany per table for all of them. Returns their session ids."""
+    now = time.time()
+    sids = []
+    for rows in sessions:
+        sid = session_id_of(conn, source_id, rows.key)
+        if sid is None:
+            sid = conn.execute(s.sessions.insert().values(source_id=source_id, key=rows.key, updated_at=now,
+                                                          **rows.meta).returning(s.sessions.c.id)).scalar_one()
+        else:
+            delete_session_rows(conn, sid)
+            conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(updated_at=now, **rows.meta))
+        sids.append(sid)
+    for table, cols in _ROW_TABLES:
+        attr = {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table)
+        bulk_insert(conn, table, cols, [(sid, *r) for sid, rows in zip(sids, sessions, strict=True)
+                                        for r in getattr(rows, attr)])
+    return sids
+
+
+def write_session(
+    conn: Connection,
+    source_id: int,
+    info: SessionInfo,
+    events: Sequence[Event],
+    run_of: Sequence[int],
+    verdicts: Sequence[PolicyVerdicts],
+    *,
+    max_text: int = DEFAULT_MAX_TEXT,
+) -> int:
+    """Replace one session's rows (call inside a transaction); returns the session id."""
+    return write_rows(conn, source_id, [session_rows(info, events, run_of, verdicts, max_text=max_text)])[0]
 
 
 def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[PolicyVerdicts]) -> None:
@@ -289,7 +322,13 @@ def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[Polic
     for pv in verdicts:
         for t in (s.checks, s.results, s.run_outcomes, s.session_stats):
             conn.execute(delete(t).where(t.c.session_id == session_id, t.c.policy_id == pv.policy_id))
-        _write_verdicts(conn, session_id, pv)
+    rows = SessionRows("", {}, [], [], [], [], [], [], [])
+    for pv in verdicts:
+        _verdict_rows(rows, pv)
+    for table, cols, part in (("checks", _CHECK_COLS, rows.checks), ("results", _RESULT_COLS, rows.results),
+                              ("session_stats", _STAT_COLS, rows.stats),
+                              ("run_outcomes", _OUTCOME_COLS, rows.outcomes)):
+        bulk_insert(conn, table, cols, [(session_id, *r) for r in part])
 
 
 def link_parents(conn: Connection, source_id: int) -> None:
