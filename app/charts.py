@@ -70,7 +70,7 @@ def sessions_bar(top: pd.DataFrame) -> alt.Chart:
     )
 
 
-def timeline(df: pd.DataFrame, width: int = 700) -> alt.FacetChart:
+def timeline(df: pd.DataFrame, width: int = 760) -> alt.FacetChart:
     """Steps on x, tool names on y, one lane per policy, marks coloured by verdict.
 
     `df` is read.timeline(). Blocks and halts are also drawn as vertical rules across the lane,
@@ -90,7 +90,9 @@ def timeline(df: pd.DataFrame, width: int = 700) -> alt.FacetChart:
         alt.FieldOneOfPredicate(field="verdict", oneOf=[vocab.BLOCK, vocab.HALT])
     ).mark_rule(strokeWidth=2).encode(x="seq:Q", color=color, tooltip=tooltip)
     return alt.layer(points, rules, data=data).facet(
-        row=alt.Row("policy:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=260))
+        # Lane names above their lanes, not beside them: the steps keep the page's width.
+        row=alt.Row("policy:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelLimit=600,
+                                                              labelFontWeight="bold"))
     ).resolve_scale(y="independent")
 
 

@@ -52,6 +52,8 @@ def test_deep_link_opens_session_and_run(ledger):
     assert not at.exception
     assert at.header[0].value == f"Session #{sid}"
     assert metrics(at)["Runs"] == str(head["n_runs"]) and metrics(at)["Tool calls"] == str(head["n_calls"])
+    halted_runs = _read(url, "halts", sid).run_idx.nunique()
+    assert metrics(at)["Halted runs"] == str(halted_runs) and halted_runs > 0
     assert at.selectbox(key="run_pick").value == run
     assert at.query_params["session"] == str(sid) and at.query_params["run"] == str(run)
     assert at.subheader[-2].value == f"Run {run}: transcript"

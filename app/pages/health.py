@@ -10,7 +10,9 @@ import datetime as dt
 
 import streamlit as st
 
-from app import charts, data, safe
+from app import charts, data, nav, safe
+
+nav.require_entry()
 
 PAGE_SIZE = 100
 

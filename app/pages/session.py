@@ -12,9 +12,11 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, safe
+from app import charts, data, nav, safe
 from ingest import vocab
 from ingest.ledger import read
+
+nav.require_entry()
 
 CONTEXT = 6  # events shown before and after the focused step
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
@@ -35,15 +37,16 @@ def _duration(seconds: float | None) -> str:
     return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s"
 
 
-def _header(head: dict) -> None:
+def _header(head: dict, halts: pd.DataFrame) -> None:
     st.header(f"Session #{head['id']}")
     safe.text(head["title"] or "(untitled)")
     cols = st.columns(4)
     cols[0].metric("Runs", head["n_runs"])
     cols[1].metric("Tool calls", head["n_calls"])
     cols[2].metric("Duration", _duration(head["duration_s"]))
-    cols[3].metric("Format", head["format"])
-    safe.table(pd.DataFrame([{"source file": head["path"], "agent": head["agent"], "model": head["model"],
+    cols[3].metric("Halted runs", halts["run_idx"].nunique())
+    safe.table(pd.DataFrame([{"format": head["format"], "source file": head["path"], "agent": head["agent"],
+                              "model": head["model"],
                               "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}]),
                key="session_header")
 
@@ -122,8 +125,8 @@ def main() -> None:
         st.header("Session")
         st.error(f"No session #{sid} in this ledger.")
         return
-    _header(head)
     halts = data.q("halts", sid)
+    _header(head, halts)
 
     st.subheader("Runs × policies")
     long = data.q("run_outcomes", sid)

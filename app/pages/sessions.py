@@ -11,8 +11,10 @@ import datetime as dt
 
 import streamlit as st
 
-from app import charts, data, safe
+from app import charts, data, nav, safe
 from ingest.ledger import read
+
+nav.require_entry()
 
 PAGE_SIZE = 50
 METRICS = (("sessions", "Sessions"), ("runs", "Runs"), ("calls", "Tool calls"), ("warnings", "Warnings"),

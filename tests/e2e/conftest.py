@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -64,9 +65,22 @@ def _wait_healthy(base: str, proc: subprocess.Popen, log: Path) -> None:
 @pytest.fixture(scope="session")
 def server(e2e_ledger, tmp_path_factory) -> str:
     """Base URL of a dashboard serving the e2e ledger."""
+    with start_server(e2e_ledger, tmp_path_factory.mktemp("streamlit") / "server.log") as base:
+        yield base
+
+
+@pytest.fixture
+def fresh_server(e2e_ledger, tmp_path) -> str:
+    """A server no browser has visited yet (its first request is the test's)."""
+    with start_server(e2e_ledger, tmp_path / "server.log") as base:
+        yield base
+
+
+@contextmanager
+def start_server(ledger_url: str, log: Path):
+    """A `streamlit run app/main.py` on a free port; yields its base URL once it answers /_stcore/health."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "server.log"
-    env = dict(os.environ, LOOPLEDGER_DATABASE_URL=e2e_ledger)
+    env = dict(os.environ, LOOPLEDGER_DATABASE_URL=ledger_url)
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.address", "127.0.0.1",
            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]

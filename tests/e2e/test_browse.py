@@ -106,3 +106,14 @@ def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledge
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     assert _metric(page, "Quarantined lines") == str(errors + 1)
     page.screenshot(path=str(artifacts_dir / "e2e-health-live.png"), full_page=True)
+
+
+def test_a_deep_link_on_a_fresh_server_is_served_by_the_app(fresh_server, page, e2e_ledger):
+    """The first request of a new server is a shared link to a session (not the home page)."""
+    sid, run, seq, _ = _most_halted(e2e_ledger)
+    page.goto(f"{fresh_server}/session?session={sid}&run={run}")
+    page.get_by_text(f"▶ HALTING BATCH  [step {seq}]").first.wait_for(timeout=60_000)
+    nav = page.get_by_test_id("stSidebarNav")
+    # The app's own navigation (titles from app/main.py), not one built from file names.
+    assert nav.get_by_text("Ingest health").count() == 1
+    assert nav.get_by_text("main", exact=True).count() == 0
