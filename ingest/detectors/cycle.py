@@ -18,13 +18,17 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, NamedTuple
 
-from ingest.detectors.canonical import answer_key, canonical_bytes, digest
+import orjson
+import xxhash
+
+from ingest.detectors.canonical import answer_key, canonical_bytes
 from ingest.detectors.errors import ConfigError
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
 DEFAULT_MAX_PERIOD = 6
 DEFAULT_WARN_REPEATS = 3
 DEFAULT_HALT_REPEATS = 4
+_dumps, _SORT, _hash, _new = orjson.dumps, orjson.OPT_SORT_KEYS, xxhash.xxh3_128_hexdigest, tuple.__new__
 
 
 class CycleVerdict(NamedTuple):
@@ -104,8 +108,12 @@ class CycleDetector:
 
     def check(self, name: str, args: Any, canonical: bytes | None = None,
               args_digest: str | None = None) -> CycleVerdict:
-        canon = canonical if canonical is not None else canonical_bytes(args)
-        key = (name, args_digest if args_digest is not None else digest(canon))
+        if canonical is None:
+            try:
+                canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
+            except TypeError:
+                canonical = canonical_bytes(args)
+        key = (name, args_digest if args_digest is not None else _hash(canonical))
         keys = self._keys
         keys.append(key)
         self._answers.append(None)
@@ -135,7 +143,7 @@ class CycleDetector:
         elif best_k:
             action = ALLOW
         else:
-            self.last = CycleVerdict(ALLOW, 0, 0, (), position)
+            self.last = _new(CycleVerdict, (ALLOW, 0, 0, (), position))  # hot path: no Python __new__
             return self.last
         n = len(keys)
         pattern = tuple(keys[i][0] for i in range(n - best_p, n))

@@ -18,7 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ingest.detectors.canonical import canonical_bytes, digest
+import orjson
+import xxhash
+
+from ingest.detectors.canonical import canonical_bytes
 from ingest.detectors.errors import ConfigError
 
 DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
@@ -30,6 +33,7 @@ READ_ONLY_PREFIXES: tuple[str, ...] = ("get_", "list_", "read_", "search_", "fin
 
 ALLOW, WARN, BLOCK, HALT = "allow", "warn", "block", "halt"
 REASON = "repeated_tool_calls"
+_dumps, _SORT, _hash, _new = orjson.dumps, orjson.OPT_SORT_KEYS, xxhash.xxh3_128_hexdigest, tuple.__new__
 READ_ONLY, MUTATING = "read_only", "mutating"
 
 
@@ -128,19 +132,29 @@ class LadderGuard:
               args_digest: str | None = None) -> LadderVerdict:
         """Judge one call before it executes. `canonical` / `args_digest` let a caller pass
         `canonical_bytes(args)` and its digest when it already has them."""
-        canon = canonical if canonical is not None else canonical_bytes(args)
-        h = args_digest if args_digest is not None else digest(canon)
+        if canonical is None:
+            try:
+                canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
+            except TypeError:
+                canonical = canonical_bytes(args)
+        canon = canonical
+        h = args_digest if args_digest is not None else _hash(canon)
         key = self.key
         if key is not None and key[1] == h and key[0] == name:
             self.count += 1
         else:
             self.key, self.count = (name, h), 1
             self.args = canon.decode("utf-8", "surrogatepass")
-        cls = self.tool_class(name)
+        ro = self._classes.get(name)
+        if ro is None:
+            ro = self.tool_class(name) == READ_ONLY
+        cls = READ_ONLY if ro else MUTATING
         table = self._tables[cls]
         count = self.count
         action, rung = table[count if count < len(table) else -1]
-        return LadderVerdict(action, count, name, self.args, "" if action == ALLOW else REASON, cls, rung)
+        # tuple.__new__ skips the NamedTuple's Python-level __new__: this is the hot path.
+        return _new(LadderVerdict, (action, count, name, self.args, "" if action == ALLOW else REASON,
+                                    cls, rung))
 
     def break_run(self) -> None:
         self.key, self.args, self.count = None, "", 0

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from ingest.detectors.canonical import batch_signature, canonical_bytes, digest, name_args
+from ingest.detectors.canonical import batch_signature, digest, fast_canonical, name_args
 from ingest.events import Call, text_digest
 
 DEFAULT_MAX_STRIKES = 2
@@ -33,6 +33,7 @@ DEFAULT_STAGNATION_MAX_STEPS = 5
 # Tools whose repetition is never free even when read-only (a page load, a click, a fetch).
 _COSTLY_PARTS = (("navigate",), ("click",), ("fetch", "webpage"))
 _SPLIT = re.compile(r"[_.\-]+")
+_new = tuple.__new__
 
 
 class RepeatOutcome(StrEnum):
@@ -186,7 +187,7 @@ class LoopDetector:
         if signature is not None:
             sig = signature
         elif len(calls) == 1 and type(calls[0]) is Call:  # the common case, inlined
-            sig = calls[0].name + ":" + digest(canonical_bytes(calls[0].args))
+            sig = calls[0].name + ":" + digest(fast_canonical(calls[0].args))
         else:
             sig = batch_signature(calls)
         # Classification depends only on the names and the configuration: memoized per detector
@@ -217,7 +218,7 @@ class LoopDetector:
             run.signature, run.count, run.total, run.answers = sig, 1, 1, None
         if run.count > lim.effective_max or (not lim.exempt and run.total > lim.ceiling):
             raise LoopDetected(sig, run.count, run.total, lim.effective_max, lim.ceiling, lim.exempt)
-        return BatchRecord(sig)
+        return _new(BatchRecord, (sig,))  # tuple.__new__: no Python-level __new__ on the hot path
 
     def record_results(self, record: BatchRecord, answers: str | None) -> RepeatOutcome:
         """Record what the batch named by `record` got back (`answers` = `answers_hash(...)`,

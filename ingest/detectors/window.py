@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ingest.detectors.canonical import canonical_json
+from ingest.detectors.canonical import canonical_json, fast_canonical
 from ingest.detectors.errors import ConfigError
 
 DEFAULT_WINDOW = 8
@@ -74,7 +74,10 @@ class LoopGuard:
 
         `key` lets a caller pass the key it already computed with this guard's key_fn."""
         if key is None:
-            key = self.key_fn(tool_name, tool_args)
+            if self.key_fn is default_key_fn:  # inlined: the hot path
+                key = (tool_name, fast_canonical(tool_args).decode("utf-8", "surrogatepass"))
+            else:
+                key = self.key_fn(tool_name, tool_args)
         buf = self._buf
         counts = self._counts
         if len(buf) == self.window:  # evict the oldest first
