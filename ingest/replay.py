@@ -56,9 +56,11 @@ class _Pending:
         calls = self.batch.calls
         slots = self.slots
         if answer.call_id is None:
-            targets = range(len(calls))
+            targets: Sequence[int] = range(len(calls))
         else:
             targets = [i for i, c in enumerate(calls) if c.id == answer.call_id]
+            if not targets:  # an id this batch does not know goes to a call that has no id, if any
+                targets = [i for i, c in enumerate(calls) if c.id is None]
         for i in targets:
             if slots[i] is None:  # the first answer for a call wins
                 slots[i] = answer

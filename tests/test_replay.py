@@ -88,6 +88,13 @@ def test_answers_without_id_go_to_the_oldest_unanswered_call():
     assert outcomes == ["not_comparable", "changed"]
 
 
+def test_an_unknown_id_goes_to_a_call_without_id():
+    b = Batch((call("a", None),))
+    events = [b, answers(("x1", "A")), b, answers(("x2", "A"))]
+    outcomes = [r.outcome for s in replay(events, "run-length:max_strikes=5") for r in s.results]
+    assert outcomes == ["not_comparable", "repeated"]
+
+
 def test_unknown_ids_are_ignored_and_the_first_answer_wins():
     b = Batch((call("a", "1"),))
     events = [b, answers(("zzz", "X"), ("1", "A"), ("1", "B")), b, answers(("1", "A"))]
