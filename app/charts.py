@@ -31,7 +31,7 @@ def session_link(session_id: int, run: int | None = None) -> str:
 
 
 def _short(text: str | None, n: int = LABEL_CHARS) -> str:
-    text = " ".join((text or "").split())
+    text = " ".join(text.split()) if isinstance(text, str) else ""  # None/NaN: a prose check has no call
     return text if len(text) <= n else text[: n - 1] + "…"
 
 

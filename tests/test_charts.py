@@ -77,6 +77,13 @@ def test_timeline_lanes_per_policy_with_rules_for_blocks_and_halts():
     assert max(len(r["args"]) for r in rows) <= 160
 
 
+def test_timeline_prose_checks_have_no_arguments():
+    df = _timeline_df()
+    df.loc[0, ["tool", "args", "idx"]] = ["(prose)", None, -1]
+    rows = _data(charts.timeline(df).to_dict())
+    assert rows[0]["tool"] == "(prose)" and rows[0]["args"] == ""
+
+
 def test_source_status_counts():
     spec = charts.source_status({"ok": 9, "quarantined": 2}).to_dict()
     assert {(r["status"], r["sources"]) for r in _data(spec)} == {("ok", 9), ("quarantined", 2)}

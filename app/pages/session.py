@@ -91,7 +91,10 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int]) -> None:
         elif row.kind == vocab.KIND_ANSWERS:
             continue  # answers are shown under their calls
         else:
-            safe.text(f"{where} {row.kind}:")
+            # A prose turn can be where a policy halts too (stagnation).
+            mark = "▶ HALTED HERE  " if row.seq in halt_seqs else ""
+            note = notes.get((int(row.seq), -1), "")
+            safe.text(f"{mark}{where} {row.kind}:" + (f"   ⟨{note}⟩" if note else ""))
             safe.code(row.text)
 
 
