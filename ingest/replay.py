@@ -8,7 +8,8 @@ Rules:
 - seq = the event's 0-based index in the session (every kind); one `Step` per event.
 - Runs are 0-based; a `UserTurn` starts a new run unless the current run has no events yet.
 - A batch is checked before it runs. Its answers are collected as `Answers` events arrive
-  (matched by call id; an answer without an id goes to the oldest unanswered call). The batch is
+  (matched by call id; an answer without an id — or with an id the batch does not know, when
+  some call has none — goes to the oldest unanswered such call). The batch is
   judged when every call is answered, or when superseded by the next batch, the next user turn or
   the end of the events — then with None for what never came. Results carry the judged batch's
   seq and sit on the step where the judging happened.

@@ -221,3 +221,15 @@ def test_state_reports_limits():
     s = d.state()
     assert s["observation"] and s["exempt"] and not s["costly"]
     assert (s["effective_max"], s["ceiling"], s["count"]) == (15, 15, 1)
+
+
+def test_changing_the_configuration_between_checks_is_honoured():
+    d = LoopDetector()
+    tools = ["read"]
+    d.check(READ, max_strikes=2, observation_tools=tools, max_observation_steps=15)
+    assert d.state()["observation"]
+    tools[0] = "grep"  # the same list, mutated: no stale classification
+    d.check(READ, max_strikes=2, observation_tools=tools, max_observation_steps=15)
+    assert not d.state()["observation"]
+    with pytest.raises(LoopDetected):
+        d.check(READ, max_strikes=2, observation_tools=tools, max_observation_steps=15)

@@ -192,10 +192,11 @@ class LoopDetector:
             sig = batch_signature(calls)
         # Classification depends only on the names and the configuration: memoized per detector
         # (the configuration is compared by identity first, the common case of one policy).
+        tools = observation_tools if type(observation_tools) is tuple else tuple(observation_tools)
         cfg = self._cfg
-        if (cfg is None or cfg[1] is not observation_tools or cfg[0] != max_strikes
+        if (cfg is None or (cfg[1] is not tools and cfg[1] != tools) or cfg[0] != max_strikes
                 or cfg[2] != max_observation_steps):
-            self._cfg = (max_strikes, observation_tools, max_observation_steps)
+            self._cfg = (max_strikes, tools, max_observation_steps)
             self._lims = {}
         if len(calls) == 1:
             c = calls[0]
