@@ -33,6 +33,13 @@ READ_ONLY_PREFIXES: tuple[str, ...] = ("get_", "list_", "read_", "search_", "fin
 
 ALLOW, WARN, BLOCK, HALT = "allow", "warn", "block", "halt"
 REASON = "repeated_tool_calls"
+# What a live agent loop tells the model (seed 002): appended to the real result on warn; the
+# synthetic error result for that call id on block (every call id gets exactly one result).
+WARN_NOTICE = ("[System Notice] You have executed this tool repeatedly with identical arguments "
+               "without progress. Do not repeat identical calls. Adjust your search pattern, change "
+               "the target path, or switch tools.")
+BLOCK_MESSAGE = ("Blocked: this exact call (same tool, same arguments) was repeated too many times "
+                 "in a row and was not executed. Change the arguments or use another tool.")
 _dumps, _SORT, _hash, _new = orjson.dumps, orjson.OPT_SORT_KEYS, xxhash.xxh3_128_hexdigest, tuple.__new__
 READ_ONLY, MUTATING = "read_only", "mutating"
 
