@@ -30,7 +30,7 @@ import xxhash
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from ingest import formats, vocab
+from ingest import formats
 from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
 from ingest.events import Batch, ReadError, SessionInfo, SessionStart
 from ingest.ledger import schema as s
@@ -258,15 +258,11 @@ def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence
     report.runs += len(verdicts[0].summary.runs) if verdicts else 0
     report.calls += sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
     for pv in verdicts:
-        for st in pv.steps:
-            for c in st.checks:
-                report.checks += 1
-                if c.verdict == vocab.WARN:
-                    report.warnings += 1
-                elif c.verdict == vocab.BLOCK:
-                    report.blocks += 1
-                elif c.verdict == vocab.HALT:
-                    report.halts += 1
+        sm = pv.summary
+        report.checks += sum(len(st.checks) for st in pv.steps)
+        report.warnings += sm.warnings
+        report.blocks += sm.blocks
+        report.halts += sm.halts
 
 
 def _decide(row: dict[str, Any], scan: _Scan) -> str:

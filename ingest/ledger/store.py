@@ -26,8 +26,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from ingest import vocab
-from ingest.detectors.canonical import args_hash as canonical_args_hash
-from ingest.detectors.canonical import canonical_json
+from ingest.detectors.canonical import canonical_bytes
+from ingest.detectors.canonical import digest as digest_of
 from ingest.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from ingest.ledger import schema as s
 from ingest.replay import Step, Tally, _Pending
@@ -168,12 +168,13 @@ def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, A
         elif isinstance(ev, Answers):
             for a in ev.answers:
                 if pending is not None and pending.missing:
-                    before = list(pending.slots)
+                    missing = pending.missing
                     pending.add(a)
-                    hit = next((i for i, (x, y) in enumerate(zip(before, pending.slots, strict=True))
-                                if x is not y), None)
-                    if hit is not None:
-                        out[(pending.seq, hit)] = (seq, a)
+                    if pending.missing < missing:  # it took a slot: find which, by identity
+                        for i, x in enumerate(pending.slots):
+                            if x is a and (pending.seq, i) not in out:
+                                out[(pending.seq, i)] = (seq, a)
+                                break
                         continue
                 slot = by_id.get(a.call_id) if a.call_id is not None else None
                 if slot is not None and slot not in out and (pending is None or slot[0] != pending.seq):
@@ -185,11 +186,12 @@ def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, A
 
 def _args_text(call: Call, max_text: int) -> tuple[str, str]:
     """(stored args text, args hash): canonical JSON, or the raw string when malformed."""
+    raw = canonical_bytes(call.args)  # once: the text and the hash come from the same bytes
+    digest = digest_of(raw)
     if call.args_malformed and isinstance(call.args, str):
         text = call.args
     else:
-        text = canonical_json(call.args)
-    digest = canonical_args_hash(call.args)
+        text = raw.decode("utf-8", "surrogatepass")
     return cap_text(text, max_text, digest), digest
 
 
@@ -217,23 +219,24 @@ class SessionRows:
 def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[int],
                  verdicts: Sequence[PolicyVerdicts], *, max_text: int = DEFAULT_MAX_TEXT) -> SessionRows:
     """The ledger rows of one session; `run_of[seq]` is event seq's run (as the replay engine numbers runs)."""
-    n_calls = sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
-    n_runs = (max(run_of) + 1) if run_of else 0
-    last_ts = next((ev_ts for ev in reversed(events) if (ev_ts := _ts(ev))), None)
-    meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
-            "model": info.model, "started_at": info.started_at or _first_ts(events), "ended_at": last_ts,
-            "parent_key": info.parent_key, "n_events": len(events), "n_runs": n_runs, "n_calls": n_calls}
     answers = _pair_answers(events)
     ev_rows: list[tuple] = []
     call_rows: list[tuple] = []
     runs: dict[int, list] = {}
+    first_ts = last_ts = None
+    n_calls = 0
     for seq, ev in enumerate(events):
         run = run_of[seq]
+        ts = _ts(ev)
+        if ts:
+            first_ts = first_ts or ts
+            last_ts = ts
         r = runs.get(run)
         if r is None:
-            r = runs[run] = [seq, seq, 0, _ts(ev), cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
+            r = runs[run] = [seq, seq, 0, ts, cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
         r[1] = seq
         if isinstance(ev, Batch):
+            n_calls += len(ev.calls)
             r[2] += len(ev.calls)
             for i, c in enumerate(ev.calls):
                 args_text, a_hash = _args_text(c, max_text)
@@ -249,12 +252,15 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             ev_rows.append((seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
                             text_digest(ev.text) if ev.text else None, ev.ts, ev.line))
         elif isinstance(ev, Answers):
-            ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None,
-                            next((a.ts for a in ev.answers if a.ts), None), ev.line))
+            ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None, ts, ev.line))
         else:
             kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
             digest = text_digest(ev.text)
             ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
+    meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
+            "model": info.model, "started_at": info.started_at or first_ts, "ended_at": last_ts,
+            "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
+            "n_calls": n_calls}
     rows = SessionRows(info.key, meta, ev_rows, call_rows, [(idx, *r) for idx, r in sorted(runs.items())],
                        [], [], [], [])
     for pv in verdicts:
@@ -342,12 +348,11 @@ def link_parents(conn: Connection, source_id: int) -> None:
 
 def _ts(ev: Event) -> str | None:
     if isinstance(ev, Answers):
-        return next((a.ts for a in ev.answers if a.ts), None)
+        for a in ev.answers:
+            if a.ts:
+                return a.ts
+        return None
     return ev.ts
-
-
-def _first_ts(events: Sequence[Event]) -> str | None:
-    return next((t for ev in events if (t := _ts(ev))), None)
 
 
 # ── reading back ─────────────────────────────────────────────────────────────────────────────
