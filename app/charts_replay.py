@@ -24,26 +24,46 @@ VERDICT_COLORS = {
 METRICS = ("halts", "warnings", "blocks", "saved", "halted_runs")
 
 
-def counter_rows(steps: Sequence[Any]) -> list[dict[str, Any]]:
+_RANK = {v: i for i, v in enumerate((vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK, vocab.HALT))}
+MAX_POINTS = 600  # steps drawn per series; longer runs are bucketed (max count, min threshold)
+
+
+def counter_rows(steps: Sequence[Any], max_points: int = MAX_POINTS) -> list[dict[str, Any]]:
     """Per step with checks: the largest count/total and the smallest threshold, plus the verdict.
 
     Per-call policies check several calls in one batch; the most advanced counter is what a
-    person watching the guard wants to see against the threshold.
+    person watching the guard wants to see against the threshold. Runs longer than `max_points`
+    checked steps are bucketed (a bucket keeps its largest counters, its smallest threshold and
+    its worst verdict, at its first step), so a 10k-step run still draws in a few milliseconds
+    and no halt or spike disappears from the picture.
     """
-    rank = {v: i for i, v in enumerate((vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK, vocab.HALT))}
-    rows = []
+    points = []
     for step in steps:
+        if not step.checks:
+            continue
         checks = [c for c in step.checks if c.verdict != vocab.AFTER_HALT]
         if not checks:
-            if step.checks:
-                rows.append({"seq": step.seq, "series": "count", "value": None, "verdict": vocab.AFTER_HALT})
+            points.append((step.seq, vocab.AFTER_HALT, None, None, None))
             continue
-        verdict = max((c.verdict for c in checks), key=lambda v: rank.get(v, 0))
+        verdict = max((c.verdict for c in checks), key=lambda v: _RANK.get(v, 0))
+        vals = {}
         for name in ("count", "total", "threshold"):
-            vals = [getattr(c, name) for c in checks if getattr(c, name) is not None]
-            if vals:
-                value = min(vals) if name == "threshold" else max(vals)
-                rows.append({"seq": step.seq, "series": name, "value": value, "verdict": verdict})
+            xs = [getattr(c, name) for c in checks if getattr(c, name) is not None]
+            vals[name] = (min(xs) if name == "threshold" else max(xs)) if xs else None
+        points.append((step.seq, verdict, vals["count"], vals["total"], vals["threshold"]))
+    size = max(1, -(-len(points) // max_points))
+    rows = []
+    for i in range(0, len(points), size):
+        bucket = points[i:i + size]
+        seq = bucket[0][0]
+        verdict = max((p[1] for p in bucket), key=lambda v: _RANK.get(v, 0))
+        for col, name in ((2, "count"), (3, "total"), (4, "threshold")):
+            xs = [p[col] for p in bucket if p[col] is not None]
+            if xs:
+                rows.append({"seq": seq, "series": name, "value": min(xs) if name == "threshold" else max(xs),
+                             "verdict": verdict})
+            elif name == "count" and verdict == vocab.AFTER_HALT:
+                rows.append({"seq": seq, "series": "count", "value": None, "verdict": verdict})
     return rows
 
 
@@ -68,6 +88,23 @@ def counters_chart(rows: Sequence[dict[str, Any]], cursor: int | None, height: i
         layers.append(alt.Chart(pd.DataFrame({"seq": [cursor]})).mark_rule(color="#1c7ed6", strokeWidth=2)
                       .encode(x="seq:Q"))
     return alt.layer(*layers).properties(height=height)
+
+
+def counters_spec(rows: Sequence[dict[str, Any]], height: int = 180) -> dict[str, Any]:
+    """The counters chart as a Vega-Lite dict, without the cursor: built once per run and policy.
+
+    Validating and serialising an Altair chart costs far more than a Replay click's budget, so
+    the page caches this dict and only adds the cursor per click (with_cursor).
+    """
+    with alt.data_transformers.disable_max_rows():
+        return counters_chart(rows, None, height).to_dict()
+
+
+def with_cursor(spec: dict[str, Any], cursor: int) -> dict[str, Any]:
+    """A copy of a counters spec with the cursor drawn as a vertical rule at step `cursor`."""
+    rule = {"mark": {"type": "rule", "color": "#1c7ed6", "strokeWidth": 2},
+            "encoding": {"x": {"datum": cursor, "type": "quantitative"}}}
+    return {**spec, "layer": [*spec["layer"], rule]}
 
 
 def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,

@@ -6,6 +6,7 @@ this module only as plain strings for st.text / st.code / st.dataframe.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -152,16 +153,38 @@ def describe_event(ev: Event) -> str:
     return f"{event_kind(ev)}: {text[:80]}"
 
 
-def next_seq_with(steps: Sequence[Any], cursor: int, verdict: str, last: int | None = None) -> int | None:
-    """The first step after `cursor` (up to `last`) where some check has `verdict`."""
+def verdict_index(steps: Sequence[Any]) -> dict[str, list[int]]:
+    """Verdict → the sorted seqs of the steps carrying it (built once per session and policy)."""
+    out: dict[str, list[int]] = {}
     for step in steps:
-        if step.seq <= cursor:
-            continue
-        if last is not None and step.seq > last:
-            return None
-        if any(c.verdict == verdict for c in step.checks):
-            return step.seq
-    return None
+        for v in {c.verdict for c in step.checks}:
+            out.setdefault(v, []).append(step.seq)
+    return out
+
+
+def next_seq_with(index: dict[str, list[int]], cursor: int, verdict: str, last: int | None = None) -> int | None:
+    """The first step after `cursor` (up to `last`) where some check has `verdict`."""
+    seqs = index.get(verdict, [])
+    i = bisect.bisect_right(seqs, cursor)
+    if i == len(seqs) or (last is not None and seqs[i] > last):
+        return None
+    return seqs[i]
+
+
+def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
+    """One event as plain lines for the transcript block (shown by st.code, never as markdown)."""
+    if isinstance(ev, UserTurn):
+        return [f"[{seq}] user: {clip(ev.text, limit)}"]
+    if isinstance(ev, Prose):
+        return [f"[{seq}] assistant: {clip(ev.text, limit)}"]
+    if isinstance(ev, Batch):
+        lines = [f"[{seq}] assistant: {clip(ev.text, limit)}"] if ev.text else []
+        for i, c in enumerate(ev.calls):
+            args = args_text(c.args).replace("\n", " ")
+            lines.append(f"[{seq}] call {i}: {c.name} {clip(args, limit)}")
+        return lines
+    return [f"[{seq}] answer{' (error)' if a.is_error else ''}: {clip(' '.join(a.text.split()), limit)}"
+            for a in ev.answers]
 
 
 def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:

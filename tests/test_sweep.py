@@ -246,10 +246,13 @@ def test_save_policies_writes_what_replay_computes(db_url):
 def test_next_seq_with_and_live_vs_stored():
     steps = list(replay(repeat_session(5, "deploy"), PolicySpec("ladder")))
     # ladder 2/3/4: 2nd call warns (seq 3), 3rd blocks (5), 4th halts (7)
-    assert rv.next_seq_with(steps, 0, vocab.WARN) == 3
-    assert rv.next_seq_with(steps, 3, vocab.BLOCK) == 5
-    assert rv.next_seq_with(steps, 0, vocab.HALT) == 7
-    assert rv.next_seq_with(steps, 0, vocab.HALT, last=6) is None
+    index = rv.verdict_index(steps)
+    assert rv.next_seq_with(index, 0, vocab.WARN) == 3
+    assert rv.next_seq_with(index, 3, vocab.WARN) is None  # the 3rd call blocks, it does not warn
+    assert rv.next_seq_with(index, 3, vocab.BLOCK) == 5
+    assert rv.next_seq_with(index, 0, vocab.HALT) == 7
+    assert rv.next_seq_with(index, 0, vocab.HALT, last=6) is None
+    assert rv.next_seq_with(index, 7, vocab.AFTER_HALT) == 9
     stored = [{"seq": s.seq, "idx": c.idx, "verdict": c.verdict}
               for s in replay(repeat_session(5, "deploy"), PolicySpec("ladder", {"halt_at": 5, "block_at": 4, "warn_at": 3}))
               for c in s.checks]
@@ -342,3 +345,12 @@ def test_cli_sweep_prints_and_saves(db_url):
 
     res = runner.invoke(app, ["sweep", "--detector", "window", "--param", "thresh=2..4", "--db", db_url])
     assert res.exit_code == 2 and "no parameter 'thresh'" in res.stderr
+
+
+def test_event_lines_are_plain_and_bounded():
+    c = Call("c1", "Bash", {"cmd": "ls\nrm -rf /", "n": 1})
+    lines = rv.event_lines(4, Batch((c,), text="running"))
+    assert lines == ["[4] assistant: running", '[4] call 0: Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    ans = rv.event_lines(5, Answers((Answer("c1", "x" * 5000 + "\n<b>", is_error=True),)))
+    assert len(ans) == 1 and ans[0].startswith("[5] answer (error): xxx") and len(ans[0]) < 700
+    assert rv.event_lines(0, UserTurn("hi\nthere")) == ["[0] user: hi\nthere"]

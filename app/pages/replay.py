@@ -23,7 +23,7 @@ from ingest.events import Answers, Batch, Prose, UserTurn, text_digest
 from ingest.ledger.store import load_events
 from ingest.replay import Replayer, replay
 
-TRANSCRIPT_WINDOW = 30  # events shown up to the cursor; the slider reaches the rest
+TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7
 LINK_KEYS = ("session", "run", "policy", "step")
 
@@ -45,6 +45,19 @@ def _events(db_url: str, session_id: int, updated_at: float | None, n_events: in
 def _all_steps(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> list:
     # One pass of the same engine feeds the counter chart and the "next warning/block/halt" jumps.
     return list(replay(_events(db_url, session_id, updated_at, n_events), spec_text))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _verdicts(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> dict:
+    return rv.verdict_index(_all_steps(db_url, session_id, updated_at, n_events, spec_text))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _counters_spec(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str,
+                   first: int, last: int) -> dict:
+    # Per run and policy, not per click: only the cursor rule changes when the cursor moves.
+    steps = _all_steps(db_url, session_id, updated_at, n_events, spec_text)
+    return charts.counters_spec(charts.counter_rows(steps[first:last + 1]))
 
 
 def _spec_of(value: str | None, policies: list[dict[str, Any]]) -> PolicySpec | None:
@@ -281,7 +294,8 @@ def cursor_view() -> None:
         _set_step(st.session_state.get("rp_step", first))
     cur = st.session_state.rp_step
 
-    nxt = {v: rv.next_seq_with(all_steps, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
+    index = _verdicts(data.url(), session.id, session.updated_at, session.n_events, spec.text)
+    nxt = {v: rv.next_seq_with(index, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
     b = st.columns(6)
     b[0].button("◀ Back", on_click=_set_step, args=(cur - 1,), disabled=cur <= first, key="rp_back")
     b[1].button("Forward ▶", on_click=_set_step, args=(cur + 1,), disabled=cur >= last, key="rp_fwd")
@@ -305,13 +319,13 @@ def cursor_view() -> None:
         lo = max(first, cur - TRANSCRIPT_WINDOW + 1)
         if lo > first:
             st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
-        for seq in range(lo, cur + 1):
-            if seq == cur:
-                with st.container(border=True):
-                    st.caption("▶ at the cursor")
-                    _show_event(seq, events[seq])
-            else:
-                _show_event(seq, events[seq])
+        # Earlier steps as one plain-text block (one element, not dozens), the cursor's step apart.
+        earlier = [line for seq in range(lo, cur) for line in rv.event_lines(seq, events[seq])]
+        if earlier:
+            safe.code("\n".join(earlier))
+        with st.container(border=True):
+            st.caption("▶ at the cursor")
+            _show_event(cur, events[cur])
     with right:
         verdicts = [c.verdict for c in step.checks] if step else []
         worst = max(verdicts, key=lambda v: ("", vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK,
@@ -326,8 +340,8 @@ def cursor_view() -> None:
         in_run = [(s.seq, r) for s in rp.steps[first:] for r in s.results]
         _state_panel(state, in_run)
 
-    st.altair_chart(charts.counters_chart(charts.counter_rows(all_steps[first:last + 1]), cur),
-                    width="stretch")
+    chart = _counters_spec(data.url(), session.id, session.updated_at, session.n_events, spec.text, first, last)
+    st.vega_lite_chart(charts.with_cursor(chart, cur), width="stretch", key="rp_counters")
 
     stored = next((p for p in stored_same_detector if p["id"] == spec.id), None) or \
         next((p for p in stored_same_detector if p["is_default"]), None) or \

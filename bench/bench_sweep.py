@@ -1,0 +1,162 @@
+"""Compare's sweep (20 settings × 1,000 sessions) and one Replay-page click on a 10k-step session.
+
+Sweep: `ingest.sweep.sweep` over 1,000 generated sessions (about 60 events each) with 20 window
+thresholds. Baselines measured in the same run: the same 20 × 1,000 replays done bare
+(`tally(replay(...))` in a loop, no sweep bookkeeping), and the raw cost of iterating the events
+20 times. Budget (design.md): a 20-setting sweep over 1,000 sessions ≤ 10 s.
+
+Page: the Replay page's server time for one "Forward" click (an AppTest rerun of the page: the
+whole script, the Replayer step, transcript, state panel and the counters chart) on a ledger
+holding one 10,000-step session, against the bare Replayer.forward() of the same step.
+Budget: one replay step ≤ 100 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.bench_replay import session
+from ingest import sweep
+from ingest.detectors.policy import PolicySpec
+from ingest.events import UserTurn
+from ingest.replay import Replayer, replay, tally
+
+SWEEP_BUDGET_S = 10.0
+STEP_BUDGET_MS = 100.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sessions(n: int, size: int) -> list[sweep.SessionEvents]:
+    return [sweep.SessionEvents(i, session(size, seed=i)) for i in range(n)]
+
+
+def _sweep_rows(quick: bool) -> list[str]:
+    n = 200 if quick else 1_000
+    sessions = _sessions(n, 60)
+    grid = sweep.make_grid("window", [sweep.Axis("threshold", tuple(range(2, 22)))], {"window": 24})
+    specs = [sweep.spec_for(grid, v) for v in sweep.grid_points(grid)]
+
+    t0 = time.perf_counter()
+    for _ in specs:
+        for s in sessions:
+            for _ev in s.events:
+                pass
+    raw = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for spec in specs:
+        for s in sessions:
+            tally(replay(s.events, spec))
+    bare = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    result = sweep.sweep(sessions, grid)
+    took = time.perf_counter() - t0
+    assert len(result.settings) == 20 and all(s.error is None for s in result.settings)
+    calls = result.settings[0].totals["calls"]
+    return [
+        f"| sweep: 20 window thresholds × {n:,} sessions ({calls:,} calls each setting) | {took:.2f} s "
+        f"| bare replay+tally loop {bare:.2f} s; raw event iteration {raw:.3f} s | {took / bare:.2f}× bare "
+        f"| ≤ {SWEEP_BUDGET_S:.0f} s{'' if took <= SWEEP_BUDGET_S else ' **over**'} |",
+    ]
+
+
+def _ledger_with_one_session(path: Path, events: list) -> str:
+    from ingest.events import SessionInfo
+    from ingest.ledger import schema as t
+    from ingest.ledger import store
+    from ingest.ledger.engine import make_engine
+    from ingest.ledger.migrate import upgrade
+    from ingest.worker import replay_session
+
+    url = f"sqlite:///{path}"
+    eng = make_engine(url)
+    upgrade(eng)
+    with eng.begin() as conn:
+        src = conn.execute(t.sources.insert().values(path="bench-10k.jsonl", size=0)
+                           .returning(t.sources.c.id)).scalar()
+        run_of, verdicts = replay_session(events, [PolicySpec("window")])
+        store.ensure_policies(conn, [PolicySpec("window")])
+        store.write_session(conn, src, SessionInfo("10k", "openai-chat", "10k steps"), events, run_of, verdicts)
+    eng.dispose()
+    return url
+
+
+def _page_rows(quick: bool) -> list[str]:
+    from streamlit.testing.v1 import AppTest
+
+    n = 10_000
+    # One run of 10k steps: the worst case for the page (its slider and chart cover the whole run).
+    generated = session(n + 100)
+    events = [generated[0], *(e for e in generated[1:] if not isinstance(e, UserTurn))][:n]
+    spec = PolicySpec("window")
+    clicks = 5 if quick else 20
+    with tempfile.TemporaryDirectory() as tmp:
+        url = _ledger_with_one_session(Path(tmp) / "ledger.sqlite", events)
+        old = os.environ.get("LOOPLEDGER_DATABASE_URL")
+        os.environ["LOOPLEDGER_DATABASE_URL"] = url
+        try:
+            at = AppTest.from_file(str(ROOT / "app" / "pages" / "replay.py"), default_timeout=120)
+            at.query_params.update(session="1", run="0", policy=spec.text, step="5000")
+            at.run()
+            assert not at.exception, at.exception
+            times, cpu = [], []
+            for _ in range(clicks):
+                t0, c0 = time.perf_counter(), time.process_time()
+                at.button(key="rp_fwd").click().run()
+                times.append((time.perf_counter() - t0) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+                assert not at.exception, at.exception
+            trivial = _trivial_click_ms(Path(tmp), clicks)
+        finally:
+            if old is None:
+                os.environ.pop("LOOPLEDGER_DATABASE_URL", None)
+            else:
+                os.environ["LOOPLEDGER_DATABASE_URL"] = old
+    rp = Replayer(events, spec)
+    rp.jump_to(5_000)
+    t0 = time.perf_counter()
+    for _ in range(clicks):
+        rp.forward()
+    bare = (time.perf_counter() - t0) * 1000 / clicks
+    med = statistics.median(times)
+    return [
+        f"| Replay page: one Forward click on a {n:,}-step run (median of {clicks}; wall, CPU "
+        f"{statistics.median(cpu):.0f} ms) | {med:.0f} ms | the same click on a one-button page "
+        f"{trivial:.0f} ms; bare Replayer.forward() {bare:.3f} ms | {med / max(trivial, 1e-3):.0f}× the one-button page "
+        f"| ≤ {STEP_BUDGET_MS:.0f} ms{'' if med <= STEP_BUDGET_MS else ' **over**'} |",
+    ]
+
+
+def _trivial_click_ms(tmp: Path, clicks: int) -> float:
+    """The AppTest harness's own cost for a click: a page with one button and one text."""
+    from streamlit.testing.v1 import AppTest
+
+    page = tmp / "one_button.py"
+    page.write_text("import streamlit as st\nst.button('x', key='b')\nst.text('hello')\n")
+    at = AppTest.from_file(str(page)).run()
+    times = []
+    for _ in range(clicks):
+        t0 = time.perf_counter()
+        at.button(key="b").click().run()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def run(quick: bool) -> str:
+    rows = _sweep_rows(quick) + _page_rows(quick)
+    return "\n".join([
+        "## Compare sweep and Replay page step\n",
+        "| what | figure | baseline (same run) | ratio | budget |",
+        "|---|---:|---|---:|---|",
+        *rows,
+        "",
+    ])
+
+
+if __name__ == "__main__":
+    print(run(quick=False))
