@@ -165,7 +165,10 @@ class PolicySpec:
     params: Mapping[str, Any] = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params", complete_params(self.detector, self.params))
+        params = complete_params(self.detector, self.params)
+        object.__setattr__(self, "params", params)
+        # Computed once: the worker and the pages ask for the id of every spec often.
+        object.__setattr__(self, "_id", digest(canonical_bytes({"detector": self.detector, "params": params})))
 
     @property
     def params_json(self) -> str:
@@ -173,7 +176,8 @@ class PolicySpec:
 
     @property
     def id(self) -> str:
-        return digest(canonical_bytes({"detector": self.detector, "params": self.params}))
+        """Digest of the canonical JSON of {"detector", "params"} (32 hex digits)."""
+        return self._id  # type: ignore[attr-defined]
 
     @property
     def label(self) -> str:
