@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics
 
-from bench.gen_ledger import HOSTILE
+from bench.gen_ledger import HOSTILE, generate
 from ingest.ledger import read
 from ingest.ledger.engine import make_engine
 
@@ -169,3 +169,19 @@ def test_date_range_filter(ledger):
     assert metrics(at)["Sessions"] == f"{expect:,}" and 0 < expect < 60
     df = _table(at)
     assert all(s[:10] <= mid.isoformat() for s in df.started_at)
+
+
+def test_pages_on_both_backends(db_url):
+    """The same pages through the read-only engine of each backend (PostgreSQL: read-only sessions)."""
+    written = generate(db_url, sessions=12, calls=600, seed=2, hostile=True)
+    with ledger_env(db_url):
+        at = app()
+        assert not at.exception
+        assert metrics(at)["Sessions"] == "12" and metrics(at)["Halts"] == f"{written['halts']:,}"
+        top = int(_table(at).id.iloc[0])
+        at = app("pages/session.py", session=str(top))
+        assert not at.exception
+        assert at.header[0].value == f"Session #{top}"
+        at = app("pages/health.py")
+        assert not at.exception
+        assert metrics(at)["Sources"] == "12"
