@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,7 @@ app = typer.Typer(
 )
 
 DbOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--db",
         help="Ledger: a SQLite file path or a SQLAlchemy URL (postgresql://…). "
@@ -104,6 +104,8 @@ def ingest(
     format: FormatOption = None,
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
+    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
+                                      "writer; 0 = one per core for large inputs.")] = 0,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
 
@@ -112,7 +114,7 @@ def ingest(
     """
     from ingest.commands import run_ingest
 
-    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text))
+    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs))
 
 
 @app.command()
