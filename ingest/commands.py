@@ -6,6 +6,7 @@ Output: progress on stderr, the summary table on stdout. Exit codes (docs/archit
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,8 +63,11 @@ def _print_errors(t: worker.Totals) -> None:
                        "or the ingest_errors table", style="yellow"))
 
 
+AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs more than it saves
+
+
 def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
-               format: str | None, redact: bool, max_text: int) -> int:
+               format: str | None, redact: bool, max_text: int, jobs: int = 1) -> int:
     try:
         opts = _options(policy, config, format, redact, max_text)
     except ValueError as exc:
@@ -77,6 +81,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     try:
         files = worker.discover(paths)
         sizes = {str(f): _size(f) for f in files}
+        opts.jobs = jobs or (min(os.cpu_count() or 1, 4) if sum(sizes.values()) > AUTO_JOBS_BYTES else 1)
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
                       TimeRemainingColumn(), console=err, transient=True) as progress:
             task = progress.add_task(f"ingesting {len(files)} file(s)", total=sum(sizes.values()) or 1)
