@@ -42,6 +42,9 @@ class Step(NamedTuple):
     state: dict[str, Any] | None = None
 
 
+_new = tuple.__new__
+
+
 class _Pending:
     """A checked batch waiting for its answers."""
 
@@ -153,8 +156,9 @@ class _Driver:
         if last and self.pending is not None:
             results += self._judge()
         self.in_run += 1
-        return Step(seq, self.run, event, tuple(checks), tuple(results),
-                    self.state() if with_state else None)
+        # tuple.__new__ skips the NamedTuple's Python-level __new__: one Step per event per policy.
+        return _new(Step, (seq, self.run, event, tuple(checks), tuple(results),
+                           self.state() if with_state else None))
 
     def state(self) -> dict[str, Any]:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
