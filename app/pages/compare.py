@@ -162,6 +162,12 @@ if flips:
         "replay A": st.column_config.LinkColumn("replay A", display_text="open in Replay"),
         "replay B": st.column_config.LinkColumn("replay B", display_text="open in Replay"),
     })
+    # The same links as plain buttons: a table cell is awkward to hit, a button is not.
+    o1, o2, o3 = st.columns([3, 1, 1])
+    pick = o1.selectbox("Open a flipped run", range(len(flips)), key="cp_flip_pick", format_func=lambda i: (
+        f"session {flips[i].session_id} run {flips[i].run_idx}: {flips[i].outcome_a} → {flips[i].outcome_b}"))
+    o2.link_button("Replay under A", table.iloc[pick]["replay A"])
+    o3.link_button("Replay under B", table.iloc[pick]["replay B"])
 else:
     st.caption("No run changes outcome between these two settings.")
 
