@@ -132,7 +132,7 @@ def test_args_are_part_of_the_key_in_canonical_form():
 
 
 @pytest.mark.parametrize("kw, field", [
-    (dict(max_period=1), "max_period"), (dict(warn_repeats=1), "warn_repeats"),
+    (dict(max_period=1), "max_period"), (dict(max_period=65), "max_period"), (dict(warn_repeats=1), "warn_repeats"),
     (dict(warn_repeats=4, halt_repeats=3), "halt_repeats"), (dict(max_period="6"), "max_period"),
 ])
 def test_bad_parameters_name_the_field(kw, field):

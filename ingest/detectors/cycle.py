@@ -28,6 +28,7 @@ ALLOW, WARN, HALT = "allow", "warn", "halt"
 DEFAULT_MAX_PERIOD = 6
 DEFAULT_WARN_REPEATS = 3
 DEFAULT_HALT_REPEATS = 4
+MAX_PERIOD_LIMIT = 64
 _dumps, _SORT, _hash, _new = orjson.dumps, orjson.OPT_SORT_KEYS, xxhash.xxh3_128_hexdigest, tuple.__new__
 
 
@@ -46,6 +47,10 @@ def validate(max_period: Any, warn_repeats: Any, halt_repeats: Any) -> None:
             raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
     if max_period < 2:
         raise ConfigError("max_period", "max_period >= 2", f"max_period: must be >= 2, got {max_period}")
+    if max_period > MAX_PERIOD_LIMIT:
+        # Each check may compare up to max_period² × halt_repeats keys: keep it bounded.
+        raise ConfigError("max_period", f"max_period <= {MAX_PERIOD_LIMIT}",
+                          f"max_period: must be <= {MAX_PERIOD_LIMIT}, got {max_period}")
     if warn_repeats < 2:
         raise ConfigError("warn_repeats", "warn_repeats >= 2",
                           f"warn_repeats: must be >= 2, got {warn_repeats}")
