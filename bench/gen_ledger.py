@@ -176,8 +176,12 @@ def _verdict(p: SynthPolicy, rep: int, cyc: int) -> str:
 
 
 def generate(url: str, sessions: int, calls: int, *, seed: int = 7, hostile: bool = False,
-             quarantined: int | None = None) -> dict:
-    """Fill `url` (an empty ledger; tables are created) and return what was written."""
+             quarantined: int | None = None, big: int = 0) -> dict:
+    """Fill `url` (an empty ledger; tables are created) and return what was written.
+
+    `big` > 0 gives the last session that many of the calls (a long-running agent session:
+    the Session page's worst case); the others share the rest.
+    """
     create_schema(url)
     rng = random.Random(seed)
     pols = default_policies()
@@ -189,11 +193,13 @@ def generate(url: str, sessions: int, calls: int, *, seed: int = 7, hostile: boo
             {"id": p.id, "detector": p.detector, "params": p.params, "label": p.label, "is_default": True,
              "created_at": EPOCH.timestamp()} for p in pols])
         rows = _Rows(conn)
-        budget = calls
+        budget = calls - big if big and sessions > 1 else calls
         for s in range(1, sessions + 1):
             fmt = FORMATS[rng.randrange(len(FORMATS))]
             started = EPOCH + dt.timedelta(seconds=rng.randrange(60 * 86400))
             left = sessions - s + 1
+            if big and s == sessions and sessions > 1:
+                budget += big
             n = budget // left if s < sessions else budget
             n = max(1, int(n * rng.uniform(0.3, 1.7))) if s < sessions else max(1, n)
             n = min(n, max(1, budget - (left - 1)))
@@ -341,9 +347,11 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--hostile", action="store_true", help="put inert-rendering test text in session 1")
+    ap.add_argument("--big", type=int, default=0, help="calls given to the last session (a long session)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    out = generate(resolve_url(args.db), args.sessions, args.calls, seed=args.seed, hostile=args.hostile)
+    out = generate(resolve_url(args.db), args.sessions, args.calls, seed=args.seed, hostile=args.hostile,
+                   big=args.big)
     print(f"{out} in {time.perf_counter() - t0:.1f}s")
     return 0
 
