@@ -266,3 +266,19 @@ def test_parallel_jobs_write_the_same_ledger(engine, tmp_path, other):
     again = worker.ingest_paths(engine, [tmp_path / "c"], worker.Options(jobs=2))
     assert again.changed == 0 and again.errors == 1  # the junk file stays reported
 
+
+
+def test_subagent_links_to_its_parent_whichever_file_comes_first(engine):
+    root = Path(__file__).resolve().parent.parent / "sample_data" / "claude_code"
+    children = sorted(root.glob("*/subagents/*.jsonl"))
+    parents = sorted(root.glob("*.jsonl"))
+    if not children or not parents:
+        pytest.skip("sample_data has no Claude Code subagent file")
+    for f in children + parents:  # the child first: its parent is not stored yet
+        worker.ingest_file(engine, f, worker.Options())
+    with engine.connect() as conn:
+        rows = conn.execute(select(schema.sessions.c.id, schema.sessions.c.key, schema.sessions.c.parent_key,
+                                   schema.sessions.c.parent_id)).all()
+    by_key = {r.key: r.id for r in rows}
+    linked = [r for r in rows if r.parent_key is not None]
+    assert linked and all(r.parent_id == by_key[r.parent_key] for r in linked)

@@ -338,12 +338,15 @@ def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[Polic
 
 
 def link_parents(conn: Connection, source_id: int) -> None:
-    """Point subagent sessions of this source at their parent session, where it is stored."""
+    """Point subagent sessions at their parent session: this source's children, and children stored
+    earlier (in other files, e.g. Claude Code's subagents/ folder) whose parent is in this source."""
     parent = s.sessions.alias("parent")
     sub = (select(parent.c.id).where(parent.c.key == s.sessions.c.parent_key, parent.c.id != s.sessions.c.id)
            .order_by(parent.c.id).limit(1).scalar_subquery())
-    conn.execute(update(s.sessions).where(s.sessions.c.source_id == source_id,
-                                          s.sessions.c.parent_key.is_not(None)).values(parent_id=sub))
+    here = select(s.sessions.c.key).where(s.sessions.c.source_id == source_id)
+    conn.execute(update(s.sessions).where(
+        s.sessions.c.parent_key.is_not(None),
+        (s.sessions.c.source_id == source_id) | s.sessions.c.parent_key.in_(here)).values(parent_id=sub))
 
 
 def _ts(ev: Event) -> str | None:
