@@ -90,3 +90,12 @@ def test_policy_halt_mid_batch_marks_the_rest_after_halt():
     assert [c.verdict for c in steps[0].checks] == ["allow", "warn", "block", "halt", "after_halt",
                                                     "after_halt"]
     assert [c.verdict for c in steps[1].checks] == ["after_halt"]
+
+
+def test_large_thresholds_are_honoured_past_the_lookup_table():
+    g = LadderGuard(mutating=Thresholds(2, 100, 10**9))
+    got = [g.check("w", {}).action for _ in range(150)]
+    assert got[:2] == ["allow", "warn"] and got[98] == "warn" and got[99] == "block" and got[149] == "block"
+    g = LadderGuard(mutating=Thresholds(2, 3, 70))
+    got = [g.check("w", {}).action for _ in range(70)]
+    assert got[68] == "block" and got[69] == "halt"

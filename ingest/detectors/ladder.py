@@ -121,7 +121,8 @@ class LadderGuard:
         self._is_read_only = classifier(read_only_tools)
         self._classes: dict[str, bool] = {}
         # (action, rung) by count, up to halt_at: one lookup per call instead of three compares.
-        self._tables = {cls: [(t.action(n), _rung(t, n)) for n in range(t.halt_at + 1)]
+        # Bounded (a halt_at of 10**9 is legal): counts past the table are computed.
+        self._tables = {cls: [(t.action(n), _rung(t, n)) for n in range(min(t.halt_at, 64) + 1)]
                         for cls, t in ((MUTATING, self.mutating), (READ_ONLY, self.read_only))}
         self.key: tuple[str, str] | None = None
         self.args = ""
@@ -158,7 +159,11 @@ class LadderGuard:
         cls = READ_ONLY if ro else MUTATING
         table = self._tables[cls]
         count = self.count
-        action, rung = table[count if count < len(table) else -1]
+        if count < len(table):
+            action, rung = table[count]
+        else:
+            t = self.read_only if ro else self.mutating
+            action, rung = t.action(count), _rung(t, count)
         # tuple.__new__ skips the NamedTuple's Python-level __new__: this is the hot path.
         return _new(LadderVerdict, (action, count, name, self.args, "" if action == ALLOW else REASON,
                                     cls, rung))
