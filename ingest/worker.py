@@ -15,6 +15,7 @@ Anything else is a rewrite and replaces all of the file's sessions.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -318,10 +319,16 @@ def compute(path: Path, row: dict[str, Any], stored_keys: Iterable[str], opts: O
     stored = set(stored_keys)
 
     def sessions() -> Iterator[store.SessionRows]:
+        repeats: dict[str, int] = {}
         for info, events, max_line, errs in _sessions(items, path):
             out.errors.extend(errs)
             if info is None:
                 continue
+            if info.key in repeats:
+                # Two sessions under one key (a reader quirk or a concatenated file): keep both.
+                repeats[info.key] += 1
+                info = dataclasses.replace(info, key=f"{info.key}#{repeats[info.key]}")
+            repeats.setdefault(info.key, 1)
             out.seen.append(info.key)
             if appended and info.key in stored and max_line is not None and max_line <= scan.prefix_lines:
                 continue  # every item of this session lies in the part already stored

@@ -282,3 +282,13 @@ def test_subagent_links_to_its_parent_whichever_file_comes_first(engine):
     by_key = {r.key: r.id for r in rows}
     linked = [r for r in rows if r.parent_key is not None]
     assert linked and all(r.parent_id == by_key[r.parent_key] for r in linked)
+
+
+def test_two_sessions_under_one_key_are_both_kept(engine, tmp_path):
+    f = tmp_path / "output.jsonl"
+    f.write_bytes(_openhands_line(1, 2) + _openhands_line(1, 3) + _openhands_line(1, 4))
+    report = worker.ingest_file(engine, f, worker.Options())
+    assert report.sessions == 3 and report.error is None
+    with engine.connect() as conn:
+        keys = sorted(conn.execute(select(schema.sessions.c.key)).scalars())
+    assert keys == ["inst-1", "inst-1#2", "inst-1#3"]
