@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from ingest.detectors.canonical import batch_signature, digest, fast_canonical, name_args
+import orjson
+import xxhash
+
+from ingest.detectors.canonical import batch_signature, fast_canonical, name_args
 from ingest.events import Call, text_digest
 
 DEFAULT_MAX_STRIKES = 2
@@ -34,6 +37,7 @@ DEFAULT_STAGNATION_MAX_STEPS = 5
 _COSTLY_PARTS = (("navigate",), ("click",), ("fetch", "webpage"))
 _SPLIT = re.compile(r"[_.\-]+")
 _new = tuple.__new__
+_dumps, _SORT, _hash = orjson.dumps, orjson.OPT_SORT_KEYS, xxhash.xxh3_128_hexdigest
 
 
 class RepeatOutcome(StrEnum):
@@ -187,7 +191,12 @@ class LoopDetector:
         if signature is not None:
             sig = signature
         elif len(calls) == 1 and type(calls[0]) is Call:  # the common case, inlined
-            sig = calls[0].name + ":" + digest(fast_canonical(calls[0].args))
+            args = calls[0].args
+            try:
+                canon = _dumps(args, option=_SORT) if args is not None else b"{}"
+            except TypeError:
+                canon = fast_canonical(args)
+            sig = calls[0].name + ":" + _hash(canon)
         else:
             sig = batch_signature(calls)
         # Classification depends only on the names and the configuration: memoized per detector
