@@ -1,0 +1,201 @@
+"""In a real browser, on a ledger the real ingest pipeline filled from sample_data:
+Session page → "Replay this run at the halt" → Replay lands on the halt → step away and back →
+loosen the threshold → the halt moves; then Compare: run a sweep, open a flipped run in Replay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qs, urljoin, urlparse
+
+import pytest
+
+from ingest import vocab, worker
+from ingest.detectors.policy import INT, PARAMS, PolicySpec
+from ingest.ledger import read, store
+from ingest.ledger.engine import make_engine
+from ingest.ledger.migrate import upgrade
+from ingest.replay import replay, tally
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 90
+
+
+@pytest.fixture(scope="module")
+def pipeline_server(tmp_path_factory):
+    """A dashboard on a ledger filled by the ingest worker (live replays then agree with it)."""
+    tmp = tmp_path_factory.mktemp("e2e_replay")
+    url = f"sqlite:///{tmp / 'ledger.sqlite'}"
+    eng = make_engine(url)
+    upgrade(eng)
+    worker.ingest_paths(eng, [ROOT / "sample_data"], worker.Options())
+    eng.dispose()
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp / "server.log"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.address", "127.0.0.1",
+           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, LOOPLEDGER_DATABASE_URL=url),
+                                stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield base, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _halts(spec: PolicySpec, events: list, first: int, last: int) -> list[int]:
+    return [s.seq for s in replay(events, spec)
+            if first <= s.seq <= last and any(c.verdict == vocab.HALT for c in s.checks)]
+
+
+def _case(url: str):
+    """A halted run, the policy the Session page links it with, and a loosened parameter that
+    takes the halt off that step: (sid, run, policy, halt seq, param, value, next halt or None)."""
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        pol = {p["id"]: p for p in store.stored_policies(conn)}
+        for sid in store.session_ids(conn):
+            halts = read.halts(conn, sid)
+            events = store.load_events(conn, sid)
+            for run in sorted(set(halts["run_idx"])):
+                h = halts[halts["run_idx"] == run].iloc[0]  # what the Session page's link uses
+                first, last = read.run_bounds(conn, sid, int(run))
+                p = pol[h["policy_id"]]
+                spec = PolicySpec(p["detector"], json.loads(p["params"]))
+                seq = int(h["halt_seq"])
+                for param in (q for q in PARAMS[spec.detector] if q.kind == INT):
+                    try:
+                        looser = spec.with_params(**{param.name: spec.params[param.name] + 1})
+                    except ValueError:
+                        continue
+                    moved = _halts(looser, events, first, last)
+                    if seq not in moved:
+                        nxt = next((s for s in moved if s > seq), None)
+                        eng.dispose()
+                        return sid, int(run), spec, seq, param.name, looser.params[param.name], nxt
+    eng.dispose()
+    pytest.fail("no sample run whose halt moves when one threshold is loosened by one")
+
+
+def _metric(page, label: str) -> str:
+    m = page.get_by_test_id("stMetric").filter(has_text=label).first
+    return m.get_by_test_id("stMetricValue").inner_text().strip()
+
+
+def _wait_metric(page, label: str, value: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _metric(page, label) != value:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{label} is {_metric(page, label)!r}, expected {value!r}")
+        page.wait_for_timeout(200)
+
+
+def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artifacts_dir):
+    base, url = pipeline_server
+    sid, run, spec, seq, param, value, nxt = _case(url)
+    page.goto(f"{base}/session?session={sid}&run={run}")
+    link = page.get_by_role("link", name="Replay this run at the halt")
+    link.wait_for(timeout=60_000)
+    href = link.get_attribute("href")
+    q = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+    assert (q["session"], q["run"], q["step"]) == (str(sid), str(run), str(seq))
+    with page.context.expect_page() as opened:
+        link.click()
+    rp = opened.value
+    rp.wait_for_load_state()
+    rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    _wait_metric(rp, "Verdict at this step", vocab.HALT)
+    rp.get_by_text("▶ at the cursor").wait_for(timeout=30_000)
+    rp.screenshot(path=str(artifacts_dir / "e2e-replay-at-halt.png"), full_page=True)
+
+    # Step away and come back with "Next halt": the cursor walks, the URL follows.
+    rp.get_by_role("button", name="◀ Back").click()
+    rp.wait_for_url(re.compile(rf"step={seq - 1}(&|$)"), timeout=30_000)
+    rp.get_by_role("button", name="Next halt").click()
+    rp.wait_for_url(re.compile(rf"step={seq}(&|$)"), timeout=30_000)
+    _wait_metric(rp, "Verdict at this step", vocab.HALT)
+
+    # Loosen the threshold: this step no longer halts, the next halt (if any) is later.
+    box = rp.get_by_label(param, exact=True)
+    box.fill(str(value))
+    rp.get_by_role("button", name="Apply parameters").click()
+    rp.get_by_text(f"{param}={value}").first.wait_for(timeout=30_000)
+    deadline = time.monotonic() + 30
+    while _metric(rp, "Verdict at this step") == vocab.HALT and time.monotonic() < deadline:
+        rp.wait_for_timeout(200)
+    assert _metric(rp, "Verdict at this step") != vocab.HALT
+    assert f"step={seq}" in rp.url
+    next_halt = rp.get_by_role("button", name="Next halt")
+    if nxt is None:
+        assert next_halt.is_disabled()
+    else:
+        next_halt.click()
+        rp.wait_for_url(re.compile(rf"step={nxt}(&|$)"), timeout=30_000)
+        _wait_metric(rp, "Verdict at this step", vocab.HALT)
+    assert not rp.get_by_test_id("stException").count()
+    rp.screenshot(path=str(artifacts_dir / "e2e-replay-halt-moved.png"), full_page=True)
+
+
+def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_dir):
+    base, url = pipeline_server
+    page.goto(f"{base}/compare")
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_text("Runs whose outcome flips between two settings").wait_for(timeout=120_000)
+    page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=60_000)
+    open_b = page.get_by_role("link", name="Replay under B")
+    open_b.wait_for(timeout=60_000)
+    page.screenshot(path=str(artifacts_dir / "e2e-compare.png"), full_page=True)
+    href = open_b.get_attribute("href")
+    q = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
+    spec = PolicySpec.parse(q["policy"])
+    sid, run = int(q["session"]), int(q["run"])
+    # The run really flips: settings A and B (first and last of the sweep) disagree on it.
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        events = store.load_events(conn, sid)
+    eng.dispose()
+    href_a = page.get_by_role("link", name="Replay under A").get_attribute("href")
+    spec_a = PolicySpec.parse(parse_qs(urlparse(href_a).query)["policy"][0])
+    outcome = {sp: next(r.outcome for r in tally(replay(events, sp)).runs if r.run == run) for sp in (spec, spec_a)}
+    assert outcome[spec] != outcome[spec_a]
+    with page.context.expect_page() as opened:
+        open_b.click()
+    rp = opened.value
+    rp.wait_for_load_state()
+    rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    assert urljoin(base + "/", href).split("?")[0].endswith("/replay")
+    rp.get_by_text(f"Live policy: {spec.label}").first.wait_for(timeout=30_000)
+    if q.get("step"):
+        _wait_metric(rp, "Verdict at this step", vocab.HALT)
+    assert not rp.get_by_test_id("stException").count()
+    rp.screenshot(path=str(artifacts_dir / "e2e-compare-flipped-run.png"), full_page=True)
