@@ -175,3 +175,104 @@ def test_replayer_jumps_equal_replay_from_scratch(events, spec, targets):
         pos = min(t, len(events))
         assert r.position == pos
         assert r.current == (scratch[pos - 1] if pos else None)
+
+
+def simple_sessions():
+    """User turns and batches each followed by complete answers (by id): the shape where the
+    replay engine's verdicts can be re-derived by driving a detector by hand."""
+    answer_text = st.sampled_from(["ok", "ok", "no"])
+    few = st.sampled_from([("read", {"a": 1}), ("edit", {"b": 2}), ("read", {"a": 2})])  # loops likely
+    batch = st.lists(st.builds(lambda c, t: (c[0], c[1], t), few, answer_text), min_size=1, max_size=2)
+    return st.lists(st.one_of(st.just("user"), batch), max_size=30)
+
+
+def build(session):
+    events, plan, cid = [], [], 0
+    for item in session:
+        if item == "user":
+            events.append(UserTurn("go"))
+            plan.append("user")
+            continue
+        calls = []
+        for name, args, _ in item:
+            cid += 1
+            calls.append(Call(f"c{cid}", name, args))
+        events.append(Batch(tuple(calls)))
+        events.append(Answers(tuple(Answer(c.id, text) for c, (_, _, text) in zip(calls, item, strict=True))))
+        plan.append((calls, [text for _, _, text in item]))
+    return events, plan
+
+
+@SETTINGS
+@given(simple_sessions())
+def test_replay_verdicts_equal_driving_each_detector_by_hand(session):
+    by_hand(session)
+
+
+def by_hand(session) -> dict[str, list[str]]:
+    """Assert the replay engine's verdicts equal the detectors driven by hand; return them."""
+    from ingest.detectors import answers_hash
+
+    events, plan = build(session)
+    got = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in DEFAULT_SPECS}
+
+    expected: dict[str, list[str]] = {"run-length": [], "ladder": [], "window": [], "cycle": []}
+    rl, lad, win, cyc = LoopDetector(), LadderGuard(), LoopGuard(8, 3), CycleDetector()
+    halted = dict.fromkeys(expected, False)
+    for step in plan:
+        if step == "user":
+            rl.break_run(), lad.break_run(), win.reset(), cyc.break_run()
+            halted = dict.fromkeys(expected, False)
+            continue
+        calls, texts = step
+        if halted["run-length"]:
+            expected["run-length"].append("after_halt")
+        else:
+            try:
+                record = rl.check(calls)
+                expected["run-length"].append("allow")
+            except LoopDetected as e:
+                record = e.record
+                expected["run-length"].append("halt")
+                halted["run-length"] = True
+            rl.record_results(record, answers_hash(calls, texts))
+        for name, guard in (("ladder", lad), ("window", win)):
+            for call in calls:
+                if halted[name]:
+                    expected[name].append("after_halt")
+                    continue
+                if name == "window":
+                    try:
+                        guard.record(call.name, call.args)
+                        verdict = "allow"
+                    except LoopDetectedError:
+                        verdict = "halt"
+                else:
+                    verdict = guard.check(call.name, call.args).action
+                expected[name].append(verdict)
+                halted[name] = verdict == "halt"
+        positions = []
+        for call in calls:
+            if halted["cycle"]:
+                expected["cycle"].append("after_halt")
+                continue
+            v = cyc.check(call.name, call.args)
+            expected["cycle"].append(v.action)
+            positions.append(v.position)
+            halted["cycle"] = v.action == "halt"
+        # answers reach the cycle detector once the whole batch was checked, by position
+        for position, text in zip(positions, texts, strict=False):
+            cyc.record_answer(Answer(None, text), position=position)
+    for name, verdicts in expected.items():
+        assert got[name] == verdicts, name
+    return expected
+
+
+def test_the_by_hand_examples_halt_every_detector():
+    same = [[("edit", {"b": 2}, "ok")]] * 5
+    cycle = [[("read", {"a": 1}, "ok")], [("edit", {"b": 2}, "ok")]] * 5
+    halted = set()
+    for session in (["user", *same], ["user", *cycle, "user", *same]):
+        expected = by_hand(session)
+        halted |= {name for name, verdicts in expected.items() if "halt" in verdicts}
+    assert halted == {"run-length", "ladder", "window", "cycle"}
