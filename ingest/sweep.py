@@ -18,7 +18,7 @@ from ingest import vocab
 from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
 from ingest.events import Event
 from ingest.ledger import store
-from ingest.replay import Tally, replay, tally
+from ingest.replay import Tally, replay, replay_many, tally
 
 REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
 LABELS = (REAL_LOOP, NOT_LOOP)
@@ -195,33 +195,32 @@ def _add_session(setting: Setting, session_id: int, summary: Tally) -> None:
         setting.runs[(session_id, run.run)] = RunRow(run.outcome, run.halt_seq, run.saved)
 
 
-def run_setting(sessions: Sequence[SessionEvents], spec: PolicySpec) -> Setting:
-    setting = Setting(values=(), spec=spec)
-    for s in sessions:
-        # A fresh policy per session: detector state never leaks across sessions.
-        _add_session(setting, s.session_id, tally(replay(s.events, make_policy(spec))))
-    return setting
-
-
 def sweep(
     sessions: Sequence[SessionEvents],
     grid: Grid,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> SweepResult:
-    """Replay every session under every grid point. `progress(done, total, label)` after each."""
-    points = grid_points(grid)
+    """Replay every session under every grid point. `progress(done, total, label)` after each
+    session (invalid grid points are reported in their Setting, not raised)."""
     out: list[Setting] = []
-    for i, values in enumerate(points):
+    for values in grid_points(grid):
         try:
-            spec = spec_for(grid, values)  # validates the combination (threshold <= window …)
+            out.append(Setting(values=tuple(values), spec=spec_for(grid, values)))  # validates the combination
         except ValueError as exc:
             out.append(Setting(values=tuple(values), spec=None, error=str(exc)))
+    valid = [st for st in out if st.spec is not None]
+    for n, sess in enumerate(sessions, 1):
+        if valid and sess.events:
+            # One pass over the session drives every setting (fresh policies: no state leaks across
+            # sessions); replay_many saves the per-setting walk over the events.
+            per_policy = zip(*replay_many(sess.events, [make_policy(st.spec) for st in valid]), strict=True)
+            for setting, steps in zip(valid, per_policy, strict=True):
+                _add_session(setting, sess.session_id, tally(steps))
         else:
-            setting = run_setting(sessions, spec)
-            setting.values = tuple(values)
-            out.append(setting)
+            for setting in valid:
+                setting.first_halt[sess.session_id] = None
         if progress is not None:
-            progress(i + 1, len(points), out[-1].label)
+            progress(n, len(sessions), f"session {sess.session_id}")
     return SweepResult(grid, out, [s.session_id for s in sessions])
 
 

@@ -47,6 +47,11 @@ def invalid_lines(result: sweep.SweepResult) -> list[str]:
             for s in result.settings if s.error]
 
 
+def _progress(done: int, total: int, _label: str) -> None:
+    if done % 100 == 0 or done == total:
+        err.print(f"  {done}/{total} sessions replayed under every setting")
+
+
 def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
               fixed: Sequence[str] = (), save: bool = False) -> int:
     try:
@@ -68,7 +73,7 @@ def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
             ids = store.session_ids(conn)
             sessions = [sweep.SessionEvents(sid, store.load_events(conn, sid)) for sid in ids]
         err.print(f"sweeping {len(sweep.grid_points(grid))} setting(s) over {len(sessions)} session(s)…")
-        result = sweep.sweep(sessions, grid, progress=lambda d, n, label: err.print(Text(f"  [{d}/{n}] {label}")))
+        result = sweep.sweep(sessions, grid, progress=_progress)
         out.print(table_of(result))
         for line in invalid_lines(result):
             out.print(Text(line))

@@ -150,12 +150,13 @@ def test_cycle_sweep_catches_abab_and_not_clean():
     assert flips[0].halt_seq_a is not None and flips[0].halt_seq_b is None
 
 
-def test_progress_is_called_per_setting():
+def test_progress_is_called_per_session_and_empty_sessions_count():
     seen = []
-    sweep.sweep(SESSIONS[:1], sweep.make_grid("window", [sweep.parse_axis("threshold=2..4")]),
-                progress=lambda d, n, label: seen.append((d, n, label)))
-    assert [(d, n) for d, n, _ in seen] == [(1, 3), (2, 3), (3, 3)]
-    assert "threshold=3" in seen[1][2]
+    sessions = [*SESSIONS[:2], sweep.SessionEvents(9, [])]
+    result = sweep.sweep(sessions, sweep.make_grid("window", [sweep.parse_axis("threshold=2..4")]),
+                         progress=lambda d, n, label: seen.append((d, n, label)))
+    assert seen == [(1, 3, "session 1"), (2, 3, "session 2"), (3, 3, "session 9")]
+    assert all(s.first_halt[9] is None and s.first_halt[1] is not None for s in result.settings)
 
 
 def test_rows_for_tables_and_heatmaps():

@@ -40,7 +40,7 @@ def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], det
                 bar.progress(0.2 * i / len(versions), text=f"Loaded {i}/{len(versions)} sessions")
 
     def tick(done: int, total: int, label: str) -> None:
-        bar.progress(0.2 + 0.8 * done / total, text=f"Setting {done}/{total}: {label}")
+        bar.progress(0.2 + 0.8 * done / total, text=f"Replayed {done}/{total} sessions under every setting")
 
     result = sweep.sweep(sessions, grid, progress=tick)
     bar.empty()
