@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ingest import vocab
-from ingest.events import Answers, Batch, Event, Prose, UserTurn
+from ingest.events import Batch, Event, Prose, UserTurn
 from ingest.ledger import schema as t
 
 TEXT_LIMIT = 2_000  # characters of one message shown at the cursor; the ledger caps them anyway
@@ -51,27 +51,10 @@ _SESSION_COLS = (t.sessions.c.id, t.sessions.c.key, t.sessions.c.title, t.sessio
                  t.sessions.c.n_events, t.sessions.c.n_runs, t.sessions.c.n_calls, t.sessions.c.updated_at)
 
 
-def list_sessions(conn: Connection, *, formats: Sequence[str] = (), text: str = "",
-                  outcome: str | None = None, policy_id: str | None = None,
-                  limit: int = 2_000) -> list[SessionRow]:
-    """Sessions matching the Sessions page's filters, newest first.
-
-    `outcome` (clean|warned|blocked|halted) keeps sessions with at least one run of that outcome
-    under `policy_id` (any stored policy when None).
-    """
-    q = sa.select(*_SESSION_COLS)
-    if formats:
-        q = q.where(t.sessions.c.format.in_(list(formats)))
-    if text:
-        like = f"%{text}%"
-        q = q.where(sa.or_(t.sessions.c.title.ilike(like), t.sessions.c.key.ilike(like)))
-    if outcome:
-        ro = t.run_outcomes
-        cond = (ro.c.session_id == t.sessions.c.id) & (ro.c.outcome == outcome)
-        if policy_id:
-            cond = cond & (ro.c.policy_id == policy_id)
-        q = q.where(sa.exists().where(cond))
-    q = q.order_by(t.sessions.c.updated_at.desc().nulls_last(), t.sessions.c.id.desc()).limit(limit)
+def list_sessions(conn: Connection, limit: int = 500) -> list[SessionRow]:
+    """The Replay page's session choices: the most recently updated first."""
+    q = (sa.select(*_SESSION_COLS)
+         .order_by(t.sessions.c.updated_at.desc().nulls_last(), t.sessions.c.id.desc()).limit(limit))
     return [_session_row(r) for r in conn.execute(q)]
 
 
@@ -85,10 +68,6 @@ def session_versions(conn: Connection, session_ids: Sequence[int]) -> list[tuple
     q = (sa.select(t.sessions.c.id, t.sessions.c.updated_at, t.sessions.c.n_events)
          .where(t.sessions.c.id.in_(list(session_ids))).order_by(t.sessions.c.id))
     return [(r.id, r.updated_at, r.n_events or 0) for r in conn.execute(q)]
-
-
-def session_formats(conn: Connection) -> list[str]:
-    return [r[0] for r in conn.execute(sa.select(t.sessions.c.format).distinct().order_by(t.sessions.c.format))]
 
 
 def list_runs(conn: Connection, session_id: int) -> list[dict[str, Any]]:
@@ -131,26 +110,6 @@ def args_text(args: Any) -> str:
         return clip(json.dumps({} if args is None else args, indent=2, ensure_ascii=False, sort_keys=True))
     except (TypeError, ValueError):
         return clip(repr(args))
-
-
-def event_kind(ev: Event) -> str:
-    if isinstance(ev, UserTurn):
-        return vocab.KIND_USER
-    if isinstance(ev, Prose):
-        return vocab.KIND_PROSE
-    if isinstance(ev, Batch):
-        return vocab.KIND_BATCH
-    return vocab.KIND_ANSWERS
-
-
-def describe_event(ev: Event) -> str:
-    """One plain line for a slider tooltip or a table: kind and the tool names / first words."""
-    if isinstance(ev, Batch):
-        return "calls: " + ", ".join(c.name for c in ev.calls)
-    if isinstance(ev, Answers):
-        return f"{len(ev.answers)} answer(s)"
-    text = " ".join((ev.text or "").split())
-    return f"{event_kind(ev)}: {text[:80]}"
 
 
 def verdict_index(steps: Sequence[Any]) -> dict[str, list[int]]:
@@ -229,19 +188,3 @@ def replay_link(session_id: int, run_idx: int | None = None, policy: str | None 
     if step is not None:
         q["step"] = step
     return "./replay?" + urlencode(q)
-
-
-def parse_param(raw: str, default: Any) -> Any:
-    """A parameter typed in the Replay form, read as the default's type (lists as JSON)."""
-    if isinstance(default, bool):
-        return raw.strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    if isinstance(default, list | tuple | dict) or default is None:
-        text = raw.strip()
-        if default is None and text.lower() in ("", "none", "null"):
-            return None
-        return json.loads(text)
-    return raw

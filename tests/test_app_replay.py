@@ -238,3 +238,13 @@ def test_transcript_text_is_never_markdown(tmp_path):
         assert not at.exception, at.exception
         assert any(HOSTILE in p for p in plain_texts(at))  # shown, as plain text
         assert not any("<script>" in m or "pwn.png" in m for m in markdown_texts(at))
+
+
+def test_bad_link_values_are_named_not_fatal(ledger):
+    url, sessions = ledger
+    at = open_page(PAGE, session="999999", policy="nope:x=1", step="soon")
+    assert not at.exception, at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "no session #999999" in warnings and "not understood" in warnings
+    assert any("policy=nope:x=1" in x and "step=soon" in x for x in plain_texts(at))
+    assert at.selectbox(key="rp_session").value in sessions  # the page still works on a real session

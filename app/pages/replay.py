@@ -95,6 +95,8 @@ def _apply_link(policies: list[dict[str, Any]]) -> None:
     if spec is not None:
         st.session_state.rp_spec = spec
         st.session_state.rp_detector = spec.detector
+    st.session_state.rp_bad_link = [f"{k}={link[k]}" for k in LINK_KEYS if link[k] and (
+        (k == "policy" and spec is None) or (k != "policy" and _int(link[k]) is None))]
     # The linked step wins over "a new run starts at its first step" (see below).
     st.session_state.rp_scope = None
     if _int(link["step"]) is not None:
@@ -137,11 +139,18 @@ with _conn() as conn:
     if wanted is not None and all(s.id != wanted for s in sessions):
         linked = rv.get_session(conn, wanted)
         sessions = ([linked] if linked else []) + sessions
+if st.session_state.get("rp_bad_link"):
+    # Link values come from a URL anyone can write: shown as plain text, never as markdown.
+    st.warning("Parts of the link were not understood and were ignored (a policy is a stored policy id or a "
+               "spec like window:threshold=4; session, run and step are numbers):")
+    safe.text("  ".join(st.session_state.rp_bad_link))
 if not sessions:
     st.info("The ledger has no sessions yet. Ingest some transcripts first (loopledger ingest PATH).")
     st.stop()
 by_id = {s.id: s for s in sessions}
 if st.session_state.get("rp_session") not in by_id:
+    if st.session_state.get("rp_session") is not None:
+        st.warning(f"There is no session #{st.session_state.rp_session} in this ledger; showing the latest one.")
     st.session_state.rp_session = sessions[0].id
 
 c1, c2, c3 = st.columns([3, 3, 2])
