@@ -84,75 +84,90 @@ def _raw_executemany(ledger: Path, target: Path) -> tuple[float, float, int]:
     return spent, cpu, rows
 
 
-def _measure(n_calls: int, work: Path, jobs: int, with_raw: bool) -> dict:
+def _measure(n_calls: int, work: Path, jobs: tuple[int, ...], with_raw: bool) -> dict:
+    """Generate a corpus once; ingest it once per job count (fresh ledger each); optionally time
+    raw executemany of the rows the first ingest wrote."""
     from bench.gen_chat import write_corpus
 
     corpus = work / f"corpus_{n_calls}"
     t0 = time.perf_counter()
     files = write_corpus(corpus, max(1, n_calls // CALLS_PER_FILE), min(n_calls, CALLS_PER_FILE), seed=42)
-    gen_s = time.perf_counter() - t0
-    size_mb = sum(f.stat().st_size for f in files) / 1e6
-    db = work / f"ledger_{n_calls}.sqlite"
-    res = _ingest(corpus, db, jobs)
-    res.update(gen_s=gen_s, corpus_mb=size_mb, db_mb=db.stat().st_size / 1e6)
-    if with_raw:
-        raw_s, raw_cpu, rows = _raw_executemany(db, work / f"raw_{n_calls}.sqlite")
-        res.update(raw_s=raw_s, raw_cpu=raw_cpu, rows=rows)
+    out: dict = {"gen_s": time.perf_counter() - t0, "corpus_mb": sum(f.stat().st_size for f in files) / 1e6}
+    for i, j in enumerate(jobs):
+        db = work / f"ledger_{n_calls}_{j}.sqlite"
+        out[j] = _ingest(corpus, db, j)
+        if with_raw and i == 0:
+            raw_s, raw_cpu, rows = _raw_executemany(db, work / f"raw_{n_calls}.sqlite")
+            out.update(raw_s=raw_s, raw_cpu=raw_cpu, rows=rows)
+        for p in work.glob("*.sqlite*"):
+            p.unlink()
     shutil.rmtree(corpus)
-    for p in work.glob("*.sqlite*"):
-        p.unlink()
-    return res
+    return out
 
 
 def run(quick: bool) -> str:
     large = int(os.environ.get("LOOPLEDGER_BENCH_CALLS", "20000" if quick else "200000"))
     small = max(CALLS_PER_FILE, large // 4)
-    jobs = int(os.environ.get("LOOPLEDGER_BENCH_JOBS", str(min(2, os.cpu_count() or 1))))
+    cores = os.cpu_count() or 1
+    jobs = (1, 2) if cores >= 2 else (1,)
     work = Path(tempfile.mkdtemp(prefix="ll_bench_ingest_"))
     try:
         big = _measure(large, work, jobs, with_raw=True)
-        little = _measure(small, work, jobs, with_raw=False)
+        little = _measure(small, work, (1,), with_raw=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rate = big["calls"] / big["wall"]
-    to_1m = 1_000_000 / rate
-    cpu_to_1m = big["cpu"] * 1_000_000 / big["calls"]
-    ratio = big["wall"] / big["raw_s"]
-    cpu_ratio = big["cpu"] / big["raw_cpu"]
-    extrapolated = big["calls"] < 1_000_000
+    calls = big[1]["calls"]
+    extrapolated = " (extrapolated linearly)" if calls < 1_000_000 else ""
     load = os.getloadavg()[0]
     lines = [
         "## Ingest",
         "",
         f"Generated OpenAI-chat JSONL ({CALLS_PER_FILE:,} calls per file, realistic argument and answer sizes, "
-        f"loops mixed in), ingested with the {len(_default_specs())} default policies, redaction on, into a fresh "
-        f"SQLite ledger by `ingest_paths` with {jobs} job(s). Baseline: raw `sqlite3.executemany` of exactly the "
-        "rows that ingest wrote, into the same schema with the same pragmas, in the same run. CPU seconds "
-        "include the job processes; they do not depend on what else the machine runs "
-        f"(load average at the end: {load:.1f} on {os.cpu_count()} cores).",
+        f"loops mixed in: {calls:,} calls, {big['corpus_mb']:.0f} MB), ingested with the "
+        f"{len(_default_specs())} default policies and redaction into a fresh SQLite ledger by `ingest_paths`, "
+        "once in-process (`--jobs 1`) and once with two job processes reading and replaying ahead of the writer. "
+        "Baseline: raw `sqlite3.executemany` of exactly the rows the ingest wrote, into the same schema with the "
+        "same pragmas, measured in the same run. CPU seconds include the job processes and do not depend on "
+        f"what else the machine runs (load average at the end: {load:.1f} on {cores} cores; wall times do).",
         "",
         "| figure | value | baseline (same run) | ratio | budget |",
         "|---|---:|---:|---:|---|",
-        f"| wall time, {big['calls']:,} calls ({big['corpus_mb']:.0f} MB of JSONL) | {big['wall']:.1f} s | "
-        f"{big['raw_s']:.1f} s raw executemany of {big['rows']:,} rows | {ratio:.1f}× | ≤ {BUDGET_RATIO:.0f}× raw |",
-        f"| CPU time, same run | {big['cpu']:.1f} CPU-s | {big['raw_cpu']:.1f} CPU-s raw | {cpu_ratio:.1f}× | |",
-        f"| throughput | {rate:,.0f} calls/s ({big['calls'] / big['cpu']:,.0f} calls per CPU-s) | "
-        f"{big['rows'] / big['raw_s']:,.0f} rows/s raw | | |",
-        f"| 1M calls, wall | {to_1m:.0f} s{' (extrapolated linearly)' if extrapolated else ''} | | | "
-        f"≤ {BUDGET_S_1M:.0f} s on 2 cores |",
-        f"| 1M calls, CPU | {cpu_to_1m:.0f} CPU-s{' (extrapolated)' if extrapolated else ''} = "
-        f"{cpu_to_1m / 2:.0f} s on 2 idle cores at best | | | ≤ {BUDGET_S_1M:.0f} s on 2 cores |",
-        f"| checks written | {big['checks']:,} | | | |",
-        f"| peak RSS at {little['calls']:,} calls | {little['rss_mb']:.0f} MB (writer), "
-        f"{little['child_rss_mb']:.0f} MB (largest job) | | | flat |",
-        f"| peak RSS at {big['calls']:,} calls | {big['rss_mb']:.0f} MB (writer), "
-        f"{big['child_rss_mb']:.0f} MB (largest job) | | "
-        f"{big['rss_mb'] / little['rss_mb']:.2f}× for {big['calls'] / little['calls']:.0f}× the calls | flat |",
+        f"| raw executemany of {big['rows']:,} rows | | {big['raw_s']:.1f} s wall, {big['raw_cpu']:.1f} CPU-s "
+        "| | |",
+    ]
+    verdict_time = []
+    for j in jobs:
+        r = big[j]
+        to_1m = r["wall"] * 1_000_000 / r["calls"]
+        cpu_1m = r["cpu"] * 1_000_000 / r["calls"]
+        verdict_time.append(to_1m)
+        lines += [
+            f"| `--jobs {j}`: wall time | {r['wall']:.1f} s ({r['calls'] / r['wall']:,.0f} calls/s) | "
+            f"{big['raw_s']:.1f} s raw | {r['wall'] / big['raw_s']:.1f}× | ≤ {BUDGET_RATIO:.0f}× raw |",
+            f"| `--jobs {j}`: CPU time | {r['cpu']:.1f} CPU-s ({r['calls'] / r['cpu']:,.0f} calls per CPU-s) | "
+            f"{big['raw_cpu']:.1f} CPU-s raw | {r['cpu'] / big['raw_cpu']:.1f}× | |",
+            f"| `--jobs {j}`: 1M calls | {to_1m:.0f} s wall{extrapolated}; {cpu_1m:.0f} CPU-s = "
+            f"{cpu_1m / min(j + 1, cores) if j > 1 else cpu_1m:.0f} s if the CPU were idle | | | "
+            f"≤ {BUDGET_S_1M:.0f} s on 2 cores |",
+        ]
+    lr, br = little[1], big[1]
+    lines += [
+        f"| checks written | {br['checks']:,} | | | |",
+        f"| peak RSS, `--jobs 1`, {lr['calls']:,} calls | {lr['rss_mb']:.0f} MB | | | flat |",
+        f"| peak RSS, `--jobs 1`, {br['calls']:,} calls | {br['rss_mb']:.0f} MB | | "
+        f"{br['rss_mb'] / lr['rss_mb']:.2f}× for {br['calls'] / lr['calls']:.0f}× the calls | flat |",
+    ]
+    if 2 in big:
+        lines.append(f"| peak RSS, `--jobs 2`, {big[2]['calls']:,} calls | {big[2]['rss_mb']:.0f} MB writer + "
+                     f"{big[2]['child_rss_mb']:.0f} MB per job | | | |")
+    best = min(verdict_time)
+    ratio = min(big[j]["wall"] for j in jobs) / big["raw_s"]
+    lines += [
         "",
-        f"Verdict: time budget {'met' if to_1m <= BUDGET_S_1M else 'NOT met'}; "
-        f"ratio to raw {'met' if ratio <= BUDGET_RATIO else 'NOT met'}; memory "
-        f"{'flat' if big['rss_mb'] <= 1.25 * little['rss_mb'] else 'NOT flat'}. "
-        f"(Corpus generation, not timed above: {big['gen_s']:.0f} s.)",
+        f"Verdict: 1M-call time budget {'met' if best <= BUDGET_S_1M else 'NOT met'} ({best:.0f} s); "
+        f"ratio to raw {'met' if ratio <= BUDGET_RATIO else 'NOT met'} ({ratio:.1f}×); memory "
+        f"{'flat' if br['rss_mb'] <= 1.25 * lr['rss_mb'] else 'NOT flat'}. "
+        f"Corpus generation, not timed above: {big['gen_s']:.0f} s.",
         "",
     ]
     return "\n".join(lines)
