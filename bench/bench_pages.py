@@ -77,6 +77,8 @@ def _sample(page: str | None, params: dict, warm: bool) -> float:
     dt = time.perf_counter() - t0
     if at.exception:
         raise RuntimeError(f"{page or 'sessions'} raised: {at.exception[0].value}")
+    if at.error or not at.metric:  # a fast error page is not a fast page
+        raise RuntimeError(f"{page or 'sessions'} did not render: {[e.value for e in at.error]}")
     return dt
 
 
