@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from ingest.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn
 
 # (kind, pattern); the whole match is replaced unless the pattern has a group named "secret".
@@ -73,6 +75,14 @@ def redact_value(value: Any) -> Any:
 
 
 def _redact_call(call: Call) -> Call:
+    if isinstance(call.args, dict | list):
+        try:
+            # One scan of the serialized arguments instead of one per string inside them.
+            flat = orjson.dumps(call.args).decode()
+        except TypeError:
+            flat = None
+        if flat is not None and not any(mk in flat for mk in _MARKERS):
+            return call
     args = redact_value(call.args)
     return call if args is call.args else Call(call.id, call.name, args, call.args_malformed)
 

@@ -26,8 +26,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from ingest import vocab
-from ingest.detectors.canonical import canonical_bytes
-from ingest.detectors.canonical import digest as digest_of
+from ingest.detectors.canonical import call_key
 from ingest.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from ingest.ledger import schema as s
 from ingest.replay import Step, Tally, _Pending
@@ -186,8 +185,7 @@ def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, A
 
 def _args_text(call: Call, max_text: int) -> tuple[str, str]:
     """(stored args text, args hash): canonical JSON, or the raw string when malformed."""
-    raw = canonical_bytes(call.args)  # once: the text and the hash come from the same bytes
-    digest = digest_of(raw)
+    raw, digest = call_key(call)  # the detectors' cached canonical form: serialized once per call
     if call.args_malformed and isinstance(call.args, str):
         text = call.args
     else:
