@@ -100,9 +100,9 @@ def _page_rows(quick: bool) -> list[str]:
         old = os.environ.get("LOOPLEDGER_DATABASE_URL")
         os.environ["LOOPLEDGER_DATABASE_URL"] = url
         try:
-            at = AppTest.from_file(str(ROOT / "app" / "pages" / "replay.py"), default_timeout=120)
+            at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=120).run()
             at.query_params.update(session="1", run="0", policy=spec.text, step="5000")
-            at.run()
+            at.switch_page("pages/replay.py").run()
             assert not at.exception, at.exception
             times, cpu = [], []
             for _ in range(clicks):

@@ -19,13 +19,13 @@ SAMPLE_DATA = ROOT / "sample_data"
 
 
 def open_page(page: str, **params: str):
-    """Run one page file by itself (not through main.py), with deep-link query params."""
+    """Open a page through main.py (st.navigation), with deep-link query params."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app" / page), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60).run()
     for k, v in params.items():
         at.query_params[k] = v
-    return at.run()
+    return at.switch_page(page).run()
 
 
 def pipeline_ledger(db_path: Path, paths: list[Path] | None = None) -> str:
