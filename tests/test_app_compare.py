@@ -113,6 +113,9 @@ def test_flipped_runs_link_to_replay(ledger):
         want |= {(sid, run) for run in ra if ra[run] != rb.get(run, vocab.CLEAN)}
     assert want and {(int(r["session"]), int(r["run"])) for _, r in flips.iterrows()} == want
     row = flips.iloc[0]
+    # The buttons under the table open the picked (by default the first) flipped run.
+    buttons = {b.proto.label: b.proto.url for b in at.get("link_button")}
+    assert buttons == {"Replay under A": row["replay A"], "Replay under B": row["replay B"]}
     link = urlparse(row["replay A"])
     assert link.path == "./replay"
     q = {k: v[0] for k, v in parse_qs(link.query).items()}

@@ -233,6 +233,8 @@ def _set_step(value: int | None) -> None:
 
 def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> None:
     """The detector's counters and buffers at the cursor, per detector."""
+    st.caption(f"run {state.get('run')} · " + ("halted: the run's later steps are after_halt until the next user turn"
+                                               if state.get("halted") else "not halted"))
     m = st.columns(4)
     if detector == "run-length":
         m[0].metric("count", state.get("count", 0), help="identical batches in a row (reset by changed answers)")
