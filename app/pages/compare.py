@@ -68,7 +68,7 @@ with st.expander("Sessions", expanded=True):
     text = f3.text_input("Title or path contains", key="cp_text")
     limit = int(f4.number_input("At most", 1, 20_000, 500, step=100, key="cp_limit"))
 flt = read.SessionFilter(formats=tuple(formats), outcome=outcome, text=text.strip())
-chosen = data.q("sessions_page", flt, "id", False, limit)
+chosen = data.q("sessions_page", flt, "id", True, limit)  # the newest `limit` sessions
 session_ids = [int(i) for i in chosen["id"]]
 st.caption(f"{len(session_ids)} session(s) selected.")
 

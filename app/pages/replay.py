@@ -297,6 +297,11 @@ def _show_event(seq: int, ev: Any) -> None:
 
 
 def cursor_view() -> None:
+    with _conn() as conn:
+        now = rv.get_session(conn, session.id)
+    if now is not None and (now.updated_at, now.n_events) != (session.updated_at, session.n_events):
+        # A live worker appended to this session (e.g. while playing): rebuild from the top.
+        st.rerun(scope="app")
     if st.session_state.get("rp_play"):
         # Each run while playing is one tick (run_every); at the end, playing stops.
         if st.session_state.get("rp_step", first) >= last:
