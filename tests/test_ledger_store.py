@@ -128,3 +128,64 @@ def test_cap_text_boundaries():
     capped = store.cap_text("é" * 10, 5)  # never splits a multi-byte character
     assert capped.startswith("éé" + store.TRUNCATED) and store.is_capped(capped)
     assert not store.is_capped("plain text]")
+
+
+# ── property: whatever the events, a recheck from the ledger judges what the ingest judged ────
+
+import uuid  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from ingest.detectors.policy import DEFAULT_SPECS  # noqa: E402
+from ingest.worker import replay_session  # noqa: E402
+
+_names = st.sampled_from(["bash", "read_file", "grep", "browser_navigate"])
+_args = st.one_of(st.none(), st.fixed_dictionaries({"p": st.sampled_from(["a", "b", "x" * 300])}),
+                  st.dictionaries(st.sampled_from(["k", "n"]), st.integers(0, 2), max_size=2))
+_ids = st.one_of(st.none(), st.sampled_from(["c1", "c2", "c3"]))
+
+
+@st.composite
+def sessions(draw):
+    events = []
+    for _ in range(draw(st.integers(1, 25))):
+        kind = draw(st.sampled_from(["user", "prose", "batch", "answers", "batch"]))
+        if kind == "user":
+            events.append(UserTurn(draw(st.sampled_from(["go", "again"]))))
+        elif kind == "prose":
+            events.append(Prose(draw(st.sampled_from(["", "thinking", "y" * 300]))))
+        elif kind == "batch":
+            n = draw(st.integers(0, 3))
+            events.append(Batch(tuple(Call(draw(_ids), draw(_names), draw(_args)) for _ in range(n))))
+        else:
+            n = draw(st.integers(1, 3))
+            events.append(Answers(tuple(Answer(draw(_ids), draw(st.sampled_from(["ok", "fail", "z" * 300])),
+                                               draw(st.booleans())) for _ in range(n))))
+    return events
+
+
+def _verdicts(events):
+    _, verdicts = replay_session(events, DEFAULT_SPECS)
+    return [sorted((s.seq, s.run, c) for s in pv.steps for c in s.checks) for pv in verdicts], \
+        [sorted((r.seq, r.idx, r.outcome) for s in pv.steps for r in s.results) for pv in verdicts]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=sessions())
+def test_recheck_from_ledger_equals_ingest_for_any_session(tmp_path, events):
+    eng = make_engine(f"sqlite:///{tmp_path / 'prop.sqlite'}")
+    migrate.upgrade(eng)
+    try:
+        run_of, verdicts = replay_session(events, DEFAULT_SPECS)
+        with eng.begin() as conn:
+            src = conn.execute(schema.sources.insert().values(path=uuid.uuid4().hex, size=0, byte_offset=0,
+                                                              status="ok").returning(schema.sources.c.id)).scalar_one()
+            store.ensure_policies(conn, DEFAULT_SPECS)
+            sid = store.write_session(conn, src, SessionInfo("k", "f"), events, run_of, verdicts, max_text=256)
+        with eng.connect() as conn:
+            back = store.load_events(conn, sid)
+        assert len(back) == len(events)
+        assert _verdicts(back) == _verdicts(events)
+    finally:
+        eng.dispose()
