@@ -82,11 +82,12 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _apply_link(policies: list[dict[str, Any]]) -> None:
-    """A new deep link (first load, or a link followed inside this browser session) wins."""
+def _apply_link(policies: list[dict[str, Any]]) -> list[str]:
+    """A new deep link (first load, or a link followed inside this browser session) wins.
+    Returns the link's values that could not be used."""
     link = {k: st.query_params.get(k) for k in LINK_KEYS}
     if st.session_state.get("rp_link") == link:
-        return
+        return []
     st.session_state.rp_link = link
     if _int(link["session"]) is not None:
         st.session_state.rp_session = _int(link["session"])
@@ -97,7 +98,7 @@ def _apply_link(policies: list[dict[str, Any]]) -> None:
     if spec is not None:
         st.session_state.rp_spec = spec
         st.session_state.rp_detector = spec.detector
-    st.session_state.rp_bad_link = [f"{k}={link[k]}" for k in LINK_KEYS if link[k] and (
+    bad = [f"{k}={link[k]}" for k in LINK_KEYS if link[k] and (
         (k == "policy" and spec is None) or (k != "policy" and _int(link[k]) is None))]
     # The linked step wins over "a new run starts at its first step" (see below).
     st.session_state.rp_scope = None
@@ -105,6 +106,7 @@ def _apply_link(policies: list[dict[str, Any]]) -> None:
         st.session_state.rp_step = _int(link["step"])
     else:
         st.session_state.pop("rp_step", None)
+    return bad
 
 
 def _write_link(session_id: int, run_idx: int, spec: PolicySpec, stored_ids: set[str], step: int) -> None:
@@ -135,17 +137,17 @@ st.caption("Step a loop guard through one run and watch its state change. Edit i
 
 with _conn() as conn:
     policies = rv.list_policies(conn)
-    _apply_link(policies)
+    bad_link = _apply_link(policies)
     sessions = rv.list_sessions(conn, limit=500)
     wanted = st.session_state.get("rp_session")
     if wanted is not None and all(s.id != wanted for s in sessions):
         linked = rv.get_session(conn, wanted)
         sessions = ([linked] if linked else []) + sessions
-if st.session_state.get("rp_bad_link"):
+if bad_link:
     # Link values come from a URL anyone can write: shown as plain text, never as markdown.
     st.warning("Parts of the link were not understood and were ignored (a policy is a stored policy id or a "
                "spec like window:threshold=4; session, run and step are numbers):")
-    safe.text("  ".join(st.session_state.rp_bad_link))
+    safe.text("  ".join(bad_link))
 if not sessions:
     st.info("The ledger has no sessions yet. Ingest some transcripts first (loopledger ingest PATH).")
     st.stop()
