@@ -21,9 +21,10 @@ from pathlib import Path
 
 from ingest import vocab
 from ingest.detectors.policy import DEFAULT_SPECS, make_policy
-from ingest.events import Batch, Event, Prose, ReadError, SessionInfo, SessionStart
+from ingest.events import Batch, Event, Prose, ReadError, SessionInfo
 from ingest.formats import read, sniff
 from ingest.replay import replay, tally
+from ingest.replay_table import sessions_of
 
 FLAGS = (vocab.WARN, vocab.BLOCK, vocab.HALT)
 MAX_RUNS_SHOWN = 3
@@ -48,21 +49,8 @@ def sample_files(root: Path) -> list[Path]:
 
 
 def sessions(path: Path) -> Iterator[tuple[SessionInfo, list[Event], list[ReadError]]]:
-    """Group a file's item stream into sessions (sample files are small: lists are fine)."""
-    info: SessionInfo | None = None
-    events: list[Event] = []
-    errors: list[ReadError] = []
-    for item in read(path):
-        if isinstance(item, SessionStart):
-            if info is not None:
-                yield info, events, errors
-            info, events, errors = item.info, [], []
-        elif isinstance(item, ReadError):
-            errors.append(item)
-        else:
-            events.append(item)
-    if info is not None:
-        yield info, events, errors
+    """A file's sessions as (info, events, read errors), grouped as `loopledger replay` does."""
+    yield from sessions_of(read(path))
 
 
 def where_cell(steps: list, n_runs: int) -> str:
