@@ -403,8 +403,9 @@ def atif_trajectory(s: Script, *, session_id: str, agent: str, version: str, mod
 
 
 def swe_agent_traj(s: Script, *, system: str, instance: str) -> dict:
-    """SWE-agent .traj: trajectory[] of {action, observation, …} plus the chat `history`."""
-    ids = Ids(s.name, s.start)
+    """SWE-agent .traj: trajectory[] of {action, observation, …} plus the chat `history`.
+
+    Only the command string is stored: the reader names the tool after its first word."""
     traj: list[dict] = []
     history: list[dict] = [{"role": "system", "content": system, "agent": "main"}]
     for ev in s.events:
@@ -427,7 +428,6 @@ def swe_agent_traj(s: Script, *, system: str, instance: str) -> dict:
             history.append({"role": "user", "content": c.answer + "\n(Open file: /testbed/src/"
                             "parsedate/core.py)\n(Current directory: /testbed)\nbash-$",
                             "agent": "main"})
-    ids.tick()
     return {"environment": "swe_main", "trajectory": traj, "history": history,
             "info": {"exit_status": "submitted (exit_cost)", "submission": None,
                      "model_stats": {"instance_cost": 1.84, "tokens_sent": 512330,
