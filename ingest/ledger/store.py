@@ -60,10 +60,14 @@ def is_capped(text: str | None) -> bool:
 # ── bulk insert ──────────────────────────────────────────────────────────────────────────────
 
 
-def _insert_sql(conn: Connection, table: str, columns: Sequence[str]) -> str:
+def _insert_sql(conn: Connection, table: str, columns: Sequence[str], session_id: int | None = None) -> str:
+    """INSERT for executemany; with `session_id`, the first column is that integer literal."""
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     cols = ", ".join(f'"{c}"' for c in columns)
-    return f'INSERT INTO {table} ({cols}) VALUES ({", ".join([mark] * len(columns))})'
+    values = [mark] * len(columns)
+    if session_id is not None:
+        values[0] = str(int(session_id))
+    return f'INSERT INTO {table} ({cols}) VALUES ({", ".join(values)})'
 
 
 def bulk_insert(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple]) -> None:
@@ -302,8 +306,12 @@ def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]
         sids.append(sid)
     for table, cols in _ROW_TABLES:
         attr = {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table)
-        bulk_insert(conn, table, cols, [(sid, *r) for sid, rows in zip(sids, sessions, strict=True)
-                                        for r in getattr(rows, attr)])
+        for sid, rows in zip(sids, sessions, strict=True):
+            part = getattr(rows, attr)
+            if part:
+                # The session id goes into the statement as an integer literal (it is one: it
+                # came back from the database), so the row tuples are passed as built, uncopied.
+                conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
     return sids
 
 
