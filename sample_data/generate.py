@@ -299,6 +299,43 @@ def codex_lines(s: Script, *, session_id: str, cwd: str, model: str) -> list[dic
     return out
 
 
+def codex_legacy_lines(s: Script, *, session_id: str, cwd: str) -> list[dict]:
+    """Codex CLI rollout from before the envelope (mid 2025): a bare header line, then bare
+    Responses items with `{"record_type": "state"}` markers and no timestamps of their own."""
+    ids = Ids(s.name, s.start)
+    out: list[dict] = [{"id": session_id, "timestamp": ids.tick(0), "instructions": None,
+                        "git": {"commit_hash": ids.hex(40), "branch": "main",
+                                "repository_url": "git@github.com:harbor-labs/billing.git"}},
+                       {"record_type": "state"},
+                       {"type": "message", "id": None, "role": "user", "content": [
+                           {"type": "input_text", "text": f"<environment_context>\n  <cwd>{cwd}"
+                            "</cwd>\n  <approval_policy>on-request</approval_policy>\n  "
+                            "<sandbox_mode>workspace-write</sandbox_mode>\n  <network_access>"
+                            "enabled</network_access>\n  <shell>zsh</shell>\n"
+                            "</environment_context>"}]}]
+    for ev in s.events:
+        if ev[0] == "user":
+            out.append({"type": "message", "id": None, "role": "user",
+                        "content": [{"type": "input_text", "text": ev[1]}]})
+        elif ev[0] == "prose":
+            out.append({"type": "message", "id": "msg_" + ids.hex(32), "role": "assistant",
+                        "content": [{"type": "output_text", "text": ev[1]}]})
+        else:
+            _, text, calls = ev
+            out.append({"type": "reasoning", "id": "rs_" + ids.hex(32),
+                        "summary": [{"type": "summary_text", "text": f"**{text}**"}] if text else [],
+                        "encrypted_content": "gAAAAB" + ids.hex(40)})
+            for c in calls:
+                cid = "call_" + ids.hex(24)
+                out.append({"type": "function_call", "id": "fc_" + ids.hex(32), "name": c.name,
+                            "arguments": dumps(c.args), "call_id": cid})
+                out.append({"record_type": "state"})
+                out.append({"type": "function_call_output", "call_id": cid,
+                            "output": dumps({"output": c.answer, "metadata": {
+                                "exit_code": 1 if c.error else 0, "duration_seconds": 0.6}})})
+    return out
+
+
 def gemini_records(s: Script, *, session_id: str, project_hash: str, model: str,
                    rewind: tuple[int, Script] | None = None) -> list[dict]:
     """Gemini CLI session JSONL (chatRecordingService): metadata line, messages re-appended by id
@@ -756,6 +793,32 @@ def codex_migrate_halt() -> Script:
               "PASS tests/invoices.test.ts\nTests: 12 passed, 12 total"), text="Running tests")
     s.say("Done: migration 0004 adds `due_date` (indexed) and the API model exposes `dueDate`. "
           "Tests pass against invoicer_dev.")
+    return s
+
+
+def codex_backfill_watch() -> Script:
+    """Status, logs, status, logs — while the job moves: a cycle in shape, progress in fact."""
+    s = Script("codex-backfill", "2025-08-14T16:02:00")
+    s.user("Start the invoice backfill job in billing and watch it until it completes.")
+    k = ["bash", "-lc"]
+    s.calls(C("shell", {"command": k + ["kubectl apply -f deploy/jobs/backfill-invoices.yaml"],
+                        "workdir": "/home/ana/billing"},
+              "job.batch/backfill-invoices created"), text="Starting the backfill job")
+    status = {"command": k + ["kubectl get job backfill-invoices -n billing --no-headers"],
+              "workdir": "/home/ana/billing"}
+    logs = {"command": k + ["kubectl logs job/backfill-invoices -n billing --tail=2"],
+            "workdir": "/home/ana/billing"}
+    for n in range(5):
+        age = f"{1 + 2 * n}m{(17 * n) % 60:02d}s"
+        s.calls(C("shell", status, f"backfill-invoices   0/1   {age}   {age}"),
+                text="Checking the job status")
+        s.calls(C("shell", logs, f"batch {40 * n + 39}/200 written (invoices 2019-0{n + 1})\n"
+                                 f"batch {40 * n + 40}/200 written (invoices 2019-0{n + 1})"),
+                text="Reading the latest log lines")
+    s.calls(C("shell", status, "backfill-invoices   1/1   11m02s   11m40s"),
+            text="Checking the job status")
+    s.say("The backfill finished: 200/200 batches written, job `backfill-invoices` completed "
+          "in about 11 minutes.")
     return s
 
 
@@ -1316,6 +1379,9 @@ def write_all(root: Path = HERE) -> list[Path]:
     put("codex/rollout-2026-03-07T13-22-10-0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47.jsonl",
         codex_lines(codex_migrate_halt(), session_id="0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47",
                     cwd="/home/sam/invoicer", model="gpt-5.1-codex"), "jsonl")
+    put("codex/rollout-2025-08-14T16-02-00-5b0e7c1d-2f84-4a39-9e61-d03c8b7a4f25.jsonl",
+        codex_legacy_lines(codex_backfill_watch(), session_id="5b0e7c1d-2f84-4a39-9e61-d03c8b7a4f25",
+                           cwd="/home/ana/billing"), "jsonl")
     put("gemini/session-2026-03-08T08-29-6d2b9e40.jsonl",
         gemini_records(gemini_ci_poll(), session_id="6d2b9e40-1a7c-4f3e-8b25-c09a7d14e6f1",
                        project_hash=hashlib.sha256(b"/home/ines/pgmeter").hexdigest(),
@@ -1368,6 +1434,10 @@ SHOWS: dict[tuple[str, str], str] = {
      "0199c2a4-7e31-7b52-9d0e-5b8f2c1a6e47"):
         "run-length halt on a mutating tool: `npm run db:migrate` fails the same way 3×; "
         "run 1, after the user answers, is clean",
+    ("codex/rollout-2025-08-14T16-02-00-5b0e7c1d-2f84-4a39-9e61-d03c8b7a4f25.jsonl",
+     "5b0e7c1d-2f84-4a39-9e61-d03c8b7a4f25"):
+        "A→B→A→B with progress: job status / job logs while a backfill runs, answers change "
+        "every time, so no cycle; only the answer-blind window halts (legacy bare-item rollout)",
     ("gemini/session-2026-02-20T17-05-a41f03c9.json", "a41f03c9-55e2-4b1d-9e07-3c8f6a2d1b90"):
         "quiet poll: `read_file` of a log that never changes, 18×, reaches the observation "
         "allowance (older single-JSON file)",
