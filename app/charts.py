@@ -35,11 +35,13 @@ def _short(text: str | None, n: int = LABEL_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def sessions_bar(top: pd.DataFrame) -> alt.Chart:
-    """Stacked horizontal bars of runs/strikes/warnings/blocks/halts per session (the rest in one row).
+def sessions_bar(top: pd.DataFrame) -> alt.Chart | alt.VConcatChart:
+    """Stacked horizontal bars of runs/strikes/warnings/blocks/halts per session.
 
     `top` is read.top_sessions(): id (None for the summary row), title, runs and the measures.
-    Clicking a session's bar follows its `link` (Vega's href channel) to the Session page.
+    Clicking a session's bar follows its `link` (Vega's href channel) to the Session page. The
+    summary of the other sessions is a second bar on its own x scale below: on the sessions'
+    scale it would dwarf every bar above it.
     """
     rows = top.reset_index(drop=True).copy()
     rows["order"] = range(len(rows))
@@ -53,14 +55,21 @@ def sessions_bar(top: pd.DataFrame) -> alt.Chart:
     long["value"] = long["value"].fillna(0).astype(int)
     long["measure_order"] = long["measure"].map(BAR_MEASURES.index)
     long = long[long["value"] > 0]
-    height = max(120, 26 * len(rows))  # room for every session label
+    sessions = _bars(long[long["link"].notna()], "count")
+    rest = long[long["link"].isna()]
+    if rest.empty:
+        return sessions
+    return alt.vconcat(sessions, _bars(rest, "count, all other sessions together")).resolve_scale(x="independent")
+
+
+def _bars(data: pd.DataFrame, x_title: str) -> alt.Chart:
     return (
-        alt.Chart(long, height=height)
+        alt.Chart(data, height=alt.Step(24))  # one fixed band per session: every label shows
         .mark_bar()
         .encode(
             y=alt.Y("session:N", sort=alt.EncodingSortField("order", op="min"), title=None,
-                    axis=alt.Axis(labelLimit=320)),
-            x=alt.X("sum(value):Q", title="count"),
+                    axis=alt.Axis(labelLimit=320, labelOverlap=False)),
+            x=alt.X("sum(value):Q", title=x_title),
             color=alt.Color("measure:N", scale=alt.Scale(domain=list(MEASURE_COLORS), range=list(MEASURE_COLORS.values())),
                             legend=alt.Legend(title=None, orient="top")),
             order=alt.Order("measure_order:Q"),

@@ -47,13 +47,18 @@ def app(page: str | None = None, **params: str) -> AppTest:
 
 
 def charts(at: AppTest) -> list[tuple[dict, pd.DataFrame]]:
-    """Each Vega-Lite chart on the page: its spec and its (first) dataset as a DataFrame."""
+    """Each Vega-Lite chart on the page: its spec and all its datasets' rows as one DataFrame."""
     out = []
     for el in at.get("vega_lite_chart"):
         spec = json.loads(el.proto.spec)
-        df = convert_arrow_bytes_to_pandas_df(el.proto.datasets[0].data.data) if el.proto.datasets else pd.DataFrame()
-        out.append((spec, df))
+        frames = [convert_arrow_bytes_to_pandas_df(d.data.data) for d in el.proto.datasets]
+        out.append((spec, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()))
     return out
+
+
+def units(spec: dict) -> list[dict]:
+    """The single-view specs inside a (possibly concatenated) chart spec."""
+    return spec.get("vconcat", [spec])
 
 
 def metrics(at: AppTest) -> dict[str, str]:

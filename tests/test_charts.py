@@ -9,8 +9,12 @@ from ingest import vocab
 
 
 def _data(spec: dict) -> list[dict]:
-    (rows,) = spec["datasets"].values()
-    return rows
+    return [r for rows in spec["datasets"].values() for r in rows]
+
+
+def _units(spec: dict) -> list[dict]:
+    """The single-view specs inside a (possibly concatenated) chart."""
+    return spec["vconcat"] if "vconcat" in spec else [spec]
 
 
 def _top() -> pd.DataFrame:
@@ -23,9 +27,14 @@ def _top() -> pd.DataFrame:
 
 def test_sessions_bar_links_each_session_and_not_the_summary():
     spec = charts.sessions_bar(_top()).to_dict()
-    assert spec["mark"]["type"] == "bar"
-    assert spec["encoding"]["href"]["field"] == "link"
-    assert spec["encoding"]["color"]["field"] == "measure"
+    top, rest = _units(spec)
+    for unit in (top, rest):
+        assert unit["mark"]["type"] == "bar"
+        assert unit["encoding"]["href"]["field"] == "link"
+        assert unit["encoding"]["color"]["field"] == "measure"
+        assert unit["height"] == {"step": 24}
+    # The summary sits on its own x scale so it cannot dwarf the sessions' bars.
+    assert spec["resolve"] == {"scale": {"x": "independent"}}
     rows = _data(spec)
     links = {r["session"]: r["link"] for r in rows}
     assert links["#7 Fix <b>bold</b> test"] == "./session?session=7"
@@ -37,9 +46,15 @@ def test_sessions_bar_links_each_session_and_not_the_summary():
     assert max(len(r["session"]) for r in rows) <= 45
 
 
+def test_sessions_bar_without_others_is_one_view():
+    spec = charts.sessions_bar(_top().iloc[:2]).to_dict()
+    assert "vconcat" not in spec and spec["encoding"]["href"]["field"] == "link"
+    assert {r["session"] for r in _data(spec)} == {"#7 Fix <b>bold</b> test", "#3 " + "x" * 39 + "…"}
+
+
 def test_sessions_bar_keeps_the_given_order():
     spec = charts.sessions_bar(_top()).to_dict()
-    sort = spec["encoding"]["y"]["sort"]
+    sort = _units(spec)[0]["encoding"]["y"]["sort"]
     assert sort == {"field": "order", "op": "min"}
     order = {r["session"]: r["order"] for r in _data(spec)}
     assert order["12 other sessions"] == 2 and order["#7 Fix <b>bold</b> test"] == 0
