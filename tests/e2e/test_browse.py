@@ -117,3 +117,16 @@ def test_a_deep_link_on_a_fresh_server_is_served_by_the_app(fresh_server, page, 
     # The app's own navigation (titles from app/main.py), not one built from file names.
     assert nav.get_by_text("Ingest health").count() == 1
     assert nav.get_by_text("main", exact=True).count() == 0
+
+
+def test_clicking_a_bar_opens_that_session(server, page, e2e_ledger):
+    sid, _, _, _ = _most_halted(e2e_ledger)
+    page.goto(server + "/")
+    chart = page.get_by_test_id("stVegaLiteChart").first
+    chart.wait_for(timeout=60_000)
+    # The first mark drawn is the top row's first stack piece: the most halted session.
+    bars = chart.locator("svg path[role=graphics-symbol]")
+    bars.first.wait_for(timeout=30_000)
+    bars.first.click()
+    page.wait_for_url(re.compile(rf"/session\?session={sid}(&|$)"), timeout=30_000)
+    page.get_by_test_id("stHeading").filter(has_text=f"Session #{sid}").first.wait_for(timeout=60_000)
