@@ -1,14 +1,16 @@
 """Compare's sweep (20 settings × 1,000 sessions) and one Replay-page click on a 10k-step session.
 
 Sweep: `ingest.sweep.sweep` over 1,000 generated sessions (about 60 events each) with 20 window
-thresholds. Baselines measured in the same run: the same 20 × 1,000 replays done bare
-(`tally(replay(...))` in a loop, no sweep bookkeeping), and the raw cost of iterating the events
-20 times. Budget (design.md): a 20-setting sweep over 1,000 sessions ≤ 10 s.
+thresholds (best of 2 alternating rounds). Baselines measured in the same run: the same
+20 × 1,000 replays done bare (`tally(replay(...))` in a loop, no sweep bookkeeping), and the raw
+cost of iterating the events 20 times. Budget (design.md): a 20-setting sweep over 1,000
+sessions ≤ 10 s.
 
-Page: the Replay page's server time for one "Forward" click (an AppTest rerun of the page: the
-whole script, the Replayer step, transcript, state panel and the counters chart) on a ledger
-holding one 10,000-step session, against the bare Replayer.forward() of the same step.
-Budget: one replay step ≤ 100 ms.
+Page: the Replay page's server time for one "Forward" click (an AppTest rerun of the whole page:
+the Replayer step, transcript, state panel and the counters chart) on a ledger holding one
+10,000-step run, against the same harness clicking a one-button page (and, for scale, the bare
+Replayer.forward()). In a browser the click reruns only the cursor fragment, so this is an upper
+bound. Budget: one replay step ≤ 100 ms.
 """
 
 from __future__ import annotations
@@ -40,22 +42,29 @@ def _sweep_rows(quick: bool) -> list[str]:
     grid = sweep.make_grid("window", [sweep.Axis("threshold", tuple(range(2, 22)))], {"window": 24})
     specs = [sweep.spec_for(grid, v) for v in sweep.grid_points(grid)]
 
-    t0 = time.perf_counter()
-    for _ in specs:
-        for s in sessions:
-            for _ev in s.events:
-                pass
-    raw = time.perf_counter() - t0
+    def raw_loop() -> None:
+        for _ in specs:
+            for s in sessions:
+                for _ev in s.events:
+                    pass
 
-    t0 = time.perf_counter()
-    for spec in specs:
-        for s in sessions:
-            tally(replay(s.events, spec))
-    bare = time.perf_counter() - t0
+    def bare_loop() -> None:
+        for spec in specs:
+            for s in sessions:
+                tally(replay(s.events, spec))
 
-    t0 = time.perf_counter()
-    result = sweep.sweep(sessions, grid)
-    took = time.perf_counter() - t0
+    # Rounds alternate the three and keep each one's best: a 2-core machine shared with other
+    # work drifts by tens of percent within a minute, which would bias whichever ran later.
+    best = {"raw": float("inf"), "bare": float("inf"), "sweep": float("inf")}
+    result = None
+    for _ in range(1 if quick else 2):
+        for name, fn in (("raw", raw_loop), ("bare", bare_loop), ("sweep", lambda: sweep.sweep(sessions, grid))):
+            t0 = time.perf_counter()
+            out = fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+            if name == "sweep":
+                result = out
+    raw, bare, took = best["raw"], best["bare"], best["sweep"]
     assert len(result.settings) == 20 and all(s.error is None for s in result.settings)
     calls = result.settings[0].totals["calls"]
     return [
