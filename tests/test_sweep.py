@@ -355,3 +355,31 @@ def test_event_lines_are_plain_and_bounded():
     ans = rv.event_lines(5, Answers((Answer("c1", "x" * 5000 + "\n<b>", is_error=True),)))
     assert len(ans) == 1 and ans[0].startswith("[5] answer (error): xxx") and len(ans[0]) < 700
     assert rv.event_lines(0, UserTurn("hi\nthere")) == ["[0] user: hi\nthere"]
+
+
+# ── the real corpus ──────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.corpus
+def test_sweep_on_the_real_corpus(corpus_dir, tmp_path):
+    """eps.traj submits the same flag four times in a row (corpus README: max run 4): the window
+    guard halts it at thresholds 2..4 and never at 5; the sweep agrees with direct replays."""
+    from ingest import worker
+
+    url = f"sqlite:///{tmp_path / 'corpus.sqlite'}"
+    eng = make_engine(url)
+    upgrade(eng)
+    worker.ingest_paths(eng, [corpus_dir], worker.Options())
+    with eng.connect() as conn:
+        ids = store.session_ids(conn)
+        sessions = [sweep.SessionEvents(sid, store.load_events(conn, sid)) for sid in ids]
+        eps = conn.execute(sa.select(t.sessions.c.id).join(t.sources, t.sources.c.id == t.sessions.c.source_id)
+                           .where(t.sources.c.path.like("%eps-submit-loop%"))).scalar_one()
+    eng.dispose()
+    assert len(sessions) >= 60  # 45 tau-bench episodes alone
+    result = sweep.sweep(sessions, sweep.make_grid("window", [sweep.parse_axis("threshold=2..5")]))
+    halted = {s.values[0]: s.first_halt[eps] is not None for s in result.settings}
+    assert halted == {2: True, 3: True, 4: True, 5: False}
+    for s in result.settings:
+        spec = sweep.spec_for(result.grid, s.values)
+        assert s.totals["halts"] == sum(tally(replay(x.events, spec)).halts for x in sessions)
