@@ -125,9 +125,11 @@ def test_flipped_runs_link_to_replay(ledger):
     rp = open_page("pages/replay.py", **q)
     assert not rp.exception, rp.exception
     assert rp.session_state["rp_spec"] == a and rp.selectbox(key="rp_run").value == int(row["run"])
+    verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
     if row["A"] == vocab.HALTED:
-        assert rp.slider(key="rp_step").value == int(row["A halts at"])
-        assert next(m.value for m in rp.metric if m.label == "Verdict at this step") == vocab.HALT
+        assert rp.slider(key="rp_step").value == int(row["A halts at"]) and verdict == vocab.HALT
+    elif row["B"] == vocab.HALTED:  # A did not halt: the link lands where B halted, and A lets it pass
+        assert rp.slider(key="rp_step").value == int(row["B halts at"]) and verdict != vocab.HALT
 
 
 def test_filters_narrow_the_sessions(ledger):

@@ -157,8 +157,11 @@ if flips:
     table = pd.DataFrame([{
         "session": f.session_id, "run": f.run_idx, "A": f.outcome_a, "B": f.outcome_b,
         "A halts at": f.halt_seq_a, "B halts at": f.halt_seq_b,
-        "replay A": rv.replay_link(f.session_id, f.run_idx, sa_.spec.text, f.halt_seq_a),
-        "replay B": rv.replay_link(f.session_id, f.run_idx, sb_.spec.text, f.halt_seq_b),
+        # Land on this setting's halt, else on the other's: the step where the two part ways.
+        "replay A": rv.replay_link(f.session_id, f.run_idx, sa_.spec.text,
+                                   f.halt_seq_a if f.halt_seq_a is not None else f.halt_seq_b),
+        "replay B": rv.replay_link(f.session_id, f.run_idx, sb_.spec.text,
+                                   f.halt_seq_b if f.halt_seq_b is not None else f.halt_seq_a),
     } for f in flips])
     safe.table(table, key="cp_flips", column_config={
         "replay A": st.column_config.LinkColumn("replay A", display_text="open in Replay"),

@@ -195,7 +195,12 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
     rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     assert urljoin(base + "/", href).split("?")[0].endswith("/replay")
     rp.get_by_text(f"Live policy: {spec.label}").first.wait_for(timeout=30_000)
-    if q.get("step"):
+    # The link lands on B's halt, or, where B lets the run pass, on A's: there B does not halt.
+    assert q.get("step")
+    if outcome[spec] == vocab.HALTED:
         _wait_metric(rp, "Verdict at this step", vocab.HALT)
+    else:
+        rp.get_by_text("▶ at the cursor").wait_for(timeout=30_000)
+        assert _metric(rp, "Verdict at this step") != vocab.HALT
     assert not rp.get_by_test_id("stException").count()
     rp.screenshot(path=str(artifacts_dir / "e2e-compare-flipped-run.png"), full_page=True)
