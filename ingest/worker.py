@@ -518,8 +518,8 @@ def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
                  on_file: Callable[[FileReport], None] | None = None) -> Totals:
     """Ingest every file under `paths`; `on_file` is told after each one (the progress bar).
 
-    With `opts.jobs` > 1, child processes read and replay files ahead while this process writes
-    (the ledger keeps one writer); each write still re-checks the source row under its claim."""
+    With `opts.jobs` > 1, that many processes take files from a queue; each computes a file before
+    claiming it and re-checks the source row under the claim (see ingest_file_optimistic)."""
     totals = Totals()
     files = discover(paths)
     register_sources(engine, files)
@@ -544,48 +544,82 @@ def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
     return totals
 
 
-POOL_MAX_BYTES = 32 * 1024 * 1024  # bigger files are streamed inline: a child returns a file whole
+BIG_FILE_BYTES = 32 * 1024 * 1024  # computed under the claim, streaming: a file's rows are not held whole
 
 
-def _compute_child(path: Path, row: dict[str, Any], stored_keys: list[str], opts: Options) -> Computed:
-    return compute(path, row, stored_keys, opts, materialize=True)
+def ingest_file_optimistic(engine: Engine, path: Path, opts: Options) -> FileReport:
+    """ingest_file, but the reading and replaying happen BEFORE the claim, so several processes
+    overlap their computing and only queue for the (short) write. The write re-checks the source
+    row under the claim and recomputes if anyone changed it meanwhile."""
+    state, row = _look(engine, path)
+    if state != "changed" or row is None or path.stat().st_size > BIG_FILE_BYTES:
+        return ingest_file(engine, path, opts)
+    with engine.connect() as conn:
+        keys = _stored_keys(conn, row["id"])
+    try:
+        computed = compute(path, row, keys, opts, materialize=True)
+    except Exception:  # noqa: BLE001  (recomputed under the claim, where the failure is recorded)
+        computed = None
+    return ingest_file(engine, path, opts, computed, row)
+
+
+def _job_main(url: str, opts: Options, tasks, results) -> None:
+    """One --jobs process: its own engine; takes paths until the None sentinel."""
+    from ingest.ledger.engine import make_engine
+
+    parent = os.getppid()
+    engine = make_engine(url)
+    try:
+        while (item := tasks.get()) is not None:
+            if os.getppid() != parent:  # the ingest that started us is gone: stop, do not orphan-write
+                return
+            try:
+                report = ingest_file_optimistic(engine, Path(item), opts)
+            except Exception as exc:  # noqa: BLE001
+                report = FileReport(item, action="error", error=f"{item}: {type(exc).__name__}: {exc}")
+            results.put(report)
+    finally:
+        results.put(None)
+        engine.dispose()
 
 
 def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
                      done: Callable[[FileReport], None]) -> None:
-    from collections import deque
-    from concurrent.futures import Future, ProcessPoolExecutor
-    from multiprocessing import get_context
+    """`opts.jobs` processes, each reading, replaying and writing whole files (one transaction per
+    file, as always): the database serialises the writes, the computing overlaps. No rows cross
+    process boundaries, only paths and reports."""
+    import multiprocessing as mp
+    import queue as queue_mod
 
-    # spawn, not fork: a forked child would share this process's database sockets.
-    with ProcessPoolExecutor(max_workers=opts.jobs, mp_context=get_context("spawn")) as pool:
-        inflight: deque[tuple[Path, dict[str, Any] | None, Future | None]] = deque()
-
-        def finish_one() -> None:
-            path, snapshot, fut = inflight.popleft()
-            computed = None
-            if fut is not None:
-                try:
-                    computed = fut.result()
-                except Exception:  # noqa: BLE001  (redone inline below, where the error is recorded)
-                    computed = None
-            done(ingest_file(engine, path, opts, computed, snapshot))
-
-        for path in files:
-            state, row = _look(engine, path)
-            if state == "unchanged":
-                done(FileReport(str(path), "unchanged"))
+    ctx = mp.get_context("spawn")  # not fork: a forked child would share this process's DB sockets
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for p in files:
+        tasks.put(str(p))
+    for _ in range(opts.jobs):
+        tasks.put(None)
+    url = engine.url.render_as_string(hide_password=False)
+    procs = [ctx.Process(target=_job_main, args=(url, opts, tasks, results), daemon=True)
+             for _ in range(opts.jobs)]
+    for proc in procs:
+        proc.start()
+    try:
+        running = len(procs)
+        while running:
+            try:
+                report = results.get(timeout=1.0)
+            except queue_mod.Empty:
+                if not any(proc.is_alive() for proc in procs):
+                    break  # every job died without its sentinel (killed): report what we have
                 continue
-            fut = None
-            if state == "changed" and row is not None and path.stat().st_size <= POOL_MAX_BYTES:
-                with engine.connect() as conn:
-                    keys = _stored_keys(conn, row["id"])
-                fut = pool.submit(_compute_child, path, row, keys, opts)
-            inflight.append((path, row, fut))
-            while len(inflight) > opts.jobs:
-                finish_one()
-        while inflight:
-            finish_one()
+            if report is None:
+                running -= 1
+            else:
+                done(report)
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
 
 
 # ── watch ────────────────────────────────────────────────────────────────────────────────────
