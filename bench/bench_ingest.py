@@ -137,7 +137,8 @@ def run(quick: bool) -> str:
         f"Generated OpenAI-chat JSONL ({CALLS_PER_FILE:,} calls per file, realistic argument and answer sizes, "
         f"loops mixed in: {calls:,} calls, {big['corpus_mb']:.0f} MB), ingested with the "
         f"{len(_default_specs())} default policies and redaction into a fresh SQLite ledger by `ingest_paths`, "
-        "once in-process (`--jobs 1`) and once with two job processes reading and replaying ahead of the writer. "
+        "once in-process (`--jobs 1`) and once with two job processes that each read, replay and write whole "
+        "files (the database serialises the writes). "
         "Baseline: raw `sqlite3.executemany` of exactly the rows the ingest wrote, into the same schema with the "
         "same pragmas, measured in the same run. CPU seconds include the job processes and do not depend on "
         f"what else the machine runs (load average at the end: {load:.1f} on {cores} cores; wall times do).",
@@ -171,7 +172,7 @@ def run(quick: bool) -> str:
     ]
     if 2 in big:
         lines.append(f"| peak RSS, `--jobs 2`, {big[2]['calls']:,} calls | {big[2]['rss_mb']:.0f} MB writer + "
-                     f"{big[2]['child_rss_mb']:.0f} MB per job | | | |")
+                     f"{big[2]['child_rss_mb']:.0f} MB largest job (ru_maxrss) | | | |")
     best = min(verdict_time)
     ratio = min(big[j]["wall"] for j in jobs) / big["raw_s"]
     lines += [
