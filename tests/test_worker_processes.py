@@ -46,10 +46,19 @@ def _stored_files(url: str) -> int:
 
 
 def test_sigkill_mid_ingest_then_restart_equals_uninterrupted(db_url, tmp_path, other):
+    _kill_restart_compare(db_url, tmp_path, other, jobs=1)
+
+
+def test_sigkill_with_jobs_then_restart_equals_uninterrupted(fresh_db, tmp_path, other):
+    """With --jobs the killed ingest's job processes finish the file in hand and stop."""
+    _kill_restart_compare(fresh_db, tmp_path, other, jobs=2)
+
+
+def _kill_restart_compare(db_url: str, tmp_path: Path, other, jobs: int) -> None:
     corpus = tmp_path / "corpus"
     files = write_corpus(corpus, 40, 400, seed=11)
     migrate.upgrade(db_url)
-    proc = subprocess.Popen([str(BIN), "ingest", str(corpus), "--db", db_url],
+    proc = subprocess.Popen([str(BIN), "ingest", str(corpus), "--db", db_url, "--jobs", str(jobs)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + HANG
     while _stored_files(db_url) < 3 and proc.poll() is None and time.monotonic() < deadline:
