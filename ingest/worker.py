@@ -602,6 +602,7 @@ def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
              for _ in range(opts.jobs)]
     for proc in procs:
         proc.start()
+    reported: set[str] = set()
     try:
         running = len(procs)
         while running:
@@ -609,17 +610,22 @@ def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
                 report = results.get(timeout=1.0)
             except queue_mod.Empty:
                 if not any(proc.is_alive() for proc in procs):
-                    break  # every job died without its sentinel (killed): report what we have
+                    break  # every job died without its sentinel (killed, or could not start)
                 continue
             if report is None:
                 running -= 1
             else:
+                reported.add(report.path)
                 done(report)
     finally:
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
+    # Files no job reported on (a job died; its open transaction rolled back): do them here.
+    for p in files:
+        if str(p) not in reported:
+            done(ingest_file(engine, p, opts))
 
 
 # ── watch ────────────────────────────────────────────────────────────────────────────────────

@@ -174,3 +174,25 @@ def test_pg_requires_its_leg_in_ci():
     if os.environ.get("LOOPLEDGER_REQUIRE_PG") == "1":
         url = os.environ.get("LOOPLEDGER_TEST_PG_URL", "")
         assert url and not is_sqlite(url)
+
+
+def test_jobs_that_cannot_start_fall_back_in_process(tmp_path, other):
+    """A script read from stdin cannot be re-imported by spawned jobs, so they die at start: the
+    ingest still stores every file, in-process."""
+    files = write_corpus(tmp_path / "c", 4, 30, seed=2)
+    db = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    script = ("from ingest import worker\nfrom ingest.ledger import migrate\n"
+              "from ingest.ledger.engine import make_engine\n"
+              f"eng = make_engine({db!r}); migrate.upgrade(eng)\n"
+              f"t = worker.ingest_paths(eng, [{str(tmp_path / 'c')!r}], worker.Options(jobs=2))\n"
+              "print(t.changed, t.errors)\n")
+    proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=HANG,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == [str(len(files)), "0"]
+    worker.ingest_paths(other, [tmp_path / "c"], worker.Options())
+    eng = make_engine(db)
+    try:
+        assert dump(eng) == dump(other)
+    finally:
+        eng.dispose()
