@@ -1,8 +1,7 @@
 """LoopLedger dashboard: the Streamlit entry point (`streamlit run app/main.py`).
 
 Page paths are stable so links can be shared: / (Sessions), /session?session=ID&run=IDX,
-/replay?session=…&run=…&policy=…&step=…, /compare, /health. Replay and Compare are registered
-when their page files exist (app/nav.py holds the list and serves it).
+/replay?session=…&run=…&policy=…&step=…, /compare, /health (app/nav.py holds the list and serves it).
 """
 
 from __future__ import annotations

@@ -1,35 +1,28 @@
 """The app's pages and the one way they are served: through st.navigation, from app/main.py.
 
-Streamlit keeps a legacy mode for apps with a `pages/` folder beside the main script: until some
-run calls the public st.navigation, a request for /session runs app/pages/session.py on its own
-(no page config, no ledger check, file-name navigation) — on a fresh server's first deep link,
-and in every AppTest run. serve() marks the runs it drives; a page run without that mark turns
-the legacy mode off and serves itself through serve() within the same run (a rerun would drop
-the click or form submit that caused this run).
+The page scripts live in app/views/, not app/pages/: a folder named `pages` beside the main
+script switches Streamlit into its legacy file-based mode, where a fresh server's first deep link
+(and every AppTest run) would execute a page alone, without page config or the ledger check.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import streamlit as st
 
-PAGES = Path(__file__).resolve().parent / "pages"
-_run = threading.local()  # one thread per script run: the mark never leaks into another run
+PAGES = Path(__file__).resolve().parent / "views"
 
 
 def pages() -> list:
-    """Sessions at /, then session, replay and compare (when their files exist), health."""
-    out = [
+    """Sessions at / (the default), then the named pages at stable, deep-linkable paths."""
+    return [
         st.Page(PAGES / "sessions.py", title="Sessions", default=True),
         st.Page(PAGES / "session.py", title="Session", url_path="session"),
+        st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),
+        st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+        st.Page(PAGES / "health.py", title="Ingest health", url_path="health"),
     ]
-    for name, title in (("replay", "Replay"), ("compare", "Compare")):
-        if (PAGES / f"{name}.py").is_file():
-            out.append(st.Page(PAGES / f"{name}.py", title=title, url_path=name))
-    out.append(st.Page(PAGES / "health.py", title="Ingest health", url_path="health"))
-    return out
 
 
 def serve() -> None:
@@ -41,19 +34,5 @@ def serve() -> None:
     if problem:
         st.error(problem)
         st.stop()
-    _run.active = True
-    try:
-        current.run()
-    finally:
-        _run.active = False
+    current.run()
 
-
-def require_entry() -> None:
-    """Call first in every page: outside serve(), serve this request properly and stop."""
-    if getattr(_run, "active", False):
-        return
-    from streamlit.runtime.pages_manager import PagesManager  # the legacy-mode switch lives here
-
-    PagesManager.uses_pages_directory = False
-    serve()
-    st.stop()

@@ -103,10 +103,10 @@ def run(quick: bool) -> str:
         base = statistics.median(_baseline() for _ in range(reps))
         pages = [
             ("Sessions (home, all default policies)", None, {}),
-            (f"Session #{tg['halted']} (most halted)", "pages/session.py", {"session": tg["halted"]}),
-            (f"Session #{tg['biggest']} (largest, {tg['biggest_calls']} calls)", "pages/session.py",
+            (f"Session #{tg['halted']} (most halted)", "views/session.py", {"session": tg["halted"]}),
+            (f"Session #{tg['biggest']} (largest, {tg['biggest_calls']} calls)", "views/session.py",
              {"session": tg["biggest"]}),
-            ("Ingest health", "pages/health.py", {}),
+            ("Ingest health", "views/health.py", {}),
         ]
         rows = []
         for name, page, params in pages:

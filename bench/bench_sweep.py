@@ -111,7 +111,7 @@ def _page_rows(quick: bool) -> list[str]:
         try:
             at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=120).run()
             at.query_params.update(session="1", run="0", policy=spec.text, step="5000")
-            at.switch_page("pages/replay.py").run()
+            at.switch_page("views/replay.py").run()
             assert not at.exception, at.exception
             times, cpu = [], []
             for _ in range(clicks):

@@ -20,7 +20,7 @@ REQUIRE_PG = os.environ.get("LOOPLEDGER_REQUIRE_PG") == "1"
 @pytest.fixture
 def fresh_db(tmp_path) -> str:
     """A URL for a brand-new SQLite ledger file."""
-    return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    return f"sqlite:///{tmp_path / 'fresh.sqlite'}"
 
 
 def _pg_database() -> str:
@@ -36,16 +36,31 @@ def _pg_database() -> str:
     return make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
 
 
+def _pg_drop(url: str) -> None:
+    """Drop a throwaway database, closing whatever connections a test left open on it."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = make_url(url).database
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path) -> str:
+def db_url(request, tmp_path):
     """Every ledger test runs on both backends; the PostgreSQL leg is mandatory in CI."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        return
     if not PG_URL:
         if REQUIRE_PG:
             pytest.fail("LOOPLEDGER_REQUIRE_PG=1 but LOOPLEDGER_TEST_PG_URL is not set")
         pytest.skip("no PostgreSQL server configured (set LOOPLEDGER_TEST_PG_URL)")
-    return _pg_database()
+    url = _pg_database()
+    yield url
+    _pg_drop(url)
 
 
 @pytest.fixture

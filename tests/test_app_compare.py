@@ -28,7 +28,7 @@ from ingest.ledger import schema as t
 from ingest.ledger.engine import make_engine
 from ingest.replay import replay, tally
 
-PAGE = "pages/compare.py"
+PAGE = "views/compare.py"
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_flipped_runs_link_to_replay(ledger):
     assert q["session"] == str(row["session"]) and q["run"] == str(row["run"])
     assert PolicySpec.parse(q["policy"]) == a
     # Follow it: Replay opens that run, that policy, at A's halt.
-    rp = open_page("pages/replay.py", **q)
+    rp = open_page("views/replay.py", **q)
     assert not rp.exception, rp.exception
     assert rp.session_state["rp_spec"] == a and rp.selectbox(key="rp_run").value == int(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")

@@ -11,7 +11,7 @@ from app_support import app, charts, ledger_env, make_ledger, metrics
 from ingest.ledger import schema as t
 from ingest.ledger.engine import make_engine
 
-PAGE = "pages/health.py"
+PAGE = "views/health.py"
 
 
 @pytest.fixture

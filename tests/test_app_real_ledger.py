@@ -52,7 +52,7 @@ def test_every_session_page_renders_and_marks_its_halts(real_ledger):
                              "AND outcome = 'halted')) FROM sessions s")
     assert any(seq is not None for _, seq in rows)
     for sid, seq in rows:
-        at = app("pages/session.py", session=str(sid))
+        at = app("views/session.py", session=str(sid))
         assert not at.exception, (sid, at.exception)
         assert [s for s, _ in charts(at) if "facet" in s], sid
         if seq is not None:
@@ -62,7 +62,7 @@ def test_every_session_page_renders_and_marks_its_halts(real_ledger):
 
 
 def test_health_page_on_the_real_ledger(real_ledger):
-    at = app("pages/health.py")
+    at = app("views/health.py")
     assert not at.exception
     (n,), = _sql(real_ledger, "SELECT count(*) FROM sources")
     assert metrics(at)["Sources"] == f"{n:,}"

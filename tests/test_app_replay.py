@@ -29,7 +29,7 @@ from ingest.ledger import schema as t
 from ingest.ledger.engine import make_engine
 from ingest.replay import replay
 
-PAGE = "pages/replay.py"
+PAGE = "views/replay.py"
 
 
 @pytest.fixture(scope="module")

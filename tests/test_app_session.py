@@ -12,7 +12,7 @@ from ingest.ledger import read
 from ingest.ledger import schema as t
 from ingest.ledger.engine import make_engine
 
-PAGE = "pages/session.py"
+PAGE = "views/session.py"
 
 
 @pytest.fixture(scope="module")

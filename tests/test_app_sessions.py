@@ -179,9 +179,9 @@ def test_pages_on_both_backends(db_url):
         assert not at.exception
         assert metrics(at)["Sessions"] == "12" and metrics(at)["Halts"] == f"{written['halts']:,}"
         top = int(_table(at).id.iloc[0])
-        at = app("pages/session.py", session=str(top))
+        at = app("views/session.py", session=str(top))
         assert not at.exception
         assert at.header[0].value == f"Session #{top}"
-        at = app("pages/health.py")
+        at = app("views/health.py")
         assert not at.exception
         assert metrics(at)["Sources"] == "12"

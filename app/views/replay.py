@@ -15,15 +15,13 @@ import pandas as pd
 import streamlit as st
 
 from app import charts_replay as charts
-from app import data, nav, safe
+from app import data, safe
 from app import replay_view as rv
 from ingest import vocab
 from ingest.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
 from ingest.events import Answers, Batch, Prose, UserTurn, text_digest
 from ingest.ledger.store import load_events
 from ingest.replay import Replayer, replay
-
-nav.require_entry()  # served through st.navigation only (app/nav.py says why)
 
 TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7

@@ -11,10 +11,8 @@ import datetime as dt
 
 import streamlit as st
 
-from app import charts, data, nav, safe
+from app import charts, data, safe
 from ingest.ledger import read
-
-nav.require_entry()
 
 PAGE_SIZE = 50
 METRICS = (("sessions", "Sessions"), ("runs", "Runs"), ("calls", "Tool calls"), ("warnings", "Warnings"),
@@ -74,7 +72,7 @@ def _live(f: read.SessionFilter) -> None:
             data.q("sessions_page", f, "halts", True, 1)
         worst = int(ranked["id"].iloc[0])
         # Label carries only the id: titles are transcript text and a link label is markdown.
-        c1.page_link("pages/session.py", label=f"Open the most halted session (#{worst})",
+        c1.page_link("views/session.py", label=f"Open the most halted session (#{worst})",
                      query_params={"session": str(worst)}, icon=":material/report:")
     with c1.expander("Per policy", expanded=False):
         safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy")

@@ -12,11 +12,9 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, nav, safe
+from app import charts, data, safe
 from ingest import vocab
 from ingest.ledger import read
-
-nav.require_entry()
 
 CONTEXT = 6  # events shown before and after the focused step
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
@@ -121,7 +119,7 @@ def main() -> None:
     if sid is None:
         st.header("Session")
         st.info("Pick a session on the Sessions page (or open ./session?session=ID).")
-        st.page_link("pages/sessions.py", label="Go to Sessions")
+        st.page_link("views/sessions.py", label="Go to Sessions")
         return
     head = data.q("session_header", sid)
     if head is None:

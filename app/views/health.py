@@ -10,9 +10,7 @@ import datetime as dt
 
 import streamlit as st
 
-from app import charts, data, nav, safe
-
-nav.require_entry()
+from app import charts, data, safe
 
 PAGE_SIZE = 100
 

@@ -11,13 +11,11 @@ import pandas as pd
 import streamlit as st
 
 from app import charts_replay as charts
-from app import data, nav, safe
+from app import data, safe
 from app import replay_view as rv
 from ingest import sweep, vocab
 from ingest.detectors.policy import NAMES, PARAMS
 from ingest.ledger import read, store
-
-nav.require_entry()  # served through st.navigation only (app/nav.py says why)
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
