@@ -6,12 +6,8 @@ loosen the threshold → the halt moves; then Compare: run a sweep, open a flipp
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
@@ -23,9 +19,9 @@ from ingest.ledger import read, store
 from ingest.ledger.engine import make_engine
 from ingest.ledger.migrate import upgrade
 from ingest.replay import replay, tally
+from tests.e2e.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 90
 
 
 @pytest.fixture(scope="module")
@@ -37,40 +33,8 @@ def pipeline_server(tmp_path_factory):
     upgrade(eng)
     worker.ingest_paths(eng, [ROOT / "sample_data"], worker.Options())
     eng.dispose()
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp / "server.log"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.address", "127.0.0.1",
-           "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, LOOPLEDGER_DATABASE_URL=url),
-                                stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+    with start_server(url, tmp / "server.log") as base:
         yield base, url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _halts(spec: PolicySpec, events: list, first: int, last: int) -> list[int]:
