@@ -79,7 +79,7 @@ PolicyOption = Annotated[
 ]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="A loopledger.toml with [[policy]] tables (default: ./loopledger.toml if present).",
+    typer.Option("--config", help="A loopledger.toml with \\[\\[policy]] tables (default: ./loopledger.toml if present).",
                  show_default=False),
 ]
 FormatOption = Annotated[

@@ -1,0 +1,49 @@
+"""`loopledger --help` and each command's --help explain themselves (the console script, for real)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).with_name("loopledger")
+COMMANDS = ("ingest", "watch", "recheck", "policies", "replay", "sweep", "dashboard")
+
+
+def _help(*args: str) -> str:
+    out = subprocess.run([str(BIN), *args, "--help"], capture_output=True, text=True, timeout=60,
+                         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "TERM": "dumb"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_top_level_help_names_every_command_and_the_formats():
+    text = _help()
+    for cmd in COMMANDS:
+        assert cmd in text
+    for fmt in ("Claude Code", "Codex", "Gemini", "SWE-agent", "OpenHands", "ATIF"):
+        assert fmt in text
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_each_command_help_says_what_it_does(cmd):
+    text = _help(cmd)
+    assert f"loopledger {cmd}" in text
+    assert "--help" in text
+    if cmd not in ("replay",):
+        assert "--db" in text, "every ledger command says how the ledger is chosen"
+
+
+def test_ingest_help_explains_policies_config_and_exit_status():
+    text = _help("ingest")
+    assert "[[policy]]" in text, "the config table syntax survives rich markup"
+    assert "window:window=10" in text
+    assert "Exit status" in text and "quarantined" in text
+
+
+def test_bad_usage_exits_2_with_a_message():
+    out = subprocess.run([str(BIN), "ingest"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "Missing argument" in out.stderr or "PATHS" in out.stderr
