@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.detectors import (
+    DEFAULT_OBSERVATION_TOOLS,
     BatchRecord,
     LoopDetected,
     LoopDetector,
@@ -233,3 +234,17 @@ def test_changing_the_configuration_between_checks_is_honoured():
     assert not d.state()["observation"]
     with pytest.raises(LoopDetected):
         d.check(READ, max_strikes=2, observation_tools=tools, max_observation_steps=15)
+
+
+def test_default_patterns_class_browser_reads_as_costly_observations():
+    """With the defaults, a browser page load is read-only (allowance M) but never exempt."""
+    nav = [("browser_navigate", {"url": "http://x"})]
+    assert is_observation_batch(nav, DEFAULT_OBSERVATION_TOOLS) and is_costly_batch(nav)
+    same = answers_hash(nav, ["page"])
+    assert changing(LoopDetector(), nav, 40, answers=lambda i: same) == 16  # quiet: count > M = 15
+    assert changing(LoopDetector(), nav, 40) == 16  # changing pages: total > ceiling 15
+    snap = [("browser_snapshot", {})]
+    assert is_observation_batch(snap, DEFAULT_OBSERVATION_TOOLS) and not is_costly_batch(snap)
+    assert changing(LoopDetector(), snap, 200) == 0  # read-only, not costly: exempt
+    click = [("browser_click", {"ref": "e12"})]
+    assert not is_observation_batch(click, DEFAULT_OBSERVATION_TOOLS)

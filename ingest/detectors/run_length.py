@@ -7,8 +7,11 @@ strike (`repeated`) or progress (`changed`, which restarts the count but not the
 Default observation patterns (substrings, case-insensitive; a batch is an observation batch when
 EVERY call's name contains one of them): see DEFAULT_OBSERVATION_TOOLS. They cover Claude Code's
 Read / Grep / Glob / WebSearch / WebFetch / NotebookRead, and generic names such as read_file,
-view_file, grep_search, search_dir, list_dir, find_file, get_issue, fetch_webpage. `ls` and
-`cat` are deliberately not patterns: as substrings they would match `tools`, `calls`,
+view_file, grep_search, search_dir, list_dir, find_file, get_issue, fetch_webpage, and the
+browser's reads: browser_navigate, browser_snapshot, browser_take_screenshot. A page load only
+observes, but it is not free to repeat: `navigate` (like `click` and `fetch_webpage`) is also a
+costly name, so such a batch gets the read-only allowance M yet never the waiver from the ceiling
+— the case seed 000's costly rule exists for. `ls` and `cat` are deliberately not patterns: as substrings they would match `tools`, `calls`,
 `duplicate`, `concatenate` and loosen the guard on mutating tools.
 """
 
@@ -30,6 +33,7 @@ DEFAULT_MAX_STRIKES = 2
 DEFAULT_MAX_OBSERVATION_STEPS = 15
 DEFAULT_OBSERVATION_TOOLS: tuple[str, ...] = (
     "read", "grep", "glob", "search", "list", "view", "find", "get_", "fetch", "inspect",
+    "navigate", "snapshot", "screenshot",
 )
 DEFAULT_STAGNATION_MAX_STEPS = 5
 
