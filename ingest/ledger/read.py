@@ -232,7 +232,7 @@ def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "hal
     rows = top[["id", "title", "runs", *MEASURES]].copy()
     rows["others"] = 0
     if rest > 0:
-        other = {"id": None, "title": f"{rest} other sessions", "others": rest}
+        other = {"id": None, "title": f"{rest} other session{'' if rest == 1 else 's'}", "others": rest}
         for c in ("runs", *MEASURES):
             other[c] = total[c] - int(top[c].sum())
         rows = pd.concat([rows, pd.DataFrame([other])], ignore_index=True)
