@@ -36,7 +36,7 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
         migrate.upgrade(eng)
         migrate.upgrade(eng)  # a second run on a current ledger is a no-op, not an error
         with eng.begin() as conn:
-            assert migrate.current(conn) == "0001"
+            assert migrate.current(conn) == migrate.head() == "0002"
         from alembic import command
 
         with eng.begin() as conn:
@@ -46,6 +46,29 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
         migrate.upgrade(eng)
         with eng.connect() as conn:
             assert set(metadata.tables) <= set(inspect(conn).get_table_names())
+    finally:
+        eng.dispose()
+
+
+def test_a_0001_ledger_upgrades_in_place_and_keeps_its_rows(db_url):
+    """A ledger written at revision 0001 keeps its sources when brought to head, and then holds
+    offsets past 2 GiB (PostgreSQL's INTEGER stopped at 2**31 - 1)."""
+    from sqlalchemy import select
+
+    from ingest.ledger.schema import sources
+
+    eng = make_engine(db_url)
+    try:
+        migrate.upgrade(eng, "0001")
+        with eng.begin() as conn:
+            conn.execute(sources.insert().values(path="/a.jsonl", size=10, byte_offset=10, status="ok"))
+        migrate.upgrade(eng)
+        big = 5 * 2**30
+        with eng.begin() as conn:
+            assert migrate.current(conn) == migrate.head()
+            conn.execute(sources.insert().values(path="/big.jsonl", size=big, byte_offset=big, status="ok"))
+            rows = dict(conn.execute(select(sources.c.path, sources.c.byte_offset)).all())
+        assert rows == {"/a.jsonl": 10, "/big.jsonl": big}
     finally:
         eng.dispose()
 
@@ -66,3 +89,4 @@ def test_wheel_ships_the_migrations(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "ingest/ledger/migrations/env.py" in names
     assert "ingest/ledger/migrations/versions/0001_initial.py" in names
+    assert "ingest/ledger/migrations/versions/0002_bigint_offsets.py" in names

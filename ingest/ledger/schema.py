@@ -9,6 +9,7 @@ text's digest is kept beside them so equality stays exact.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -24,6 +25,10 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
+# File sizes and offsets: 64-bit on PostgreSQL (transcripts can pass 2 GiB); SQLite's INTEGER is
+# already 64-bit, and keeping it INTEGER there avoids rebuilding a table that others cascade from.
+ByteCount = BigInteger().with_variant(Integer(), "sqlite")
+
 BATCH_LEVEL = -1  # checks.idx / results.idx of a check on a whole batch (run-length)
 
 sources = Table(
@@ -32,10 +37,10 @@ sources = Table(
     Column("id", Integer, primary_key=True),
     Column("path", Text, nullable=False, unique=True),
     Column("format", String(40)),
-    Column("size", Integer, nullable=False, default=0),
+    Column("size", ByteCount, nullable=False, default=0),
     Column("mtime", Float),
     Column("content_hash", String(64)),  # digest of the bytes up to byte_offset
-    Column("byte_offset", Integer, nullable=False, default=0),  # bytes read and stored
+    Column("byte_offset", ByteCount, nullable=False, default=0),  # bytes read and stored
     Column("status", String(20), nullable=False, default="new"),  # new|ok|quarantined|error|missing
     Column("error", Text),
     Column("claimed_by", String(80)),  # worker id holding it (several workers on PostgreSQL)
