@@ -25,8 +25,14 @@ def url() -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def _reader(db_url: str):
+def reader(db_url: str):
+    """The cached read-only engine for a ledger URL (one per URL per server)."""
     return make_engine(db_url, readonly=True)
+
+
+def connect():
+    """A read-only connection to the current ledger (use it as a context manager)."""
+    return reader(url()).connect()
 
 
 @st.cache_resource(show_spinner=False)
@@ -37,7 +43,7 @@ def _writer(db_url: str):
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)
 def _query(db_url: str, name: str, *args: Any, **kwargs: Any) -> Any:
-    with _reader(db_url).connect() as conn:
+    with reader(db_url).connect() as conn:
         return getattr(read, name)(conn, *args, **kwargs)
 
 
@@ -48,14 +54,14 @@ def q(name: str, *args: Any, **kwargs: Any) -> Any:
 
 def fresh(name: str, *args: Any, **kwargs: Any) -> Any:
     """The same, uncached: for what a person just changed (labels)."""
-    with _reader(url()).connect() as conn:
+    with reader(url()).connect() as conn:
         return getattr(read, name)(conn, *args, **kwargs)
 
 
 def problem() -> str | None:
     """Why the ledger cannot be shown (missing file, no tables), or None when it can."""
     try:
-        with _reader(url()).connect() as conn:
+        with reader(url()).connect() as conn:
             conn.execute(sa.text("SELECT 1 FROM sessions LIMIT 1")).all()
     except sa.exc.SQLAlchemyError as exc:
         where = url().split("@")[-1]  # never show a password from the URL

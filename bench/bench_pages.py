@@ -28,7 +28,7 @@ BASELINE = """
 import sqlalchemy as sa
 import streamlit as st
 from app import data
-with data._reader(data.url()).connect() as conn:
+with data.connect() as conn:
     st.metric("one", conn.execute(sa.text("SELECT 1")).scalar())
 """
 BIG_SESSION = 20_000  # calls in the ledger's last session: a long agent session

@@ -45,8 +45,10 @@ class Step(NamedTuple):
 _new = tuple.__new__
 
 
-class _Pending:
-    """A checked batch waiting for its answers."""
+class PendingBatch:
+    """A checked batch waiting for its answers: THE pairing of answers to calls (by id; an
+    answer without an id, or with an id the batch does not know, takes the first free call).
+    The ledger writer uses it too, so stored answers are the ones the detectors judged."""
 
     __slots__ = ("seq", "batch", "slots", "missing")
 
@@ -71,8 +73,8 @@ class _Pending:
                 self.missing -= 1
                 return
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Pending:
-        new = _Pending.__new__(_Pending)
+    def __deepcopy__(self, memo: dict[int, Any]) -> PendingBatch:
+        new = PendingBatch.__new__(PendingBatch)
         new.seq, new.batch, new.slots, new.missing = self.seq, self.batch, list(self.slots), self.missing
         return new
 
@@ -87,7 +89,7 @@ class _Driver:
         self.run = 0
         self.in_run = 0  # events seen in the current run
         self.halted = False
-        self.pending: _Pending | None = None
+        self.pending: PendingBatch | None = None
         self.reads_prose = policy.reads_prose
         self.reads_answers = policy.reads_answers
 
@@ -124,7 +126,7 @@ class _Driver:
                 if policy.per_call and len(checks) < n:
                     checks += [Check(i, vocab.AFTER_HALT) for i in range(len(checks), n)]
                 if self.reads_answers:
-                    self.pending = _Pending(seq, event)
+                    self.pending = PendingBatch(seq, event)
                 for c in checks:
                     if c.verdict == vocab.HALT:
                         self.halted = True
@@ -222,7 +224,7 @@ class Replayer:
     @staticmethod
     def _copy(driver: _Driver) -> _Driver:
         # Policies and pending batches share the (immutable) events in their copies: see
-        # Policy.__deepcopy__ and _Pending.__deepcopy__.
+        # Policy.__deepcopy__ and PendingBatch.__deepcopy__.
         return copy.deepcopy(driver)
 
     def forward(self) -> Step | None:

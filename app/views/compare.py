@@ -23,7 +23,7 @@ POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab
 
 
 def _conn():
-    return data._reader(data.url()).connect()
+    return data.connect()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -33,7 +33,7 @@ def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], det
     grid = sweep.make_grid(detector, [sweep.Axis(p, v) for p, v in axes])
     bar = st.progress(0.0, text="Loading sessions…")
     sessions = []
-    with data._reader(db_url).connect() as conn:
+    with data.reader(db_url).connect() as conn:
         for i, (sid, updated, _) in enumerate(versions, 1):
             sessions.append(sweep.SessionEvents(sid, store.load_events(conn, sid), updated))
             if i % 50 == 0 or i == len(versions):

@@ -29,7 +29,7 @@ LINK_KEYS = ("session", "run", "policy", "step")
 
 
 def _conn():
-    return data._reader(data.url()).connect()
+    return data.connect()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -37,7 +37,7 @@ def _events(db_url: str, session_id: int, updated_at: float | None, n_events: in
     # Keyed by the session's version: a growing session (live worker) gets its new events.
     # cache_resource, not cache_data: events are immutable, and unpickling 10k of them per click
     # would cost more than the step itself.
-    with data._reader(db_url).connect() as conn:
+    with data.reader(db_url).connect() as conn:
         return load_events(conn, session_id)
 
 

@@ -29,7 +29,7 @@ from ingest import vocab
 from ingest.detectors.canonical import call_key
 from ingest.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from ingest.ledger import schema as s
-from ingest.replay import Step, Tally, _Pending
+from ingest.replay import PendingBatch, Step, Tally
 
 DEFAULT_MAX_TEXT = 64 * 1024
 TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
@@ -161,10 +161,10 @@ def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, A
     reload it sits in the same Answers event, where replay ignores it again."""
     by_id: dict[str, tuple[int, int]] = {}
     out: dict[tuple[int, int], tuple[int, Answer]] = {}
-    pending: _Pending | None = None
+    pending: PendingBatch | None = None
     for seq, ev in enumerate(events):
         if isinstance(ev, Batch) and ev.calls:
-            pending = _Pending(seq, ev)
+            pending = PendingBatch(seq, ev)
             for i, c in enumerate(ev.calls):
                 if c.id is not None:
                     by_id[c.id] = (seq, i)
