@@ -33,10 +33,24 @@ def _options(policy: Sequence[str], config: Path | None, format: str | None, red
     return worker.Options(specs=specs, format=format, redact=redact, max_text=max_text)
 
 
-def _engine(db: str | None):
+def open_ledger(db: str | None):
+    """The writer engine on an up-to-date ledger, or a one-line error and exit status 1.
+
+    A ledger that cannot be opened (a folder that does not exist, no permission, a PostgreSQL
+    server that does not answer, a URL for a driver that is not installed) is the user's to fix:
+    say where and why, not a traceback."""
+    import typer
+    from sqlalchemy.exc import SQLAlchemyError
+
     url = resolve_url(db)
-    engine = make_engine(url)
-    migrate.upgrade(engine)
+    where = url.split("@")[-1] if "@" in url else url  # never print a password from the URL
+    try:
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+    except (SQLAlchemyError, OSError) as exc:
+        reason = getattr(exc, "orig", None) or exc
+        err.print(Text(f"error: cannot open the ledger at {where}: {str(reason).splitlines()[0]}", style="red"))
+        raise typer.Exit(EXIT_ERROR) from None
     return engine
 
 
@@ -77,7 +91,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     if missing:
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
-    engine = _engine(db)
+    engine = open_ledger(db)
     try:
         files = worker.discover(paths)
         sizes = {str(f): _size(f) for f in files}
@@ -117,7 +131,7 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
         err.print(Text("error: nothing to watch: none of " + ", ".join(worker.DEFAULT_WATCH_DIRS)
                        + " exists; name the folders to watch", style="red"))
         return EXIT_USAGE
-    engine = _engine(db)
+    engine = open_ledger(db)
     stop = threading.Event()
     worker.stop_on_signals(stop)
     err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {resolve_url(db)}); Ctrl-C to stop"))
@@ -150,7 +164,7 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
     if not specs:
         err.print(Text("error: give at least one --policy SPEC (or --config FILE)", style="red"))
         return EXIT_USAGE
-    engine = _engine(db)
+    engine = open_ledger(db)
     totals = worker.Totals()
     try:
         with engine.begin() as conn:
@@ -178,7 +192,7 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
 
 
 def run_policies(db: str | None) -> int:
-    engine = _engine(db)
+    engine = open_ledger(db)
     try:
         with engine.connect() as conn:
             rows = store.stored_policies(conn)

@@ -15,8 +15,8 @@ from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ingest import sweep
-from ingest.ledger import migrate, store
-from ingest.ledger.engine import make_engine, resolve_url
+from ingest.commands import open_ledger
+from ingest.ledger import store
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 COLUMNS = ("warnings", "blocks", "halts", "halted_runs", "saved", "strikes")
@@ -66,9 +66,8 @@ def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
     except ValueError as exc:
         err.print(Text(f"loopledger sweep: {exc}"))
         return EXIT_USAGE
-    engine = make_engine(resolve_url(db))
+    engine = open_ledger(db)
     try:
-        migrate.upgrade(engine)
         with engine.connect() as conn:
             ids = store.session_ids(conn)
             sessions = [sweep.SessionEvents(sid, store.load_events(conn, sid)) for sid in ids]
