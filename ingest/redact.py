@@ -38,7 +38,7 @@ _KINDS = [kind for kind, _ in _PATTERNS]
 # Cheap substring tests that every pattern needs at least one of: most texts hold none, and
 # `in` scans far faster than the regex engine does.
 _MARKERS = ("PRIVATE KEY", "sk-", "k_live_", "k_test_", "AKIA", "ASIA", "ws_secret_access_key",
-            "WS_SECRET_ACCESS_KEY", "gh", "github_pat_", "AIza", "xox", "earer", "EARER", "://")
+            "WS_SECRET_ACCESS_KEY", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AIza", "xox", "earer", "EARER", "://")
 
 
 def _replace(m: re.Match[str]) -> str:
