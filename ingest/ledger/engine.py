@@ -7,6 +7,7 @@ whose pool holds exactly one connection, the dashboard reads through read-only c
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -17,7 +18,10 @@ DEFAULT_SQLITE_PATH = "ledger.sqlite"
 ENV_URL = "LOOPLEDGER_DATABASE_URL"
 ENV_PATH = "LOOPLEDGER_DB"
 BUSY_TIMEOUT_MS = 30_000
-READ_QUERY_TIMEOUT_S = 10.0
+# A dashboard query that runs longer than this is cut off (datasette's habit): one runaway
+# aggregate must not pin a server thread. Override with $LOOPLEDGER_QUERY_TIMEOUT (seconds).
+READ_QUERY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_QUERY_TIMEOUT", "10"))
+PROGRESS_STEPS = 20_000  # SQLite VM instructions between deadline checks (~1 ms of work)
 
 
 def resolve_url(db: str | None = None) -> str:
@@ -72,8 +76,43 @@ def _sqlite_pragmas(readonly: bool):
     return on_connect
 
 
-def make_engine(url: str, *, readonly: bool = False) -> Engine:
-    """A writer engine (pool of exactly one connection) or a read-only reader engine."""
+def _sqlite_time_limit(eng: Engine, seconds: float) -> None:
+    """Interrupt any statement on this engine's connections that runs longer than `seconds`.
+
+    SQLite has no statement timeout; a progress handler polled every PROGRESS_STEPS VM steps
+    aborts the statement ("interrupted") once the deadline armed before it has passed. Results
+    are fetched lazily, so the deadline stays armed through the fetch and is cleared on check-in.
+    """
+
+    @event.listens_for(eng, "connect")
+    def _install(dbapi_conn, record):
+        deadline = record.info["ll_deadline"] = [None]
+
+        def handler() -> int:
+            d = deadline[0]
+            return 1 if d is not None and time.monotonic() > d else 0
+
+        dbapi_conn.set_progress_handler(handler, PROGRESS_STEPS)
+
+    @event.listens_for(eng, "before_cursor_execute")
+    def _arm(conn, cursor, statement, parameters, context, executemany):
+        slot = conn.info.get("ll_deadline")
+        if slot is not None:
+            slot[0] = time.monotonic() + seconds
+
+    @event.listens_for(eng, "checkin")
+    def _disarm(dbapi_conn, record):
+        slot = record.info.get("ll_deadline")
+        if slot is not None:
+            slot[0] = None
+
+
+def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None = None) -> Engine:
+    """A writer engine (pool of exactly one connection) or a read-only reader engine.
+
+    Readers get a time limit per statement (`query_timeout`, default READ_QUERY_TIMEOUT_S):
+    PostgreSQL's statement_timeout, or a progress-handler deadline on SQLite."""
+    timeout = READ_QUERY_TIMEOUT_S if query_timeout is None else query_timeout
     if is_sqlite(url):
         path = sqlite_path(url)
         if readonly and path is not None:
@@ -87,6 +126,8 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
         else:
             eng = create_engine(url)
         event.listen(eng, "connect", _sqlite_pragmas(readonly))
+        if readonly:
+            _sqlite_time_limit(eng, timeout)
         # Python's sqlite3 would otherwise start its own transactions; SQLAlchemy emits BEGIN.
         event.listen(eng, "begin", lambda conn: conn.exec_driver_sql("BEGIN"))
         return eng
@@ -94,7 +135,7 @@ def make_engine(url: str, *, readonly: bool = False) -> Engine:
         eng = create_engine(
             url,
             pool_pre_ping=True,
-            connect_args={"options": f"-c default_transaction_read_only=on -c statement_timeout={int(READ_QUERY_TIMEOUT_S * 1000)}"},
+            connect_args={"options": f"-c default_transaction_read_only=on -c statement_timeout={int(timeout * 1000)}"},
         )
     else:
         eng = create_engine(url, pool_pre_ping=True, pool_size=1, max_overflow=0)
