@@ -77,3 +77,17 @@ def markdown_texts(at: AppTest) -> list[str]:
 
 def plain_texts(at: AppTest) -> list[str]:
     return [str(e.value) for e in at.text] + [str(e.value) for e in at.code]
+
+
+def read_model(url: str, name: str, *args):
+    """Call ingest.ledger.read.<name>(conn, *args) on a fresh read-only engine: the expected side
+    of a page assertion, computed straight from the read model."""
+    from ingest.ledger import read
+    from ingest.ledger.engine import make_engine
+
+    eng = make_engine(url, readonly=True)
+    try:
+        with eng.connect() as conn:
+            return getattr(read, name)(conn, *args)
+    finally:
+        eng.dispose()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts
+from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts, read_model
 
 from bench.gen_ledger import HOSTILE
 from ingest import vocab
-from ingest.ledger import read
 from ingest.ledger import schema as t
 from ingest.ledger.engine import make_engine
 
@@ -22,13 +21,6 @@ def ledger(tmp_path_factory):
         yield url, written
 
 
-def _read(url, name, *args):
-    eng = make_engine(url, readonly=True)
-    try:
-        with eng.connect() as conn:
-            return getattr(read, name)(conn, *args)
-    finally:
-        eng.dispose()
 
 
 def _halted(url) -> tuple[int, int, int]:
@@ -46,13 +38,13 @@ def _halted(url) -> tuple[int, int, int]:
 def test_deep_link_opens_session_and_run(ledger):
     url, _ = ledger
     sid, _, _ = _halted(url)
-    head = _read(url, "session_header", sid)
+    head = read_model(url, "session_header", sid)
     run = head["n_runs"] - 1
     at = app(PAGE, session=str(sid), run=str(run))
     assert not at.exception
     assert at.header[0].value == f"Session #{sid}"
     assert metrics(at)["Runs"] == str(head["n_runs"]) and metrics(at)["Tool calls"] == str(head["n_calls"])
-    halted_runs = _read(url, "halts", sid).run_idx.nunique()
+    halted_runs = read_model(url, "halts", sid).run_idx.nunique()
     assert metrics(at)["Halted runs"] == str(halted_runs) and halted_runs > 0
     assert at.selectbox(key="run_pick").value == run
     assert at.query_params["session"] == str(sid) and at.query_params["run"] == str(run)
@@ -80,9 +72,9 @@ def test_runs_by_policies_matrix(ledger):
     url, _ = ledger
     sid, run, _ = _halted(url)
     at = app(PAGE, session=str(sid))
-    pols = _read(url, "policies")
+    pols = read_model(url, "policies")
     (matrix,) = [d.value for d in at.dataframe if "run" in d.value.columns and "calls" in d.value.columns]
-    assert len(matrix) == _read(url, "session_header", sid)["n_runs"]
+    assert len(matrix) == read_model(url, "session_header", sid)["n_runs"]
     assert set(pols.label) <= set(matrix.columns)
     row = matrix[matrix.run == run].iloc[0]
     assert vocab.HALTED in set(row[list(pols.label)])
@@ -95,7 +87,7 @@ def test_timeline_chart_lanes_and_verdicts(ledger):
     ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
     assert spec["facet"]["row"]["field"] == "policy"
     assert spec["spec"]["layer"][0]["encoding"]["color"]["field"] == "verdict"
-    tl = _read(url, "timeline", sid)
+    tl = read_model(url, "timeline", sid)
     assert len(data) == len(tl)
     assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
     assert set(data.tool) == set(tl.tool)
@@ -105,7 +97,7 @@ def test_jump_to_halt_moves_the_transcript_back(ledger):
     url, _ = ledger
     sid, run, seq = _halted(url)
     at = app(PAGE, session=str(sid))
-    lo, _ = _read(url, "run_bounds", sid, run)
+    lo, _ = read_model(url, "run_bounds", sid, run)
     at.number_input(key=f"focus_{sid}_{run}").set_value(lo).run()
     assert not at.exception
     shown = any(x.value.startswith("▶ HALTING BATCH") for x in at.text)

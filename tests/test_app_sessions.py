@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, units
+from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model, units
 
 from bench.gen_ledger import HOSTILE, generate
 from ingest.ledger import read
-from ingest.ledger.engine import make_engine
 
 
 @pytest.fixture(scope="module")
@@ -17,13 +16,6 @@ def ledger(tmp_path_factory):
         yield url, written
 
 
-def _read(url, name, *args):
-    eng = make_engine(url, readonly=True)
-    try:
-        with eng.connect() as conn:
-            return getattr(read, name)(conn, *args)
-    finally:
-        eng.dispose()
 
 
 def _table(at):
@@ -36,7 +28,7 @@ def test_home_shows_headline_metrics_for_all_default_policies(ledger):
     at = app()
     assert not at.exception
     m = metrics(at)
-    expect = _read(url, "headline", read.SessionFilter())
+    expect = read_model(url, "headline", read.SessionFilter())
     assert m["Sessions"] == f"{written['sessions']:,}"
     assert m["Tool calls"] == f"{written['calls']:,}"
     assert m["Halts"] == f"{expect['halts']:,}" and expect["halts"] == written["halts"]
@@ -50,7 +42,7 @@ def test_table_lists_sessions_most_halted_first_with_links(ledger):
     df = _table(at)
     assert len(df) == 50  # one page of 60 sessions
     assert list(df.halts) == sorted(df.halts, reverse=True)
-    top = _read(url, "sessions_page", read.SessionFilter(), "halts", True, 1)
+    top = read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 1)
     assert int(df.id.iloc[0]) == int(top.id.iloc[0])
     assert df.open.iloc[0] == f"./session?session={int(top.id.iloc[0])}"
     assert at.get("download_button")[0].label.startswith("Download")
@@ -69,10 +61,10 @@ def test_chart_has_top_sessions_linked_and_the_rest_summarized(ledger):
     sessions = data.drop_duplicates("session")
     assert len(sessions) == 21  # top 20 + "40 other sessions"
     assert "40 other sessions" in set(sessions.session)
-    top = _read(url, "sessions_page", read.SessionFilter(), "halts", True, 20)
+    top = read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 20)
     assert set(data.link.dropna()) <= {f"./session?session={i}" for i in top.id}
     halts = data[data.measure == "halts"].value.sum()
-    assert halts == _read(url, "headline", read.SessionFilter())["halts"]
+    assert halts == read_model(url, "headline", read.SessionFilter())["halts"]
     at.slider(key="chart_n").set_value(5).run()
     assert not at.exception
     (_, data), = [c for c in charts(at) if "href" in units(c[0])[0]["encoding"]]
@@ -95,12 +87,12 @@ def test_outcome_filter_changes_what_is_shown(ledger):
 
 def test_policy_filter_narrows_counters(ledger):
     url, _ = ledger
-    pols = _read(url, "policies")
+    pols = read_model(url, "policies")
     window = pols[pols.detector == "window"].id.iloc[0]
     at = app()
     at.multiselect(key="f_policies").set_value([window]).run()
     assert not at.exception
-    expect = _read(url, "headline", read.SessionFilter(policies=(window,)))
+    expect = read_model(url, "headline", read.SessionFilter(policies=(window,)))
     assert metrics(at)["Halts"] == f"{expect['halts']:,}"
     assert metrics(at)["Blocks"] == "0"  # window never blocks
 
@@ -116,10 +108,10 @@ def test_text_tool_and_format_filters(ledger):
     at.text_input(key="f_text").set_value("").run()
     at.selectbox(key="f_tool").set_value("fetch_webpage").run()
     assert not at.exception
-    expect = _read(url, "count_sessions", read.SessionFilter(tool="fetch_webpage"))
+    expect = read_model(url, "count_sessions", read.SessionFilter(tool="fetch_webpage"))
     assert metrics(at)["Sessions"] == f"{expect:,}" and 0 < expect < 60
     at.selectbox(key="f_tool").set_value("").run()
-    fmt = _read(url, "formats")[0]
+    fmt = read_model(url, "formats")[0]
     at.multiselect(key="f_formats").set_value([fmt]).run()
     assert not at.exception
     assert set(_table(at).format) == {fmt}
@@ -152,7 +144,7 @@ def test_link_to_the_most_halted_session(ledger):
     url, _ = ledger
     at = app()
     assert not at.exception
-    top = int(_read(url, "sessions_page", read.SessionFilter(), "halts", True, 1).id.iloc[0])
+    top = int(read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 1).id.iloc[0])
     (link,) = at.get("page_link")
     assert link.proto.label == f"Open the most halted session (#{top})"
     assert link.proto.query_string == f"session={top}"
@@ -160,12 +152,12 @@ def test_link_to_the_most_halted_session(ledger):
 
 def test_date_range_filter(ledger):
     url, _ = ledger
-    lo, hi = _read(url, "date_bounds")
+    lo, hi = read_model(url, "date_bounds")
     mid = lo + (hi - lo) / 2
     at = app()
     at.date_input(key="f_dates").set_value((lo, mid)).run()
     assert not at.exception
-    expect = _read(url, "count_sessions", read.SessionFilter(date_to=mid))
+    expect = read_model(url, "count_sessions", read.SessionFilter(date_to=mid))
     assert metrics(at)["Sessions"] == f"{expect:,}" and 0 < expect < 60
     df = _table(at)
     assert all(s[:10] <= mid.isoformat() for s in df.started_at)
