@@ -60,14 +60,20 @@ def dashboard(
     from ingest.ledger.engine import resolve_url
 
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
-    main_py = Path(__file__).resolve().parent.parent / "app" / "main.py"
+    root = Path(__file__).resolve().parent.parent
+    main_py = root / "app" / "main.py"
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(main_py),
         "--server.address", host, "--server.port", str(port),
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        # The same as .streamlit/config.toml, which Streamlit only reads from the current folder.
+        "--client.toolbarMode", "minimal",
     ]
     typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {env['LOOPLEDGER_DATABASE_URL']})")
-    raise typer.Exit(subprocess.call(cmd, env=env))
+    # Run from the project folder: `python -m` puts the current folder first on sys.path, where a
+    # stray click.py or pandas.py of the user's would shadow the real package; and Streamlit reads
+    # .streamlit/config.toml from there. The ledger URL is already absolute.
+    raise typer.Exit(subprocess.call(cmd, env=env, cwd=root))
 
 
 # ── ingest · watch · recheck · policies (implemented in ingest/commands.py) ────────────────────
