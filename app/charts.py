@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 import altair as alt
 import pandas as pd
 
-from app.charts_replay import VERDICT_COLORS  # one palette for every page
-from ingest import vocab
+from loopledger.app.charts_replay import VERDICT_COLORS  # one palette for every page
+from loopledger import vocab
 
 BAR_MEASURES = ("runs", "strikes", "warnings", "blocks", "halts")
 MEASURE_COLORS = {"runs": "#74c0fc", "strikes": "#9775fa", "warnings": VERDICT_COLORS[vocab.WARN],

@@ -12,7 +12,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from ingest import vocab
+from loopledger import vocab
 
 VERDICT_COLORS = {
     vocab.ALLOW: "#9aa5b1",

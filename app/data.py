@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 import streamlit as st
 
-from ingest.ledger import read
-from ingest.ledger.engine import make_engine, resolve_url
+from loopledger.ledger import read
+from loopledger.ledger.engine import make_engine, resolve_url
 
 REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
 TTL_S = REFRESH_S  # a cached read never outlives one refresh

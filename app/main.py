@@ -6,6 +6,6 @@ Page paths are stable so links can be shared: / (Sessions), /session?session=ID&
 
 from __future__ import annotations
 
-from app import nav
+from loopledger.app import nav
 
 nav.serve()

@@ -26,7 +26,7 @@ def pages() -> list:
 
 
 def serve() -> None:
-    from app import data
+    from loopledger.app import data
 
     st.set_page_config(page_title="LoopLedger", layout="wide")
     current = st.navigation(pages())

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ingest import vocab
-from ingest.events import Batch, Event, Prose, UserTurn
-from ingest.ledger import schema as t
+from loopledger import vocab
+from loopledger.events import Batch, Event, Prose, UserTurn
+from loopledger.ledger import schema as t
 
 TEXT_LIMIT = 2_000  # characters of one message shown at the cursor; the ledger caps them anyway
 

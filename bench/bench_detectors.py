@@ -17,7 +17,7 @@ from collections.abc import Callable
 import orjson
 import xxhash
 
-from ingest.detectors import (
+from loopledger.detectors import (
     DEFAULT_SPECS,
     CycleDetector,
     LadderGuard,
@@ -26,8 +26,8 @@ from ingest.detectors import (
     StagnationDetector,
     make_policy,
 )
-from ingest.events import Answer, Answers, Batch, Call, UserTurn, text_digest
-from ingest.replay import replay_many
+from loopledger.events import Answer, Answers, Batch, Call, UserTurn, text_digest
+from loopledger.replay import replay_many
 
 BUDGET_PER_S = 300_000
 BUDGET_RATIO = 2.0

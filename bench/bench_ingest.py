@@ -28,9 +28,9 @@ TABLES = ("sources", "sessions", "events", "calls", "runs", "policies", "checks"
 
 
 def _child(corpus: str, db: str, jobs: int) -> None:
-    from ingest import worker
-    from ingest.ledger import migrate
-    from ingest.ledger.engine import make_engine
+    from loopledger import worker
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
 
     engine = make_engine(f"sqlite:///{db}")
     migrate.upgrade(engine)
@@ -188,7 +188,7 @@ def run(quick: bool) -> str:
 
 
 def _default_specs():
-    from ingest.detectors.policy import DEFAULT_SPECS
+    from loopledger.detectors.policy import DEFAULT_SPECS
 
     return DEFAULT_SPECS
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from bench.gen_ledger import generate
-from ingest.ledger.engine import make_engine
+from loopledger.ledger.engine import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -27,7 +27,7 @@ BUDGET_S = 1.0
 BASELINE = """
 import sqlalchemy as sa
 import streamlit as st
-from app import data
+from loopledger.app import data
 with data.connect() as conn:
     st.metric("one", conn.execute(sa.text("SELECT 1")).scalar())
 """

@@ -2,7 +2,7 @@
 
 Each format gets a generated file of the same sessions (realistic argument and answer sizes, the
 envelope fields the real format carries, and its skipped lines such as Claude Code progress
-lines), read through `ingest.formats.read` with the format forced. The baseline parses each line
+lines), read through `loopledger.formats.read` with the format forced. The baseline parses each line
 of the very same file with orjson and nothing else, in the same run: the ratio is what the
 reader adds on top of JSON parsing. Best of several repeats, to damp a noisy machine.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import orjson
 
-from ingest.events import Batch
-from ingest.formats import read
+from loopledger.events import Batch
+from loopledger.formats import read
 
 TOOLS = ("Bash", "Read", "Edit", "Grep", "Glob", "browser_navigate")
 WORDS = ("build", "fails", "module", "import", "config", "value", "returns", "None", "expected",

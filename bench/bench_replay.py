@@ -13,9 +13,9 @@ import random
 import time
 from collections.abc import Callable
 
-from ingest.detectors import DEFAULT_SPECS
-from ingest.events import Answer, Answers, Batch, Call, Prose, UserTurn
-from ingest.replay import Replayer, replay
+from loopledger.detectors import DEFAULT_SPECS
+from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
+from loopledger.replay import Replayer, replay
 
 BUDGET_MS = 100.0
 TOOLS = ("Read", "Bash", "Edit", "Grep", "browser_navigate")

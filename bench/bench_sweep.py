@@ -1,6 +1,6 @@
 """Compare's sweep (20 settings × 1,000 sessions) and one Replay-page click on a 10k-step session.
 
-Sweep: `ingest.sweep.sweep` over 1,000 generated sessions (about 60 events each) with 20 window
+Sweep: `loopledger.sweep.sweep` over 1,000 generated sessions (about 60 events each) with 20 window
 thresholds (best of 2 alternating rounds). Baselines measured in the same run: the same
 20 × 1,000 replays done bare (`tally(replay(...))` in a loop, no sweep bookkeeping), and the raw
 cost of iterating the events 20 times. Budget (design.md): a 20-setting sweep over 1,000
@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from bench.bench_replay import session
-from ingest import sweep
-from ingest.detectors.policy import PolicySpec
-from ingest.events import UserTurn
-from ingest.replay import Replayer, replay, tally
+from loopledger import sweep
+from loopledger.detectors.policy import PolicySpec
+from loopledger.events import UserTurn
+from loopledger.replay import Replayer, replay, tally
 
 SWEEP_BUDGET_S = 10.0
 STEP_BUDGET_MS = 100.0
@@ -75,12 +75,12 @@ def _sweep_rows(quick: bool) -> list[str]:
 
 
 def _ledger_with_one_session(path: Path, events: list) -> str:
-    from ingest.events import SessionInfo
-    from ingest.ledger import schema as t
-    from ingest.ledger import store
-    from ingest.ledger.engine import make_engine
-    from ingest.ledger.migrate import upgrade
-    from ingest.worker import replay_session
+    from loopledger.events import SessionInfo
+    from loopledger.ledger import schema as t
+    from loopledger.ledger import store
+    from loopledger.ledger.engine import make_engine
+    from loopledger.ledger.migrate import upgrade
+    from loopledger.worker import replay_session
 
     url = f"sqlite:///{path}"
     eng = make_engine(url)

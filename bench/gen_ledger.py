@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import insert
 
-from ingest import vocab
-from ingest.events import text_digest
-from ingest.ledger import schema
-from ingest.ledger.engine import make_engine, resolve_url
+from loopledger import vocab
+from loopledger.events import text_digest
+from loopledger.ledger import schema
+from loopledger.ledger.engine import make_engine, resolve_url
 
 FORMATS = ("claude-code", "codex-cli", "openai-chat", "anthropic-messages", "gemini-cli",
            "swe-agent", "openhands", "atif")
@@ -62,7 +62,7 @@ def default_policies() -> list[SynthPolicy]:
     }
     specs = {}
     try:
-        from ingest.detectors.policy import DEFAULT_SPECS  # lands with the detectors issue
+        from loopledger.detectors.policy import DEFAULT_SPECS  # lands with the detectors issue
 
         specs = {s.detector: s for s in DEFAULT_SPECS}
     except Exception:  # noqa: BLE001 - any import failure means: not there yet, use our own rows
@@ -92,7 +92,7 @@ def default_policies() -> list[SynthPolicy]:
 def create_schema(url: str) -> None:
     """Migrations when they exist (the one way schemas change), else the Core metadata."""
     try:
-        from ingest.ledger import migrate  # lands with the ledger issue
+        from loopledger.ledger import migrate  # lands with the ledger issue
 
         migrate.upgrade(url)
         return

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ingest import __version__
+from loopledger import __version__
 
 app = typer.Typer(
     name="loopledger",
@@ -57,11 +57,13 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
-    from ingest.ledger.engine import resolve_url
+    from loopledger.ledger.engine import resolve_url
 
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
-    root = Path(__file__).resolve().parent.parent
-    main_py = root / "app" / "main.py"
+    from loopledger import app as app_pkg
+
+    main_py = Path(app_pkg.__file__).resolve().parent / "main.py"
+    root = main_py.parent.parent  # the checkout (with .streamlit/) or, installed, the package
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(main_py),
         "--server.address", host, "--server.port", str(port),
@@ -118,7 +120,7 @@ def ingest(
     Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
     Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined.
     """
-    from ingest.commands import run_ingest
+    from loopledger.commands import run_ingest
 
     raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs))
 
@@ -140,7 +142,7 @@ def watch(
 
     Stops cleanly on Ctrl-C / SIGTERM; a restart resumes from the offsets stored in the ledger.
     """
-    from ingest.commands import run_watch
+    from loopledger.commands import run_watch
 
     raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval))
 
@@ -152,7 +154,7 @@ def recheck(
     db: DbOption = None,
 ) -> None:
     """Judge every stored session with new policies, from the ledger alone (no file is re-read)."""
-    from ingest.commands import run_recheck
+    from loopledger.commands import run_recheck
 
     raise typer.Exit(run_recheck(db, policy, config))
 
@@ -160,7 +162,7 @@ def recheck(
 @app.command()
 def policies(db: DbOption = None) -> None:
     """List the policies stored in the ledger."""
-    from ingest.commands import run_policies
+    from loopledger.commands import run_policies
 
     raise typer.Exit(run_policies(db))
 
@@ -185,7 +187,7 @@ def replay(
     The text twin of the dashboard's Replay page. Exit status: 0 ok, 1 unreadable file or unknown
     session, 2 bad policy spec, 3 printed but some lines were malformed.
     """
-    from ingest.replay_table import run_replay
+    from loopledger.replay_table import run_replay
 
     raise typer.Exit(run_replay(str(file), policy, param, format, session))
 
@@ -204,7 +206,7 @@ def sweep(
 ) -> None:
     """Replay every stored session under each setting of a parameter range; print halts, warnings,
     blocks and calls saved per setting (the Compare page, in the terminal)."""
-    from ingest.sweep_command import run_sweep
+    from loopledger.sweep_command import run_sweep
 
     raise typer.Exit(run_sweep(db, detector, param, param2, fixed, save))
 

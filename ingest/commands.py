@@ -16,10 +16,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
-from ingest import worker
-from ingest.detectors.policy import PolicySpec
-from ingest.ledger import migrate, store
-from ingest.ledger.engine import make_engine, resolve_url
+from loopledger import worker
+from loopledger.detectors.policy import PolicySpec
+from loopledger.ledger import migrate, store
+from loopledger.ledger.engine import make_engine, resolve_url
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_QUARANTINED = 0, 1, 2, 3
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ingest.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn
+from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn
 
 # (kind, pattern); the whole match is replaced unless the pattern has a group named "secret".
 _PATTERNS: tuple[tuple[str, str], ...] = (

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ingest import vocab
-from ingest.detectors.policy import BATCH, Check, Policy, PolicySpec, Result, make_policy
-from ingest.events import Answer, Answers, Batch, Event, Prose, UserTurn
+from loopledger import vocab
+from loopledger.detectors.policy import BATCH, Check, Policy, PolicySpec, Result, make_policy
+from loopledger.events import Answer, Answers, Batch, Event, Prose, UserTurn
 
 
 class Step(NamedTuple):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ingest.detectors.canonical import canonical_json
-from ingest.events import Answers, Batch, Event, Prose, UserTurn
-from ingest.replay import Step
+from loopledger.detectors.canonical import canonical_json
+from loopledger.events import Answers, Batch, Event, Prose, UserTurn
+from loopledger.replay import Step
 
 CELL = 70
 
@@ -99,7 +99,7 @@ def rows(steps: Iterable[Step], detector: str) -> list[tuple[str, ...]]:
 
 def sessions_of(items: Iterable[Any]) -> Iterable[tuple[Any, list[Event], list[Any]]]:
     """Group a reader's item stream into (SessionInfo | None, events, read errors) per session."""
-    from ingest.events import ReadError, SessionStart
+    from loopledger.events import ReadError, SessionStart
 
     info, events, errors = None, [], []
     started = False
@@ -126,9 +126,9 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
     from rich.table import Table
     from rich.text import Text
 
-    from ingest.detectors import ConfigError, PolicySpec
-    from ingest.formats import UnknownFormat, read
-    from ingest.replay import replay, tally
+    from loopledger.detectors import ConfigError, PolicySpec
+    from loopledger.formats import UnknownFormat, read
+    from loopledger.replay import replay, tally
 
     console = console or Console()
     err = Console(stderr=True)

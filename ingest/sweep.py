@@ -1,7 +1,7 @@
 """Parameter sweeps: one detector, one or two parameter ranges, many sessions.
 
 Pure logic over already-loaded events; the Compare page and `loopledger sweep` are its callers.
-Every verdict comes from ingest.replay (replay + tally): this module only arranges settings and
+Every verdict comes from loopledger.replay (replay + tally): this module only arranges settings and
 adds up what the engine reports, so a sweep can never disagree with the worker or the Replay page.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ingest import vocab
-from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
-from ingest.events import Event
-from ingest.ledger import store
-from ingest.replay import Tally, replay, replay_many, tally
+from loopledger import vocab
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
+from loopledger.events import Event
+from loopledger.ledger import store
+from loopledger.replay import Tally, replay, replay_many, tally
 
 REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
 LABELS = (REAL_LOOP, NOT_LOOP)

@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
-from ingest import sweep
-from ingest.commands import open_ledger
-from ingest.ledger import store
+from loopledger import sweep
+from loopledger.commands import open_ledger
+from loopledger.ledger import store
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 COLUMNS = ("warnings", "blocks", "halts", "halted_runs", "saved", "strikes")

@@ -31,13 +31,13 @@ import xxhash
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from ingest import formats
-from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
-from ingest.events import Batch, ReadError, SessionInfo, SessionStart
-from ingest.ledger import schema as s
-from ingest.ledger import store
-from ingest.redact import redact_event
-from ingest.replay import replay_many, tally
+from loopledger import formats
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
+from loopledger.events import Batch, ReadError, SessionInfo, SessionStart
+from loopledger.ledger import schema as s
+from loopledger.ledger import store
+from loopledger.redact import redact_event
+from loopledger.replay import replay_many, tally
 
 # Extensions transcripts come in; anything else inside a folder is not tried (files named on
 # the command line always are).
@@ -565,7 +565,7 @@ def ingest_file_optimistic(engine: Engine, path: Path, opts: Options) -> FileRep
 
 def _job_main(url: str, opts: Options, tasks, results) -> None:
     """One --jobs process: its own engine; takes paths until the None sentinel."""
-    from ingest.ledger.engine import make_engine
+    from loopledger.ledger.engine import make_engine
 
     parent = os.getppid()
     engine = make_engine(url)

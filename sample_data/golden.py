@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest import vocab
-from ingest.detectors.policy import DEFAULT_SPECS, make_policy
-from ingest.events import Batch, Event, Prose, ReadError, SessionInfo
-from ingest.formats import read, sniff
-from ingest.replay import replay, tally
-from ingest.replay_table import sessions_of
+from loopledger import vocab
+from loopledger.detectors.policy import DEFAULT_SPECS, make_policy
+from loopledger.events import Batch, Event, Prose, ReadError, SessionInfo
+from loopledger.formats import read, sniff
+from loopledger.replay import replay, tally
+from loopledger.replay_table import sessions_of
 
 FLAGS = (vocab.WARN, vocab.BLOCK, vocab.HALT)
 MAX_RUNS_SHOWN = 3

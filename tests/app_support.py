@@ -80,10 +80,10 @@ def plain_texts(at: AppTest) -> list[str]:
 
 
 def read_model(url: str, name: str, *args):
-    """Call ingest.ledger.read.<name>(conn, *args) on a fresh read-only engine: the expected side
+    """Call loopledger.ledger.read.<name>(conn, *args) on a fresh read-only engine: the expected side
     of a page assertion, computed straight from the read model."""
-    from ingest.ledger import read
-    from ingest.ledger.engine import make_engine
+    from loopledger.ledger import read
+    from loopledger.ledger.engine import make_engine
 
     eng = make_engine(url, readonly=True)
     try:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from ingest.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
+from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
 
 ITEM_TYPES = (SessionStart, UserTurn, Prose, Batch, Answers, ReadError)
 
@@ -86,9 +86,9 @@ def ledger_sessions(db_path, path, grow=None) -> dict[str, list]:
     given, call it (it appends to the file) and ingest again. Session key → events as stored."""
     from sqlalchemy import select
 
-    from ingest import worker
-    from ingest.ledger import migrate, schema, store
-    from ingest.ledger.engine import make_engine
+    from loopledger import worker
+    from loopledger.ledger import migrate, schema, store
+    from loopledger.ledger.engine import make_engine
 
     engine = make_engine(f"sqlite:///{db_path}")
     try:

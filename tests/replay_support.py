@@ -8,11 +8,11 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ingest import worker
-from ingest.ledger import schema as t
-from ingest.ledger import store
-from ingest.ledger.engine import make_engine
-from ingest.ledger.migrate import upgrade
+from loopledger import worker
+from loopledger.ledger import schema as t
+from loopledger.ledger import store
+from loopledger.ledger.engine import make_engine
+from loopledger.ledger.migrate import upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DATA = ROOT / "sample_data"

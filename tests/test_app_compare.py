@@ -1,6 +1,6 @@
 """Compare page (AppTest, ledgers filled by the real ingest pipeline from sample_data).
 
-Every number on the page must equal a direct computation with ingest.replay on the same
+Every number on the page must equal a direct computation with loopledger.replay on the same
 sessions' events (rebuilt from the ledger).
 """
 
@@ -21,12 +21,12 @@ from replay_support import (
     session_events,
 )
 
-from ingest import vocab
-from ingest.detectors.policy import PolicySpec
-from ingest.ledger import read
-from ingest.ledger import schema as t
-from ingest.ledger.engine import make_engine
-from ingest.replay import replay, tally
+from loopledger import vocab
+from loopledger.detectors.policy import PolicySpec
+from loopledger.ledger import read
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
+from loopledger.replay import replay, tally
 
 PAGE = "views/compare.py"
 

@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, metrics
 
-from ingest.ledger import schema as t
-from ingest.ledger.engine import make_engine
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
 
 PAGE = "views/health.py"
 
@@ -66,7 +66,7 @@ def test_new_rows_show_up_on_the_next_refresh(ledger):
                                                       created_at=time.time()))
     eng.dispose()
     # The cached reads live for data.TTL_S; the live fragment re-reads after that.
-    from app import data
+    from loopledger.app import data
 
     data._query.clear()
     at.run()

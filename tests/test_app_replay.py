@@ -23,11 +23,11 @@ from replay_support import (
     session_events,
 )
 
-from ingest import vocab
-from ingest.detectors.policy import DETECTORS, PolicySpec
-from ingest.ledger import schema as t
-from ingest.ledger.engine import make_engine
-from ingest.replay import replay
+from loopledger import vocab
+from loopledger.detectors.policy import DETECTORS, PolicySpec
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
+from loopledger.replay import replay
 
 PAGE = "views/replay.py"
 

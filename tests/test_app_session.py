@@ -7,9 +7,9 @@ import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts, read_model
 
 from bench.gen_ledger import HOSTILE
-from ingest import vocab
-from ingest.ledger import schema as t
-from ingest.ledger.engine import make_engine
+from loopledger import vocab
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
 
 PAGE = "views/session.py"
 

@@ -6,7 +6,7 @@ import pytest
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model, units
 
 from bench.gen_ledger import HOSTILE, generate
-from ingest.ledger import read
+from loopledger.ledger import read
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from ingest.detectors import (
+from loopledger.detectors import (
     answers_hash,
     args_hash,
     batch_signature,
     call_signature,
     canonical_json,
 )
-from ingest.detectors.canonical import _walk, answer_key
-from ingest.events import Answer, Call
+from loopledger.detectors.canonical import _walk, answer_key
+from loopledger.events import Answer, Call
 
 
 def nested(depth: int, leaf: object = 1, kind: str = "dict") -> object:
@@ -125,7 +125,7 @@ def test_answer_key_uses_full_text_digest():
 
 
 def test_call_key_is_shared_by_identity_and_never_keeps_huge_arguments():
-    from ingest.detectors.canonical import _CALL_CACHE, call_key
+    from loopledger.detectors.canonical import _CALL_CACHE, call_key
 
     small = Call("1", "t", {"b": 1, "a": 2})
     assert call_key(small) == (b'{"a":2,"b":1}', args_hash({"a": 2, "b": 1}))

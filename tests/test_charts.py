@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app import charts
-from ingest import vocab
+from loopledger.app import charts
+from loopledger import vocab
 
 
 def _data(spec: dict) -> list[dict]:

@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from bench.gen_chat import write_corpus
-from ingest.cli import app
-from ingest.detectors.policy import PolicySpec
-from ingest.ledger import schema
-from ingest.ledger.engine import make_engine
+from loopledger.cli import app
+from loopledger.detectors.policy import PolicySpec
+from loopledger.ledger import schema
+from loopledger.ledger.engine import make_engine
 from tests.test_worker import call_msg, chat_line, dump, tool_msg
 
 BIN = Path(sys.executable).parent / "loopledger"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import Batch, ReadError, SessionStart
-from ingest.formats import read, sniff
+from loopledger.events import Batch, ReadError, SessionStart
+from loopledger.formats import read, sniff
 
 pytestmark = pytest.mark.corpus
 
@@ -26,7 +26,7 @@ MINE = {"claude-code-jsonl": "claude-code", "codex-rollout-jsonl": "codex",
 
 
 def _canonical(args) -> str:
-    # ingest.detectors' canonical_json may replace this; until then the same rule, inline.
+    # loopledger.detectors' canonical_json may replace this; until then the same rule, inline.
     return json.dumps({} if args is None else args, sort_keys=True, separators=(",", ":"))
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ingest.events import Batch, ReadError, SessionStart
-from ingest.formats import read, sniff
+from loopledger.events import Batch, ReadError, SessionStart
+from loopledger.formats import read, sniff
 
 pytestmark = pytest.mark.corpus
 
@@ -124,7 +124,7 @@ def test_every_file_sniffs_as_its_format(corpus_dir):
 def test_submit_loop_through_the_replay_engine(corpus_dir):
     """Reader → replay: the id-less SWE-agent answers pair with their calls, so run-length sees
     two repeated answers and halts on the third identical submit (S = 2)."""
-    from ingest.replay import replay
+    from loopledger.replay import replay
 
     items = list(read(corpus_dir / "swe-agent-traj" / "ctf-crypto-eps-submit-loop.traj"))
     events = [i for i in items if not isinstance(i, (SessionStart, ReadError))]

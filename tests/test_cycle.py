@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.detectors import ConfigError, CycleDetector
-from ingest.events import Answer, Answers, Batch, Call, UserTurn
-from ingest.replay import replay
+from loopledger.detectors import ConfigError, CycleDetector
+from loopledger.events import Answer, Answers, Batch, Call, UserTurn
+from loopledger.replay import replay
 
 
 def reference(keys: list, answers: list, max_period: int = 6, warn: int = 3, halt: int = 4):

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cycle import reference
 
-from ingest.detectors import (
+from loopledger.detectors import (
     DEFAULT_SPECS,
     CycleDetector,
     LadderGuard,
@@ -21,9 +21,9 @@ from ingest.detectors import (
     batch_signature,
     canonical_json,
 )
-from ingest.detectors.canonical import _walk
-from ingest.events import Answer, Answers, Batch, Call, Prose, UserTurn
-from ingest.replay import Replayer, replay, replay_many
+from loopledger.detectors.canonical import _walk
+from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
+from loopledger.replay import Replayer, replay, replay_many
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -211,7 +211,7 @@ def test_replay_verdicts_equal_driving_each_detector_by_hand(session):
 
 def by_hand(session) -> dict[str, list[str]]:
     """Assert the replay engine's verdicts equal the detectors driven by hand; return them."""
-    from ingest.detectors import answers_hash
+    from loopledger.detectors import answers_hash
 
     events, plan = build(session)
     got = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in DEFAULT_SPECS}

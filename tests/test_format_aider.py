@@ -16,8 +16,8 @@ from reader_checks_b import (
     mutate,
 )
 
-from ingest.events import Answers, Batch, ReadError, SessionStart, UserTurn
-from ingest.formats import aider
+from loopledger.events import Answers, Batch, ReadError, SessionStart, UserTurn
+from loopledger.formats import aider
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "aider" / ".aider.chat.history.md"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import Answers, Batch, Prose, ReadError, UserTurn
-from ingest.formats import anthropic
+from loopledger.events import Answers, Batch, Prose, ReadError, UserTurn
+from loopledger.formats import anthropic
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "anthropic"
 

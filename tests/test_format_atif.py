@@ -17,8 +17,8 @@ from reader_checks_b import (
     replace_node,
 )
 
-from ingest.events import Answers, Batch, Prose, UserTurn
-from ingest.formats import atif
+from loopledger.events import Answers, Batch, Prose, UserTurn
+from loopledger.formats import atif
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "atif" / "hello-world.trajectory.json"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ingest.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
-from ingest.formats import claude_code
+from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
+from loopledger.formats import claude_code
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "claude_code"
 

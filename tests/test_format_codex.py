@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ingest.events import Answers, Batch, ReadError, SessionStart, UserTurn
-from ingest.formats import codex
+from loopledger.events import Answers, Batch, ReadError, SessionStart, UserTurn
+from loopledger.formats import codex
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "codex"
 CURRENT = FIX / "rollout-2025-12-02T09-00-00-019ad001-aaaa-7bbb-8ccc-123456789abc.jsonl"

@@ -19,8 +19,8 @@ from reader_checks_b import (
     replace_node,
 )
 
-from ingest.events import Answers, Batch, Prose, UserTurn
-from ingest.formats import gemini
+from loopledger.events import Answers, Batch, Prose, UserTurn
+from loopledger.formats import gemini
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "gemini"
 JSONL = FIX / "session-2026-03-14T09-12-4f1c2a9e.jsonl"

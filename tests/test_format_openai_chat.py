@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
-from ingest.formats import openai_chat
+from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
+from loopledger.formats import openai_chat
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "openai_chat"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import Answers, Batch, Prose, ReadError, UserTurn
-from ingest.formats import openai_responses
+from loopledger.events import Answers, Batch, Prose, ReadError, UserTurn
+from loopledger.formats import openai_responses
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "openai_responses"
 

@@ -18,8 +18,8 @@ from reader_checks_b import (
     replace_node,
 )
 
-from ingest.events import Answers, Batch, Prose, SessionStart, UserTurn
-from ingest.formats import openhands
+from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
+from loopledger.formats import openhands
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "openhands"
 OUTPUT = FIX / "output.jsonl"

@@ -17,8 +17,8 @@ from reader_checks_b import (
     replace_node,
 )
 
-from ingest.events import Answers, Batch, UserTurn
-from ingest.formats import swe_agent
+from loopledger.events import Answers, Batch, UserTurn
+from loopledger.formats import swe_agent
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "swe_agent"
 COMMANDS = FIX / "acme__utils-17.traj"

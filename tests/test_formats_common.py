@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ingest.events import ReadError
-from ingest.formats._common import (
+from loopledger.events import ReadError
+from loopledger.formats._common import (
     JSONL,
     content_text,
     first_line,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.detectors import ConfigError, LadderGuard, PolicySpec, Thresholds
-from ingest.events import Batch, Call, UserTurn
-from ingest.replay import replay
+from loopledger.detectors import ConfigError, LadderGuard, PolicySpec, Thresholds
+from loopledger.events import Batch, Call, UserTurn
+from loopledger.replay import replay
 
 
 def actions(guard: LadderGuard, calls) -> list[str]:

@@ -11,9 +11,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from ingest.ledger import migrate
-from ingest.ledger.engine import make_engine
-from ingest.ledger.schema import metadata
+from loopledger.ledger import migrate
+from loopledger.ledger.engine import make_engine
+from loopledger.ledger.schema import metadata
 
 
 def test_upgrade_creates_exactly_the_schema(db_url):
@@ -55,7 +55,7 @@ def test_a_0001_ledger_upgrades_in_place_and_keeps_its_rows(db_url):
     offsets past 2 GiB (PostgreSQL's INTEGER stopped at 2**31 - 1)."""
     from sqlalchemy import select
 
-    from ingest.ledger.schema import sources
+    from loopledger.ledger.schema import sources
 
     eng = make_engine(db_url)
     try:
@@ -87,6 +87,10 @@ def test_wheel_ships_the_migrations(tmp_path):
                    check=True, capture_output=True)
     (wheel,) = out.glob("loopledger-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "ingest/ledger/migrations/env.py" in names
-    assert "ingest/ledger/migrations/versions/0001_initial.py" in names
-    assert "ingest/ledger/migrations/versions/0002_bigint_offsets.py" in names
+    assert "loopledger/ledger/migrations/env.py" in names
+    assert "loopledger/ledger/migrations/versions/0001_initial.py" in names
+    assert "loopledger/ledger/migrations/versions/0002_bigint_offsets.py" in names
+    assert "loopledger/app/main.py" in names and "loopledger/app/views/replay.py" in names
+    # Nothing generic at the top of site-packages: only loopledger/ and the dist-info.
+    assert {n.split("/")[0] for n in names} - {"loopledger"} == {
+        n.split("/")[0] for n in names if ".dist-info/" in n}

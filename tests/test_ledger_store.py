@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from ingest.detectors.canonical import args_hash, canonical_json
-from ingest.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn, text_digest
-from ingest.ledger import migrate, schema, store
-from ingest.ledger.engine import make_engine
+from loopledger.detectors.canonical import args_hash, canonical_json
+from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn, text_digest
+from loopledger.ledger import migrate, schema, store
+from loopledger.ledger.engine import make_engine
 
 
 @pytest.fixture
@@ -137,8 +137,8 @@ import uuid  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ingest.detectors.policy import DEFAULT_SPECS  # noqa: E402
-from ingest.worker import replay_session  # noqa: E402
+from loopledger.detectors.policy import DEFAULT_SPECS  # noqa: E402
+from loopledger.worker import replay_session  # noqa: E402
 
 _names = st.sampled_from(["bash", "read_file", "grep", "browser_navigate"])
 _args = st.one_of(st.none(), st.fixed_dictionaries({"p": st.sampled_from(["a", "b", "x" * 300])}),

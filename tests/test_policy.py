@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ingest.detectors import DEFAULT_SPECS, DETECTORS, PARAMS, ConfigError, PolicySpec, make_policy
-from ingest.events import Answer, Batch, Call
+from loopledger.detectors import DEFAULT_SPECS, DETECTORS, PARAMS, ConfigError, PolicySpec, make_policy
+from loopledger.events import Answer, Batch, Call
 
 
 def test_default_specs_one_per_detector_with_complete_params():
@@ -135,7 +135,7 @@ def test_readme_guard_examples_run():
     assert len(blocks) == 4
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})  # noqa: S102 — our own documentation
-    from ingest.detectors import CycleDetector
+    from loopledger.detectors import CycleDetector
 
     cycle = CycleDetector()
     for name in "ABABAB":

@@ -8,10 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from bench.gen_ledger import generate
-from ingest import vocab
-from ingest.ledger import read
-from ingest.ledger import schema as t
-from ingest.ledger.engine import make_engine
+from loopledger import vocab
+from loopledger.ledger import read
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ingest.formats._common as common
-from ingest.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
-from ingest.formats import read
+import loopledger.formats._common as common
+from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
+from loopledger.formats import read
 
 FIX = Path(__file__).parent / "fixtures" / "formats"
 JSONL = {

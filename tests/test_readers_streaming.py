@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from bench.bench_readers import FORMATS
-from ingest.events import Batch, SessionStart
-from ingest.formats import read
+from loopledger.events import Batch, SessionStart
+from loopledger.formats import read
 
 SMALL = 1500
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn, text_digest
-from ingest.redact import redact_event, redact_text, redact_value
+from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn, text_digest
+from loopledger.redact import redact_event, redact_text, redact_value
 
 SECRETS = [
     ("openai-key", "sk-proj-" + "Ab3_" * 12),

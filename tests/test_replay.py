@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from ingest.detectors import DEFAULT_SPECS, PolicySpec
-from ingest.events import Answer, Answers, Batch, Call, Prose, SessionInfo, SessionStart, UserTurn
-from ingest.replay import Replayer, replay, replay_many, tally
+from loopledger.detectors import DEFAULT_SPECS, PolicySpec
+from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, SessionStart, UserTurn
+from loopledger.replay import Replayer, replay, replay_many, tally
 
 
 def call(name: str, cid: str | None = None, **args) -> Call:
@@ -236,7 +236,7 @@ def write_openai_chat(path, n_repeats: int, user: str = "fix it") -> None:
 def cli(*args: str):
     from typer.testing import CliRunner
 
-    from ingest.cli import app
+    from loopledger.cli import app
 
     return CliRunner().invoke(app, ["replay", *args], env={"COLUMNS": "250"})
 
@@ -277,7 +277,7 @@ def test_cli_replay_shows_transcript_text_inert(tmp_path):
 
 
 def test_plain_caps_and_escapes():
-    from ingest.replay_table import plain
+    from loopledger.replay_table import plain
 
     assert plain("a\nb\tc\x00") == "a⏎b\\x09c\\x00"
     assert len(plain("x" * 1000)) == 70 and plain("x" * 1000).endswith("…")
@@ -285,10 +285,10 @@ def test_plain_caps_and_escapes():
 
 @pytest.mark.corpus
 def test_real_corpus_replays_under_every_default_policy(corpus_dir):
-    from ingest.formats import read
-    from ingest.replay_table import sessions_of
+    from loopledger.formats import read
+    from loopledger.replay_table import sessions_of
 
-    files = [f for f in sorted(corpus_dir.rglob("*")) if f.is_file() and not f.name.startswith("README")]
+    files = [f for f in sorted(corpus_dir.rglob("*")) if f.is_file() and not f.name.startswith("README") and f.suffix != ".csv"]
     assert files
     total_calls = 0
     for f in files:
@@ -304,8 +304,8 @@ def test_real_corpus_replays_under_every_default_policy(corpus_dir):
 def test_corpus_submit_loop_is_caught_where_each_guard_says(corpus_dir):
     """ctf-crypto-eps-submit-loop.traj: the same `submit flag{…}` four times in a row (README's
     max run 4), each answered "Wrong flag!"."""
-    from ingest.formats import read
-    from ingest.replay_table import sessions_of
+    from loopledger.formats import read
+    from loopledger.replay_table import sessions_of
 
     [(_info, events, _errors)] = list(sessions_of(read(corpus_dir / "swe-agent-traj/ctf-crypto-eps-submit-loop.traj")))
     batches = [s for s in replay(events, "ladder") if isinstance(s.event, Batch)]

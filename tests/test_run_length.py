@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.detectors import (
+from loopledger.detectors import (
     DEFAULT_OBSERVATION_TOOLS,
     BatchRecord,
     LoopDetected,

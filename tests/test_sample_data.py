@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from ingest import vocab
-from ingest.detectors.policy import DEFAULT_SPECS
-from ingest.events import Batch
-from ingest.formats import readers, sniff
-from ingest.ledger import migrate
-from ingest.ledger import schema as s
-from ingest.ledger.engine import make_engine
+from loopledger import vocab
+from loopledger.detectors.policy import DEFAULT_SPECS
+from loopledger.events import Batch
+from loopledger.formats import readers, sniff
+from loopledger.ledger import migrate
+from loopledger.ledger import schema as s
+from loopledger.ledger.engine import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
@@ -116,7 +116,7 @@ def test_every_row_says_what_it_shows(readme_where):
 
 
 def _ingest(db_url: str, files: list[Path]):
-    from ingest import worker
+    from loopledger import worker
 
     engine = make_engine(db_url)
     migrate.upgrade(engine)

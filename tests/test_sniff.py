@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import SessionStart
-from ingest.formats import UnknownFormat, read, readers, sniff
+from loopledger.events import SessionStart
+from loopledger.formats import UnknownFormat, read, readers, sniff
 
 FIX = Path(__file__).parent / "fixtures" / "formats"
 EXPECTED = {

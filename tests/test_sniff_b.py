@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.formats import SNIFF_BYTES, UnknownFormat, readers, sniff
+from loopledger.formats import SNIFF_BYTES, UnknownFormat, readers, sniff
 
 OURS = ("gemini-cli", "atif", "swe-agent", "openhands", "aider")
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
@@ -54,8 +54,8 @@ def test_sample_data_of_our_formats_sniffs_and_reads_cleanly():
     present = {d: f for d, f in FIXTURE_FORMATS.items() if (sample / d).is_dir()}
     if not present:
         pytest.skip("no sample_data for these formats")
-    from ingest.events import ReadError
-    from ingest.formats import read
+    from loopledger.events import ReadError
+    from loopledger.formats import read
 
     for path, fmt in files_with_formats(sample, present):
         assert sniff(path) == fmt and claims(path) == {fmt}, path

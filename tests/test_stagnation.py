@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.detectors import StagnationDetected, StagnationDetector, make_policy
-from ingest.events import Batch, Call, Prose, UserTurn
-from ingest.replay import replay
+from loopledger.detectors import StagnationDetected, StagnationDetector, make_policy
+from loopledger.events import Batch, Call, Prose, UserTurn
+from loopledger.replay import replay
 
 
 def test_errors_when_count_exceeds_max_steps():

@@ -1,4 +1,4 @@
-"""ingest.sweep (grid, settings, flips, precision/recall, saving) and the Replay/Compare charts."""
+"""loopledger.sweep (grid, settings, flips, precision/recall, saving) and the Replay/Compare charts."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from app import charts_replay as charts
-from app import replay_view as rv
-from ingest import sweep, vocab
-from ingest.detectors.policy import PolicySpec
-from ingest.events import Answer, Answers, Batch, Call, Prose, UserTurn
-from ingest.ledger import schema as t
-from ingest.ledger import store
-from ingest.ledger.engine import make_engine
-from ingest.ledger.migrate import upgrade
-from ingest.replay import replay, tally
+from loopledger.app import charts_replay as charts
+from loopledger.app import replay_view as rv
+from loopledger import sweep, vocab
+from loopledger.detectors.policy import PolicySpec
+from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
+from loopledger.ledger import schema as t
+from loopledger.ledger import store
+from loopledger.ledger.engine import make_engine
+from loopledger.ledger.migrate import upgrade
+from loopledger.replay import replay, tally
 
 _n = iter(range(10**9))
 
@@ -96,7 +96,7 @@ def test_make_grid_validates_detector_and_params():
     assert sweep.spec_for(g, (3, 4)) == PolicySpec("window", {"threshold": 3, "window": 4})
 
 
-# ── the sweep against hand-worked answers and against ingest.replay ──────────────────────────
+# ── the sweep against hand-worked answers and against loopledger.replay ──────────────────────────
 
 
 def test_window_threshold_sweep_hand_worked():
@@ -203,8 +203,8 @@ def test_precision_recall_against_labels():
 
 
 def _ledger_with(db_url: str, sessions: list[list]) -> list[int]:
-    from ingest.events import SessionInfo
-    from ingest.worker import replay_session
+    from loopledger.events import SessionInfo
+    from loopledger.worker import replay_session
 
     eng = make_engine(db_url)
     upgrade(eng)
@@ -313,7 +313,7 @@ def test_sweep_charts_specs():
 def test_cli_sweep_prints_and_saves(db_url):
     from typer.testing import CliRunner
 
-    from ingest.cli import app
+    from loopledger.cli import app
 
     ids = _ledger_with(db_url, [repeat_session(6), abab_session(5), clean_session()])
     runner = CliRunner()
@@ -364,7 +364,7 @@ def test_event_lines_are_plain_and_bounded():
 def test_sweep_on_the_real_corpus(corpus_dir, tmp_path):
     """eps.traj submits the same flag four times in a row (corpus README: max run 4): the window
     guard halts it at thresholds 2..4 and never at 5; the sweep agrees with direct replays."""
-    from ingest import worker
+    from loopledger import worker
 
     url = f"sqlite:///{tmp_path / 'corpus.sqlite'}"
     eng = make_engine(url)

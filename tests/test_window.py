@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.detectors import ConfigError, LoopDetectedError, LoopGuard, default_key_fn
+from loopledger.detectors import ConfigError, LoopDetectedError, LoopGuard, default_key_fn
 
 
 def test_third_identical_call_raises_with_structured_fields():

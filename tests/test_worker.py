@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import func, select
 
 from bench.gen_chat import session_lines, write_corpus
-from ingest import worker
-from ingest.detectors.policy import DEFAULT_SPECS, PolicySpec
-from ingest.ledger import migrate, schema, store
-from ingest.ledger.engine import make_engine
+from loopledger import worker
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
+from loopledger.ledger import migrate, schema, store
+from loopledger.ledger.engine import make_engine
 
 TABLES = ("sessions", "events", "calls", "runs", "checks", "results", "session_stats", "run_outcomes",
           "ingest_errors", "policies")

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import func, select
 
 from bench.gen_chat import write_corpus
-from ingest import worker
-from ingest.ledger import migrate, schema, store
-from ingest.ledger.engine import is_sqlite, make_engine
+from loopledger import worker
+from loopledger.ledger import migrate, schema, store
+from loopledger.ledger.engine import is_sqlite, make_engine
 from tests.test_worker import counts, dump
 
 BIN = Path(sys.executable).parent / "loopledger"
@@ -84,8 +84,8 @@ def _kill_restart_compare(db_url: str, tmp_path: Path, other, jobs: int) -> None
 
 _WORKER = """
 import json, sys
-from ingest import worker
-from ingest.ledger.engine import make_engine
+from loopledger import worker
+from loopledger.ledger.engine import make_engine
 eng = make_engine(sys.argv[1])
 reports = []
 worker.ingest_paths(eng, [sys.argv[2]], worker.Options(worker_id=sys.argv[3]), on_file=reports.append)
@@ -181,8 +181,8 @@ def test_jobs_that_cannot_start_fall_back_in_process(tmp_path, other):
     ingest still stores every file, in-process."""
     files = write_corpus(tmp_path / "c", 4, 30, seed=2)
     db = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    script = ("from ingest import worker\nfrom ingest.ledger import migrate\n"
-              "from ingest.ledger.engine import make_engine\n"
+    script = ("from loopledger import worker\nfrom loopledger.ledger import migrate\n"
+              "from loopledger.ledger.engine import make_engine\n"
               f"eng = make_engine({db!r}); migrate.upgrade(eng)\n"
               f"t = worker.ingest_paths(eng, [{str(tmp_path / 'c')!r}], worker.Options(jobs=2))\n"
               "print(t.changed, t.errors)\n")

@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import select
 
 from bench.gen_chat import session_lines
-from ingest import worker
-from ingest.ledger import migrate, schema
-from ingest.ledger.engine import make_engine
+from loopledger import worker
+from loopledger.ledger import migrate, schema
+from loopledger.ledger.engine import make_engine
 from tests.test_worker import dump
 
 BIN = Path(sys.executable).parent / "loopledger"

@@ -1,6 +1,6 @@
 """Compare: sweep one detector's parameter (or two, for a heatmap) over a set of sessions.
 
-Every number comes from ingest.sweep, which only adds up what ingest.replay reports, so Compare
+Every number comes from loopledger.sweep, which only adds up what loopledger.replay reports, so Compare
 cannot disagree with the worker or the Replay page. Sweeps are cached on their inputs (session
 ids with their versions, detector, grid): a live worker appending to a session invalidates it.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import charts_replay as charts
-from app import data, safe
-from app import replay_view as rv
-from ingest import sweep, vocab
-from ingest.detectors.policy import NAMES, PARAMS
-from ingest.ledger import read, store
+from loopledger.app import charts_replay as charts
+from loopledger.app import data, safe
+from loopledger.app import replay_view as rv
+from loopledger import sweep, vocab
+from loopledger.detectors.policy import NAMES, PARAMS
+from loopledger.ledger import read, store
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),

@@ -10,7 +10,7 @@ import datetime as dt
 
 import streamlit as st
 
-from app import charts, data, safe
+from loopledger.app import charts, data, safe
 
 PAGE_SIZE = 100
 

@@ -1,7 +1,7 @@
 """Replay: single-step one detector over one run, with its parameters editable.
 
 Deep link: ?session=ID&run=IDX&policy=POLICY_ID_OR_SPEC&step=SEQ (step = the event's seq).
-The detector is driven by ingest.replay's Replayer kept in st.session_state, so a click moves the
+The detector is driven by loopledger.replay's Replayer kept in st.session_state, so a click moves the
 cursor from where it is (snapshots for stepping back) instead of replaying from the start.
 Transcript text reaches the screen only through app.safe (st.text / st.code / st.dataframe).
 """
@@ -14,14 +14,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import charts_replay as charts
-from app import data, safe
-from app import replay_view as rv
-from ingest import vocab
-from ingest.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
-from ingest.events import Answers, Batch, Prose, UserTurn, text_digest
-from ingest.ledger.store import load_events
-from ingest.replay import Replayer, replay
+from loopledger.app import charts_replay as charts
+from loopledger.app import data, safe
+from loopledger.app import replay_view as rv
+from loopledger import vocab
+from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
+from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
+from loopledger.ledger.store import load_events
+from loopledger.replay import Replayer, replay
 
 TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7

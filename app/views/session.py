@@ -12,9 +12,9 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, safe
-from ingest import vocab
-from ingest.ledger import read
+from loopledger.app import charts, data, safe
+from loopledger import vocab
+from loopledger.ledger import read
 
 CONTEXT = 6  # events shown before and after the focused step
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time

@@ -11,8 +11,8 @@ import datetime as dt
 
 import streamlit as st
 
-from app import charts, data, safe
-from ingest.ledger import read
+from loopledger.app import charts, data, safe
+from loopledger.ledger import read
 
 PAGE_SIZE = 50
 METRICS = (("sessions", "Sessions"), ("runs", "Runs"), ("calls", "Tool calls"), ("warnings", "Warnings"),

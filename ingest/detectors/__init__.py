@@ -2,7 +2,7 @@
 one Policy interface the ledger and the replay engine use. Rules: ../shared/design.md, "Detectors".
 """
 
-from ingest.detectors.canonical import (
+from loopledger.detectors.canonical import (
     answer_key,
     answers_hash,
     args_hash,
@@ -11,10 +11,10 @@ from ingest.detectors.canonical import (
     canonical_bytes,
     canonical_json,
 )
-from ingest.detectors.cycle import CycleDetector, CycleVerdict
-from ingest.detectors.errors import ConfigError
-from ingest.detectors.ladder import LadderGuard, LadderVerdict, Thresholds
-from ingest.detectors.policy import (
+from loopledger.detectors.cycle import CycleDetector, CycleVerdict
+from loopledger.detectors.errors import ConfigError
+from loopledger.detectors.ladder import LadderGuard, LadderVerdict, Thresholds
+from loopledger.detectors.policy import (
     DEFAULT_SPECS,
     DETECTORS,
     PARAMS,
@@ -24,7 +24,7 @@ from ingest.detectors.policy import (
     Result,
     make_policy,
 )
-from ingest.detectors.run_length import (
+from loopledger.detectors.run_length import (
     DEFAULT_OBSERVATION_TOOLS,
     BatchRecord,
     LoopDetected,
@@ -35,7 +35,7 @@ from ingest.detectors.run_length import (
     is_costly_batch,
     is_observation_batch,
 )
-from ingest.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
+from loopledger.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
 
 __all__ = [
     "DEFAULT_OBSERVATION_TOOLS", "DEFAULT_SPECS", "DETECTORS", "PARAMS",

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 import xxhash
 
-from ingest.events import Call
+from loopledger.events import Call
 
 _SORT = orjson.OPT_SORT_KEYS
 _dumps = orjson.dumps
@@ -99,7 +99,7 @@ def call_key(call: Call) -> tuple[bytes, str]:
 
 
 def name_args(call: Any) -> tuple[str, Any]:
-    """(name, args) of an `ingest.events.Call`, a `(name, args)` pair or a `{"name", "args"}` dict."""
+    """(name, args) of an `loopledger.events.Call`, a `(name, args)` pair or a `{"name", "args"}` dict."""
     if type(call) is Call:
         return call.name, call.args
     if isinstance(call, tuple):
@@ -121,7 +121,7 @@ def batch_signature(calls: Sequence[Any]) -> str:
 def answer_key(answer: Any) -> str | None:
     """What makes two answers equal: the full text's digest plus the error flag.
 
-    Accepts an `ingest.events.Answer` (its precomputed digest is used), a plain string, or None
+    Accepts an `loopledger.events.Answer` (its precomputed digest is used), a plain string, or None
     (unknown)."""
     if answer is None:
         return None

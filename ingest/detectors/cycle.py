@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import orjson
 import xxhash
 
-from ingest.detectors.canonical import answer_key, canonical_bytes
-from ingest.detectors.errors import ConfigError
+from loopledger.detectors.canonical import answer_key, canonical_bytes
+from loopledger.detectors.errors import ConfigError
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
 DEFAULT_MAX_PERIOD = 6
@@ -158,7 +158,7 @@ class CycleDetector:
     def record_answer(self, text: Any, is_error: bool = False, position: int | None = None) -> None:
         """Record the answer of the call at `position` (default: the call last checked).
 
-        `text`: the answer text, an `ingest.events.Answer`, or None (unknown). An answer for a
+        `text`: the answer text, an `loopledger.events.Answer`, or None (unknown). An answer for a
         call that has left the history is ignored."""
         if position is None:
             position = self._next - 1

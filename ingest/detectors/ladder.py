@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import orjson
 import xxhash
 
-from ingest.detectors.canonical import canonical_bytes
-from ingest.detectors.errors import ConfigError
+from loopledger.detectors.canonical import canonical_bytes
+from loopledger.detectors.errors import ConfigError
 
 DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "read", "grep", "glob", "ls", "websearch", "notebookread", "read_file", "view_file", "view",

@@ -45,20 +45,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ingest import vocab
-from ingest.detectors import cycle as cycle_mod
-from ingest.detectors import ladder as ladder_mod
-from ingest.detectors import run_length as rl
-from ingest.detectors import window as window_mod
-from ingest.detectors.canonical import (
+from loopledger import vocab
+from loopledger.detectors import cycle as cycle_mod
+from loopledger.detectors import ladder as ladder_mod
+from loopledger.detectors import run_length as rl
+from loopledger.detectors import window as window_mod
+from loopledger.detectors.canonical import (
     answers_hash,
     call_key,
     canonical_bytes,
     canonical_json,
     digest,
 )
-from ingest.detectors.errors import ConfigError
-from ingest.events import Answer, Batch
+from loopledger.detectors.errors import ConfigError
+from loopledger.events import Answer, Batch
 
 INT, OPT_INT, NAMES = "int", "int_or_none", "names"
 

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import orjson
 import xxhash
 
-from ingest.detectors.canonical import batch_signature, fast_canonical, name_args
-from ingest.events import Call, text_digest
+from loopledger.detectors.canonical import batch_signature, fast_canonical, name_args
+from loopledger.events import Call, text_digest
 
 DEFAULT_MAX_STRIKES = 2
 DEFAULT_MAX_OBSERVATION_STEPS = 15
@@ -186,7 +186,7 @@ class LoopDetector:
               signature: str | None = None) -> BatchRecord:
         """Count this batch, then raise `LoopDetected` if it has now repeated too often.
 
-        `calls`: `ingest.events.Call`s or `(name, args)` pairs; must be non-empty (a prose turn
+        `calls`: `loopledger.events.Call`s or `(name, args)` pairs; must be non-empty (a prose turn
         or a tool result is transparent: callers skip empty batches). `signature` lets a caller
         that already computed `batch_signature(calls)` pass it in.
         """

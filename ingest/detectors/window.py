@@ -11,8 +11,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ingest.detectors.canonical import canonical_json, fast_canonical
-from ingest.detectors.errors import ConfigError
+from loopledger.detectors.canonical import canonical_json, fast_canonical
+from loopledger.detectors.errors import ConfigError
 
 DEFAULT_WINDOW = 8
 DEFAULT_THRESHOLD = 3

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from ingest.events import Item
+from loopledger.events import Item
 
 READER_MODULES = (
     "claude_code",

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from ingest.events import ReadError, excerpt
+from loopledger.events import ReadError, excerpt
 
 # Real Claude Code lines carry base64 screenshots of several MB; beyond this a line is not a
 # transcript line but a fault, and reading it whole would break the flat-memory promise.

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ingest.events import (
+from loopledger.events import (
     Answer,
     Answers,
     Batch,
@@ -42,7 +42,7 @@ from ingest.events import (
     SessionStart,
     UserTurn,
 )
-from ingest.formats._common import MAX_LINE_BYTES, bad, head_text, title_of
+from loopledger.formats._common import MAX_LINE_BYTES, bad, head_text, title_of
 
 NAME = "aider"
 DESCRIPTION = "Aider chat history markdown (.aider.chat.history.md)"

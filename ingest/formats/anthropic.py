@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ingest.events import (
+from loopledger.events import (
     Answer,
     Answers,
     Batch,
@@ -27,7 +27,7 @@ from ingest.events import (
     SessionStart,
     UserTurn,
 )
-from ingest.formats._common import (
+from loopledger.formats._common import (
     JSONL,
     as_text,
     bad,

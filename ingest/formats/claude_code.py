@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ingest.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
-from ingest.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
-from ingest.formats.anthropic import assistant_events, user_events
+from loopledger.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
+from loopledger.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
+from loopledger.formats.anthropic import assistant_events, user_events
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl, subagents too)"

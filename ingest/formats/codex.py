@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ingest.events import Item, ReadError, SessionInfo, SessionStart
-from ingest.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
-from ingest.formats.openai_responses import item_events
+from loopledger.events import Item, ReadError, SessionInfo, SessionStart
+from loopledger.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
+from loopledger.formats.openai_responses import item_events
 
 NAME = "codex"
 DESCRIPTION = "Codex CLI rollout JSONL (~/.codex/sessions/**/rollout-*.jsonl, current and legacy)"

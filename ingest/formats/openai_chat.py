@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ingest.events import (
+from loopledger.events import (
     Answer,
     Answers,
     Batch,
@@ -32,7 +32,7 @@ from ingest.events import (
     SessionStart,
     UserTurn,
 )
-from ingest.formats._common import (
+from loopledger.formats._common import (
     JSONL,
     bad,
     content_text,

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ingest.events import (
+from loopledger.events import (
     Answer,
     Answers,
     Batch,
@@ -30,7 +30,7 @@ from ingest.events import (
     SessionStart,
     UserTurn,
 )
-from ingest.formats._common import (
+from loopledger.formats._common import (
     JSONL,
     as_text,
     bad,

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingest.events import (
+from loopledger.events import (
     Answer,
     Answers,
     Batch,
@@ -53,7 +53,7 @@ from ingest.events import (
     SessionStart,
     UserTurn,
 )
-from ingest.formats._common import (
+from loopledger.formats._common import (
     JSONL,
     as_text,
     bad,

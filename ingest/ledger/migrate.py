@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from ingest.ledger.engine import make_engine
+from loopledger.ledger.engine import make_engine
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any constant shared by all LoopLedger processes; pg_advisory_xact_lock takes a bigint.

@@ -16,8 +16,8 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ingest import vocab
-from ingest.ledger import schema as t
+from loopledger import vocab
+from loopledger.ledger import schema as t
 
 MEASURES = ("strikes", "warnings", "blocks", "halts", "saved")
 SORTABLE = ("halts", "warnings", "blocks", "strikes", "saved", "calls", "runs", "started_at", "id")

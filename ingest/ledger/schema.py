@@ -87,7 +87,7 @@ events = Table(
     Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("run_idx", Integer, nullable=False),
-    Column("kind", String(10), nullable=False),  # user|prose|batch|answers (ingest.vocab)
+    Column("kind", String(10), nullable=False),  # user|prose|batch|answers (loopledger.vocab)
     Column("text", Text),  # capped; for answers events NULL (answers live on calls)
     Column("text_hash", String(32)),  # digest of the full text (stagnation compares it)
     Column("ts", String(40)),

@@ -25,11 +25,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from ingest import vocab
-from ingest.detectors.canonical import call_key
-from ingest.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
-from ingest.ledger import schema as s
-from ingest.replay import PendingBatch, Step, Tally
+from loopledger import vocab
+from loopledger.detectors.canonical import call_key
+from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
+from loopledger.ledger import schema as s
+from loopledger.replay import PendingBatch, Step, Tally
 
 DEFAULT_MAX_TEXT = 64 * 1024
 TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
@@ -121,7 +121,7 @@ def stored_policies(conn: Connection) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class PolicyVerdicts:
-    """One policy's replay of one session: its steps and their tally (both from ingest.replay)."""
+    """One policy's replay of one session: its steps and their tally (both from loopledger.replay)."""
 
     policy_id: str
     steps: Sequence[Step]

@@ -6,7 +6,7 @@ import re
 
 import sqlalchemy as sa
 
-from ingest.ledger.engine import make_engine
+from loopledger.ledger.engine import make_engine
 
 
 def _most_halted(url: str) -> tuple[int, int, int]:
@@ -80,7 +80,7 @@ def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledge
     """What a running worker does, done by hand: new rows appear without a reload."""
     import time
 
-    from ingest.ledger import schema as t
+    from loopledger.ledger import schema as t
 
     eng = make_engine(e2e_ledger)
     with eng.connect() as conn:

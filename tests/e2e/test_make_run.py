@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ingest.ledger.engine import make_engine
+from loopledger.ledger.engine import make_engine
 from tests.e2e.conftest import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]

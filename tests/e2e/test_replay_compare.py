@@ -13,12 +13,12 @@ from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
 
-from ingest import vocab, worker
-from ingest.detectors.policy import INT, PARAMS, PolicySpec
-from ingest.ledger import read, store
-from ingest.ledger.engine import make_engine
-from ingest.ledger.migrate import upgrade
-from ingest.replay import replay, tally
+from loopledger import vocab, worker
+from loopledger.detectors.policy import INT, PARAMS, PolicySpec
+from loopledger.ledger import read, store
+from loopledger.ledger.engine import make_engine
+from loopledger.ledger.migrate import upgrade
+from loopledger.replay import replay, tally
 from tests.e2e.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,1 +1,1 @@
-"""Alembic migrations of the ledger, driven programmatically by ingest.ledger.migrate (no alembic.ini)."""
+"""Alembic migrations of the ledger, driven programmatically by loopledger.ledger.migrate (no alembic.ini)."""

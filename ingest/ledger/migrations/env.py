@@ -1,10 +1,10 @@
-"""Alembic environment: always online, on the connection ingest.ledger.migrate hands over."""
+"""Alembic environment: always online, on the connection loopledger.ledger.migrate hands over."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from ingest.ledger.schema import metadata
+from loopledger.ledger.schema import metadata
 
 target_metadata = metadata
 
@@ -12,7 +12,7 @@ target_metadata = metadata
 def run() -> None:
     connection = context.config.attributes.get("connection")
     if connection is None:
-        raise RuntimeError("run migrations through ingest.ledger.migrate.upgrade(), not the alembic CLI")
+        raise RuntimeError("run migrations through loopledger.ledger.migrate.upgrade(), not the alembic CLI")
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
