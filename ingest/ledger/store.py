@@ -381,27 +381,30 @@ def _parse_args(text: str, malformed: bool, digest: str) -> Any:
         return json.loads(text)
 
 
-def load_events(conn: Connection, session_id: int) -> list[Event]:
-    """Rebuild a session's events, as the detectors saw them at ingest, from the ledger."""
+def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Event]:
+    """Rebuild a session's events, as the detectors saw them at ingest, from the ledger
+    (`from_seq`: only the events from that seq on, e.g. those after a resume snapshot)."""
     ev = s.events.c
     c = s.calls.c
     call_rows = conn.execute(
         select(c.seq, c.idx, c.call_id, c.tool, c.args, c.args_hash, c.args_malformed, c.answer, c.answer_hash,
                c.is_error, c.answer_seq, c.answer_ts)
-        .where(c.session_id == session_id).order_by(c.seq, c.idx)).all()
+        .where(c.session_id == session_id, (c.seq >= from_seq) | (c.answer_seq >= from_seq))
+        .order_by(c.seq, c.idx)).all()
     calls_of: dict[int, list[Call]] = {}
     answers_of: dict[int, list[Answer]] = {}
     for (seq, _idx, call_id, tool, args, a_hash, malformed, answer, answer_hash, is_error, answer_seq,
          answer_ts) in call_rows:
-        calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
-                                                 bool(malformed)))
-        if answer_seq is not None:
+        if seq >= from_seq:
+            calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
+                                                     bool(malformed)))
+        if answer_seq is not None and answer_seq >= from_seq:
             answers_of.setdefault(answer_seq, []).append(
                 Answer(call_id, answer or "", bool(is_error), answer_ts, answer_hash))
     out: list[Event] = []
     for seq, kind, text, ts, line in conn.execute(
             select(ev.seq, ev.kind, ev.text, ev.ts, ev.line)
-            .where(ev.session_id == session_id).order_by(ev.seq)):
+            .where(ev.session_id == session_id, ev.seq >= from_seq).order_by(ev.seq)):
         if kind == vocab.KIND_BATCH:
             out.append(Batch(tuple(calls_of.get(seq, ())), text or "", ts, line))
         elif kind == vocab.KIND_ANSWERS:
