@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from loopledger.events import Item
+from loopledger.events import Checkpoint, Item
 
 READER_MODULES = (
     "claude_code",
@@ -80,3 +80,24 @@ def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
     if name not in mods:
         raise UnknownFormat(f"unknown format {name!r}; known formats: {', '.join(mods)}")
     return mods[name].read(path)
+
+
+def resumable(format: str) -> bool:
+    """Whether the format's reader can continue a file from a Checkpoint (an append then reads
+    only the new bytes); the others are re-read whole."""
+    mod = readers().get(format)
+    return mod is not None and hasattr(mod, "read_from")
+
+
+def read_from(path: Path | str, format: str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
+    """Items of `path` for a resumable format: with `checkpoint` None, the whole file, a
+    Checkpoint item just before the reader's end-of-file flush (when it can resume there);
+    with one, only what follows it. Formats without `read_from` give `read(path)`."""
+    mod = readers().get(format)
+    if mod is None:
+        raise UnknownFormat(f"unknown format {format!r}; known formats: {', '.join(readers())}")
+    if not hasattr(mod, "read_from"):
+        if checkpoint is not None:
+            raise ValueError(f"{format}: the reader cannot resume")
+        return mod.read(Path(path))
+    return mod.read_from(Path(path), checkpoint)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
+from loopledger.events import Answer, Answers, Checkpoint, Item, ReadError, SessionInfo, SessionStart, UserTurn
 from loopledger.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.anthropic import assistant_events, user_events
 
@@ -111,15 +111,26 @@ def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
                        parent, meta)
 
 
-def _session(path: Path, ident: Ident, report_errors: bool,
-             others: list[Ident] | None) -> Iterator[Item]:
-    """The items of one session (lines of `ident`); collects other sessions' idents seen."""
+_STATE = "claude-code/1"
+
+
+def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] | None,
+             checkpoint: bool = False, resume: Checkpoint | None = None) -> Iterator[Item]:
+    """The items of one session (lines of `ident`); collects other sessions' idents seen.
+    `checkpoint`: yield a Checkpoint before the end-of-file flush (when resumable: the file's
+    only session, ending on a complete line); `resume`: continue from one."""
     open_id: str | None = None
     blocks: list[Any] = []
     first: tuple[str | None, int] = (None, 0)
     held: list[Answer] = []
     held_line = 0
     started = False
+    start = (0, 0)
+    if resume is not None:
+        start = (resume.offset, resume.line)
+        _, ident, open_id, blocks, first, held, held_line, started = resume.state
+        blocks, held = list(blocks), list(held)
+    pos: list[int] = []
 
     # Lists, not generators: this loop runs for every line of the file.
     def close() -> list[Item]:
@@ -137,7 +148,7 @@ def _session(path: Path, ident: Ident, report_errors: bool,
             return [SessionStart(_info(path, ident, None), getattr(items[0], "line", None)), *items]
         return items
 
-    for line, rec in iter_jsonl(path):
+    for line, rec in iter_jsonl(path, start=start, pos=pos):
         if isinstance(rec, ReadError):
             if report_errors:
                 yield rec
@@ -186,10 +197,27 @@ def _session(path: Path, ident: Ident, report_errors: bool,
                 held.extend(it.answers)
             continue
         yield from emit(close() + items)
+    if checkpoint and started and not others and pos[0] == pos[2]:
+        yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
+                                          held_line, started))
     yield from emit(close())
 
 
-def read(path: Path | str) -> Iterator[Item]:
+def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
+    """`read`, plus a Checkpoint before the final flush; or continued from a checkpoint."""
+    if checkpoint is None:
+        yield from read(path, checkpoint=True)
+        return
+    if not (isinstance(checkpoint.state, tuple) and checkpoint.state[:1] == (_STATE,)):
+        raise ValueError(f"{path}: not a claude-code reader checkpoint")
+    path = Path(path)
+    others: list[Ident] = []
+    yield from _session(path, checkpoint.state[1], True, others, True, checkpoint)
+    for ident in others:
+        yield from _session(path, ident, False, None)
+
+
+def read(path: Path | str, checkpoint: bool = False) -> Iterator[Item]:
     path = Path(path)
     first: Ident | None = None
     for _, rec in iter_jsonl(path):
@@ -201,6 +229,6 @@ def read(path: Path | str) -> Iterator[Item]:
         yield from (rec for _, rec in iter_jsonl(path) if isinstance(rec, ReadError))
         return
     others: list[Ident] = []
-    yield from _session(path, first, True, others)
+    yield from _session(path, first, True, others, checkpoint)
     for ident in others:
         yield from _session(path, ident, False, None)
