@@ -291,6 +291,16 @@ def snapshot(point: ResumePoint) -> Snapshot:
     return Snapshot(point.seq, blobs)
 
 
+def with_context(snap: Snapshot, context: Any) -> Snapshot:
+    """`snap` plus a caller's context (stored under policy id ""), sealed now."""
+    v = context_version()
+    blob = seal(context, v)
+    blobs = dict(snap.blobs)
+    if blob is not None:
+        blobs[CONTEXT_ID] = (v, blob)
+    return Snapshot(snap.seq, blobs)
+
+
 def save(conn: Connection, session_id: int, point: ResumePoint | Snapshot) -> None:
     """Replace the session's stored snapshots (inside the caller's transaction) for the
     policies of `point`; other policies' snapshots of the session are dropped (they would be
@@ -359,5 +369,5 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
 
 
 __all__ = ["FORMAT", "PolicyState", "ResumePoint", "Snapshot", "drop", "events_since", "feed", "finish",
-           "fresh", "load", "pending_seq", "save", "seal", "snapshot", "unseal", "version_of"]
+           "fresh", "load", "pending_seq", "save", "seal", "snapshot", "unseal", "version_of", "with_context"]
 

@@ -82,11 +82,15 @@ def _skipped(rec: dict) -> bool:
     return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
 
 
-def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
-    """Title (summary or first prompt), model, start time: from the first lines of `ident`."""
+def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | None = None) -> SessionInfo:
+    """Title (summary or first prompt), model, start time: from the first lines of `ident`.
+    `done[0]` tells whether more lines could still change it (title or model not found yet
+    within the lines there are): a reader checkpoint is only taken once it cannot."""
     title = model = started = parent = key = version = None
+    final = False
     for n, (_, rec) in enumerate(iter_jsonl(path)):
         if n > _INFO_LINES or (title and model):
+            final = True
             break
         if not isinstance(rec, dict):
             continue
@@ -107,6 +111,8 @@ def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
             if turns:
                 title = title_of(turns[0].text)
     meta = {"version": version} if version else {}
+    if done is not None:
+        done[:] = [final]
     return SessionInfo(key or first_key or "0", NAME, title or "", "claude-code", model, started,
                        parent, meta)
 
@@ -131,6 +137,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
         _, ident, open_id, blocks, first, held, held_line, started = resume.state
         blocks, held = list(blocks), list(held)
     pos: list[int] = []
+    info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
 
     # Lists, not generators: this loop runs for every line of the file.
     def close() -> list[Item]:
@@ -145,7 +152,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
         nonlocal started
         if items and not started:
             started = True
-            return [SessionStart(_info(path, ident, None), getattr(items[0], "line", None)), *items]
+            return [SessionStart(_info(path, ident, None, info_final), getattr(items[0], "line", None)), *items]
         return items
 
     for line, rec in iter_jsonl(path, start=start, pos=pos):
@@ -197,7 +204,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
                 held.extend(it.answers)
             continue
         yield from emit(close() + items)
-    if checkpoint and started and not others and pos[0] == pos[2]:
+    if checkpoint and started and info_final[0] and not others and pos[0] == pos[2]:
         yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
                                           held_line, started))
     yield from emit(close())

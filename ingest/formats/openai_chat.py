@@ -219,6 +219,6 @@ def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterato
     if checkpoint is not None:
         if not (isinstance(checkpoint.state, tuple) and checkpoint.state[:1] == (_STATE,)):
             raise ValueError(f"{path}: not an openai-chat reader checkpoint")
-        return _jsonl(path, resume=checkpoint)
+        return _jsonl(path, checkpoint=True, resume=checkpoint)
     doc = records_or_document(path, _is_record)
     return _jsonl(path, checkpoint=True) if doc is JSONL else _document(path, doc)

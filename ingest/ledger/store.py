@@ -87,7 +87,7 @@ _STAT_COLS = ("session_id", "policy_id", "runs", "calls", "strikes", "warnings",
               "halted_runs", "first_halt_seq")
 _OUTCOME_COLS = ("session_id", "run_idx", "policy_id", "outcome", "halt_seq", "halt_idx", "strikes", "warnings",
                  "blocks", "saved")
-_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs)
+_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs, s.resume_states)
 
 
 # ── policies ─────────────────────────────────────────────────────────────────────────────────
@@ -177,6 +177,7 @@ class SessionRows:
     results: list[tuple]
     stats: list[tuple]
     outcomes: list[tuple]
+    resume: Any = None  # the session's resume snapshot after writing (None: drop any stored)
 
     @property
     def size(self) -> int:
@@ -272,6 +273,13 @@ class RowBuilder:
             elif slot not in out and (pending is None or slot[0] != pending.seq):
                 out[slot] = (seq, a)
 
+    def provisional(self, cut: int) -> dict[str, list]:
+        """Answers events from seq `cut` on joined onto calls before it: a resumed build from
+        `cut` must take them off again (those events are read again)."""
+        slots = [slot for slot, (aseq, _) in self.out.items() if slot[0] < cut <= aseq]
+        slots += [(seq, i) for seq, i, aseq, _ in self.updates if aseq >= cut and (seq, i) not in slots]
+        return {"slots": slots, "ids": [cid for cid, aseq, _, _ in self.late if aseq >= cut]}
+
     def answer_values(self, a: Answer, aseq: int) -> tuple:
         return (cap_text(a.text, self.max_text, a.digest), a.digest, len(a.text), a.is_error, aseq, a.ts)
 
@@ -309,11 +317,11 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             "n_calls": builder.n_calls}
     rows = SessionRows(info.key, meta, builder.ev_rows, builder.call_rows(), builder.run_rows(), [], [], [], [])
     for pv in verdicts:
-        _verdict_rows(rows, pv)
+        verdict_rows(rows, pv)
     return rows
 
 
-def _verdict_rows(rows: SessionRows, pv: PolicyVerdicts) -> None:
+def verdict_rows(rows: SessionRows, pv: PolicyVerdicts) -> None:
     pid = pv.policy_id
     checks = rows.checks
     results = rows.results
@@ -348,14 +356,23 @@ def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]
             conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(updated_at=now, **rows.meta))
         sids.append(sid)
     for table, cols in _ROW_TABLES:
-        attr = {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table)
         for sid, rows in zip(sids, sessions, strict=True):
-            part = getattr(rows, attr)
-            if part:
-                # The session id goes into the statement as an integer literal (it is one: it
-                # came back from the database), so the row tuples are passed as built, uncopied.
-                conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
+            _insert_part(conn, table, cols, sid, rows)
     return sids
+
+
+def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, rows: SessionRows) -> None:
+    part = getattr(rows, {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table))
+    if part:
+        # The session id goes into the statement as an integer literal (it is one: it came back
+        # from the database), so the row tuples are passed as built, uncopied.
+        conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
+
+
+def insert_session_rows(conn: Connection, session_id: int, rows: SessionRows) -> None:
+    """Insert `rows` for an existing session without deleting anything (a resumed tail)."""
+    for table, cols in _ROW_TABLES:
+        _insert_part(conn, table, cols, session_id, rows)
 
 
 def write_session(
@@ -379,7 +396,7 @@ def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[Polic
             conn.execute(delete(t).where(t.c.session_id == session_id, t.c.policy_id == pv.policy_id))
     rows = SessionRows("", {}, [], [], [], [], [], [], [])
     for pv in verdicts:
-        _verdict_rows(rows, pv)
+        verdict_rows(rows, pv)
     for table, cols, part in (("checks", _CHECK_COLS, rows.checks), ("results", _RESULT_COLS, rows.results),
                               ("session_stats", _STAT_COLS, rows.stats),
                               ("run_outcomes", _OUTCOME_COLS, rows.outcomes)):

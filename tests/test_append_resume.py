@@ -1,0 +1,134 @@
+"""Appends read only the new bytes and replay only the new events (loopledger.resume), and the
+ledger equals a whole-file ingest: readers continued from a Checkpoint give exactly the items a
+whole read gives after it, and the worker's rows, tallies and snapshots chain over many appends."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from test_worker import dump
+
+from bench.gen_chat import session_lines
+from loopledger import formats, worker
+from loopledger.events import Checkpoint
+from loopledger.ledger import migrate, schema
+from loopledger.ledger.engine import make_engine
+
+HERE = Path(__file__).parent
+CLAUDE = HERE / "fixtures" / "formats" / "claude_code" / "session.jsonl"
+CORPUS_CLAUDE = Path("/work/shared/corpus/claude-code-jsonl/spotter-tool_heavy.jsonl")
+CHAT = HERE / "fixtures" / "formats" / "openai_chat" / "support.jsonl"
+
+
+def _corpus(name: str) -> Path:
+    p = HERE.parent.parent / "shared" / "corpus" / "claude-code-jsonl" / name
+    return p if p.exists() else Path("/work/shared/corpus/claude-code-jsonl") / name
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize(("source", "fmt"), [(CLAUDE, "claude-code"), (_corpus("spotter-tool_heavy.jsonl"), "claude-code"),
+                                             (CHAT, "openai-chat")])
+def test_a_reader_continued_from_its_checkpoint_gives_what_a_whole_read_gives(tmp_path, source, fmt):
+    lines = _lines(source)
+    whole_path = tmp_path / "whole.jsonl"
+    whole_path.write_bytes(b"".join(lines))
+    whole = [it for it in formats.read_from(whole_path, fmt) if not isinstance(it, Checkpoint)]
+    assert whole == list(formats.read(whole_path, fmt))
+    resumed_at = 0
+    for cut in range(1, len(lines)):
+        f = tmp_path / f"grow-{cut}.jsonl"
+        f.write_bytes(b"".join(lines[:cut]))
+        before: list = []
+        cp = None
+        for it in formats.read_from(f, fmt):
+            if isinstance(it, Checkpoint):
+                cp = it
+                break
+            before.append(it)
+        if cp is None:
+            continue
+        resumed_at += 1
+        assert cp.offset == f.stat().st_size
+        with open(f, "ab") as fh:
+            fh.writelines(lines[cut:])
+        after = [it for it in formats.read_from(f, fmt, cp) if not isinstance(it, Checkpoint)]
+        assert before + after == whole, cut
+    assert resumed_at >= len(lines) // 2  # most cuts can resume (not a vacuous loop)
+
+
+def test_no_checkpoint_inside_an_unfinished_line(tmp_path):
+    lines = _lines(CLAUDE)
+    f = tmp_path / "partial.jsonl"
+    f.write_bytes(b"".join(lines[:5]) + lines[5][:-1])  # the last line without its newline
+    assert not any(isinstance(it, Checkpoint) for it in formats.read_from(f, "claude-code"))
+
+
+@pytest.fixture
+def engine(db_url):
+    eng = make_engine(db_url)
+    migrate.upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def other(tmp_path):
+    eng = make_engine(f"sqlite:///{tmp_path / 'other.sqlite'}")
+    migrate.upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+def _grow_and_compare(engine, other, tmp_path, lines: list[bytes], cuts: list[int], name: str) -> list:
+    f = tmp_path / name
+    f.write_bytes(b"".join(lines[:cuts[0]]))
+    reports = [worker.ingest_file(engine, f, worker.Options())]
+    for a, b in zip(cuts, [*cuts[1:], len(lines)], strict=True):
+        with open(f, "ab") as fh:
+            fh.writelines(lines[a:b])
+        reports.append(worker.ingest_file(engine, f, worker.Options()))
+    worker.ingest_paths(other, [f], worker.Options())
+    assert dump(engine) == dump(other)
+    return reports
+
+
+@pytest.mark.parametrize("name", ["spotter-tool_heavy.jsonl", "spotter-4d5611e5-subagent-a2898e3.jsonl"])
+def test_claude_code_appends_resume_and_equal_a_whole_ingest(engine, other, tmp_path, name):
+    lines = _lines(_corpus(name))
+    rng = random.Random(len(lines))
+    for trial in range(3):
+        cuts = sorted(rng.sample(range(2, len(lines) - 1), 3))
+        reports = _grow_and_compare(engine, other, tmp_path, lines, cuts, f"t{trial}-{name}")
+        assert all(r.action == "appended" for r in reports[1:]), reports
+        assert sum(r.resumed for r in reports[1:]) >= 2, [(r.action, r.resumed) for r in reports]
+
+
+def test_chat_appends_two_lines_at_a_time_resume_every_time(engine, other, tmp_path):
+    lines = session_lines(random.Random(9), 80, session=1)
+    cuts = list(range(len(lines) - 20, len(lines), 2))
+    reports = _grow_and_compare(engine, other, tmp_path, lines, cuts, "chat.jsonl")
+    assert all(r.action == "appended" and r.resumed for r in reports[1:]), reports
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(schema.resume_states)).scalar() > 0
+        assert conn.execute(select(func.count()).select_from(schema.reader_states)).scalar() == 1
+
+
+def test_a_stale_snapshot_falls_back_to_reading_the_file_whole(engine, other, tmp_path):
+    lines = session_lines(random.Random(4), 40, session=1)
+    f = tmp_path / "stale.jsonl"
+    f.write_bytes(b"".join(lines[:30]))
+    worker.ingest_file(engine, f, worker.Options())
+    with engine.begin() as conn:  # as if written by older code
+        conn.execute(schema.resume_states.update().values(version="older"))
+    with open(f, "ab") as fh:
+        fh.writelines(lines[30:])
+    report = worker.ingest_file(engine, f, worker.Options())
+    assert report.action == "appended" and not report.resumed
+    worker.ingest_paths(other, [f], worker.Options())
+    assert dump(engine) == dump(other)
