@@ -20,24 +20,45 @@ _HASH_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Scan:
+    path: Path
     size: int
     mtime: float
     full_hash: str
     prefix_hash: str | None  # hash of the first `old_offset` bytes (None when the file is shorter)
-    prefix_lines: int  # newlines within those bytes: the old end, as a line number
-    lines: int  # the number of the file's last line
+    old_offset: int
     ends_with_newline: bool
+
+    @property
+    def prefix_lines(self) -> int:
+        """Newlines within the first `old_offset` bytes: the old end, as a line number (counted
+        when asked: an append resumed from a checkpoint never needs it)."""
+        return count_newlines(self.path, self.old_offset)
+
+    @property
+    def lines(self) -> int:
+        """The number of the file's last line (counted when asked)."""
+        n = count_newlines(self.path, self.size)
+        return n + (0 if self.ends_with_newline or not self.size else 1)
+
+
+def count_newlines(path: Path, upto: int) -> int:
+    n = done = 0
+    with open(path, "rb") as fh:
+        while done < upto and (chunk := fh.read(min(_HASH_CHUNK, upto - done))):
+            n += chunk.count(b"\n")
+            done += len(chunk)
+    return n
 
 
 def scan(path: Path, old_offset: int) -> Scan:
+    """Size, mtime, the hash of all bytes and of the first `old_offset` (one pass, no parsing)."""
     st = path.stat()
     full = xxhash.xxh3_128()
-    prefix_hash, prefix_lines, newlines, done, last = None, 0, 0, 0, b""
+    prefix_hash, done, last = None, 0, b""
     with open(path, "rb") as fh:
         while chunk := fh.read(_HASH_CHUNK):
             if done < old_offset:
                 part = chunk[: old_offset - done]
-                prefix_lines += part.count(b"\n")
                 full.update(part)
                 if done + len(chunk) >= old_offset:
                     prefix_hash = full.hexdigest()
@@ -45,13 +66,10 @@ def scan(path: Path, old_offset: int) -> Scan:
             else:
                 full.update(chunk)
             done += len(chunk)
-            newlines += chunk.count(b"\n")
             last = chunk[-1:]
     if old_offset == 0:
         prefix_hash = xxhash.xxh3_128().hexdigest()
-    ends = last == b"\n"
-    return Scan(done, st.st_mtime, full.hexdigest(), prefix_hash, prefix_lines,
-                newlines + (0 if ends or not done else 1), ends)
+    return Scan(path, done, st.st_mtime, full.hexdigest(), prefix_hash, old_offset, last == b"\n")
 
 
 def unchanged(row: dict[str, Any] | None, size: int, mtime: float) -> bool:

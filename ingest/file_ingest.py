@@ -262,12 +262,13 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
 
     def sessions() -> Iterator[store.SessionRows]:
         cut_seq = None
+        old_end = sc.prefix_lines if appended else 0
         for g in grouper.groups(items):
             out.errors.extend(g.errors)
             if g.info is None:
                 continue
             out.seen.append(g.info.key)
-            if appended and g.info.key in stored and g.max_line is not None and g.max_line <= sc.prefix_lines:
+            if appended and g.info.key in stored and g.max_line is not None and g.max_line <= old_end:
                 continue  # every item of this session lies in the part already stored
             rows, j = _session_rows(g, opts)
             count_verdicts(report, g.events, j.verdicts)

@@ -8,6 +8,7 @@ writes, the computing overlaps, only paths and reports cross processes.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,8 @@ from sqlalchemy.engine import Engine
 
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger.file_ingest import FileReport, ingest_file, recorded
+from loopledger import file_ingest
+from loopledger.file_ingest import FileReport, ingest_file, is_busy, log, one_line, recorded
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
 
@@ -63,11 +65,22 @@ class Totals:
 
 def register_sources(engine: Engine, files: Sequence[Path]) -> None:
     """Create the missing source rows up front, committed: on PostgreSQL a worker can then skip a
-    row another worker has locked instead of waiting on its uncommitted insert."""
+    row another worker has locked instead of waiting on its uncommitted insert. Best effort: on
+    a ledger that stays busy, each file's own transaction creates its row instead."""
     rows = [{"path": str(p), "size": 0, "byte_offset": 0, "status": "new"} for p in files]
     for i in range(0, len(rows), 1000):
-        with engine.begin() as conn:
-            store.insert_ignore(conn, s.sources, rows[i:i + 1000])
+        for delay in (*file_ingest.BUSY_RETRY_DELAYS, None):
+            try:
+                with engine.begin() as conn:
+                    store.insert_ignore(conn, s.sources, rows[i:i + 1000])
+                break
+            except Exception as exc:
+                if not is_busy(exc):
+                    raise
+                if delay is None:
+                    log.info("registering sources: ledger busy (%s); left to each file", one_line(exc))
+                    return
+                time.sleep(delay)
 
 
 def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,

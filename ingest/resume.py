@@ -76,29 +76,37 @@ def _file_digest(paths: Iterable[Path]) -> str:
     return h.hexdigest()[:32]
 
 
-_versions: dict[type, str] = {}
+_versions: dict[Any, str] = {}
+
+
+def _base_files() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    return [here / "replay.py", here / "resume.py", here / "events.py", *(here / "detectors").glob("*.py")]
 
 
 def version_of(policy: Policy) -> str:
-    """A digest of the code whose objects a snapshot of `policy` pickles (cached per class)."""
+    """A digest of the code whose objects a snapshot of `policy` pickles: the engine and the
+    built-in detectors, plus the policy's own module when it lives elsewhere (a plugin)."""
     cls = type(policy)
     v = _versions.get(cls)
     if v is None:
-        here = Path(__file__).resolve().parent
-        files = [here / "replay.py", here / "resume.py", here / "events.py", *(here / "detectors").glob("*.py")]
+        base = _versions.get("base")
+        if base is None:
+            base = _versions["base"] = _file_digest(_base_files())
         src = inspect.getsourcefile(cls)
-        if src:
-            files.append(Path(src).resolve())
-        v = _versions[cls] = _file_digest(files)
+        path = Path(src).resolve() if src else None
+        v = base if path is None or path in _base_files() else hashlib.sha256(
+            (base + _file_digest([path])).encode()).hexdigest()[:32]
+        _versions[cls] = v
     return v
 
 
 def context_version() -> str:
-    v = _versions.get(type(None))
+    v = _versions.get("context")
     if v is None:
         here = Path(__file__).resolve().parent
-        v = _versions[type(None)] = _file_digest([here / "resume.py", here / "replay.py", here / "events.py",
-                                                  here / "ledger" / "store.py"])
+        v = _versions["context"] = _file_digest([here / "resume.py", here / "replay.py", here / "events.py",
+                                                 here / "ledger" / "store.py"])
     return v
 
 

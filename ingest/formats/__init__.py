@@ -11,6 +11,7 @@ Order matters in READER_MODULES: more specific formats are sniffed before genera
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +31,7 @@ READER_MODULES = (
     "aider",
 )
 SNIFF_BYTES = 64 * 1024
+log = logging.getLogger("loopledger.formats")
 
 
 class UnknownFormat(ValueError):
@@ -66,6 +68,7 @@ def sniff(path: Path | str) -> str:
             if mod.sniff(head):
                 return name
         except Exception:  # a sniffer must never take the whole ingest down  # noqa: BLE001
+            log.warning("%s: the %s sniffer failed; trying the next format", path, name, exc_info=True)
             continue
     known = ", ".join(readers())
     raise UnknownFormat(f"{path}: not a transcript format LoopLedger reads ({_describe(head)}); "
