@@ -171,3 +171,24 @@ def test_wrong_types_inside_a_request_are_quarantined(tmp_path, text):
     f.write_text(text + "\n")
     (err,) = items_of(f)
     assert isinstance(err, ReadError) and err.line == 1 and "non-object" in err.message
+
+
+def test_langfuse_session_download(tmp_path):
+    obs = [
+        {"id": "o1", "traceId": "tr1", "type": "GENERATION", "name": "chat", "model": "gpt-4o",
+         "startTime": "2025-11-30T10:00:00.000Z", "input": [{"role": "user", "content": "cancel my flight"}]},
+        {"id": "o2", "traceId": "tr1", "type": "TOOL", "name": "cancel_reservation", "parentObservationId": "o1",
+         "startTime": "2025-11-30T10:00:01.000Z", "input": {"reservation_id": "HAT030"},
+         "output": "Error: reservation not found", "level": "ERROR", "statusMessage": "not found"},
+        {"id": "o3", "traceId": "tr1", "type": "SPAN", "name": "format", "startTime": "2025-11-30T10:00:02.000Z"},
+    ]
+    f = tmp_path / "session-s-77.json"
+    f.write_text(json.dumps({"id": "s-77", "traces": [{"id": "tr1", "sessionId": "s-77", "observations": obs}]}))
+    assert sniff(f) == "otlp"
+    items = items_of(f)
+    assert items[0].info.key == "s-77" and items[0].info.model == "gpt-4o"
+    assert isinstance(items[1], UserTurn) and items[1].text == "cancel my flight"
+    assert items[2].calls[0].name == "cancel_reservation" and items[2].calls[0].args == {"reservation_id": "HAT030"}
+    (ans,) = items[3].answers
+    assert ans.is_error and ans.text == "Error: reservation not found"
+    assert len(items) == 4  # the plain SPAN is neither a call nor a turn

@@ -1,6 +1,9 @@
 """OpenTelemetry traces: OTLP JSON files (the Collector's file exporter, one
-`ExportTraceServiceRequest` per line, or one request as a whole document) and the flat span
-exports of Phoenix (one span object per line: `context.span_id`, `span_kind`, `attributes`).
+`ExportTraceServiceRequest` per line, or one request as a whole document), the flat span
+exports of Phoenix (one span object per line: `context.span_id`, `span_kind`, `attributes`) and
+Langfuse's JSON downloads (a trace with its `observations`, a session with its `traces`, or a
+list / JSONL of observations; observation type TOOL is a tool call, GENERATION a chat span, level
+ERROR an error).
 
 What is a tool call, from two conventions:
 - GenAI semantic conventions: a span with `gen_ai.operation.name = execute_tool`; name
@@ -203,6 +206,50 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def span_of_observation(o: dict[str, Any], session: str | None = None) -> Span:
+    """A Langfuse observation as a span, in the OpenInference words the rest of this reader reads."""
+    kind = str(o.get("type") or "").upper()
+    attrs: dict[str, Any] = {}
+    if kind == "TOOL":
+        attrs.update({"openinference.span.kind": "TOOL", "tool.name": o.get("name") or "tool"})
+        if o.get("input") is not None:
+            attrs["input.value"] = o["input"] if isinstance(o["input"], str) else as_text(o["input"])
+        if o.get("output") is not None:
+            attrs["output.value"] = as_text(o["output"])
+    elif kind in ("GENERATION", "AGENT"):
+        attrs["openinference.span.kind"] = "LLM"
+        msgs = o.get("input")
+        if isinstance(msgs, dict) and isinstance(msgs.get("messages"), list):
+            msgs = msgs["messages"]
+        if isinstance(msgs, list):
+            for i, m in enumerate(x for x in msgs if isinstance(x, dict)):
+                attrs[f"llm.input_messages.{i}.message.role"] = m.get("role")
+                attrs[f"llm.input_messages.{i}.message.content"] = as_text(m.get("content", ""))
+        if o.get("model"):
+            attrs["llm.model_name"] = o["model"]
+    sid = session or o.get("sessionId")
+    if sid:
+        attrs["session.id"] = sid
+    return Span(
+        trace_id=str(o.get("traceId") or ""), span_id=str(o.get("id") or ""),
+        parent_id=str(o.get("parentObservationId") or ""), name=str(o.get("name") or ""),
+        start_ns=_iso_ns(o.get("startTime")), end_ns=_iso_ns(o.get("endTime")), attrs=attrs,
+        error=str(o.get("level") or "").upper() == "ERROR", status_message=str(o.get("statusMessage") or ""),
+    )
+
+
+def _langfuse(doc: Any) -> list[Span] | None:
+    """Spans of a Langfuse download, or None when `doc` is not one."""
+    if isinstance(doc, dict) and isinstance(doc.get("traces"), list):  # a session
+        return [s for t in doc["traces"] if isinstance(t, dict)
+                for s in _langfuse({"trace": t, "observations": t.get("observations") or []}) or []]
+    if isinstance(doc, dict) and isinstance(doc.get("observations"), list):  # a trace
+        trace = doc.get("trace") if isinstance(doc.get("trace"), dict) else doc
+        session = trace.get("sessionId")
+        return [span_of_observation(o, session) for o in doc["observations"] if isinstance(o, dict)]
+    return None
+
+
 # ── Span → events ──────────────────────────────────────────────────────────────────────────────
 
 def _is_tool(s: Span) -> bool:
@@ -332,6 +379,8 @@ def sniff(head: bytes) -> bool:
     text = head_text(head)[:4096]
     if '"resourceSpans"' in text:
         return True
+    if '"observations"' in text and ('"traceId"' in text or '"sessionId"' in text):
+        return True  # Langfuse trace / session download
     return '"context"' in text and '"span_id"' in text and ('"span_kind"' in text or '"trace_id"' in text)
 
 
@@ -356,12 +405,16 @@ def _spans(path: Path) -> Iterator[Span | ReadError]:
                 s.line = line
                 yield s
         return
-    if text_head.startswith("["):
+    if text_head.startswith("[") or (text_head.startswith("{") and '"observations"' in text_head):
         doc = load_json(path)
         if isinstance(doc, ReadError):
             yield doc
             return
-        records: Iterable[tuple[int, Any]] = enumerate(doc if isinstance(doc, list) else [], 1)
+        spans = _langfuse(doc)
+        if spans is not None:
+            yield from spans
+            return
+        records: Iterable[tuple[int, Any]] = enumerate(doc if isinstance(doc, list) else [doc], 1)
     else:
         records = iter_jsonl(path)
     for line, rec in records:
@@ -373,6 +426,10 @@ def _spans(path: Path) -> Iterator[Span | ReadError]:
                 yield s
         elif isinstance(rec, dict) and (rec.get("context") or rec.get("span_id")):
             s = span_of_flat(rec)
+            s.line = line
+            yield s
+        elif isinstance(rec, dict) and "traceId" in rec and "type" in rec and "id" in rec:
+            s = span_of_observation(rec)  # one row of Langfuse's observations export
             s.line = line
             yield s
         else:
