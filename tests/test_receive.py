@@ -216,3 +216,16 @@ def test_decode_names_what_is_wrong():
         receive.decode(b"{}", "application/json", "br")
     assert receive.decode(b'{"resourceSpans": []}', "application/json; charset=utf-8") == {"resourceSpans": []}
     assert Path(receive.default_spool("sqlite:////x/y/l.sqlite")) == Path("/x/y/l.sqlite.otlp")
+
+
+def test_received_session_shows_on_the_sessions_page(server, ledger, db_url):
+    from app_support import app, ledger_env
+
+    url, _ = server
+    post(url, otlp_json("sess-dash", ["deploy", "deploy", "deploy", "deploy"]), "application/json")
+    assert wait_for(lambda: ledger_counts(ledger, "sess-dash")[0] == 4)
+    with ledger_env(db_url):
+        at = app()
+    assert not at.exception
+    shown = " ".join(str(df.value.to_dict()) for df in at.dataframe)
+    assert "sess-dash" in shown
