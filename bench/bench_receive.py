@@ -21,12 +21,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sqlalchemy import func, select
-
 from loopledger import receive, worker
 from loopledger.ledger import migrate
 from loopledger.ledger import schema as s
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import func, select
 
 TOOLS = ("read_file", "run_tests", "search_code", "edit_file", "get_build_status")
 
