@@ -25,10 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
-
 from loopledger import formats, resume
 from loopledger.changes import (
     STATUS_ERROR,
@@ -48,6 +44,9 @@ from loopledger.ledger import store
 from loopledger.redact import redact_event
 from loopledger.replay import Step
 from loopledger.sessions import SessionGroup, SessionGrouper
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 BIG_FILE_BYTES = 32 * 1024 * 1024  # computed under the claim, streaming: a file's rows are not held whole
 FLUSH_ROWS = 50_000  # rows held before an executemany round: bounded memory, few round trips

@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import xxhash
-from sqlalchemy.engine import Engine
-
+from loopledger import file_ingest
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger import file_ingest
 from loopledger.file_ingest import FileReport, ingest_file, is_busy, log, one_line, recorded
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
+from sqlalchemy.engine import Engine
 
 
 @dataclass

@@ -50,13 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
-from sqlalchemy.engine import Connection
-
 from loopledger.detectors.policy import Policy, PolicySpec, Result, make_policy
 from loopledger.events import Event
 from loopledger.ledger import schema as s
 from loopledger.replay import Step, Tallier, Tally, _Driver
+from sqlalchemy import delete, select
+from sqlalchemy.engine import Connection
 
 FORMAT = "loopledger-resume/1"
 CONTEXT_ID = ""  # resume_states.policy_id of the caller's own context

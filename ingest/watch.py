@@ -9,12 +9,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sqlalchemy.engine import Engine
-
 from loopledger.config import Options
 from loopledger.discovery import _looks_like_transcript, default_watch_paths, discover
 from loopledger.file_ingest import FileReport, ingest_file
 from loopledger.jobs import Totals
+from sqlalchemy.engine import Engine
 
 __all__ = ["default_watch_paths", "stop_on_signals", "watch"]
 

@@ -8,14 +8,14 @@ import random
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-from test_worker import dump
-
-from bench.gen_chat import session_lines
 from loopledger import formats, worker
 from loopledger.events import Checkpoint
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import func, select
+from test_worker import dump
+
+from bench.gen_chat import session_lines
 
 HERE = Path(__file__).parent
 CLAUDE = HERE / "fixtures" / "formats" / "claude_code" / "session.jsonl"

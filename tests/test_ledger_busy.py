@@ -15,12 +15,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from sqlalchemy import select
-
 from loopledger import file_ingest, formats, worker
 from loopledger.ledger import engine as engine_mod
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parent.parent
 

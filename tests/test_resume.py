@@ -8,15 +8,14 @@ import pickle
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select, update
-from test_detectors_hypothesis import session_events
-
 from loopledger import resume
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, SessionInfo, UserTurn
 from loopledger.ledger import migrate, schema, store
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay_many, tally
+from sqlalchemy import select, update
+from test_detectors_hypothesis import session_events
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

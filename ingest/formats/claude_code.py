@@ -21,7 +21,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Answer, Answers, Checkpoint, Item, ReadError, SessionInfo, SessionStart, UserTurn
+from loopledger.events import (
+    Answer,
+    Answers,
+    Checkpoint,
+    Item,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
 from loopledger.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.anthropic import assistant_events, user_events
 
