@@ -338,6 +338,8 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
         count_verdicts(report, g.events, j.verdicts)
         new.append(rows)
     out.sessions = new
+    if opts.defer_partial_tail and not out.scan.ends_with_newline:
+        out.errors[:] = [e for e in out.errors if e.line != out.scan.lines]  # mid-line: read again later
     report.quarantined = len(out.errors)
     if grouper.checkpoint is not None and cut_seq is not None:
         out.reader = {"cp": grouper.checkpoint, "key": grouper.checkpoint_key, "repeats": grouper.repeats,

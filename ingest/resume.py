@@ -16,6 +16,8 @@ replay from scratch gives — same Steps, same seq numbering, same tallies (prop
     snapshot(point) -> Snapshot                      pure data (bytes), can cross processes
     save(conn, session_id, point_or_snapshot)        replaces the session's stored snapshots
     events_since(conn, session_id, seq) -> list[Event]   the stored events a point has not seen
+    current(conn, session_id, specs) -> ResumePoint  load + the stored events after the snapshot:
+        the state after every stored event (what a live hook judges the next call against)
 
 A point holds, per policy, the engine's `_Driver` (the Policy with its detector state, run index,
 events in the current run, halted flag, the pending unanswered batch) and a `Tallier` (the
@@ -332,6 +334,16 @@ def events_since(conn: Connection, session_id: int, seq: int) -> list[Event]:
     return store.load_events(conn, session_id, from_seq=seq)
 
 
+def current(conn: Connection, session_id: int, specs: Sequence[PolicySpec]) -> ResumePoint:
+    """The state after EVERY stored event of the session (a live hook judging the next call):
+    `load`, then the stored events after the snapshot fed on top (nothing is saved)."""
+    point = load(conn, session_id, specs)
+    n = conn.execute(select(s.sessions.c.n_events).where(s.sessions.c.id == session_id)).scalar() or 0
+    if point.seq < n:
+        feed(point, events_since(conn, session_id, point.seq))
+    return point
+
+
 def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebuild: bool = True,
          seq: int | None = None) -> ResumePoint:
     """The session's stored state for `specs`, at the snapshots' seq (or `seq` if given: then
@@ -375,6 +387,6 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
     return point
 
 
-__all__ = ["FORMAT", "PolicyState", "ResumePoint", "Snapshot", "drop", "events_since", "feed", "finish",
+__all__ = ["FORMAT", "PolicyState", "ResumePoint", "Snapshot", "current", "drop", "events_since", "feed", "finish",
            "fresh", "load", "pending_seq", "save", "seal", "snapshot", "unseal", "version_of", "with_context"]
 

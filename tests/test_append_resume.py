@@ -132,3 +132,69 @@ def test_a_stale_snapshot_falls_back_to_reading_the_file_whole(engine, other, tm
     assert report.action == "appended" and not report.resumed
     worker.ingest_paths(other, [f], worker.Options())
     assert dump(engine) == dump(other)
+
+
+def test_the_state_after_an_ingest_judges_the_next_call_as_a_full_replay_does(engine, tmp_path):
+    """The live hook's view: after the worker ingested a Claude Code transcript, `resume.current`
+    (the snapshot at the reader's checkpoint + the stored events after it) judges one more call
+    exactly as a replay of the whole stored session plus that call."""
+    from loopledger import resume
+    from loopledger.detectors.policy import DEFAULT_SPECS
+    from loopledger.events import Batch, Call
+    from loopledger.ledger import store
+    from loopledger.replay import replay_many
+
+    f = tmp_path / "live.jsonl"
+    f.write_bytes(b"".join(_lines(_corpus("spotter-tool_heavy.jsonl"))))
+    assert worker.ingest_file(engine, f, worker.Options()).action == "new"
+    with engine.connect() as conn:
+        sid = conn.execute(select(schema.sessions.c.id)).scalar_one()
+        n = conn.execute(select(schema.sessions.c.n_events)).scalar_one()
+        snap_seq = conn.execute(select(func.max(schema.resume_states.c.seq))).scalar_one()
+        events = store.load_events(conn, sid)
+        point = resume.current(conn, sid, DEFAULT_SPECS)
+    assert snap_seq is not None and snap_seq <= n and point.seq == n
+    nxt = Batch((Call("toolu_next", "Bash", {"command": "npm test"}),))
+    [got] = resume.feed(point, [nxt])
+    want = list(replay_many([*events, nxt], DEFAULT_SPECS))[-1]
+    assert [st.checks for st in got] == [st.checks for st in want]
+    assert [st.run for st in got] == [st.run for st in want]
+
+
+def test_an_append_parses_only_the_new_lines_and_replays_only_the_new_events(engine, tmp_path, monkeypatch):
+    """Proportional to the append, counted (not timed): a 2-line append to a 1,000-call session
+    parses 2 JSONL lines and feeds each policy only the events from the snapshot on."""
+    import orjson as real_orjson
+
+    from loopledger.formats import _common
+    from loopledger.replay import _Driver
+
+    lines = session_lines(random.Random(3), 1000, session=1)
+    f = tmp_path / "long.jsonl"
+    f.write_bytes(b"".join(lines[:-2]))
+    assert worker.ingest_file(engine, f, worker.Options()).calls >= 1000
+    with open(f, "ab") as fh:
+        fh.writelines(lines[-2:])
+    parsed, fed = [], []
+
+    class CountingOrjson:
+        JSONDecodeError = real_orjson.JSONDecodeError
+
+        @staticmethod
+        def loads(raw):
+            parsed.append(raw)
+            return real_orjson.loads(raw)
+
+    real_feed = _Driver.feed
+
+    def counting_feed(self, seq, event, last=False, with_state=False):
+        fed.append(seq)
+        return real_feed(self, seq, event, last, with_state)
+
+    monkeypatch.setattr(_common, "orjson", CountingOrjson)
+    monkeypatch.setattr(_Driver, "feed", counting_feed)
+    report = worker.ingest_file(engine, f, worker.Options())
+    assert report.action == "appended" and report.resumed
+    assert len(parsed) == 2
+    n_policies = len(worker.Options().specs)
+    assert 0 < len(fed) <= 2 * n_policies and min(fed) > 1000
