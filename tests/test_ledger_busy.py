@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -171,3 +172,33 @@ def test_a_failing_sniffer_is_logged_not_swallowed(tmp_path, monkeypatch, caplog
     with caplog.at_level(logging.WARNING, logger="loopledger"):
         assert formats.sniff(f) == "openai-chat"
     assert any("claude-code sniffer failed" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_watch_retries_a_file_the_locked_ledger_left(tmp_path, fast_locks):
+    db = tmp_path / "ledger.sqlite"
+    eng = make_engine(f"sqlite:///{db}")
+    migrate.upgrade(eng)
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    f = _chat(folder / "s.jsonl")
+    holder = _hold_write_lock(db)
+    stop = threading.Event()
+    reports: list = []
+    t = threading.Thread(target=worker.watch, args=(eng, [folder], worker.Options(), stop),
+                         kwargs={"interval": 0.1, "on_file": reports.append, "use_observer": False})
+    t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any(r.action == "locked" for r in reports) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(r.action == "locked" for r in reports), reports
+        holder.rollback()  # the other writer is done: the same, unchanged file must now go in
+        while not any(r.action == "new" for r in reports) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(timeout=30)
+        holder.close()
+    assert any(r.action == "new" and r.calls == 3 for r in reports), reports
+    assert _source(db, f).status == "ok"
+    eng.dispose()
