@@ -395,12 +395,14 @@ def _save_reader(conn: Connection, source_id: int, c: Computed) -> None:
     conn.execute(delete(s.reader_states).where(s.reader_states.c.source_id == source_id))
     if c.reader is None:
         return
+    cp: Checkpoint = c.reader["cp"]
+    if cp.offset != c.scan.size:
+        return  # the file grew while it was read: bytes past the hashed ones are not vouched for
     v = reader_version(c.reader["format"])
     blob = resume.seal(c.reader, v)
     if blob is not None:
-        cp: Checkpoint = c.reader["cp"]
         conn.execute(s.reader_states.insert().values(source_id=source_id, format=c.reader["format"],
-                                                     byte_offset=c.scan.size, line=cp.line, version=v, state=blob))
+                                                     byte_offset=cp.offset, line=cp.line, version=v, state=blob))
 
 
 def _write_sessions(conn: Connection, source_id: int, sessions: Iterable[store.SessionRows]) -> None:
