@@ -9,7 +9,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loopledger.detectors import (
-    DEFAULT_SPECS,
+    BUILTIN_SPECS,
     CycleDetector,
     LadderGuard,
     LoopDetected,
@@ -155,8 +155,8 @@ def session_events():
 @SETTINGS
 @given(session_events())
 def test_state_is_always_json_serializable_and_replay_many_matches(events):
-    together = list(replay_many(events, DEFAULT_SPECS, with_state=True))
-    for i, spec in enumerate(DEFAULT_SPECS):
+    together = list(replay_many(events, BUILTIN_SPECS, with_state=True))
+    for i, spec in enumerate(BUILTIN_SPECS):
         alone = list(replay(events, spec, with_state=True))
         assert [steps[i] for steps in together] == alone
         for step in alone:
@@ -165,7 +165,7 @@ def test_state_is_always_json_serializable_and_replay_many_matches(events):
 
 
 @settings(max_examples=60, deadline=None)
-@given(session_events(), st.sampled_from(DEFAULT_SPECS), st.lists(st.integers(0, 40), max_size=6))
+@given(session_events(), st.sampled_from(BUILTIN_SPECS), st.lists(st.integers(0, 40), max_size=6))
 def test_replayer_jumps_equal_replay_from_scratch(events, spec, targets):
     scratch = list(replay(events, spec, with_state=True))
     r = Replayer(events, spec, snapshot_every=3)
@@ -213,7 +213,7 @@ def by_hand(session) -> dict[str, list[str]]:
     from loopledger.detectors import answers_hash
 
     events, plan = build(session)
-    got = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in DEFAULT_SPECS}
+    got = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in BUILTIN_SPECS}
 
     expected: dict[str, list[str]] = {"run-length": [], "ladder": [], "window": [], "cycle": []}
     rl, lad, win, cyc = LoopDetector(), LadderGuard(), LoopGuard(8, 3), CycleDetector()

@@ -1,27 +1,40 @@
 """Our progress detector: a repeat is a loop only when nothing changed.
 
-Per call, before it executes, over the last `window` calls (not only back to back). Every call
-leaves an entry: its tool, its arguments' digest and, once it comes back, its answer's digest
-taken after the volatile parts are removed (timestamps, durations, UUIDs, long hex ids, temp
-paths: `volatile`, a list of regular expressions) and whether the answer is a failure.
+Judged per call, before it executes, over the last `window` calls (not only back to back). Every
+call leaves an entry: its tool, a key for its arguments and, once it comes back, a digest of its
+answer and whether the answer is a failure. Arguments and answers are compared after their
+volatile parts are removed (`volatile`: timestamps, clock readings, durations, UUIDs, long hex
+ids, temp paths — regular expressions; a match is replaced by one placeholder character).
 
-- Stale repeat: the earlier calls in the window with this call's tool and canonical arguments,
-  newest first, whose answers are known; `r` = how many of them end on the same answer (a
-  changed answer is progress: the run, and so the count, restarts at it). count = r + 1.
-- Stale retry: the earlier calls in the window of this call's tool, newest first, whose answers
-  are known; `r` = how many of them in a row failed with the same (normalized) error, whatever
-  their arguments. A success of the tool is progress and ends the run. count = r + 1.
-- A failure is an answer the reader flagged (`Answer.is_error`) or one whose text matches one of
-  `errors` (regular expressions searched in its first 200 characters; by default an answer that
-  opens with `Error:` / `ERROR:`, or mini-swe-agent's `<returncode>N</returncode>` with N ≠ 0).
-- An unknown answer (never came back) neither breaks a run nor joins it.
-- The verdict takes the larger of the two counts: halt at count ≥ halt_at, warn at ≥ warn_at.
-  halt_at ≥ 3: a halt always rests on two answers that did not change.
-- A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
-  keeps the failed calls (an agent retrying a failing write after its user says "try again"),
-  `all` keeps everything.
+1. Stale repeat. The earlier entries with this call's tool and arguments key whose answers are
+   known, newest first: `r` = how many end on the same answer (a changed answer is progress: the
+   run, and so the count, restarts at it). count = r + 1. It halts at count >= halt_at when that
+   answer is a failure, at count >= ok_halt_at when it is a success (a success repeated after
+   other calls is often a check after an edit; a failure repeated is not).
+2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
+   with known answers, newest first, while each failed with the error of the newest), oldest
+   first, then this call: an attempt is a stale retry when it goes back to arguments already
+   tried in the run, or keeps every argument value the error names (a string or number of 4+
+   characters in the arguments that the error text contains: "flight HAT030 not available").
+   Trying something new is progress: count = 1 + the stale retries in a row ending with this
+   call (so a call with new arguments that keep nothing the error named counts 1). It halts at
+   count >= halt_at.
+3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
+   match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
+   tau-bench and the OpenHands editor write them, and mini-swe-agent's
+   `<returncode>N</returncode>` with N != 0).
+4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
+   are judged before any of their answers exist.
+5. The verdict: halt when either rule halts; else warn when either count >= warn_at; else
+   allow. The Check carries the count and threshold of the rule nearer its halt.
+6. A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
+   keeps the failed calls (an agent retrying a failing write after its user says "try again",
+   while re-reading after new user input is normal), `all` keeps everything.
 
-The history holds `window` entries, so a verdict never depends on anything older.
+halt_at and ok_halt_at are >= 3: a halt always rests on two answers that did not change. The
+window holds `window` entries, so a verdict never depends on anything older. Defaults (window 20,
+warn_at 2, halt_at 3, ok_halt_at 4, across_turns errors) were chosen by scoring against the
+labelled corpus: docs/detection.md.
 """
 
 from __future__ import annotations
@@ -29,13 +42,20 @@ from __future__ import annotations
 import copy
 import re
 from collections import deque
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import xxhash
 
-from loopledger.detectors.canonical import canonical_bytes
+from loopledger import vocab
+from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, Policy, Result
+from loopledger.detectors.canonical import call_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
+from loopledger.detectors.registry import Detector
+from loopledger.events import Answer, Batch
+
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
 REPEAT, RETRY = "repeat", "retry"
@@ -47,11 +67,11 @@ DEFAULT_HALT_AT = 3
 DEFAULT_OK_HALT_AT = 4
 DEFAULT_ACROSS_TURNS = "errors"
 MAX_WINDOW = 10_000
-ERROR_HEAD = 200
-NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance  # error patterns look at the opening of an answer, where tools put the verdict
+ERROR_HEAD = 200  # error patterns look at the opening of an answer, where tools put the verdict
+NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
 
-# What changes on every call without meaning progress. Each is replaced by a placeholder before
-# answers are compared; order matters (a timestamp before the clock time inside it).
+# What changes on every call without meaning progress, by name (the `volatile` parameter takes
+# these names, or `re:<expression>`). Matched in this order as one alternation.
 VOLATILE_PATTERNS: dict[str, str] = {
     # 2024-05-13T15:29:59.374Z, 2024-05-13 15:29:59+02:00
     "timestamp": r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
@@ -60,18 +80,21 @@ VOLATILE_PATTERNS: dict[str, str] = {
     # 0.3 seconds, 12ms, 1.5s, 250 µs, 2 min, 0m12.09s, 1h2m3s
     "duration": r"\b(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|secs?|seconds?|mins?|minutes?)\b",
     "uuid": r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
-    # a commit sha, a request id, a memory address: 12+ hex digits with letters and digits in them
+    # a commit sha, a request id, a memory address: 12+ hex digits, letters and digits among them
     "hex_id": r"\b(?:0x)?(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b",
     # /tmp/pytest-of-me/pytest-3/x, /var/folders/…/T/tmpab12, C:\Users\me\AppData\Local\Temp\x
     "temp_path": r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
                  r"|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
 }
+DEFAULT_VOLATILE_NAMES: tuple[str, ...] = tuple(VOLATILE_PATTERNS)
 DEFAULT_VOLATILE: tuple[str, ...] = tuple(VOLATILE_PATTERNS.values())
 
+# What makes an answer the reader did not flag a failure, by name (the `errors` parameter).
 ERROR_PATTERNS: dict[str, str] = {
     "error_prefix": r"\A\s*error\b\s*:",  # tau-bench "Error: …", OpenHands editor "ERROR:\n…"
     "nonzero_returncode": r"\A\s*<returncode>\s*-?[1-9]\d*\s*</returncode>",  # mini-swe-agent
 }
+DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(ERROR_PATTERNS)
 DEFAULT_ERRORS: tuple[str, ...] = tuple(ERROR_PATTERNS.values())
 
 _hash = xxhash.xxh3_128_hexdigest
@@ -89,7 +112,7 @@ class ProgressVerdict(NamedTuple):
 class Entry:
     """One call in the window. `answer`: the normalized answer's digest (None: unknown)."""
 
-    __slots__ = ("position", "tool", "key", "args", "answer", "failed", "named")
+    __slots__ = ("position", "tool", "key", "args", "answer", "failed", "named", "stale")
 
     def __init__(self, position: int, tool: str, key: str, args: Any) -> None:
         self.position = position
@@ -99,10 +122,11 @@ class Entry:
         self.answer: str | None = None
         self.failed = False
         self.named: frozenset[str] = frozenset()  # argument values its error message names
+        self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
 
     def copy(self) -> Entry:
         new = Entry(self.position, self.tool, self.key, self.args)
-        new.answer, new.failed, new.named = self.answer, self.failed, self.named
+        new.answer, new.failed, new.named, new.stale = self.answer, self.failed, self.named, self.stale
         return new
 
 
@@ -191,7 +215,7 @@ class ProgressDetector:
     """Stale repeats and stale retries over the last `window` calls (see the module docstring)."""
 
     __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "volatile", "errors",
-                 "normalize", "_entries", "_next", "last")
+                 "normalize", "_entries", "_next", "_moved", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
@@ -208,6 +232,7 @@ class ProgressDetector:
         self.normalize = Normalizer(self.volatile)
         self._entries: deque[Entry] = deque(maxlen=window)
         self._next = 0
+        self._moved = -1  # position of the latest call seen to make progress (-1: none)
         self.last: ProgressVerdict | None = None
 
     # -- answers and arguments -------------------------------------------------------------
@@ -234,7 +259,9 @@ class ProgressDetector:
         action, count, rule, threshold = self._score(name, key, args)
         position = self._next
         self._next += 1
-        self._entries.append(Entry(position, name, key, args))
+        entry = Entry(position, name, key, args)
+        entry.stale = count
+        self._entries.append(entry)
         self.last = ProgressVerdict(action, count, rule, threshold, position)
         return self.last
 
@@ -245,7 +272,10 @@ class ProgressDetector:
         same: Entry | None = None
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
         repeat_open = retry_open = True
+        moved = self._moved
         for e in reversed(self._entries):
+            if e.position <= moved:
+                break  # the world moved since: what came before is no evidence of a loop
             if e.tool != name or e.answer is None:
                 continue  # an unknown answer neither breaks a run nor joins it
             if retry_open:
@@ -302,19 +332,21 @@ class ProgressDetector:
             return
         if position is None:
             position = self._next - 1
-        entries = self._entries
-        i = len(entries) - (self._next - position)
-        if position < 0 or not 0 <= i < len(entries) or entries[i].position != position:
+        entry = next((e for e in reversed(self._entries) if e.position == position), None)
+        if entry is None:
             return
         if isinstance(answer, str):
             text = answer
         else:
             text, is_error = answer.text, is_error or answer.is_error
-        entry = entries[i]
         entry.failed = self.is_failure(text, is_error)
         entry.answer = self.digest(text) + ("!" if entry.failed else "")
         if entry.failed:
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
+        previous = next((e for e in reversed(self._entries) if e.position < position
+                         and e.answer is not None and e.tool == entry.tool and e.key == entry.key), None)
+        if previous is not None and previous.answer != entry.answer and position > self._moved:
+            self._moved = position  # a repeated call answered differently: progress
 
     def user_turn(self) -> None:
         if self.across_turns == "all":
@@ -335,11 +367,11 @@ class ProgressDetector:
 
     def state(self) -> dict[str, Any]:
         """Each tracked call, oldest first: tool, arguments digest, answer digest (None: not
-        back yet; a trailing `!`: a failure) and `stale`, the count a call with the same tool and
-        arguments would get now."""
+        back yet; a trailing `!`: a failure) and `stale`, the attempt without progress its check
+        counted (1: nothing tried before)."""
         tracked = [{"tool": e.tool, "args": e.key[:8],
                     "answer": None if e.answer is None else e.answer[:8] + ("!" if e.failed else ""),
-                    "stale": self._score(e.tool, e.key, e.args)[1]}
+                    "stale": e.stale}
                    for e in self._entries]
         last = self.last
         return {"calls": tracked, "count": last.count if last else 0, "rule": last.rule if last else "",
@@ -347,23 +379,38 @@ class ProgressDetector:
                 "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns}
 
 
-# -- the Policy adapter ----------------------------------------------------------------------
 
-from loopledger import vocab  # noqa: E402
-from loopledger.detectors.canonical import call_key  # noqa: E402
-from loopledger.detectors.policy import Check, Policy, Result  # noqa: E402
-from loopledger.events import Answer, Batch  # noqa: E402
+# -- the Policy adapter and its registration ---------------------------------------------------
+
+
+def resolve(field: str, items: Sequence[str], table: Mapping[str, str]) -> tuple[str, ...]:
+    """Pattern names and `re:<expression>` items to regular expressions (ConfigError names
+    `field` for an unknown name)."""
+    out = []
+    for item in items:
+        if item.startswith("re:"):
+            out.append(item[3:])
+        elif item in table:
+            out.append(table[item])
+        else:
+            raise ConfigError(field, f"{field} items are pattern names or re:<expression>",
+                              f"{field}: unknown pattern {item!r}; known: {', '.join(table)}, "
+                              "or re:<regular expression>")
+    return tuple(out)
+
+
+def _detector(p: Mapping[str, Any]) -> ProgressDetector:
+    return ProgressDetector(p["window"], p["warn_at"], p["halt_at"], p["ok_halt_at"], p["across_turns"],
+                            resolve("volatile", p["volatile"], VOLATILE_PATTERNS),
+                            resolve("errors", p["errors"], ERROR_PATTERNS))
 
 
 class ProgressPolicy(Policy):
     reads_answers = True
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
-        p = spec.params
-        self.detector = ProgressDetector(p["window"], p["warn_at"], p["halt_at"], p["ok_halt_at"],
-                                         p["across_turns"], p.get("volatile", DEFAULT_VOLATILE),
-                                         p.get("errors", DEFAULT_ERRORS))
+        self.detector = _detector(spec.params)
         self._positions: tuple[Batch, list[int]] | None = None
 
     def user_turn(self) -> None:
@@ -379,9 +426,8 @@ class ProgressPolicy(Policy):
             positions.append(v.position)
             reason = ""
             if v.action != vocab.ALLOW:
-                reason = (f"{call.name}: the same answer {v.count - 1} times" if v.rule == REPEAT
-                          else f"{call.name}: the same error again on arguments already tried "
-                               f"({v.count - 1} retries)")
+                reason = (f"{call.name}: the same answer {v.count - 1} times" if v.rule == REPEAT else
+                          f"{call.name}: the same error, retried {v.count - 1} times without addressing it")
             out.append(Check(i, v.action, v.count, None, v.threshold, reason))
             if v.action == vocab.HALT:
                 break
@@ -390,10 +436,32 @@ class ProgressPolicy(Policy):
 
     def answers(self, batch: Batch, answers: Sequence[Answer | None]) -> list[Result]:
         if self._positions is None or self._positions[0] is not batch:
-            return []
+            return []  # the history moved on; an answer for an older batch changes nothing
         for i, position in enumerate(self._positions[1]):
             self.detector.record_answer(answers[i], position=position)
         return []
 
     def state(self) -> dict[str, Any]:
         return self.detector.state()
+
+
+DETECTOR = Detector(
+    "progress",
+    (
+        Param("window", INT, DEFAULT_WINDOW, 2, "calls remembered"),
+        Param("warn_at", INT, DEFAULT_WARN_AT, 2, "warn at this attempt without progress"),
+        Param("halt_at", INT, DEFAULT_HALT_AT, 3,
+              "halt at this attempt after the same failure (a repeat or a retry)"),
+        Param("ok_halt_at", INT, DEFAULT_OK_HALT_AT, 3,
+              "halt at this identical call after the same successful answer"),
+        Param("across_turns", TEXT, DEFAULT_ACROSS_TURNS, 0,
+              "what a user turn keeps: none | errors | all"),
+        Param("volatile", NAMES, DEFAULT_VOLATILE_NAMES, 0,
+              "removed before comparing: " + ", ".join(VOLATILE_PATTERNS) + " or re:<expression>"),
+        Param("errors", NAMES, DEFAULT_ERROR_NAMES, 0,
+              "what else makes an answer a failure: " + ", ".join(ERROR_PATTERNS) + " or re:<expression>"),
+    ),
+    ProgressPolicy,
+    validate=_detector,  # builds one: every rule, every pattern checked
+    summary="ours: a repeat is a loop only when nothing changed (answers read; failures retried)",
+)
