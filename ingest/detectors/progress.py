@@ -1,10 +1,11 @@
 """Our progress detector: a repeat is a loop only when nothing changed.
 
 Judged per call, before it executes, over the last `window` calls (not only back to back). Every
-call leaves an entry: its tool, a key for its arguments and, once it comes back, a digest of its
-answer and whether the answer is a failure. Arguments and answers are compared after their
-volatile parts are removed (`volatile`: timestamps, clock readings, durations, UUIDs, long hex
-ids, temp paths — regular expressions; a match is replaced by one placeholder character).
+call leaves an entry: its tool, its canonical arguments' digest and, once it comes back, its
+answer and whether the answer is a failure. Answers are compared after their volatile parts are
+removed (`volatile`: timestamps, clock readings, durations, UUIDs, long hex ids, temp paths —
+regular expressions, each match replaced by one placeholder character); answers with equal
+texts are equal without that work, so it is paid only when a repeat's answer text changed.
 
 1. Stale repeat. The earlier entries with this call's tool and arguments key whose answers are
    known, newest first: `r` = how many end on the same answer (a changed answer is progress: the
@@ -25,9 +26,12 @@ ids, temp paths — regular expressions; a match is replaced by one placeholder 
    `<returncode>N</returncode>` with N != 0).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
-5. The verdict: halt when either rule halts; else warn when either count >= warn_at; else
+5. Progress elsewhere: a repeated call (same tool and arguments) answered differently from its
+   previous answer shows the world moving (a polled job whose log advances); what came before
+   it is no evidence of a loop, for any call: both rules look back only to it.
+6. The verdict: halt when either rule halts; else warn when either count >= warn_at; else
    allow. The Check carries the count and threshold of the rule nearer its halt.
-6. A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
+7. A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
    keeps the failed calls (an agent retrying a failing write after its user says "try again",
    while re-reading after new user input is normal), `all` keeps everything.
 
@@ -52,7 +56,7 @@ from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, Policy, Re
 from loopledger.detectors.canonical import call_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
-from loopledger.events import Answer, Batch
+from loopledger.events import Answer, Batch, text_digest
 
 if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
     from loopledger.detectors.policy import PolicySpec
@@ -110,23 +114,28 @@ class ProgressVerdict(NamedTuple):
 
 
 class Entry:
-    """One call in the window. `answer`: the normalized answer's digest (None: unknown)."""
+    """One call in the window. Its answer is kept as the reader's digest of the full text plus
+    the text itself: the normalized digest is computed only when two answers with different
+    texts must be compared (rare: only repeats are compared), and then cached."""
 
-    __slots__ = ("position", "tool", "key", "args", "answer", "failed", "named", "stale")
+    __slots__ = ("position", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "_norm")
 
     def __init__(self, position: int, tool: str, key: str, args: Any) -> None:
         self.position = position
         self.tool = tool
-        self.key = key  # digest of the normalized canonical arguments
+        self.key = key  # digest of the canonical arguments
         self.args = args  # the call's arguments (shared, never changed): read when it fails
-        self.answer: str | None = None
+        self.raw: str | None = None  # digest of the full answer text (None: not back yet)
+        self.text = ""
         self.failed = False
         self.named: frozenset[str] = frozenset()  # argument values its error message names
         self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
+        self._norm: str | None = None
 
     def copy(self) -> Entry:
         new = Entry(self.position, self.tool, self.key, self.args)
-        new.answer, new.failed, new.named, new.stale = self.answer, self.failed, self.named, self.stale
+        new.raw, new.text, new.failed, new.named = self.raw, self.text, self.failed, self.named
+        new.stale, new._norm = self.stale, self._norm
         return new
 
 
@@ -197,25 +206,25 @@ def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_tu
 
 
 class Normalizer:
-    """Removes the volatile parts of a text in one pass (one alternation of all the patterns)."""
+    """Replaces every match of each pattern, in order, by one placeholder character (one pass
+    per pattern: measured faster than one alternation of them all)."""
 
-    __slots__ = ("patterns", "_combined")
+    __slots__ = ("patterns",)
 
     def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
         self.patterns = patterns
-        self._combined = (re.compile("|".join(f"(?:{p.pattern})" for p in patterns)) if patterns else None)
 
     def __call__(self, text: str) -> str:
-        if self._combined is None:
-            return text
-        return self._combined.sub("\x00", text)
+        for p in self.patterns:
+            text = p.sub("\x00", text)
+        return text
 
 
 class ProgressDetector:
     """Stale repeats and stale retries over the last `window` calls (see the module docstring)."""
 
     __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "volatile", "errors",
-                 "normalize", "_entries", "_next", "_moved", "last")
+                 "normalize", "_entries", "_by_tool", "_next", "_moved", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
@@ -230,61 +239,89 @@ class ProgressDetector:
         self.volatile = compile_patterns("volatile", volatile)
         self.errors = compile_patterns("errors", errors, re.IGNORECASE)
         self.normalize = Normalizer(self.volatile)
-        self._entries: deque[Entry] = deque(maxlen=window)
+        self._entries: deque[Entry] = deque(maxlen=window)  # the window, oldest first
+        self._by_tool: dict[str, deque[Entry]] = {}  # the same entries per tool (trimmed lazily)
         self._next = 0
         self._moved = -1  # position of the latest call seen to make progress (-1: none)
         self.last: ProgressVerdict | None = None
 
-    # -- answers and arguments -------------------------------------------------------------
+    # -- answers ---------------------------------------------------------------------------
 
     def is_failure(self, text: str, is_error: bool = False) -> bool:
         if is_error:
             return True
         head = text[:ERROR_HEAD]
-        return any(p.search(head) for p in self.errors)
+        for p in self.errors:
+            if p.search(head):
+                return True
+        return False
 
     def digest(self, text: str) -> str:
         """Digest of the text with its volatile parts removed."""
         return _hash(self.normalize(text).encode("utf-8", "surrogatepass"))
 
-    def args_key(self, args: Any, canonical: bytes | None = None) -> str:
-        if canonical is None:
-            canonical = canonical_bytes(args)
-        return self.digest(canonical.decode("utf-8", "surrogatepass"))
+    def _norm(self, e: Entry) -> str:
+        if e._norm is None:
+            e._norm = self.digest(e.text)
+        return e._norm
+
+    def same_answer(self, a: Entry, b: Entry) -> bool:
+        """Equal after the volatile parts are removed (and both failures, or both not)."""
+        if a.failed != b.failed:
+            return False
+        return a.raw == b.raw or self._norm(a) == self._norm(b)
 
     # -- the check -------------------------------------------------------------------------
 
-    def check(self, name: str, args: Any, canonical: bytes | None = None) -> ProgressVerdict:
-        key = self.args_key(args, canonical)
-        action, count, rule, threshold = self._score(name, key, args)
+    def check(self, name: str, args: Any, canonical: bytes | None = None,
+              args_digest: str | None = None) -> ProgressVerdict:
+        if args_digest is None:
+            args_digest = _hash(canonical if canonical is not None else canonical_bytes(args))
         position = self._next
-        self._next += 1
-        entry = Entry(position, name, key, args)
+        self._next = position + 1
+        same_tool = self._by_tool.get(name)
+        if same_tool is None:
+            if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
+                self._reindex()
+            same_tool = self._by_tool[name] = deque()
+            action, count, rule, threshold = (ALLOW, 1, "", self.ok_halt_at)
+        else:
+            lo = position - self.window  # the window: the `window` calls before this one
+            while same_tool and same_tool[0].position < lo:
+                same_tool.popleft()
+            action, count, rule, threshold = self._score(same_tool, args_digest, args)
+        entry = Entry(position, name, args_digest, args)
         entry.stale = count
         self._entries.append(entry)
+        same_tool.append(entry)
         self.last = ProgressVerdict(action, count, rule, threshold, position)
         return self.last
 
-    def _score(self, name: str, key: str, args: Any = None) -> tuple[str, int, str, int]:
-        """(action, count, rule, threshold) for a call with this tool, arguments key and
-        arguments, given the window."""
+    def _reindex(self) -> None:
+        self._by_tool = {}
+        for e in self._entries:
+            self._by_tool.setdefault(e.tool, deque()).append(e)
+
+    def _score(self, same_tool: deque[Entry], key: str, args: Any) -> tuple[str, int, str, int]:
+        """(action, count, rule, threshold) for a call with these arguments, given the tool's
+        entries in the window."""
         repeat = 0  # earlier calls with this key that end on the same answer
         same: Entry | None = None
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
         repeat_open = retry_open = True
         moved = self._moved
-        for e in reversed(self._entries):
-            if e.position <= moved:
-                break  # the world moved since: what came before is no evidence of a loop
-            if e.tool != name or e.answer is None:
+        for e in reversed(same_tool):
+            if e.position < moved:
+                break  # the world moved at `moved`: what came before is no evidence of a loop
+            if e.raw is None:
                 continue  # an unknown answer neither breaks a run nor joins it
             if retry_open:
-                if e.failed and (not chain or e.answer == chain[0].answer):
+                if e.failed and (not chain or self.same_answer(e, chain[0])):
                     chain.append(e)
                 else:
                     retry_open = False
             if repeat_open and e.key == key:
-                if same is None or e.answer == same.answer:
+                if same is None or self.same_answer(e, same):
                     same = e
                     repeat += 1
                 else:
@@ -302,7 +339,7 @@ class ProgressDetector:
             action = ALLOW
         if repeat == 0 and retry == 1:
             return action, 1, "", repeat_halt
-        # Report the rule closer to its halt.
+        # Report the rule nearer its halt.
         if repeat_halt - repeat_count <= self.halt_at - retry:
             return action, repeat_count, REPEAT, repeat_halt
         return action, retry, RETRY, self.halt_at
@@ -326,27 +363,35 @@ class ProgressDetector:
     def record_answer(self, answer: Any, is_error: bool = False, position: int | None = None) -> None:
         """Record the answer of the call at `position` (default: the call last checked).
 
-        `answer`: the text, an `loopledger.events.Answer` (its `is_error` counts too), or None
-        (unknown: nothing is recorded). An answer for a call that left the window is ignored."""
+        `answer`: the text, an `loopledger.events.Answer` (its digest is reused, its `is_error`
+        counts too), or None (unknown: nothing is recorded). An answer for a call that left the
+        window is ignored."""
         if answer is None:
             return
         if position is None:
             position = self._next - 1
-        entry = next((e for e in reversed(self._entries) if e.position == position), None)
-        if entry is None:
-            return
-        if isinstance(answer, str):
-            text = answer
+        entries = self._entries
+        if entries and entries[-1].position == position:
+            entry = entries[-1]  # the common case: the answer of the call just checked
         else:
-            text, is_error = answer.text, is_error or answer.is_error
-        entry.failed = self.is_failure(text, is_error)
-        entry.answer = self.digest(text) + ("!" if entry.failed else "")
+            entry = next((e for e in reversed(entries) if e.position == position), None)
+            if entry is None:
+                return
+        if isinstance(answer, str):
+            entry.text, entry.raw = answer, text_digest(answer)
+        else:
+            entry.text, entry.raw, is_error = answer.text, answer.digest, is_error or answer.is_error
+        entry.failed = self.is_failure(entry.text, is_error)
         if entry.failed:
+            text = entry.text
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
-        previous = next((e for e in reversed(self._entries) if e.position < position
-                         and e.answer is not None and e.tool == entry.tool and e.key == entry.key), None)
-        if previous is not None and previous.answer != entry.answer and position > self._moved:
-            self._moved = position  # a repeated call answered differently: progress
+        if position > self._moved:
+            key = entry.key
+            for e in reversed(self._by_tool.get(entry.tool, ())):
+                if e.key == key and e.raw is not None and e.position < position:
+                    if not self.same_answer(e, entry):
+                        self._moved = position  # a repeated call answered differently: progress
+                    break
 
     def user_turn(self) -> None:
         if self.across_turns == "all":
@@ -357,27 +402,28 @@ class ProgressDetector:
             self._entries.extend(kept)
         else:
             self._entries.clear()
+        self._reindex()
         self.last = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
+        new._reindex()
         return new
 
     def state(self) -> dict[str, Any]:
-        """Each tracked call, oldest first: tool, arguments digest, answer digest (None: not
-        back yet; a trailing `!`: a failure) and `stale`, the attempt without progress its check
-        counted (1: nothing tried before)."""
+        """Each tracked call, oldest first: tool, arguments digest, answer digest after the
+        volatile parts are removed (None: not back yet; a trailing `!`: a failure) and `stale`,
+        the attempt without progress its check counted (1: nothing tried before)."""
         tracked = [{"tool": e.tool, "args": e.key[:8],
-                    "answer": None if e.answer is None else e.answer[:8] + ("!" if e.failed else ""),
+                    "answer": None if e.raw is None else self._norm(e)[:8] + ("!" if e.failed else ""),
                     "stale": e.stale}
                    for e in self._entries]
         last = self.last
         return {"calls": tracked, "count": last.count if last else 0, "rule": last.rule if last else "",
                 "window": self.window, "warn_at": self.warn_at, "halt_at": self.halt_at,
                 "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns}
-
 
 
 # -- the Policy adapter and its registration ---------------------------------------------------
@@ -422,7 +468,7 @@ class ProgressPolicy(Policy):
         positions: list[int] = []
         d = self.detector
         for i, call in enumerate(batch.calls):
-            v = d.check(call.name, call.args, call_key(call)[0])
+            v = d.check(call.name, call.args, args_digest=call_key(call)[1])
             positions.append(v.position)
             reason = ""
             if v.action != vocab.ALLOW:
