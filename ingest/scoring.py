@@ -271,3 +271,31 @@ def run_verdicts(label: str, first: int | None, last: int | None,
 
 def ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
+
+
+SORTABLE = ("rank", *COUNT_COLUMNS, "precision", "recall", "saved", "into_loop", "policy")
+
+
+def rank(scores: Iterable[PolicyScore], by: str = "rank") -> list[PolicyScore]:
+    """The leaderboard order. `rank`: most loops caught, then fewest false halts, fewest early
+    halts, most calls saved; any other column: highest first (policy: A→Z; into_loop: soonest
+    first, none last)."""
+    scores = list(scores)
+    if by == "rank":
+        return sorted(scores, key=lambda s: (-s.caught, s.false_halts, s.early, -s.saved, s.policy))
+    if by == "policy":
+        return sorted(scores, key=lambda s: s.policy)
+    if by == "into_loop":
+        return sorted(scores, key=lambda s: (s.into_loop_median is None, s.into_loop_median or 0, s.policy))
+    if by not in SORTABLE:
+        raise ValueError(f"cannot sort by {by!r}; expected one of {', '.join(SORTABLE)}")
+    return sorted(scores, key=lambda s: (-(s.row()[by] if s.row()[by] is not None else -1), s.policy))
+
+
+def into_loop_text(values: Sequence[int]) -> str:
+    """`2 (1, 2, 4)`: the median calls into the loop, then each catch's; empty when none."""
+    if not values:
+        return ""
+    med = statistics.median(values)
+    med_s = f"{med:g}"
+    return med_s if len(values) == 1 else f"{med_s} ({', '.join(map(str, sorted(values)))})"

@@ -539,3 +539,11 @@ def ingest_errors(conn: Connection, limit: int = 200, offset: int = 0) -> pd.Dat
     df = pd.DataFrame(rows, columns=ERROR_COLUMNS)
     df["created_at"] = pd.to_datetime(df["created_at"], unit="s", utc=True)
     return df
+
+
+def scored_labels(conn: Connection) -> pd.DataFrame:
+    """The sessions a score counts (labelled loop or normal) with their loop's calls."""
+    lb = t.labels.c
+    q = (sa.select(lb.session_id, lb.label, lb.loop_first, lb.loop_last)
+         .where(lb.label.in_((scoring.LOOP, scoring.NORMAL))).order_by(lb.session_id))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["session_id", "label", "loop_first", "loop_last"])
