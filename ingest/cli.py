@@ -260,6 +260,7 @@ def score(
     sort: Annotated[str, typer.Option(
         "--sort", help="rank (most caught, fewest false halts), or a column: loops, caught, early, missed, normal, "
         "false_halts, precision, recall, saved, into_loop, policy.")] = "rank",
+    format: Annotated[str, typer.Option("--format", help="table (for people), markdown or csv.")] = "table",
 ) -> None:
     """The guard leaderboard: every stored policy scored against the labelled sessions.
 
@@ -268,7 +269,7 @@ def score(
     any halt on a normal session is a false halt; unclear sessions are left out."""
     from loopledger.score_command import run_score
 
-    raise typer.Exit(run_score(db, policy, sort))
+    raise typer.Exit(run_score(db, policy, sort, format))
 
 
 if __name__ == "__main__":

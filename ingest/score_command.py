@@ -21,8 +21,8 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read, store
 from loopledger.replay import replay, tally
 
-# Piped or captured (CI logs, files, tests) the table is not squeezed to 80 columns.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+# Piped or captured (CI logs, files, tests) the table keeps its natural width: not cut to 80 columns.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 HEADERS = {"policy": "policy", "loops": "loops", "caught": "caught", "early": "early", "missed": "missed",
@@ -68,17 +68,35 @@ def table_of(scores: Sequence[scoring.PolicyScore], totals: dict[str, int]) -> T
         table.add_column(head, justify="left" if wraps else "right", no_wrap=not wraps,
                          min_width=24 if key == "policy" else None if wraps else len(head))
     for s in scores:
-        r = s.row()
-        table.add_row(Text(s.policy), *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
-                      scoring.ratio(s.recall), str(s.saved), scoring.into_loop_text(s.into_loop))
+        first, *rest = cells(s)
+        table.add_row(Text(first), *rest)
     return table
 
 
-def run_score(db: str | None, policy: Sequence[str], sort: str = "rank") -> int:
+def cells(s: scoring.PolicyScore) -> list[str]:
+    r = s.row()
+    return [s.policy, *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
+            scoring.ratio(s.recall), str(s.saved), scoring.into_loop_text(s.into_loop)]
+
+
+def markdown_table(scores: Sequence[scoring.PolicyScore]) -> str:
+    """The same table as Markdown (BENCHMARKS.md); `|` in a policy label is escaped."""
+    head = "| " + " | ".join(HEADERS.values()) + " |"
+    rule = "|" + "|".join("---" if k == "policy" else "---:" for k in HEADERS) + "|"
+    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells(s)) + " |" for s in scores]
+    return "\n".join([head, rule, *rows]) + "\n"
+
+
+FORMATS = ("table", "markdown", "csv")
+
+
+def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: str = "table") -> int:
     try:
         specs = [PolicySpec.parse(p) for p in policy]
         if sort not in scoring.SORTABLE:
             raise ValueError(f"--sort {sort!r}: expected one of {', '.join(scoring.SORTABLE)}")
+        if fmt not in FORMATS:
+            raise ValueError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
@@ -92,5 +110,15 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank") -> int:
     if not totals["loop"] + totals["normal"]:
         err.print(Text("no session is labelled loop or normal yet: import labels with "
                        "`loopledger labels import FILE.csv`, or label runs on the dashboard", style="yellow"))
-    out.print(table_of(scoring.rank(scores, sort), totals))
+    ranked = scoring.rank(scores, sort)
+    if fmt == "markdown":
+        sys.stdout.write(markdown_table(ranked))
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["policy_id", *HEADERS])
+        w.writerows([s.policy_id, *cells(s)] for s in ranked)
+    else:
+        out.print(table_of(ranked, totals))
     return EXIT_OK
