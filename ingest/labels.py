@@ -253,7 +253,10 @@ def _iso(ts: float | None) -> str:
 
 
 def write_csv(rows: Iterable[dict[str, str]], out: TextIO) -> int:
-    w = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    # CRLF, as RFC 4180 has it: Python's writer quotes a field only for the characters of its line
+    # terminator, so with "\n" alone a reason holding a bare "\r" would be written unquoted and
+    # could not be read back.
+    w = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\r\n")
     w.writeheader()
     n = 0
     for row in rows:

@@ -299,3 +299,23 @@ def into_loop_text(values: Sequence[int]) -> str:
     med = statistics.median(values)
     med_s = f"{med:g}"
     return med_s if len(values) == 1 else f"{med_s} ({', '.join(map(str, sorted(values)))})"
+
+
+def any_of(judged: Iterable[Judged], policy_ids: Sequence[str], combined_id: str) -> list[Judged]:
+    """The set of policies as one guard: per session the earliest first halt of any of them, and the
+    calls that halting policy saved (every policy must have judged the session)."""
+    wanted = set(policy_ids)
+    by_session: dict[int, list[Judged]] = {}
+    for j in judged:
+        if j.policy_id in wanted:
+            by_session.setdefault(j.session_id, []).append(j)
+    out = []
+    for sid, js in sorted(by_session.items()):
+        if len({j.policy_id for j in js}) < len(wanted):
+            continue
+        halted = [j for j in js if j.halt_at is not None]
+        first = min(halted, key=lambda j: j.halt_at) if halted else js[0]
+        out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at if halted else None,
+                          first.saved if halted else 0, first.halt_run if halted else None,
+                          first.halt_seq if halted else None))
+    return out

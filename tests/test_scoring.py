@@ -127,3 +127,11 @@ def test_labels_and_their_ranges_are_checked():
                       ((LOOP, 3, 9, 8), "past the session's 8 call")):
         with pytest.raises(ValueError, match=msg):
             scoring.check_label(*args)
+
+
+def test_a_set_of_policies_halts_where_its_first_member_does():
+    js = [Judged("A", 1, LOOP, 3, 6, 5, 2), Judged("B", 1, LOOP, 3, 6, 4, 3),
+          Judged("A", 2, NORMAL), Judged("B", 2, NORMAL),
+          Judged("A", 3, NORMAL, None, None, 2, 9)]  # B never judged session 3: the set did not either
+    got = scoring.any_of(js, ["A", "B"], "A+B")
+    assert [(j.session_id, j.halt_at, j.saved, j.outcome) for j in got] == [(1, 4, 3, CAUGHT), (2, None, 0, CLEAN)]

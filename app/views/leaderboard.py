@@ -152,6 +152,14 @@ def main() -> None:
             "precision": st.column_config.NumberColumn("precision", format="%.2f"),
             "recall": st.column_config.NumberColumn("recall", format="%.2f"),
             "into loop (median)": st.column_config.NumberColumn("into loop (median)", format="%g")})
+        # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
+        by_id = {s.policy_id: s for s in ranked}
+        o1, o2, o3 = st.columns([3, 2, 1])
+        pick = o1.selectbox("Sessions of policy", list(by_id), format_func=names.get,
+                            key="lb_open_policy")
+        cell = o2.selectbox("Behind the number", scoring.COUNT_COLUMNS, key="lb_open_cell",
+                            format_func=lambda c: f"{COLUMN_TITLES[c]}: {by_id[pick].row()[c]}")
+        o3.link_button("Open these sessions", cell_link(pick, cell, by_id[pick].row()[cell]))
         bars = pd.DataFrame([{"policy": s.policy, **{p: s.row()[p] for p in charts_scores.PARTS},
                               **{f"link_{p}": cell_link(s.policy_id, p, s.row()[p]) for p in charts_scores.PARTS}}
                              for s in ranked])
