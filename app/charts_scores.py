@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import altair as alt
 import pandas as pd
-
 from loopledger import scoring
 
 # What each part of a policy's bar means, in the order it is stacked, and its colour.

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import streamlit as st
-
 from loopledger import scoring
 from loopledger.app import data
 from loopledger.ledger import schema as t

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import TextIO
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
 from loopledger import scoring
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
+from sqlalchemy.engine import Connection
 
 REQUIRED = ("file", "session_key", "label")
 COLUMNS = ("file", "session_key", "label", "loop_calls", "reason")
@@ -190,7 +189,7 @@ def import_rows(conn: Connection, rows: Iterable[LabelRow], name: str,
         report.rows += 1
         try:
             found = matcher.find(row.file, row.session_key)
-            for sid, n_calls in found:
+            for _sid, n_calls in found:
                 scoring.check_label(row.label, row.first, row.last, n_calls)
         except ValueError as exc:
             report.problems.append((row.line, f"{name}:{row.line}: {exc}"))

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.text import Text
-
 from loopledger import labels
 from loopledger.commands import EXIT_ERROR, EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, open_ledger
+from rich.console import Console
+from rich.text import Text
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-from sqlalchemy.engine import Connection
-
 from loopledger import scoring
 from loopledger.commands import EXIT_OK, EXIT_USAGE, open_ledger
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read, store
 from loopledger.replay import replay, tally
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy.engine import Connection
 
 # Piped or captured (CI logs, files, tests) the table keeps its natural width: not cut to 80 columns.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)

@@ -217,7 +217,7 @@ def call_position(events: Sequence[Event], seq: int, idx: int) -> int:
     idx < 0 (a batch-level check) is the batch's first call; a check on a prose turn stands for
     the next call after it. The ledger's read model counts the same way in SQL."""
     before = 0
-    for s, ev in enumerate(events[:seq]):
+    for ev in events[:seq]:
         if isinstance(ev, Batch):
             before += len(ev.calls)
     return before + max(idx, 0) + 1

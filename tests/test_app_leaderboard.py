@@ -10,10 +10,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, markdown_texts
-from score_support import EXPECTED, LADDER, WINDOW, build
-
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+from score_support import EXPECTED, LADDER, WINDOW, build
 
 PAGE = "views/leaderboard.py"
 COUNTS = ("loops", "caught", "early", "missed", "normal", "false_halts")

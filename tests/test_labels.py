@@ -18,12 +18,11 @@ import sqlalchemy as sa
 from conftest import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from score_support import EXPECTED, FILE, LADDER, WINDOW, build
-
 from loopledger import labels, scoring
 from loopledger.ledger import migrate, read
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+from score_support import EXPECTED, FILE, LADDER, WINDOW, build
 
 BIN = Path(sys.executable).with_name("loopledger")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loopledger import scoring
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.scoring import CAUGHT, CLEAN, EARLY, FALSE_HALT, LOOP, MISSED, NORMAL, UNCLEAR, Judged

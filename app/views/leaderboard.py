@@ -15,7 +15,6 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-
 from loopledger import scoring
 from loopledger.app import charts_scores, data, safe
 from loopledger.app import replay_view as rv
