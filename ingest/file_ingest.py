@@ -89,11 +89,12 @@ class Judged:
 
 
 def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.RowBuilder,
-          cut: int | None) -> Judged:
+          cut: int | None, cap: int | None = None) -> Judged:
     """Feed `events` (the session's events from point.seq on) to every policy and to the row
     builder; with `cut`, snapshot both after that many events (the reader's checkpoint: what
     follows is its end-of-file flush, which a resumed read yields again); then judge what is
-    still pending, as the last step of a replay does."""
+    still pending, as the last step of a replay does. `cap`: the policies judge answers capped
+    as the ledger stores them (`store.as_stored`), so a recheck from the ledger judges the same."""
     start = point.seq
     pending = {sp.id: resume.pending_seq(point, sp) for sp in point.specs}
     rows: list[tuple[Step, ...]] = []
@@ -101,7 +102,7 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
 
     def take(part: Sequence[Event]) -> None:
         at = point.seq
-        got = resume.feed(point, part)
+        got = resume.feed(point, store.as_stored(part, cap) if cap is not None else part)
         rows.extend(got)
         for i, ev in enumerate(part):
             builder.add(at + i, ev, got[i][0].run if point.specs else 0)
@@ -294,7 +295,7 @@ def _redacted(info: SessionInfo | None, events: list[Event], opts: Options) -> t
 
 def _session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
     info, events = _redacted(g.info, g.events, opts)
-    j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut)
+    j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut, opts.max_text)
     rows = store.session_rows(info, events, j.run_of, j.verdicts, max_text=opts.max_text, builder=j.builder)
     rows.resume = j.snapshot
     return rows, j
@@ -354,7 +355,7 @@ def _tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Judged]:
     ctx = point.context
     first_run = min(ctx["runs"]) if ctx["runs"] else 0
     builder = store.RowBuilder(opts.max_text, ctx)
-    j = judge(point, events, builder, g.cut)
+    j = judge(point, events, builder, g.cut, opts.max_text)
     rows = store.SessionRows(g.info.key, {}, builder.ev_rows, builder.call_rows(), builder.run_rows(),
                              [], [], [], [])
     for pv in j.verdicts:
