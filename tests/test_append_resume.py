@@ -182,7 +182,6 @@ def test_an_append_parses_only_the_new_lines_and_replays_only_the_new_events(eng
     """Proportional to the append, counted (not timed): a 2-line append to a 1,000-call session
     parses 2 JSONL lines and feeds each policy only the events from the snapshot on."""
     import orjson as real_orjson
-
     from loopledger.formats import _common
     from loopledger.replay import _Driver
 
