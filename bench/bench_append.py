@@ -160,7 +160,7 @@ def run(quick: bool) -> str:
         lines.append(f"| {label} | {r['mb']:.1f} MB | {r['first_cpu']:.2f} CPU-s ({r['first']:.1f} s wall) | "
                      f"{r['unchanged_cpu']:.2f} CPU-s ({r['unchanged']:.1f} s) | {r['append_cpu']:.2f} CPU-s "
                      f"({r['append']:.1f} s, worst {r['append_max']:.1f} s) | {beyond:.2f} CPU-s "
-                     f"(1/{r['first_cpu'] / max(beyond, 1e-9):.0f} of first) | {goal:.2f} CPU-s: "
+                     f"({'≈ 0' if beyond < 0.01 else '1/' + format(r['first_cpu'] / beyond, '.0f')} of first) | {goal:.2f} CPU-s: "
                      f"{'met' if beyond <= goal else 'NOT met'} | {r['first_wait'] * 1000:.0f} ms / "
                      f"{r['append_wait'] * 1000:.0f} ms |")
     lines += ["", f"Verdict: append goal {'met' if all(verdicts) else 'NOT met'} for "
