@@ -20,7 +20,6 @@ class ConfigFileError(ValueError):
     """A loopledger.toml that cannot be used; the message names the file and the entry."""
 
 
-
 @dataclass
 class Options:
     specs: Sequence[PolicySpec] = DEFAULT_SPECS

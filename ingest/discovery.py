@@ -42,7 +42,5 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
     return sorted(out)
 
 
-
-
 def default_watch_paths() -> list[Path]:
     return [p for p in (Path(d).expanduser() for d in DEFAULT_WATCH_DIRS) if p.is_dir()]
