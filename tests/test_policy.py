@@ -11,7 +11,7 @@ from loopledger.events import Answer, Batch, Call
 
 def test_default_specs_one_per_detector_with_complete_params():
     assert [s.detector for s in DEFAULT_SPECS] == list(DETECTORS)
-    assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle"}
+    assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle", "openhands", "gemini-cli", "roo"}
     for spec in DEFAULT_SPECS:
         assert set(spec.params) == {p.name for p in PARAMS[spec.detector]}
     assert len({s.id for s in DEFAULT_SPECS}) == len(DEFAULT_SPECS)
@@ -92,7 +92,8 @@ def test_make_policy_gives_fresh_state_and_flags():
     a.check(call)
     assert len(a.state()["buffer"]) == 1 and b.state()["buffer"] == []
     assert {d: make_policy(d).per_call for d in DETECTORS} == {
-        "run-length": False, "stagnation": False, "ladder": True, "window": True, "cycle": True}
+        "run-length": False, "stagnation": False, "ladder": True, "window": True, "cycle": True,
+        "openhands": False, "gemini-cli": True, "roo": True}
 
 
 @pytest.mark.parametrize("spec", DEFAULT_SPECS, ids=lambda s: s.detector)

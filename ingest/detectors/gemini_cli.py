@@ -37,13 +37,17 @@ Where the port differs, and why:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopledger import vocab
+from loopledger.detectors.base import INT, Check, Param, Policy
 from loopledger.detectors.canonical import call_key
 from loopledger.detectors.errors import ConfigError
-from loopledger.detectors.policy import INT, Check, Param, Policy, PolicySpec
+from loopledger.detectors.registry import Detector
 from loopledger.events import Batch
+
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 DEFAULT_REPEATS = 5  # TOOL_CALL_LOOP_THRESHOLD
 DEFAULT_MAX_CYCLE = 5
@@ -163,3 +167,6 @@ PARAMS: tuple[Param, ...] = (
     Param("repeats", INT, DEFAULT_REPEATS, 2, "times a cycle of calls must repeat (TOOL_CALL_LOOP_THRESHOLD)"),
     Param("max_cycle", INT, DEFAULT_MAX_CYCLE, 1, "longest cycle of calls looked for"),
 )
+
+DETECTOR = Detector('gemini-cli', PARAMS, GeminiCliPolicy, validate,
+                    "Gemini CLI's tool-call loop check (gemini-cli-core 0.61.0): a cycle of 1-5 calls repeated 5 times; warn, then halt")

@@ -54,13 +54,17 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopledger import vocab
+from loopledger.detectors.base import BATCH, INT, Check, Param, Policy, Result
 from loopledger.detectors.canonical import call_key, digest
 from loopledger.detectors.errors import ConfigError
-from loopledger.detectors.policy import BATCH, INT, Check, Param, Policy, PolicySpec, Result
+from loopledger.detectors.registry import Detector
 from loopledger.events import Answer, Batch
+
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 MAX_EVENTS = 20  # MAX_EVENTS_TO_SCAN_FOR_STUCK_DETECTION
 DEFAULT_ACTION_OBSERVATION = 4
@@ -366,3 +370,6 @@ PARAMS: tuple[Param, ...] = (
     Param("alternating_pattern", INT, DEFAULT_ALTERNATING_PATTERN, 1,
           "last N actions and observations alternating A-B-A-B halt"),
 )
+
+DETECTOR = Detector('openhands', PARAMS, OpenHandsPolicy, validate,
+                    "OpenHands' stuck detector (openhands-sdk 1.58.2): 4 identical action/observation pairs, repeated agent errors, 3 agent messages in a row, A-B-A-B")

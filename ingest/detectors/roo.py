@@ -32,13 +32,17 @@ Where the port differs, and why:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopledger import vocab
+from loopledger.detectors.base import INT, Check, Param, Policy
 from loopledger.detectors.canonical import call_key
 from loopledger.detectors.errors import ConfigError
-from loopledger.detectors.policy import INT, Check, Param, Policy, PolicySpec
+from loopledger.detectors.registry import Detector
 from loopledger.events import Batch
+
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 DEFAULT_LIMIT = 3
 SCROLL_ACTIONS = ("scroll_down", "scroll_up")
@@ -120,3 +124,6 @@ PARAMS: tuple[Param, ...] = (
     Param("limit", INT, DEFAULT_LIMIT, 0,
           "identical repeats allowed; the next one is refused (0 = never)"),
 )
+
+DETECTOR = Detector('roo', PARAMS, RooPolicy, validate,
+                    "Roo Code's ToolRepetitionDetector: refuses the call after 3 identical ones in a row")
