@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-
 from loopledger import vocab
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import PolicySpec, make_policy
