@@ -124,6 +124,14 @@ def rescan() -> tuple[str, ...]:
     return tuple(_scan_entry_points())
 
 
+def unregister(name: str) -> None:
+    """Forget a plugin (a reload, a test that installed one); built-ins stay."""
+    if name in _builtin:
+        raise ConfigError("detector", "a plugin", f"{name!r} is built in; it cannot be unregistered")
+    with _lock:
+        _registry.pop(name, None)
+
+
 def builtin_names() -> tuple[str, ...]:
     """The detectors LoopLedger ships (seeds, ours, the peer ports), in display order: the
     default policy set. `names()` adds the plugins."""
