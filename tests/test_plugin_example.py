@@ -180,3 +180,21 @@ def test_compare_page_sweeps_the_plugin(plugin_ledger, plugin_loaded):
         assert by_halt_at[3]["error"] and "halt_at" in by_halt_at[3]["error"]
         # five read_file calls in a row: halt_at 4 and 5 halt once (saving 1 and 0 calls), 6 never
         assert [(int(by_halt_at[h]["halts"]), int(by_halt_at[h]["saved"])) for h in (4, 5, 6)] == [(1, 1), (1, 0), (0, 0)]
+
+
+def test_policies_lists_the_plugin_and_names_a_broken_one(plugin_site, plugin_ledger, tmp_path):
+    # a second distribution whose entry point cannot load: reported, the others still work
+    broken = tmp_path / "broken"
+    dist = broken / "broken_guard-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-guard\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[loopledger.detectors]\nbroken = no_such_module_here:DETECTOR\n")
+    env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": os.pathsep.join([str(plugin_site), str(broken)])}
+    res = subprocess.run([str(LOOPLEDGER), "policies", "--db", plugin_ledger], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    detectors = res.stdout.split("Detectors (")[1]
+    row = next(line for line in detectors.splitlines() if "same-tool " in line)
+    assert "plugin" in row and "warn_at=3" in row
+    assert FACTORY in res.stdout  # the stored policy of the import-path form
+    assert "'broken'" in res.stderr and "no_such_module_here" in res.stderr
