@@ -27,6 +27,12 @@ Detectors and parameters (defaults in brackets):
                  find_/view_ prefixes, see ladder.py; a list replaces it with exact names]
     window       window [8], threshold [3]
     cycle        max_period [6], warn_repeats [3], halt_repeats [4]
+    openhands    action_observation [4], action_error [3], monologue [3], alternating_pattern [6]
+                 (OpenHands' StuckDetectionThresholds, each >= 1; see openhands.py)
+    gemini-cli   repeats [5], max_cycle [5] (Gemini CLI's tool-call loop check; gemini_cli.py)
+    roo          limit [3; 0 = never refuse] (Roo Code's ToolRepetitionDetector; roo.py)
+
+Plugins bring their own (`loopledger policies` lists every registered detector; docs/plugins.md).
 
 Every policy speaks the shared words: checks `allow | warn | block | halt` (`after_halt` is the
 replay engine's), results `repeated | changed | not_comparable | not_current` (run-length only:
@@ -40,6 +46,14 @@ What a Check's numbers mean, per detector (idx -1 = the whole batch):
     window       per call; count = occurrences in the window, threshold = threshold
     cycle        per call; count = repetitions k, total = period p (0: none), threshold =
                  warn_repeats (halt_repeats on a halt)
+    openhands    idx -1 on batches and prose turns (asked before each agent step); allow:
+                 count = identical action+observation pairs in a row, threshold =
+                 action_observation; warn (the nudge) / halt: count and threshold of the rule
+                 that fired, named at the start of `reason`
+    gemini-cli   per call; count = repetitions of the best cycle, total = its length,
+                 threshold = repeats
+    roo          per call; count = identical repeats of the previous call, threshold = limit
+                 (a block when count reaches it)
 """
 
 from __future__ import annotations
