@@ -18,7 +18,7 @@ from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
 from loopledger.detectors import registry
-from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, PolicySpec
+from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
@@ -217,13 +217,16 @@ with st.form("rp_params"):
             if p.kind == NAMES:
                 raw[p.name] = st.text_input(p.name, value="|".join(value), help=p.help + " (separate with |)",
                                             key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            elif p.kind == TEXT:
+                raw[p.name] = st.text_input(p.name, value=str(value), help=p.help,
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
             elif p.kind == OPT_INT:
                 raw[p.name] = st.text_input(p.name, value="none" if value is None else str(value),
                                             help=p.help, key=f"rp_p_{detector}_{p.name}_{spec.id}")
             elif p.kind == INT:
                 raw[p.name] = st.number_input(p.name, value=int(value), step=1, help=p.help,
                                               key=f"rp_p_{detector}_{p.name}_{spec.id}")
-            else:  # a plugin's text, yes/no or decimal parameter: written as the spec grammar reads it
+            else:  # a yes/no or decimal parameter: written as the spec grammar reads it
                 shown = ("true" if value else "false") if isinstance(value, bool) else str(value)
                 raw[p.name] = st.text_input(p.name, value=shown, help=p.help,
                                             key=f"rp_p_{detector}_{p.name}_{spec.id}")

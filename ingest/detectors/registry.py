@@ -41,6 +41,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "loopledger.detectors.ladder",
     "loopledger.detectors.window",
     "loopledger.detectors.cycle",
+    "loopledger.detectors.progress",
     "loopledger.detectors.openhands",
     "loopledger.detectors.gemini_cli",
     "loopledger.detectors.roo",

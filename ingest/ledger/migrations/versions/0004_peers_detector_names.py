@@ -2,7 +2,7 @@
 (`mypkg.guards:make_guard`) is longer than the 20 the built-in names needed, and PostgreSQL
 enforces VARCHAR lengths. (SQLite does not; its column types are left alone.)
 
-Revision ID: 0003_peers.
+Revision ID: 0004_peers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_peers"
-down_revision = "0002"
+revision = "0004_peers"
+down_revision = "0003_labels"
 branch_labels = None
 depends_on = None
 
