@@ -215,11 +215,17 @@ class StuckDetector:
                 break
         return count
 
-    def _alternating(self, events: Sequence[Entry]) -> int:
+    def _recent(self) -> tuple[list[Entry], list[Entry]]:
+        """The recent actions and observations every rule reads, collected once per step: as
+        many as the most demanding rule needs (each rule reads the first k of them, which are
+        the ones upstream's own, shorter collection would hold)."""
+        return self._collect(self.events, max(self.action_observation, self.action_error + 1,
+                                              self.alternating_pattern))
+
+    def _alternating(self, actions: list[Entry], observations: list[Entry]) -> int:
         """How many of the last `alternating_pattern` actions and observations follow the
         A-B-A-B rule from the most recent back (== the threshold: stuck)."""
         n = self.alternating_pattern
-        actions, observations = self._collect(events, n)
         if len(actions) < n or len(observations) < n:
             return 0
         matched = 0
@@ -231,13 +237,12 @@ class StuckDetector:
         # Upstream checks all(... for i in range(n - 2)): vacuously true for n <= 2.
         return n if matched >= n - 2 else matched
 
-    def stuck_rule(self) -> Verdict | None:
+    def stuck_rule(self, recent: tuple[list[Entry], list[Entry]] | None = None) -> Verdict | None:
         """StuckDetector.is_stuck, naming the rule that fired (None: not stuck)."""
         events = self.events
         if len(events) < min(self.action_observation, self.action_error, self.monologue):
             return None
-        needed = max(self.action_observation, self.action_error + 1)
-        actions, observations = self._collect(events, needed)
+        actions, observations = recent or self._recent()
         ao = self.action_observation
         if len(actions) >= ao and len(observations) >= ao:
             if (self._leading_equal(actions, ao) == ao and self._leading_equal(observations, ao) == ao):
@@ -249,14 +254,15 @@ class StuckDetector:
             count = self._monologue_count(events)
             if count >= self.monologue:
                 return Verdict(vocab.HALT, MONOLOGUE, count, self.monologue)
-        if len(events) >= self.alternating_pattern and self._alternating(events) == self.alternating_pattern:
+        if (len(events) >= self.alternating_pattern
+                and self._alternating(actions, observations) == self.alternating_pattern):
             return Verdict(vocab.HALT, ALTERNATING_PATTERN, self.alternating_pattern, self.alternating_pattern)
         return None
 
-    def nudge(self) -> int | None:
+    def nudge(self, recent: tuple[list[Entry], list[Entry]] | None = None) -> int | None:
         """get_action_error_nudge: the streak length when it has just reached `action_error`
         and this error was not nudged for yet (None otherwise)."""
-        actions, observations = self._collect(self.events, self.action_error + 1)
+        actions, observations = recent or self._recent()
         if self._error_streak(actions, observations) != self.action_error:
             return None
         error = observations[0]
@@ -268,22 +274,22 @@ class StuckDetector:
     def before_step(self) -> Verdict:
         """What `_check_stuck_or_nudge` decides before the agent's next step: a nudge (and no
         stuck check that time), stuck, or go on."""
-        streak = self.nudge()
+        recent = self._recent()
+        streak = self.nudge(recent)
         if streak is not None:
             self._add(NUDGE, "", "nudge")
             return Verdict(vocab.WARN, REPEATING_ACTION_ERROR, streak, self.action_error)
-        stuck = self.stuck_rule()
+        stuck = self.stuck_rule(recent)
         if stuck is not None:
             return stuck
-        actions, observations = self._collect(self.events, self.action_observation)
+        actions, observations = recent
         repeats = min(self._leading_equal(actions, self.action_observation),
                       self._leading_equal(observations, self.action_observation))
         return Verdict(vocab.ALLOW, "", repeats, self.action_observation)
 
     def state(self) -> dict[str, Any]:
         events = list(self.events)
-        needed = max(self.action_observation, self.action_error + 1)
-        actions, observations = self._collect(events, needed)
+        actions, observations = self._recent()
         return {
             "events": [{"kind": e.kind, "label": e.label} for e in events],
             "window": MAX_EVENTS,
@@ -291,7 +297,7 @@ class StuckDetector:
             "identical_observations": self._leading_equal(observations, self.action_observation),
             "action_error_streak": self._error_streak(actions, observations),
             "agent_messages_in_a_row": self._monologue_count(events),
-            "alternating": self._alternating(events),
+            "alternating": self._alternating(actions, observations),
             "action_observation": self.action_observation,
             "action_error": self.action_error,
             "monologue": self.monologue,
