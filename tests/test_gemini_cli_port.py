@@ -131,3 +131,9 @@ def test_state_is_json():
     s = c.state()
     assert json.loads(json.dumps(s)) == s
     assert s["repetitions_by_cycle"]["1"] == 3 and s["detections"] == 0
+
+
+def test_max_cycle_1_is_the_older_consecutive_only_rule():
+    c = gc.ToolCallLoopCheck(max_cycle=1)
+    assert not any(add(c, "read_file", {"p": "ab"[i % 2]}) for i in range(20))
+    assert [add(c, "t", {}) for _ in range(5)] == [False] * 4 + [True]

@@ -18,7 +18,8 @@ Upstream rules, as that source has them:
 - A new user prompt (a new prompt id) resets everything: history, detection count.
 
 Parameters: `repeats` (TOOL_CALL_LOOP_THRESHOLD, 5) and `max_cycle` (the loop bound 5; the
-history keeps `max_cycle × repeats` keys as upstream keeps 5 × 5).
+history keeps `max_cycle × repeats` keys as upstream keeps 5 × 5). Earlier releases counted only
+the same call back to back (`max_cycle=1` gives that rule); the port follows 0.61.0.
 
 Where the port differs, and why:
 
