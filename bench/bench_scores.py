@@ -62,7 +62,7 @@ def run(quick: bool = False) -> str:
             f"{f['ingest_s']:.1f} s; labels.csv: {f['labelled']} sessions labelled, {f['unmatched']} rows "
             f"unmatched; scored in {f['score_s']:.2f} s. {f['loop']} loops, {f['normal']} normal, "
             f"{f['unclear']} unclear (left out). A halt scores as caught only inside the labelled loop "
-            "(loopledger.scoring; docs/architecture.md, \"Scoring against labels\"). `calls into loop`: "
+            "(loopledger.scoring; docs/architecture.md, \"Labels and scoring\"). `calls into loop`: "
             "the median, then each catch's. The first row takes the default set as one guard: its "
             "earliest halt in each session.\n")
         out.append(md)
