@@ -163,3 +163,18 @@ def test_labelling_from_the_sessions_list(tmp_path):
                            .where(t.labels.c.session_id == sid)).one()
     eng.dispose()
     assert tuple(row) == ("loop", 1, 4, "dashboard", t.SESSION_LEVEL)
+
+
+def test_the_label_form_saves_nothing_until_a_label_is_chosen(tmp_path):
+    url, _ = build(tmp_path)
+    with ledger_env(url):
+        at = app(PAGE, policy=WINDOW.id, cell="normal", n="2")
+        assert not at.exception, at.exception
+        assert at.radio(key="lb_cell_label").value is None
+        at.button(key="FormSubmitter:label_form_lb_cell-Save label").click().run()
+        assert not at.exception, at.exception
+        assert any("choose loop, normal or unclear" in e.value for e in at.error)
+    with ledger_env(url):
+        at = app(PAGE)
+        assert not at.exception, at.exception
+        assert {m.label: m.value for m in at.metric}["Dashboard labels"] == "0"
