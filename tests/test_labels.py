@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loopledger import labels, scoring
@@ -25,6 +24,7 @@ from loopledger.ledger.engine import make_engine
 from score_support import EXPECTED, FILE, LADDER, WINDOW, build
 
 BIN = Path(sys.executable).with_name("loopledger")
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"  # absent in a fresh clone
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
