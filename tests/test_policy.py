@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from loopledger.detectors import BUILTIN_SPECS, DEFAULT_SPECS, DETECTORS, PARAMS, ConfigError, PolicySpec, make_policy
+from loopledger.detectors import (
+    BUILTIN_SPECS,
+    DEFAULT_SPECS,
+    DETECTORS,
+    PARAMS,
+    ConfigError,
+    PolicySpec,
+    make_policy,
+)
 from loopledger.events import Answer, Batch, Call
 
 

@@ -50,7 +50,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import xxhash
-
 from loopledger import vocab
 from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, Policy, Result
 from loopledger.detectors.canonical import call_key, canonical_bytes
