@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003_resume"
-down_revision = "0003_labels"  # re-chained after 0003_labels landed on main
+down_revision = "0004_peers"  # re-chained after the migrations that landed on main first
 branch_labels = None
 depends_on = None
 
