@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from loopledger import vocab
-from loopledger.events import Batch, Event, Prose, UserTurn
+from loopledger.events import Batch, Event, Prose, Retry, UserTurn
 from loopledger.ledger import schema as t
 
 TEXT_LIMIT = 2_000  # characters of one message shown at the cursor; the ledger caps them anyway
@@ -136,6 +136,8 @@ def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
         return [f"[{seq}] user: {clip(ev.text, limit)}"]
     if isinstance(ev, Prose):
         return [f"[{seq}] assistant: {clip(ev.text, limit)}"]
+    if isinstance(ev, Retry):
+        return [f"[{seq}] provider retry: {clip(ev.text, limit)}"]
     if isinstance(ev, Batch):
         lines = [f"[{seq}] assistant: {clip(ev.text, limit)}"] if ev.text else []
         for i, c in enumerate(ev.calls):

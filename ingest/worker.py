@@ -119,7 +119,8 @@ def _looks_like_transcript(p: Path) -> bool:
 
 
 def discover(paths: Iterable[Path | str]) -> list[Path]:
-    """Files named, plus transcript-looking files under folders (recursive), sorted, absolute."""
+    """Files named, plus transcript-looking files under folders (recursive), sorted, absolute;
+    the files of a folder-as-session (a Cline task folder) as the one file standing for it."""
     out: set[Path] = set()
     for raw in paths:
         p = Path(raw).expanduser().absolute()
@@ -132,7 +133,7 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
                     fp = Path(root, f)
                     if _looks_like_transcript(fp):
                         out.add(fp)
-    return sorted(out)
+    return formats.units(out)
 
 
 # ── one file ─────────────────────────────────────────────────────────────────────────────────
@@ -632,7 +633,8 @@ def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
 
 
 def default_watch_paths() -> list[Path]:
-    return [p for p in (Path(d).expanduser() for d in DEFAULT_WATCH_DIRS) if p.is_dir()]
+    defaults = [Path(d).expanduser() for d in DEFAULT_WATCH_DIRS] + formats.default_roots()
+    return [p for p in defaults if p.is_dir()]
 
 
 def _start_observer(paths: Sequence[Path], dirty: set[Path], lock: threading.Lock):
@@ -689,7 +691,8 @@ def watch(engine: Engine, paths: Sequence[Path | str], opts: Options, stop: thre
                 todo.update(discover(roots))
                 last_walk = now
             with lock:
-                todo.update(p for p in dirty if p in seen or _looks_like_transcript(p) or p in roots)
+                todo.update(formats.unit_of(p) for p in dirty
+                            if p in seen or _looks_like_transcript(p) or p in roots)
                 dirty.clear()
             todo.update(seen)
             for p in sorted(todo):

@@ -5,13 +5,17 @@ Each reader module exposes:
     DESCRIPTION: str                    one line for `--help` and error messages
     sniff(head: bytes) -> bool          True when the first bytes look like this format
     read(path: Path) -> Iterator[Item]  SessionStart, events…, ReadError anywhere; streaming
+and, for a format whose session is a folder of files (Cline task folders):
+    unit_of(path: Path) -> Path | None  the one file standing for the folder `path` belongs to
+                                        (None: `path` is not a member of such a folder)
+    default_roots() -> list[Path]       where the tool keeps its folders (for `watch`)
 Order matters in READER_MODULES: more specific formats are sniffed before general ones.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -24,6 +28,7 @@ READER_MODULES = (
     "atif",
     "swe_agent",
     "openhands",
+    "cline",
     "openai_responses",
     "anthropic",
     "openai_chat",
@@ -57,8 +62,23 @@ def _describe(head: bytes) -> str:
     return f"content starting {text!r}"
 
 
+def _folder_unit(folder: Path) -> Path:
+    """The unit file of a folder-as-session named itself (a Cline task folder)."""
+    for mod in readers().values():
+        unit = getattr(mod, "unit_of", None)
+        if unit is not None:
+            for p in sorted(folder.iterdir()):
+                found = unit(p) if p.is_file() else None
+                if found is not None:
+                    return found
+    raise UnknownFormat(f"{folder}: a folder, not a transcript; name its files, or a task folder "
+                        "of a format read as a folder")
+
+
 def sniff(path: Path | str) -> str:
     path = Path(path)
+    if path.is_dir():
+        path = _folder_unit(path)
     with open(path, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
     for name, mod in readers().items():
@@ -72,9 +92,39 @@ def sniff(path: Path | str) -> str:
                         f"known formats: {known}; pass --format to force one")
 
 
+def unit_of(path: Path) -> Path:
+    """What discovery hands the worker for `path`: the path itself, or, for any file of a
+    folder-as-session format, the one file standing for its folder (so a Cline task folder is
+    one source, not two or three)."""
+    for mod in readers().values():
+        unit = getattr(mod, "unit_of", None)
+        if unit is not None:
+            found = unit(path)
+            if found is not None:
+                return found
+    return path
+
+
+def units(paths: Iterable[Path]) -> list[Path]:
+    """`paths` with each folder-as-session reduced to its one unit file (sorted, no duplicates)."""
+    return sorted({unit_of(p) for p in paths})
+
+
+def default_roots() -> list[Path]:
+    """Folders each format's tool writes to by default (for `watch`), whether they exist or not."""
+    out: list[Path] = []
+    for mod in readers().values():
+        roots = getattr(mod, "default_roots", None)
+        if roots is not None:
+            out.extend(roots())
+    return out
+
+
 def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
     """Stream the items of one file; `format` overrides sniffing."""
     path = Path(path)
+    if path.is_dir():
+        path = _folder_unit(path)
     mods = readers()
     name = format or sniff(path)
     if name not in mods:

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
-from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
+from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, Retry, SessionInfo, UserTurn, text_digest
 from loopledger.ledger import schema as s
 from loopledger.replay import PendingBatch, Step, Tally
 
@@ -256,7 +256,8 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
         elif isinstance(ev, Answers):
             ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None, ts, ev.line))
         else:
-            kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
+            kind = (vocab.KIND_USER if isinstance(ev, UserTurn)
+                    else vocab.KIND_RETRY if isinstance(ev, Retry) else vocab.KIND_PROSE)
             digest = text_digest(ev.text)
             ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
     meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
@@ -408,6 +409,8 @@ def load_events(conn: Connection, session_id: int) -> list[Event]:
             out.append(Answers(tuple(answers_of.get(seq, ())), line))
         elif kind == vocab.KIND_USER:
             out.append(UserTurn(text or "", ts, line))
+        elif kind == vocab.KIND_RETRY:
+            out.append(Retry(text or "", ts, line))
         else:
             out.append(Prose(text or "", ts, line))
     return out
