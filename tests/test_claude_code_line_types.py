@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loopledger.events import Batch, ReadError, SessionStart, UserTurn
+from loopledger.events import Batch, ReadError, Retry, SessionStart, UserTurn
 from loopledger.formats import claude_code, sniff
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "claude_code"
@@ -36,8 +36,7 @@ SKIPPED = {
     "queue-operation": {"type": "queue-operation", "operation": "enqueue", "sessionId": SID,
                         "timestamp": "2026-03-01T10:00:02Z", "content": "also run the linter"},
     "progress": {**ENV, "type": "progress", "uuid": "p-1", "data": {"type": "hook_progress", "hookEvent": "PostToolUse"}},
-    "system": {**ENV, "type": "system", "subtype": "api_error", "level": "error", "uuid": "s-1",
-               "error": {"status": 529, "message": "overloaded"}, "retryInMs": 550, "retryAttempt": 1, "maxRetries": 10},
+    "system": {**ENV, "type": "system", "subtype": "turn_duration", "durationMs": 5021, "uuid": "s-1"},
     "attachment": {**ENV, "type": "attachment", "uuid": "a-1",
                    "attachment": {"type": "hook_success", "hookName": "SessionStart:startup", "output": "ok"}},
 }
@@ -73,6 +72,18 @@ def test_skipped_type_changes_nothing_wherever_it_stands(kind, tmp_path):
         # the same events; their lines moved by one past the insertion
         assert [type(i) for i in _events(items)] == [type(i) for i in _events(base)], (kind, at)
         assert [getattr(i, "text", None) for i in _events(items)] == [getattr(i, "text", None) for i in _events(base)]
+
+
+def test_api_error_retries_are_retry_events_not_calls(tmp_path):
+    recs = _lines()
+    retry = {**ENV, "type": "system", "subtype": "api_error", "level": "error", "uuid": "s-2",
+             "error": {"status": 529, "message": "overloaded"}, "retryInMs": 550, "retryAttempt": 1, "maxRetries": 10}
+    recs[6:6] = [retry, {**retry, "retryAttempt": 2}]
+    items = list(claude_code.read(_write(tmp_path / "r.jsonl", recs)))
+    retries = [i for i in items if isinstance(i, Retry)]
+    assert [r.text for r in retries] == ["api_error 529 overloaded (attempt 1/10)", "api_error 529 overloaded (attempt 2/10)"]
+    assert [r.line for r in retries] == [7, 8] and retries[0].ts == ENV["timestamp"]
+    assert sum(len(i.calls) for i in items if isinstance(i, Batch)) == 5
 
 
 def test_a_queued_prompt_is_the_person_speaking(tmp_path):

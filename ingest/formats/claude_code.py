@@ -11,7 +11,7 @@ reader). What this reader adds:
   summaries, local-command echoes and "[Request interrupted by user]" markers are not user turns.
 - Every other line type Claude Code writes is metadata and skipped on purpose (see LINE_TYPES:
   titles, permission modes, file snapshots, hooks, queue bookkeeping, system notes, API retry
-  notes). An `attachment` line of kind `queued_command` is the person typing while the agent
+  notes). A `system` line of subtype api_error (a request retried) is a Retry event. An `attachment` line of kind `queued_command` is the person typing while the agent
   works: a user turn. A line type not in LINE_TYPES is skipped too and counted (logged once per
   file with its count): newer versions add types, and a new type must never fail a file.
 - Subagent lines (isSidechain) are their own session keyed by agentId, parent_key = sessionId.
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
+from loopledger.events import Answer, Answers, Item, ReadError, Retry, SessionInfo, SessionStart, UserTurn
 from loopledger.formats._common import as_text, bad, content_text, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.anthropic import assistant_events, user_events
 
@@ -56,7 +56,7 @@ LINE_TYPES = {
     "file-history-snapshot": "skip",
     "queue-operation": "skip",  # enqueue/dequeue bookkeeping; the prompt arrives as an attachment
     "progress": "skip",  # hook and subagent progress
-    "system": "skip",  # turn_duration, compact_boundary, api_error retries, local_command, …
+    "system": "skip",  # turn_duration, compact_boundary, local_command, …; api_error → Retry
 }
 _TITLE_FIELDS = {"custom-title": "customTitle", "summary": "summary", "ai-title": "aiTitle"}
 _METADATA_EVIDENCE = ("sessionId", "leafUuid", "snapshot", "messageId")
@@ -138,6 +138,20 @@ def _queued_prompt(rec: dict) -> str | None:
     return text if _is_turn_text(text) else None
 
 
+def _retry(rec: dict, line: int) -> Retry:
+    """A `system` line of subtype api_error: Claude Code retrying a failed request."""
+    err = rec.get("error")
+    status = err.get("status") if isinstance(err, dict) else None
+    message = err.get("message") if isinstance(err, dict) else err
+    if isinstance(message, dict | list):
+        message = None
+    parts = ["api_error", str(status) if status is not None else "", as_text(message or rec.get("content") or "")]
+    attempt, most = rec.get("retryAttempt"), rec.get("maxRetries")
+    if attempt is not None:
+        parts.append(f"(attempt {as_text(attempt)}" + (f"/{as_text(most)})" if most is not None else ")"))
+    return Retry(" ".join(p for p in parts if p), str_or_none(rec.get("timestamp")), line)
+
+
 def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
     """Title, model, start time: from the first lines of `ident`. The title is the one the
     person gave (custom-title), else Claude Code's summary, its ai-title, the first prompt."""
@@ -148,7 +162,7 @@ def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
             break
         if not isinstance(rec, dict):
             continue
-        kind = rec.get("type")
+        kind = rec.get("type") if isinstance(rec.get("type"), str) else None
         if kind in _TITLE_FIELDS and not ident[0] and kind not in titles:
             text = title_of(as_text(rec.get(_TITLE_FIELDS[kind])))
             if text:
@@ -210,15 +224,17 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
                 yield bad(path, line, f"expected a JSON object, got {type(rec).__name__}", rec)
             continue
         if not _conversational(rec):
-            kind = rec.get("type")
+            kind = rec.get("type") if isinstance(rec.get("type"), str) else f"<{type(rec.get('type')).__name__}>"
             if kind in ("user", "assistant") and report_errors:
                 yield bad(path, line, f"{rec['type']} line without a message object", rec)
+            elif kind == "system" and rec.get("subtype") == "api_error" and _ident(rec) == ident:
+                yield from emit(close() + [_retry(rec, line)])
             elif kind == "attachment" and _ident(rec) == ident:
                 prompt = _queued_prompt(rec)
                 if prompt is not None:
                     yield from emit(close() + [UserTurn(prompt, str_or_none(rec.get("timestamp")), line)])
             elif kind not in LINE_TYPES and report_errors:
-                unknown[kind if isinstance(kind, str) else f"<{type(kind).__name__}>"] += 1
+                unknown[kind] += 1
             continue
         this = _ident(rec)
         if this != ident:
