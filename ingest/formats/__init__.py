@@ -32,6 +32,7 @@ READER_MODULES = (
     "openai_responses",
     "anthropic",
     "openai_chat",
+    "claude_export",
     "aider",
 )
 SNIFF_BYTES = 64 * 1024

@@ -103,7 +103,8 @@ def _conversational(rec: Any) -> bool:
             and isinstance(rec.get("message"), dict))
 
 
-def _is_turn_text(text: str) -> bool:
+def is_turn_text(text: str) -> bool:
+    """Whether a user text is the person speaking (not an interruption marker or a local-command echo)."""
     return bool(text.strip()) and not text.lstrip().startswith(_NOT_A_TURN)
 
 
@@ -116,7 +117,7 @@ def _user_items(rec: dict, line: int) -> list[Answers | UserTurn]:
         # Some versions flag a failed tool only in toolUseResult ("Error: ..."), not is_error.
         a = items[0].answers[0]
         items = [Answers((Answer(a.call_id, a.text, True, a.ts, a.digest),), line)]
-    return [it for it in items if not isinstance(it, UserTurn) or _is_turn_text(it.text)]
+    return [it for it in items if not isinstance(it, UserTurn) or is_turn_text(it.text)]
 
 
 def _skipped(rec: dict) -> bool:
@@ -135,7 +136,7 @@ def _queued_prompt(rec: dict) -> str | None:
     if att.get("commandMode") not in (None, "prompt") or kind not in (None, "human"):
         return None
     text = content_text(prompt) if isinstance(prompt, str | list) else ""
-    return text if _is_turn_text(text) else None
+    return text if is_turn_text(text) else None
 
 
 def _retry(rec: dict, line: int) -> Retry:
