@@ -233,6 +233,132 @@ def claude_code_lines(s: Script, *, session_id: str, cwd: str, branch: str, mode
     return out
 
 
+CLINE_ENV = ("<environment_details>\n# VSCode Visible Files\n{file}\n\n# VSCode Open Tabs\n{file}\n\n"
+             "# Current Time\n{time}\n\n# Current Mode\nACT MODE\n</environment_details>")
+# Cline's ui names for its tools (ClineSayTool.tool); commands and MCP have their own kinds.
+CLINE_UI_TOOL = {"read_file": "readFile", "replace_in_file": "editedExistingFile",
+                 "write_to_file": "newFileCreated", "list_files": "listFilesRecursive",
+                 "search_files": "searchFiles"}
+
+
+def cline_task(s: Script, *, model: str, retries_before: dict[int, int] | None = None
+               ) -> tuple[list[dict], list[dict], dict]:
+    """A Cline task folder, older XML tool protocol (one tool per message): the API history
+    (assistant text with <tool> tags, `[tool for 'x'] Result:` answers, environment details),
+    the panel's ui messages (ts in ms, conversationHistoryIndex, api_req_retried before the
+    requests in `retries_before`: request number → retries) and task_metadata.json."""
+    ids = Ids(s.name, s.start, step_s=2.5)
+    retries_before = retries_before or {}
+    api: list[dict] = []
+    ui: list[dict] = []
+    requests = 0
+
+    def ms() -> int:
+        ids.tick()
+        return int(ids.t.timestamp() * 1000)
+
+    def say(kind: str, text: str | None = None, ask: bool = False, **kw: Any) -> None:
+        msg = {"ts": ms(), "type": "ask" if ask else "say", ("ask" if ask else "say"): kind}
+        if text is not None:
+            msg["text"] = text
+        ui.append({**msg, **kw, "conversationHistoryIndex": len(api) - 1})
+
+    def request() -> None:
+        nonlocal requests
+        requests += 1
+        say("api_req_started", dumps({"request": "…", "tokensIn": 8120 + 37 * requests,
+                                      "tokensOut": 212, "cacheReads": 7168, "cost": 0.0091}))
+        for _ in range(retries_before.get(requests, 0)):
+            say("api_req_retried")
+
+    def env(path: str) -> dict:
+        return {"type": "text", "text": CLINE_ENV.format(file=path, time=ids.t.strftime("%m/%d/%Y, %I:%M:%S %p (UTC)"))}
+
+    pending: list[dict] = []
+    last_file = "README.md"
+    for ev in s.events:
+        if ev[0] == "user":
+            if not api:
+                say("task", ev[1])
+                api.append({"role": "user", "content": [{"type": "text", "text": f"<task>\n{ev[1]}\n</task>"}, env(last_file)]})
+            else:
+                say("user_feedback", ev[1])
+                pending.append({"type": "text", "text": f"<feedback>\n{ev[1]}\n</feedback>"})
+                api.append({"role": "user", "content": [*pending, env(last_file)]})
+                pending = []
+            request()
+        elif ev[0] == "prose":
+            say("completion_result", ev[1])
+            api.append({"role": "assistant", "content": [{"type": "text", "text": f"<attempt_completion>\n<result>\n{ev[1]}\n</result>\n</attempt_completion>"}]})
+        else:
+            _, text, calls = ev
+            (c,) = calls  # Cline runs one tool per message
+            params = "".join(f"<{k}>{v}</{k}>\n" for k, v in c.args.items())
+            body = (f"<thinking>\n{text}\n</thinking>\n\n" if text else "") + f"<{c.name}>\n{params}</{c.name}>"
+            if text:
+                say("text", text)
+            api.append({"role": "assistant", "content": [{"type": "text", "text": body}]})
+            subject = c.args.get("path") or c.args.get("command") or ""
+            last_file = c.args.get("path", last_file)
+            if c.name == "execute_command":
+                say("command", c.args["command"])
+                say("command_output", c.answer)
+            else:
+                spec = {"tool": CLINE_UI_TOOL.get(c.name, c.name), **{k: v for k, v in c.args.items() if k != "diff"}}
+                say("tool", dumps(spec))
+                if c.error:
+                    say("error", c.answer)
+            answer = (f"The tool execution failed with the following error:\n<error>\n{c.answer}\n</error>"
+                      if c.error else c.answer)
+            api.append({"role": "user", "content": [
+                {"type": "text", "text": f"[{c.name} for '{subject}'] Result:"},
+                {"type": "text", "text": answer}, env(last_file)]})
+            request()
+    meta = {"files_in_context": [{"path": last_file, "record_state": "active", "record_source": "cline_edited",
+                                  "cline_read_date": ui[0]["ts"], "cline_edit_date": ui[-1]["ts"], "user_edit_date": None}],
+            "model_usage": [{"ts": ui[0]["ts"], "model_id": model, "model_provider_id": "anthropic", "mode": "act"}]}
+    return api, ui, meta
+
+
+def claude_export_md(s: Script, *, session_id: str, project: str) -> str:
+    """A Claude Code session exported to markdown ("# Claude Session Export"): one section per
+    transcript line, bodies as JSON arrays of content blocks, local US-style timestamps."""
+    ids = Ids(s.name, s.start, step_s=3.0)
+    sections: list[tuple[str, str, str]] = []
+
+    def stamp() -> str:
+        ids.tick()
+        return ids.t.strftime("%-m/%-d/%Y, %-I:%M:%S %p")
+
+    def blocks(b: list[dict]) -> str:
+        return json.dumps(b, indent=2, ensure_ascii=False)
+
+    for ev in s.events:
+        if ev[0] == "user":
+            sections.append(("User", stamp(), ev[1]))
+        elif ev[0] == "prose":
+            sections.append(("Assistant", stamp(), blocks([{"type": "text", "text": ev[1]}])))
+        else:
+            _, text, calls = ev
+            if text:
+                sections.append(("Assistant", stamp(), blocks([{"type": "text", "text": text}])))
+            uses = []
+            for c in calls:
+                u = {"type": "tool_use", "id": "toolu_01" + ids.hex(22), "name": c.name, "input": c.args}
+                uses.append(u)
+                sections.append(("Assistant", stamp(), blocks([u])))
+            for u, c in zip(uses, calls, strict=True):
+                sections.append(("User", stamp(), blocks([{"tool_use_id": u["id"], "type": "tool_result",
+                                                           "content": c.answer, "is_error": c.error}])))
+    users = sum(1 for r, _, _ in sections if r == "User")
+    head = ("# Claude Session Export\n\n## Session Information\n\n"
+            f"- **Session ID**: `{session_id}`\n- **Export Mode**: Full Conversation\n"
+            f"- **Total Messages**: {len(sections)} ({users} user, {len(sections) - users} assistant)\n"
+            f"- **First Message**: {sections[0][1]}\n- **Last Message**: {sections[-1][1]}\n"
+            f"- **Project Path**: `{project}`\n\n---\n\n## Conversation\n\n")
+    return head + "".join(f"### {r}\n> {t}\n\n{b}\n\n---\n\n" for r, t, b in sections)
+
+
 def codex_lines(s: Script, *, session_id: str, cwd: str, model: str) -> list[dict]:
     """Codex CLI rollout, current envelope (cli 0.58): session_meta, turn_context, items, events."""
     ids = Ids(s.name, s.start, step_s=2.5)
@@ -1165,6 +1291,55 @@ def mini_swe_scattered() -> Script:
     return s
 
 
+def cline_test_rerun() -> Script:
+    """Cline re-runs the same failing test command without changing anything in between."""
+    s = Script("cline-rerun", "2026-03-10T14:02:00")
+    s.user("The invoice PDF test fails since the font upgrade. Make it pass.")
+    s.calls(C("read_file", {"path": "src/pdf/render.ts"},
+              "import { registerFont } from './fonts'\n\nexport function render(inv: Invoice) {\n"
+              "  registerFont('Inter', 'fonts/Inter-Regular.ttf')\n  return layout(inv)\n}\n"),
+            text="I'll look at the renderer first.")
+    s.calls(C("replace_in_file", {"path": "src/pdf/render.ts", "diff": "------- SEARCH\n"
+              "  registerFont('Inter', 'fonts/Inter-Regular.ttf')\n=======\n"
+              "  registerFont('Inter', 'fonts/Inter-4.0-Regular.ttf')\n+++++++ REPLACE"},
+              "The content was successfully saved to src/pdf/render.ts."),
+            text="The font file was renamed in the upgrade.")
+    failing = ("FAIL test/pdf.test.ts\n  ● invoice PDF › matches the snapshot\n\n"
+               "    expect(received).toMatchSnapshot()\n    Snapshot name: `invoice PDF matches the snapshot 1`\n"
+               "    - Snapshot  - 1\n    + Received  + 1\n\nTests: 1 failed, 11 passed, 12 total")
+    for note in ("Let me run the PDF tests.", "Running the tests again to confirm.",
+                 "Let me run it once more.", "Re-running the test suite."):
+        s.calls(C("execute_command", {"command": "npm test -- test/pdf.test.ts", "requires_approval": "false"},
+                  failing), text=note)
+    s.user("It's a snapshot test: update the snapshot after checking the diff is only the font.")
+    s.calls(C("execute_command", {"command": "npm test -- test/pdf.test.ts -u", "requires_approval": "false"},
+              "PASS test/pdf.test.ts\n › 1 snapshot updated.\nTests: 12 passed, 12 total"))
+    s.say("The renderer now loads the renamed Inter 4.0 font file and the invoice snapshot is "
+          "updated; the only change in it is the font.")
+    return s
+
+
+def export_quiet_poll() -> Script:
+    """A background command polled with BashOutput: the same 'running' answer, over and over."""
+    s = Script("export-poll", "2026-03-09T09:14:02")
+    s.user("the staging deploy is stuck, watch it until it finishes")
+    s.calls(C("Bash", {"command": "./scripts/deploy-status.sh --follow staging", "run_in_background": True,
+                       "description": "Follow the staging deploy"},
+              "Command running in background with ID: 7c41e2"),
+            text="I'll follow the deploy in the background and poll it.")
+    for _ in range(9):
+        s.calls(C("BashOutput", {"bash_id": "7c41e2"},
+                  "<status>running</status>\n\n<stdout>\nwaiting for rollout: 1 of 3 pods updated\n</stdout>"))
+    s.calls(C("Bash", {"command": "kubectl -n staging get pods -l app=api"},
+              "NAME                   READY   STATUS             RESTARTS\napi-6d9f7c9b8-k2x4q   0/1     ImagePullBackOff   0"),
+            C("Bash", {"command": "kubectl -n staging get events --sort-by=.lastTimestamp | tail -5"},
+              "Failed to pull image \"registry.example.invalid/api:9f3c\": not found", error=True),
+            text="Still 1 of 3 pods. Checking the pods and the events in parallel:")
+    s.say("The rollout is stuck: the new pod cannot pull `registry.example.invalid/api:9f3c` "
+          "(ImagePullBackOff). The image tag in the deploy does not exist in the registry.")
+    return s
+
+
 def long_refactor(target_calls: int = 2050) -> Script:
     """A long coding session (dashboard scale): many runs, mostly productive, a few loops.
 
@@ -1410,9 +1585,23 @@ def write_all(root: Path = HERE) -> list[Path]:
                               ("tidewater__pgmeter-502", oh_view_loop(), 0.27))], "jsonl")
     put("openhands/clone_no_ssh_key.json",
         openhands_events(openhands_stagnation(), model="claude-sonnet-4-5-20250929"))
+    api, ui, meta = cline_task(cline_test_rerun(), model="claude-sonnet-4-5-20250929",
+                               retries_before={4: 3})
+    task = f"cline/saoudrizwan.claude-dev/tasks/{CLINE_TASK}"
+    put(f"{task}/api_conversation_history.json", api, indent=None)
+    put(f"{task}/ui_messages.json", ui, indent=None)
+    put(f"{task}/task_metadata.json", meta, indent=None)
+    (root / "claude_export").mkdir(parents=True, exist_ok=True)
+    (root / "claude_export/staging-deploy-export.md").write_text(
+        claude_export_md(export_quiet_poll(), session_id=EXPORT_SESSION, project="/home/dev/platform/deploy"),
+        encoding="utf-8")
+    written.append(root / "claude_export/staging-deploy-export.md")
     return written
 
 
+CLINE_TASK = "1773151320000"
+EXPORT_SESSION = "4e2b7a90-1c3d-4f5e-8a6b-7c8d9e0f1a2b"
+CLINE_FILE = f"cline/saoudrizwan.claude-dev/tasks/{CLINE_TASK}/ui_messages.json"
 CC_FILE = f"claude_code/{CC_PARENT}.jsonl"
 CC_SUB = f"claude_code/{CC_PARENT}/subagents/agent-b71d0c4.jsonl"
 SHOWS: dict[tuple[str, str], str] = {
@@ -1471,6 +1660,13 @@ SHOWS: dict[tuple[str, str], str] = {
         "name is not read-only, so the mutating thresholds apply",
     ("openhands/clone_no_ssh_key.json", "0"):
         "prose stagnation: the agent repeats the same 'cannot clone' message 8× without a tool",
+    (CLINE_FILE, CLINE_TASK):
+        "run-length halt: Cline re-runs the same failing `npm test` 4× without changing anything "
+        "(XML tool tags in the API history; 3 provider retries are events, not calls); run 1, "
+        "after the person's feedback, is clean",
+    ("claude_export/staging-deploy-export.md", EXPORT_SESSION):
+        "quiet poll: `BashOutput` of a background deploy answers 'running' 9× (Claude markdown "
+        "export, one section per transcript line)",
     ("swe_agent/parsedate__parsedate-212.traj", "0"):
         "A→B→A→B cycle: `python reproduce.py` / `open core.py 58`, same answers, 4×",
 }

@@ -92,6 +92,7 @@ _NOT_PERSON = ("<environment_details>", "[TASK RESUMPTION]", "[ERROR]")
 
 # ui_messages kinds
 _UI_RETRY = {"api_req_retried", "error_retry", "api_req_failed", "api_req_retry_delayed"}
+_UI_BOOKKEEPING = _UI_RETRY | {"api_req_started", "api_req_finished", "checkpoint_created"}
 _UI_OUTPUT = {"command_output": False, "mcp_server_response": False, "error": True,
               "diff_error": True}
 _UI_RESULT_TOOLS = {"listFilesTopLevel", "listFilesRecursive", "listCodeDefinitionNames",
@@ -265,14 +266,21 @@ def _is_error(text: str) -> bool:
 
 
 def _ts_by_index(ui: list[tuple[int, dict]]) -> dict[int, str]:
-    """API message index → the time of the first ui message said while it was the last one."""
+    """API message index → a time for it: ui messages carry the index of the last API message
+    stored when they were said, so those said after message `idx` lead up to message idx+1; its
+    time is the first of them that is not request bookkeeping (an assistant message is stored
+    when its stream ends: its text and tool messages say when it came), else the first."""
+    first: dict[int, str] = {}
     out: dict[int, str] = {}
     for _, msg in ui:
         idx = msg.get("conversationHistoryIndex")
         ts = _iso(msg.get("ts"))
-        if isinstance(idx, int) and not isinstance(idx, bool) and ts and idx + 1 not in out:
-            out[idx + 1] = ts  # said after message `idx` was stored: message idx+1 is coming
-    return out
+        if not isinstance(idx, int) or isinstance(idx, bool) or not ts:
+            continue
+        first.setdefault(idx + 1, ts)
+        if idx + 1 not in out and _kind(msg) not in _UI_BOOKKEEPING:
+            out[idx + 1] = ts
+    return {**first, **out}
 
 
 def _api_items(path: Path, api: list[Any], ui: list[tuple[int, dict]]) -> Iterator[Item]:
