@@ -359,6 +359,51 @@ def claude_export_md(s: Script, *, session_id: str, project: str) -> str:
     return head + "".join(f"### {r}\n> {t}\n\n{b}\n\n---\n\n" for r, t, b in sections)
 
 
+def openhands_v1_conversation(s: Script, *, conversation_id: str, model: str) -> tuple[dict, list[dict]]:
+    """An OpenHands V1 (software-agent-sdk) conversation folder: base_state.json and one event
+    per file (SystemPromptEvent, MessageEvent, ActionEvent with tool_call, ObservationEvent)."""
+    ids = Ids(s.name, s.start, step_s=2.0)
+    state = {"id": conversation_id, "agent": {"kind": "Agent", "llm": {"model": model, "usage_id": "agent"},
+                                              "tools": [{"name": "terminal"}, {"name": "file_editor"}]},
+             "workspace": {"kind": "LocalWorkspace", "working_dir": "/workspace/project"},
+             "max_iterations": 500, "stuck_detection": True, "execution_status": "finished",
+             "confirmation_policy": {"kind": "NeverConfirm"}}
+    events: list[dict] = []
+
+    def event(kind: str, source: str, **kw: Any) -> dict:
+        ids.tick()
+        row = {"id": ids.uuid(), "timestamp": ids.t.replace(tzinfo=None).isoformat(), "source": source, "kind": kind, **kw}
+        events.append(row)
+        return row
+
+    event("SystemPromptEvent", "agent", system_prompt={"type": "text", "text": "You are OpenHands agent, a helpful AI assistant."},
+          tools=[{"title": "terminal"}, {"title": "file_editor"}])
+    for ev in s.events:
+        if ev[0] == "user":
+            event("MessageEvent", "user", llm_message={"role": "user", "content": [{"type": "text", "text": ev[1]}]})
+        elif ev[0] == "prose":
+            event("MessageEvent", "agent", llm_message={"role": "assistant", "content": [{"type": "text", "text": ev[1]}]})
+        else:
+            _, text, calls = ev
+            rid = "chatcmpl-" + ids.hex(20)
+            actions = []
+            for n, c in enumerate(calls):
+                cid = "toolu_01" + ids.hex(22)
+                kind = "TerminalAction" if c.name == "terminal" else "FileEditorAction"
+                actions.append((cid, c, event("ActionEvent", "agent",
+                    thought=[{"type": "text", "text": text}] if text and n == 0 else [],
+                    action={"kind": kind, **c.args}, tool_name=c.name, tool_call_id=cid,
+                    tool_call={"id": cid, "name": c.name, "arguments": json.dumps(c.args), "origin": "completion"},
+                    llm_response_id=rid, security_risk="LOW")))
+            for cid, c, act in actions:
+                obs = {"kind": "TerminalObservation" if c.name == "terminal" else "FileEditorObservation",
+                       "content": [{"type": "text", "text": c.answer}], "is_error": c.error}
+                if c.name == "terminal":
+                    obs["exit_code"] = 1 if c.error else 0
+                event("ObservationEvent", "environment", tool_name=c.name, tool_call_id=cid, action_id=act["id"], observation=obs)
+    return state, events
+
+
 def codex_lines(s: Script, *, session_id: str, cwd: str, model: str) -> list[dict]:
     """Codex CLI rollout, current envelope (cli 0.58): session_meta, turn_context, items, events."""
     ids = Ids(s.name, s.start, step_s=2.5)
@@ -1340,6 +1385,24 @@ def export_quiet_poll() -> Script:
     return s
 
 
+def oh_v1_migration_retry() -> Script:
+    """The same failing migration, run again and again after reading the same log."""
+    s = Script("oh-v1-migrate", "2026-03-12T16:20:00")
+    s.user("`alembic upgrade head` fails on the staging copy. Get the schema current.")
+    err = ("sqlalchemy.exc.ProgrammingError: (psycopg.errors.DuplicateColumn) column \"currency\" of "
+           "relation \"orders\" already exists\n[SQL: ALTER TABLE orders ADD COLUMN currency VARCHAR(3)]")
+    s.calls(C("terminal", {"command": "alembic current"}, "0041_add_refunds (head is 0042_order_currency)"),
+            C("file_editor", {"command": "view", "path": "/workspace/project/migrations/versions/0042_order_currency.py"},
+              "     1\tdef upgrade():\n     2\t    op.add_column('orders', sa.Column('currency', sa.String(3)))"),
+            text="Let me see where the schema is and what the next migration does.")
+    for _ in range(3):
+        s.calls(C("terminal", {"command": "alembic upgrade head"}, err, error=True))
+        s.calls(C("terminal", {"command": "tail -n 5 logs/migrate.log"}, err, error=False))
+    s.say("The `currency` column was added by hand on staging before 0042 ran; the migration "
+          "needs to skip an existing column (or the column has to be dropped first).")
+    return s
+
+
 def long_refactor(target_calls: int = 2050) -> Script:
     """A long coding session (dashboard scale): many runs, mostly productive, a few loops.
 
@@ -1591,6 +1654,12 @@ def write_all(root: Path = HERE) -> list[Path]:
     put(f"{task}/api_conversation_history.json", api, indent=None)
     put(f"{task}/ui_messages.json", ui, indent=None)
     put(f"{task}/task_metadata.json", meta, indent=None)
+    state, events = openhands_v1_conversation(oh_v1_migration_retry(), conversation_id=OH_V1_ID,
+                                              model="litellm_proxy/claude-sonnet-4-5-20250929")
+    conv = f"openhands_v1/{OH_V1_ID.replace('-', '')}"
+    put(f"{conv}/base_state.json", state, indent=2)
+    for i, ev in enumerate(events):
+        put(f"{conv}/events/event-{i:05d}-{ev['id']}.json", ev, indent=2)
     (root / "claude_export").mkdir(parents=True, exist_ok=True)
     (root / "claude_export/staging-deploy-export.md").write_text(
         claude_export_md(export_quiet_poll(), session_id=EXPORT_SESSION, project="/home/dev/platform/deploy"),
@@ -1600,6 +1669,8 @@ def write_all(root: Path = HERE) -> list[Path]:
 
 
 CLINE_TASK = "1773151320000"
+OH_V1_ID = "9a4e7c21-3b5d-4f86-a0c9-1e2d3f4a5b6c"
+OH_V1_FILE = f"openhands_v1/{OH_V1_ID.replace('-', '')}/base_state.json"
 EXPORT_SESSION = "4e2b7a90-1c3d-4f5e-8a6b-7c8d9e0f1a2b"
 CLINE_FILE = f"cline/saoudrizwan.claude-dev/tasks/{CLINE_TASK}/ui_messages.json"
 CC_FILE = f"claude_code/{CC_PARENT}.jsonl"
@@ -1667,6 +1738,9 @@ SHOWS: dict[tuple[str, str], str] = {
     ("claude_export/staging-deploy-export.md", EXPORT_SESSION):
         "quiet poll: `BashOutput` of a background deploy answers 'running' 9× (Claude markdown "
         "export, one section per transcript line)",
+    (OH_V1_FILE, OH_V1_ID):
+        "A→B→A→B: `alembic upgrade head` fails, the agent reads the same log, and runs it again "
+        "(OpenHands V1 conversation folder, one event per file)",
     ("swe_agent/parsedate__parsedate-212.traj", "0"):
         "A→B→A→B cycle: `python reproduce.py` / `open core.py 58`, same answers, 4×",
 }

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from loopledger.events import Item
+from loopledger.formats._portable import portable
 
 READER_MODULES = (
     "claude_code",
@@ -27,6 +28,7 @@ READER_MODULES = (
     "gemini",
     "atif",
     "swe_agent",
+    "openhands_v1",
     "openhands",
     "cline",
     "openai_responses",
@@ -64,12 +66,16 @@ def _describe(head: bytes) -> str:
 
 
 def _folder_unit(folder: Path) -> Path:
-    """The unit file of a folder-as-session named itself (a Cline task folder)."""
+    """The unit file of a folder-as-session named itself (a Cline task folder, an OpenHands V1
+    conversation folder)."""
+    # the folder's own files, then those one level down (OpenHands keeps its events in events/)
+    candidates = sorted(p for p in folder.iterdir() if p.is_file())
+    candidates += sorted(p for d in sorted(folder.iterdir()) if d.is_dir() for p in d.iterdir() if p.is_file())
     for mod in readers().values():
         unit = getattr(mod, "unit_of", None)
         if unit is not None:
-            for p in sorted(folder.iterdir()):
-                found = unit(p) if p.is_file() else None
+            for p in candidates:
+                found = unit(p)
                 if found is not None:
                     return found
     raise UnknownFormat(f"{folder}: a folder, not a transcript; name its files, or a task folder "
@@ -130,4 +136,5 @@ def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
     name = format or sniff(path)
     if name not in mods:
         raise UnknownFormat(f"unknown format {name!r}; known formats: {', '.join(mods)}")
-    return mods[name].read(path)
+    # Timestamps to ISO 8601 UTC, NUL characters out: the same values on every ledger backend.
+    return portable(mods[name].read(path), path)

@@ -262,6 +262,7 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
     meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
             "model": info.model, "started_at": info.started_at or first_ts, "ended_at": last_ts,
+            "started_at_original": info.meta.get("started_at_original") if info.meta else None,
             "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
             "n_calls": n_calls}
     rows = SessionRows(info.key, meta, ev_rows, call_rows, [(idx, *r) for idx, r in sorted(runs.items())],
