@@ -27,6 +27,7 @@ READER_MODULES = (
     "codex",
     "gemini",
     "atif",
+    "otlp",
     "swe_agent",
     "openhands_v1",
     "openhands",
