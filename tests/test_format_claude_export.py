@@ -6,8 +6,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
-from loopledger.formats import claude_export, readers, sniff
+from loopledger.formats import claude_export, read, readers, sniff
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "claude_export" / "staging-deploy-export.md"
 
@@ -61,3 +64,30 @@ def test_broken_json_body_is_kept_as_text_and_bad_bytes_reported(tmp_path):
     assert "0xe9" in errors[0].message and "list of content blocks" in errors[1].message
     assert next(i for i in items if isinstance(i, SessionStart)).info.key == "s1"
     assert [type(i).__name__ for i in items if not isinstance(i, ReadError)] == ["SessionStart", "UserTurn", "Prose"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_damaged_exports_read_cleanly_and_keep_what_came_before(tmp_path_factory, data):
+    """Junk, cut-offs and bad bytes past the first poll: never an exception, errors name the file,
+    events only inside the session, and the deploy call and first poll before the damage stay."""
+    raw = FIX.read_bytes()
+    safe = raw.index(b"toolu_01Poll1")  # everything before the second poll is left alone
+    at = data.draw(st.integers(safe, len(raw)))
+    junk = data.draw(st.sampled_from([b"", b"\xff\xfe", b"\n### User\n", b"\n---\n\n### Assistant\n> x\n\n[\n",
+                                      b"[{\"type\": 7}]", b"\n### Nobody\n", b"\x00"]))
+    cut = data.draw(st.booleans())
+    damaged = raw[:at] + junk + (b"" if cut else raw[at:])
+    path = tmp_path_factory.mktemp("export") / "x.md"
+    path.write_bytes(damaged)
+    items = list(read(path, format="claude-export"))
+    started = False
+    for item in items:
+        if isinstance(item, SessionStart):
+            started = True
+        elif isinstance(item, ReadError):
+            assert item.path == str(path) and item.message and (item.line is None or item.line >= 1)
+        else:
+            assert started, item
+    calls = [c.id for i in items if isinstance(i, Batch) for c in i.calls]
+    assert calls[:2] == ["toolu_01Dep", "toolu_01Poll0"]

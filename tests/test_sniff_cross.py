@@ -16,7 +16,7 @@ GENERAL = ("openai-responses", "anthropic", "openai-chat")
 FOLDERS = {"aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_code": "claude-code",
            "cline": "cline", "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
            "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent",
-           "claude_export": "claude-export", "openhands_v1": "openhands-v1"}
+           "claude_export": "claude-export", "openhands_v1": "openhands-v1", "otlp": "otlp"}
 CORPUS = {"aider-chat-history-md": "aider", "claude-code-jsonl": "claude-code", "codex-rollout-jsonl": "codex",
           "openai-chat-tool-calls": "openai-chat", "openhands": "openhands", "swe-agent-traj": "swe-agent"}
 NOT_TRANSCRIPTS = ("README.md", "task_metadata.json", "generate.py", "golden.py")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopledger.detectors.policy import DEFAULT_SPECS
+from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
 from loopledger.formats import read, sniff
 from loopledger.replay import replay, tally
@@ -59,7 +59,7 @@ def test_mini_swe_agent_v1_bash_blocks_are_calls_with_observations(tmp_path):
     assert [i.text for i in items if isinstance(i, UserTurn)] == [MINI_V1["messages"][1]["content"]]
     assert any(isinstance(i, Prose) for i in items)
     # the repeated failing command is judged as a repeat (a strike) by run-length
-    steps = list(replay([i for i in items if not isinstance(i, SessionStart)], DEFAULT_SPECS[0]))
+    steps = list(replay([i for i in items if not isinstance(i, SessionStart)], PolicySpec.parse("run-length")))
     assert tally(steps).totals()["strikes"] >= 1
 
 
@@ -130,7 +130,7 @@ def test_codex_quiet_poll_repeats_exactly(tmp_path):
     assert len({answers[c.id].digest for c in polls}) == 1
     assert answers["p0"].text.startswith("Process running with session ID 27299")
     assert "Chunk ID" not in answers["x1"].text
-    steps = list(replay([i for i in got if not isinstance(i, SessionStart)], DEFAULT_SPECS[0]))
+    steps = list(replay([i for i in got if not isinstance(i, SessionStart)], PolicySpec.parse("run-length")))
     assert tally(steps).totals()["strikes"] >= 2  # the guard sees the poll that never moves
 
 
