@@ -82,7 +82,8 @@ def dashboard(
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the defaults (each detector at its defaults).", show_default=False),
+                 "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
+                 show_default=False),
 ]
 ConfigOption = Annotated[
     Path | None,

@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from loopledger.detectors import BUILTIN_SPECS, DEFAULT_SPECS, DETECTORS, PARAMS, ConfigError, PolicySpec, make_policy
+from loopledger.detectors import (
+    BUILTIN_SPECS,
+    DEFAULT_SPECS,
+    DETECTORS,
+    PARAMS,
+    ConfigError,
+    PolicySpec,
+    make_policy,
+)
 from loopledger.events import Answer, Batch, Call
 
 
@@ -142,9 +150,12 @@ def test_readme_guard_examples_run():
     end = readme.find("\n## ", start + 1)
     section = readme[start:end if end > 0 else None]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 — our own documentation
+        scope: dict = {}
+        exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 — our own documentation
+        if "ProgressDetector" in scope:  # the progress example halts the 3rd retry, as it says
+            assert (scope["v"].action, scope["v"].rule, scope["v"].count, scope["attempt"]) == ("halt", "retry", 3, 2)
     from loopledger.detectors import CycleDetector
 
     cycle = CycleDetector()
