@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from loopledger.events import Batch, ReadError, Retry, SessionStart, UserTurn
 from loopledger.formats import claude_code, sniff
 

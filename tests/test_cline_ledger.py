@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
 from loopledger import formats, vocab, worker
 from loopledger.events import Batch, Retry
 from loopledger.ledger import migrate, schema, store
 from loopledger.ledger.engine import make_engine
 from loopledger.redact import redact_event
 from loopledger.replay import replay, tally
+from sqlalchemy import select
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "cline"
 

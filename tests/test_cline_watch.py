@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import func, select
 
 BIN = Path(sys.executable).parent / "loopledger"
 TASK = Path(__file__).parent / "fixtures" / "formats" / "cline" / "saoudrizwan.claude-dev" / "tasks" / "1772614800000"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
 from loopledger.formats import claude_export, read, readers, sniff
 

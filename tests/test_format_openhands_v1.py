@@ -10,7 +10,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
 from loopledger.formats import openhands_v1, read, sniff
 from loopledger.worker import discover

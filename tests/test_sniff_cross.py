@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from loopledger.formats import SNIFF_BYTES, readers, sniff
 
 ROOT = Path(__file__).parent.parent

@@ -8,14 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
 from loopledger import worker
 from loopledger.events import Batch, ReadError, SessionStart, UserTurn
 from loopledger.formats import read
 from loopledger.formats._common import iso_utc
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
 
 BERLIN = "2025-10-01T09:12:44.123+01:00[Europe/Berlin]"
 LONG_ZONE = "2025-10-01T09:12:45.123456789-03:00[America/Argentina/Buenos_Aires]"

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from loopledger.events import Answer, Answers, Item, ReadError, Retry, SessionInfo, SessionStart, UserTurn
-from loopledger.formats._common import as_text, bad, content_text, head_records, iter_jsonl, str_or_none, title_of
+from loopledger.formats._common import (
+    as_text,
+    bad,
+    content_text,
+    head_records,
+    iter_jsonl,
+    str_or_none,
+    title_of,
+)
 from loopledger.formats.anthropic import assistant_events, user_events
 
 NAME = "claude-code"

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from loopledger.events import Item, ReadError, SessionInfo, SessionStart, UserTurn
 from loopledger.formats._common import MAX_LINE_BYTES, bad, head_text, title_of
 from loopledger.formats.anthropic import assistant_events, user_events

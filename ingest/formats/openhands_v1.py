@@ -22,7 +22,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Answer, Answers, Batch, Call, Item, Prose, ReadError, SessionInfo, SessionStart, UserTurn
+from loopledger.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Item,
+    Prose,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
 from loopledger.formats._common import (
     as_text,
     bad,
