@@ -188,7 +188,8 @@ def recheck(
 
 @app.command()
 def policies(db: DbOption = None) -> None:
-    """List the policies stored in the ledger."""
+    """List the policies stored in the ledger, and every detector a --policy may name (built-ins
+    and installed plugins, with their parameters' defaults)."""
     from loopledger.commands import run_policies
 
     raise typer.Exit(run_policies(db))
@@ -198,7 +199,9 @@ def policies(db: DbOption = None) -> None:
 def replay(
     file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
     policy: Annotated[str, typer.Option(
-        "--policy", help="DETECTOR[:NAME=VALUE,...]: run-length, stagnation, ladder, window or cycle, e.g. "
+        "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (run-length, "
+        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, plugins; a plugin by import path "
+        "as module:factory), e.g. "
         "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
         "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
         "parameters take their defaults.")] = "run-length",

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003_readers"
-down_revision = "0003_labels"
+down_revision = "0004_peers"
 branch_labels = None
 depends_on = None
 
