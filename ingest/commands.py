@@ -16,7 +16,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
-from loopledger import worker
+from loopledger import enforce, worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import make_engine, resolve_url
@@ -196,12 +196,95 @@ def run_policies(db: str | None) -> int:
     try:
         with engine.connect() as conn:
             rows = store.stored_policies(conn)
+            chosen_id = enforce.enforced_id(conn)
     finally:
         engine.dispose()
     table = Table(title="Stored policies", title_justify="left")
-    for name in ("id", "detector", "label", "default"):
+    for name in ("id", "detector", "label", "default", "enforced"):
         table.add_column(name)
     for r in rows:
-        table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
+        table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "",
+                      "ENFORCED" if r["id"] == chosen_id else "")
     out.print(table)
+    if chosen_id is None:
+        out.print(Text(f"Enforced on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
+                       "with `loopledger enforce SPEC` or Compare's \"Enforce this setting\")"))
     return EXIT_OK
+
+
+def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
+    try:
+        parsed = PolicySpec.parse(spec) if spec else None
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    engine = open_ledger(db)
+    try:
+        if parsed is not None or default:
+            with engine.begin() as conn:
+                enforce.set_enforced(conn, parsed, origin="cli")
+        with engine.connect() as conn:
+            chosen = enforce.enforced(conn)
+    finally:
+        engine.dispose()
+    current = chosen or enforce.DEFAULT_SPEC
+    out.print(Text(f"Enforced on live agents: {current.label}" + ("" if chosen else " (the default)")))
+    out.print(Text(f"spec: {current.text}"))
+    return EXIT_OK
+
+
+def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
+    from loopledger import hook_settings as hs
+
+    if project is not None and user:
+        err.print(Text("error: give --project DIR or --user, not both", style="red"))
+        return EXIT_USAGE
+    if project is not None and not project.is_dir():
+        err.print(Text(f"error: no such folder: {project}", style="red"))
+        return EXIT_USAGE
+    # The ledger must exist and be current before the agent's first call (a hook never creates it).
+    open_ledger(db).dispose()
+    path = hs.settings_path(agent, project, user)
+    try:
+        change = hs.install(agent, path, hs.hook_command(agent, db))
+    except (hs.SettingsError, OSError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
+    if change.changed:
+        out.print(Text(f"installed the {agent} hook in {path}" + (f" (backup: {change.backup})" if change.backup else "")))
+    else:
+        out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
+    out.print(Text(f"command: {change.command}"))
+    if agent == "gemini-cli":
+        out.print(Text("Gemini CLI runs hooks only when they are enabled in its settings (see its hooks docs)."))
+    return EXIT_OK
+
+
+def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
+    from loopledger import hook_settings as hs
+
+    if project is not None and user:
+        err.print(Text("error: give --project DIR or --user, not both", style="red"))
+        return EXIT_USAGE
+    path = hs.settings_path(agent, project, user)
+    try:
+        change = hs.uninstall(agent, path)
+    except (hs.SettingsError, OSError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
+    out.print(Text(f"removed the {agent} hook from {path}" + (f" (backup: {change.backup})" if change.backup else "")
+                   if change.changed else f"no LoopLedger {agent} hook in {path}; nothing changed"))
+    return EXIT_OK
+
+
+def run_guard(db: str | None, policy: str | None, no_ledger: bool) -> int:
+    from loopledger import guard_server, live_db
+
+    try:
+        return guard_server.run(db, policy, no_ledger)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    except live_db.LedgerUnavailable as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
