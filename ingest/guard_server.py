@@ -39,10 +39,12 @@ ORIGIN = "guard"
 class Guard:
     """The JSON-lines loop's state: one LiveSession per session, the ledger (or None)."""
 
-    def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | None = None) -> None:
+    def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | None = None, origin: str = ORIGIN) -> None:
         self.db = db
         self.fixed = spec
+        self.origin = origin
         self.sessions: dict[str, tuple[int | None, live.LiveSession]] = {}
+        self.last: live.LiveSession | None = None
 
     def _spec(self) -> PolicySpec:
         if self.fixed is not None:
@@ -63,6 +65,7 @@ class Guard:
         if self.db is None:
             _, state = self.sessions.get(key) or (None, live.LiveSession(self._spec()))
             self.sessions[key] = (None, state)
+            self.last = state
             return self._apply(state, kind, msg, call_id, started)
         db = self.db
         db.begin_write()
@@ -70,14 +73,15 @@ class Guard:
             transcript = msg.get("transcript") if isinstance(msg.get("transcript"), str) else None
             fmt = msg.get("format") if isinstance(msg.get("format"), str) else None
             known = self.sessions.get(key)
-            sid = known[0] if known else live.attach(db, ORIGIN, key, transcript, fmt)
+            sid = known[0] if known else live.attach(db, self.origin, key, transcript, fmt)
             db.lock_session(sid)  # type: ignore[arg-type]
             spec = self._spec()
             state = known[1] if known else None
             if state is None or state.spec != spec or live.next_seq(db, sid) != state.seq:  # type: ignore[arg-type]
                 state = live.load(db, sid, spec)  # type: ignore[arg-type]
             out = self._apply(state, kind, msg, call_id, started)
-            live.save(db, sid, state, ORIGIN)  # type: ignore[arg-type]
+            self.last = state
+            live.save(db, sid, state, self.origin)  # type: ignore[arg-type]
             db.commit()
         except BaseException:
             db.rollback()
