@@ -27,19 +27,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopledger.detectors.canonical import answers_hash, canonical_json
 from loopledger.detectors.cycle import CycleDetector, CycleVerdict
 from loopledger.detectors.errors import ConfigError
-from loopledger.detectors.ladder import LadderGuard, LadderVerdict, Thresholds
+from loopledger.detectors.ladder import BLOCK_MESSAGE, WARN_NOTICE, LadderGuard, LadderVerdict, Thresholds
 from loopledger.detectors.policy import DEFAULT_SPECS, Check, Policy, PolicySpec, Result, make_policy
 from loopledger.detectors.run_length import LoopDetected, LoopDetector, StagnationDetected, StagnationDetector
-from loopledger.detectors.window import LoopDetectedError, LoopGuard
+from loopledger.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
 from loopledger.enforce import DEFAULT_SPEC
 from loopledger.live import Decision
 
 API_VERSION = "1.0"
 
 __all__ = [
-    "API_VERSION", "DEFAULT_SPEC", "DEFAULT_SPECS", "Check", "ConfigError", "CycleDetector", "CycleVerdict",
+    "API_VERSION", "BLOCK_MESSAGE", "WARN_NOTICE", "answers_hash", "canonical_json", "default_key_fn",
+    "DEFAULT_SPEC", "DEFAULT_SPECS", "Check", "ConfigError", "CycleDetector", "CycleVerdict",
     "Decision", "LadderGuard", "LadderVerdict", "LiveGuard", "LoopDetected", "LoopDetectedError",
     "LoopDetector", "LoopGuard", "Policy", "PolicySpec", "Result", "StagnationDetected", "StagnationDetector",
     "Thresholds", "make_policy",
