@@ -12,7 +12,6 @@ from typing import Any
 
 import sqlalchemy as sa
 import streamlit as st
-
 from loopledger.ledger import read
 from loopledger.ledger.engine import make_engine, resolve_url
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from loopledger import __version__
 
 app = typer.Typer(

@@ -11,15 +11,14 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
-
 from loopledger import enforce, worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import make_engine, resolve_url
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_QUARANTINED = 0, 1, 2, 3
 

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import orjson
-
 from loopledger.detectors.policy import PolicySpec
 from loopledger.live_db import sql
 

@@ -28,7 +28,6 @@ import time
 from typing import IO, Any
 
 import orjson
-
 from loopledger import live, live_db
 from loopledger.detectors.policy import PolicySpec
 from loopledger.enforce import DEFAULT_SPEC, enforced_or_default

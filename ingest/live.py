@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.detectors.policy import PolicySpec, make_policy
-from loopledger.enforce import ensure_policy, enforced_or_default
+from loopledger.enforce import enforced_or_default, ensure_policy
 from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, text_digest
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text, is_capped
 from loopledger.live_db import LiveDB, sql

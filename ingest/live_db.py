@@ -141,10 +141,9 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     path = sqlite_file(url)
     if path is not None:
         return _open_sqlite(url, path, busy_timeout_s, upgrade)
-    from sqlalchemy.exc import SQLAlchemyError
-
     from loopledger.ledger import migrate
     from loopledger.ledger.engine import make_engine
+    from sqlalchemy.exc import SQLAlchemyError
 
     try:
         engine = make_engine(url)

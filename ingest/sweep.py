@@ -12,13 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from loopledger import vocab
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
 from loopledger.events import Event
 from loopledger.ledger import store
 from loopledger.replay import Tally, replay, replay_many, tally
+from sqlalchemy.engine import Connection
 
 REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
 LABELS = (REAL_LOOP, NOT_LOOP)

@@ -7,13 +7,13 @@ import subprocess
 
 import pytest
 from app_support import app, ledger_env
-from replay_support import open_page
-from sqlalchemy import select
-
 from loopledger import enforce, worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from replay_support import open_page
+from sqlalchemy import select
+
 from tests.live_support import BIN, SESSION, npm_test_loop, run_hook
 
 

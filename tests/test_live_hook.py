@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
 from loopledger import enforce, formats, vocab, worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import ReadError, SessionStart
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay
+from sqlalchemy import select
+
 from tests.live_support import BIN, FAILING, SESSION, npm_test_loop, output, run_hook
 
 REFUSED = (vocab.BLOCK, vocab.HALT, vocab.AFTER_HALT)

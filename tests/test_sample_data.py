@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
 from loopledger import vocab
 from loopledger.detectors.policy import DEFAULT_SPECS
 from loopledger.events import Batch
@@ -22,6 +20,7 @@ from loopledger.formats import readers, sniff
 from loopledger.ledger import migrate
 from loopledger.ledger import schema as s
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"

@@ -12,9 +12,8 @@ from urllib.parse import urlencode
 import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
-
-from loopledger.app import charts, data, safe
 from loopledger import vocab
+from loopledger.app import charts, data, safe
 from loopledger.ledger import read, read_live
 
 CONTEXT = 6  # events shown before and after the focused step

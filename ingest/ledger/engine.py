@@ -10,11 +10,10 @@ import os
 import time
 from pathlib import Path
 
+from loopledger.ledger.urls import DEFAULT_SQLITE_PATH, ENV_PATH, ENV_URL, resolve_url  # noqa: F401 (re-exported)
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import QueuePool
-
-from loopledger.ledger.urls import DEFAULT_SQLITE_PATH, ENV_PATH, ENV_URL, resolve_url  # noqa: F401 (re-exported)
 
 BUSY_TIMEOUT_MS = 30_000
 # A dashboard query that runs longer than this is cut off (datasette's habit): one runaway

@@ -11,9 +11,8 @@ import datetime as dt
 
 import pandas as pd
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
 from loopledger.ledger import schema as t
+from sqlalchemy.engine import Connection
 
 COLUMNS = ["when", "call", "tool", "enforced", "replayed", "step", "count", "reason", "policy", "by",
            "decided in (ms)"]

@@ -20,17 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
-
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from loopledger.ledger import schema as s
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, TRUNCATED, cap_text, is_capped  # noqa: F401
 from loopledger.replay import PendingBatch, Step, Tally
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
 
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"
 
