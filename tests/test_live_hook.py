@@ -223,7 +223,7 @@ def test_hook_help_and_the_fast_path_imports(tmp_path, fresh_db):
     code = ("import sys; from loopledger.entry import main\n"
             "sys.argv = ['loopledger', 'hook', 'claude-code', '--db', sys.argv[1]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "bad = [m for m in ('typer', 'rich', 'sqlalchemy', 'pandas', 'streamlit', 'alembic') if m in sys.modules]\n"
+            "bad = [m for m in ('typer', 'rich', 'sqlalchemy', 'pandas', 'streamlit', 'alembic', 'importlib.metadata') if m in sys.modules]\n"
             "print(','.join(bad), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, fresh_db], input=json.dumps(pre).encode(), capture_output=True)
     assert proc.returncode == 0 and proc.stderr.decode().strip() == ""

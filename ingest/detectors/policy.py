@@ -247,7 +247,7 @@ def make_policy(spec: PolicySpec | str) -> Policy:
 
 
 # The built-in detectors, in display order (plugins are in `registry.names()` once loaded).
-DETECTORS: tuple[str, ...] = registry.names()
+DETECTORS: tuple[str, ...] = registry.builtin_names()
 
 # What the worker runs when the user configures nothing: each built-in detector at its defaults.
 DEFAULT_SPECS: tuple[PolicySpec, ...] = tuple(PolicySpec(d) for d in DETECTORS)

@@ -23,7 +23,6 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from loopledger.detectors.base import Param
@@ -56,6 +55,8 @@ class Detector:
 _registry: dict[str, Detector] = {}
 _lock = threading.Lock()
 _loaded = False
+_builtins_loaded = False
+_builtin_names: list[str] = []
 
 
 def register(detector: Detector, *, replace: bool = False) -> Detector:
@@ -85,16 +86,30 @@ def _detectors_in(obj: Any) -> list[Detector]:
     raise ConfigError("detector", "a Detector", f"{obj!r} is not a Detector (nor returns one)")
 
 
-def _load() -> None:
-    """Built-ins and entry points, once per process (lazily: importing the registry is cheap)."""
-    global _loaded
-    if _loaded:
+def _load_builtins() -> None:
+    """The built-in detectors only: all a live hook needs when a built-in policy is enforced."""
+    global _builtins_loaded
+    if _builtins_loaded:
         return
     for modname in BUILTIN_MODULES:
         mod = importlib.import_module(modname)
         for value in vars(mod).values():
             if isinstance(value, Detector) and value.name not in _registry:
                 register(value)
+                _builtin_names.append(value.name)
+    _builtins_loaded = True
+
+
+def _load() -> None:
+    """Built-ins and entry points, once per process (lazily: importing the registry is cheap)."""
+    global _loaded
+    if _loaded:
+        return
+    _load_builtins()
+    # Imported here: importlib.metadata and the scan of every installed distribution cost a
+    # `loopledger hook` process (one per tool call) more than its whole decision.
+    from importlib import metadata
+
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             for det in _detectors_in(ep.load()):
@@ -131,8 +146,11 @@ def _from_factory(name: str) -> Detector:
 
 
 def get(name: str) -> Detector:
-    _load()
+    _load_builtins()
     det = _registry.get(name)
+    if det is None:
+        _load()  # not built in: the plugins' entry points are scanned only now
+        det = _registry.get(name)
     if det is not None:
         return det
     if ":" in name:
@@ -143,6 +161,12 @@ def get(name: str) -> Detector:
 def names() -> tuple[str, ...]:
     _load()
     return tuple(_registry)
+
+
+def builtin_names() -> tuple[str, ...]:
+    """The built-in detectors, in display order, without scanning for plugins."""
+    _load_builtins()
+    return tuple(_builtin_names)
 
 
 def is_factory_name(text: str) -> bool:
