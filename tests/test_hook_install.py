@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from loopledger import hook_settings as hs
+
 from tests.live_support import BIN
 
 # As Claude Code and people write it: two-space JSON, a schema line, permissions, the person's own

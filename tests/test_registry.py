@@ -6,7 +6,6 @@ import sys
 import textwrap
 
 import pytest
-
 from loopledger.detectors import registry
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import DEFAULT_SPECS, PARAMS, PolicySpec, make_policy
