@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 from loopledger import vocab
-from loopledger.detectors.canonical import call_key
+from loopledger.detectors.canonical import call_key, remember_key
 from loopledger.detectors.policy import PolicySpec, make_policy
 from loopledger.enforce import enforced_or_default, ensure_policy
 from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, text_digest
@@ -173,7 +173,10 @@ class LiveSession:
         is_error), oldest first, without adding rows."""
         for kind, call_id, tool, args, text, text_hash, is_error in rows:
             if kind == KIND_CALL:
-                self._feed(Batch((Call(call_id, tool, _parse_args(args, text_hash)),)))
+                call = Call(call_id, tool, _parse_args(args, text_hash))
+                if args is not None and text_hash and not is_capped(args):
+                    remember_key(call, args.encode("utf-8", "surrogatepass"), text_hash)
+                self._feed(Batch((call,)))
             elif kind == KIND_ANSWER:
                 self._feed(Answers((Answer(call_id, text or "", bool(is_error), None, text_hash or ""),)))
             elif kind == KIND_USER:
@@ -186,7 +189,12 @@ def _parse_args(args: str | None, digest: str | None) -> Any:
         return {}
     if is_capped(args):
         return {ARGS_TRUNCATED_KEY: digest}
-    return orjson.loads(args)
+    try:
+        return orjson.loads(args)
+    except orjson.JSONDecodeError:  # integers beyond 64 bits: valid JSON orjson refuses
+        import json
+
+        return json.loads(args)
 
 
 def _text(value: Any) -> str:
