@@ -258,7 +258,6 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
     enforced check of the live policy."""
     if not live.unsaved:
         return
-    ensure_policy(conn, live.spec)
     events, checks = [], []
     for seq, r in live.unsaved:
         events.append((session_id, seq, r.kind, r.at, r.call_id, r.tool, r.args, r.text, r.text_hash, r.is_error))
@@ -270,6 +269,8 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
                        "is_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
     ck_sql = sql(conn, "INSERT INTO enforced_checks (session_id, seq, policy_id, origin, call_id, tool, verdict, "
                        "count, threshold, reason, at, elapsed_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    if checks:
+        ensure_policy(conn, live.spec)
     if isinstance(conn, LiveDB):  # the DB-API cursor's executemany
         cur = conn.raw.cursor()
         cur.executemany(ev_sql, events)

@@ -16,12 +16,12 @@ import os
 import re
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from loopledger.ledger.urls import resolve_url, sqlite_file
 
-VERSIONS = Path(__file__).resolve().parent / "ledger" / "migrations" / "versions"
+# os.path, not pathlib: the hook imports only what it needs (pathlib pulls in urllib and more).
+VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ledger", "migrations", "versions")
 # A hook waits this long for another writer (an ingest) before it gives up and allows the call:
 # an agent must not hang behind a long ingest transaction.
 HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
@@ -47,8 +47,11 @@ def head_revision() -> str | None:
     """The newest migration, read from the version files without importing alembic: the
     revision no other revision names as its parent."""
     revs, parents = set(), set()
-    for p in VERSIONS.glob("*.py"):
-        found = dict((k, v) for k, v in _REVISION.findall(p.read_text(encoding="utf-8")))
+    for name in os.listdir(VERSIONS):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(VERSIONS, name), encoding="utf-8") as fh:
+            found = dict(_REVISION.findall(fh.read()))
         if "revision" in found:
             revs.add(found["revision"])
             if "down_revision" in found:

@@ -4,7 +4,6 @@ hook can find its ledger without importing SQLAlchemy (see loopledger.live_db)."
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 DEFAULT_SQLITE_PATH = "ledger.sqlite"
 ENV_URL = "LOOPLEDGER_DATABASE_URL"
@@ -19,7 +18,7 @@ def resolve_url(db: str | None = None) -> str:
     """
     value = db or os.environ.get(ENV_URL) or os.environ.get(ENV_PATH) or DEFAULT_SQLITE_PATH
     if "://" not in value:
-        return "sqlite:///" + str(Path(value).expanduser().resolve())
+        return "sqlite:///" + os.path.realpath(os.path.expanduser(value))
     if value.startswith("postgresql://") or value.startswith("postgres://"):
         value = "postgresql+psycopg://" + value.split("://", 1)[1]
     return value
