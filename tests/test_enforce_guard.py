@@ -7,14 +7,14 @@ import json
 import subprocess
 
 import pytest
-from sqlalchemy import select
-
 from loopledger import enforce, vocab
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import PolicySpec
 from loopledger.guards import LiveGuard, Policy
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
+
 from tests.live_support import BIN
 
 
