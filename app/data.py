@@ -69,6 +69,8 @@ def problem() -> str | None:
     return None
 
 
-def save_label(session_id: int, run_idx: int, label: str, note: str) -> None:
+def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first: int | None = None,
+               loop_last: int | None = None) -> None:
+    """A person's label on a session from the dashboard (ValueError: a label it cannot carry)."""
     with _writer(url()).begin() as conn:
-        read.write_label(conn, session_id, run_idx, label, note)
+        read.write_label(conn, session_id, run_idx, label, note, loop_first, loop_last)

@@ -41,6 +41,17 @@ def set_enforced(conn: Any, spec: PolicySpec | str | None, origin: str = "api") 
                          (spec.id if spec is not None else None, time.time(), origin))
 
 
+def set_enforced_id(conn: Any, policy_id: str, origin: str = "api") -> PolicySpec:
+    """Enforce a policy the ledger stores, by its id (the leaderboard's rows); returns its spec.
+    KeyError when no such policy is stored."""
+    row = conn.exec_driver_sql(sql(conn, "SELECT detector, params FROM policies WHERE id = ?"), (policy_id,)).fetchone()
+    if row is None:
+        raise KeyError(f"no stored policy {policy_id!r}")
+    spec = PolicySpec(row[0], orjson.loads(row[1]))
+    set_enforced(conn, spec, origin)
+    return spec
+
+
 def enforced(conn: Any) -> PolicySpec | None:
     """The policy a person chose to enforce, or None when none is chosen (or the choice was
     cleared): the live paths then use DEFAULT_SPEC."""
