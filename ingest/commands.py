@@ -53,6 +53,15 @@ def open_ledger(db: str | None):
     return engine
 
 
+def _with_enforced(engine, opts: worker.Options) -> None:
+    """The enforced policy is replayed at ingest too, so the Session page can set its replayed
+    verdicts beside what it enforced live on the same calls."""
+    with engine.connect() as conn:
+        chosen = enforce.enforced(conn)
+    if chosen is not None and chosen not in opts.specs:
+        opts.specs = [*opts.specs, chosen]
+
+
 def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
     # One row per figure: it stays readable in an 80-column terminal and in CI logs.
     table = Table(title=title, title_justify="left")
@@ -91,6 +100,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db)
+    _with_enforced(engine, opts)
     try:
         files = worker.discover(paths)
         sizes = {str(f): _size(f) for f in files}
@@ -131,6 +141,7 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
                        + " exists; name the folders to watch", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db)
+    _with_enforced(engine, opts)
     stop = threading.Event()
     worker.stop_on_signals(stop)
     err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {resolve_url(db)}); Ctrl-C to stop"))

@@ -132,3 +132,20 @@ def test_live_guard_writes_through_the_same_lock(ledger):
         ec = schema.enforced_checks.c
         assert [r.verdict for r in conn.execute(select(ec.verdict).order_by(ec.seq))] == verdicts
         assert {r.origin for r in conn.execute(select(ec.origin))} == {"python"}
+
+
+def test_ingest_also_replays_the_enforced_policy(ledger, tmp_path):
+    from tests.live_support import npm_test_loop
+
+    url, eng = ledger
+    chosen = PolicySpec.parse("ladder:halt_at=6")
+    with eng.begin() as conn:
+        enforce.set_enforced(conn, chosen)
+    loop = npm_test_loop(tmp_path, calls=6)
+    proc = subprocess.run([str(BIN), "ingest", str(loop.transcript), "--db", url], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with eng.connect() as conn:
+        ch = schema.checks.c
+        verdicts = [r.verdict for r in conn.execute(select(ch.verdict).where(ch.policy_id == chosen.id)
+                                                      .order_by(ch.seq))]
+    assert verdicts == [vocab.ALLOW, vocab.WARN, vocab.BLOCK, vocab.BLOCK, vocab.BLOCK, vocab.HALT]
