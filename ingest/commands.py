@@ -234,14 +234,16 @@ def run_policies(db: str | None) -> int:
     finally:
         engine.dispose()
     table = Table(title="Stored policies", title_justify="left")
-    for name in ("id", "detector", "label", "default", "enforced"):
+    for name in ("id", "detector", "label", "default"):
         table.add_column(name)
     for r in rows:
-        table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "",
-                      "ENFORCED" if r["id"] == chosen_id else "")
+        table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
     out.print(table)
-    if chosen_id is None:
-        out.print(Text(f"Enforced on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
+    chosen = next((r for r in rows if r["id"] == chosen_id), None)
+    if chosen is not None:
+        out.print(Text(f"ENFORCED on live agents: {chosen['label']} (id {chosen['id'][:12]})"))
+    else:
+        out.print(Text(f"ENFORCED on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
                        "with `loopledger enforce SPEC` or Compare's \"Enforce this setting\")"))
     return EXIT_OK
 
