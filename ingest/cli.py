@@ -82,7 +82,8 @@ def dashboard(
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the defaults (each detector at its defaults).", show_default=False),
+                 "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
+                 show_default=False),
 ]
 ConfigOption = Annotated[
     Path | None,
@@ -187,7 +188,8 @@ def recheck(
 
 @app.command()
 def policies(db: DbOption = None) -> None:
-    """List the policies stored in the ledger, and which one is enforced on live agents."""
+    """List the policies stored in the ledger, which one is enforced on live agents, and every
+    detector a --policy may name (built-ins and installed plugins, with their parameters' defaults)."""
     from loopledger.commands import run_policies
 
     raise typer.Exit(run_policies(db))
@@ -197,7 +199,9 @@ def policies(db: DbOption = None) -> None:
 def replay(
     file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
     policy: Annotated[str, typer.Option(
-        "--policy", help="DETECTOR[:NAME=VALUE,...]: run-length, stagnation, ladder, window or cycle, e.g. "
+        "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (run-length, "
+        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, plugins; a plugin by import path "
+        "as module:factory), e.g. "
         "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
         "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
         "parameters take their defaults.")] = "run-length",

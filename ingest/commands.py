@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loopledger import enforce, worker
+from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import make_engine, resolve_url
@@ -245,7 +246,24 @@ def run_policies(db: str | None) -> int:
     else:
         out.print(Text(f"ENFORCED on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
                        "with `loopledger enforce SPEC` or Compare's \"Enforce this setting\")"))
+    out.print(detectors_table())
+    for name, why in sorted(registry.broken_plugins().items()):
+        err.print(Text(f"plugin {name!r} (entry point group {registry.ENTRY_POINT_GROUP}) failed to load: {why}",
+                       style="yellow"))
     return EXIT_OK
+
+
+def detectors_table() -> Table:
+    """Every detector a --policy may name: built-ins (run by default) and installed plugins."""
+    table = Table(title="Detectors (--policy DETECTOR[:NAME=VALUE,...])", title_justify="left")
+    for name in ("detector", "source", "parameters [defaults]", "what it catches"):
+        table.add_column(name)
+    builtin = set(registry.builtin_names())
+    for name in registry.names():
+        params = PolicySpec(name).text.partition(":")[2].replace(",", ", ")
+        table.add_row(Text(name), "built-in" if name in builtin else "plugin", Text(params),
+                      Text(registry.get(name).summary))
+    return table
 
 
 def run_enforce(db: str | None, spec: str | None, default: bool) -> int:

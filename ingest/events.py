@@ -26,6 +26,14 @@ def text_digest(text: str) -> str:
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
+TRUNCATED = "…[truncated: "  # start of the marker ending a text the ledger capped (ledger/store.py)
+
+
+def is_capped(text: str | None) -> bool:
+    """A text the ledger stored capped: its head, then a marker with the full length and digest."""
+    return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]
+
+
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
     """What a reader knows about a session before its events."""

@@ -41,6 +41,9 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "loopledger.detectors.window",
     "loopledger.detectors.cycle",
     "loopledger.detectors.progress",
+    "loopledger.detectors.openhands",
+    "loopledger.detectors.gemini_cli",
+    "loopledger.detectors.roo",
 )
 
 
@@ -57,7 +60,6 @@ _registry: dict[str, Detector] = {}
 _lock = threading.Lock()
 _loaded = False
 _builtins_loaded = False
-_builtin_names: list[str] = []
 
 
 def register(detector: Detector, *, replace: bool = False) -> Detector:
@@ -97,7 +99,7 @@ def _load_builtins() -> None:
         for value in vars(mod).values():
             if isinstance(value, Detector) and value.name not in _registry:
                 register(value)
-                _builtin_names.append(value.name)
+                _builtin.append(value.name)
     _builtins_loaded = True
 
 
@@ -107,20 +109,51 @@ def _load() -> None:
     if _loaded:
         return
     _load_builtins()
+    _scan_entry_points()
+    _loaded = True
+
+
+def _scan_entry_points() -> list[str]:
     # Imported here: importlib.metadata and the scan of every installed distribution cost a
     # `loopledger hook` process (one per tool call) more than its whole decision.
     from importlib import metadata
 
+    added = []
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             for det in _detectors_in(ep.load()):
                 if det.name not in _registry:
                     register(det)
+                    added.append(det.name)
+            _broken.pop(ep.name, None)
         except Exception as e:  # noqa: BLE001 — one broken plugin must not take the others down
             _broken[ep.name] = f"{type(e).__name__}: {e}"
-    _loaded = True
+    return added
 
 
+def rescan() -> tuple[str, ...]:
+    """Read the entry points again: a plugin installed (or put on sys.path) after the first
+    lookup in this process. Returns the names it added; known names are left as they are."""
+    _load()
+    return tuple(_scan_entry_points())
+
+
+def unregister(name: str) -> None:
+    """Forget a plugin (a reload, a test that installed one); built-ins stay."""
+    if name in _builtin:
+        raise ConfigError("detector", "a plugin", f"{name!r} is built in; it cannot be unregistered")
+    with _lock:
+        _registry.pop(name, None)
+
+
+def builtin_names() -> tuple[str, ...]:
+    """The detectors LoopLedger ships (seeds, ours, the peer ports), in display order: the
+    default policy set. `names()` adds the plugins."""
+    _load_builtins()  # no plugin scan: the hook's path
+    return tuple(_builtin)
+
+
+_builtin: list[str] = []
 _broken: dict[str, str] = {}
 
 
@@ -162,12 +195,6 @@ def get(name: str) -> Detector:
 def names() -> tuple[str, ...]:
     _load()
     return tuple(_registry)
-
-
-def builtin_names() -> tuple[str, ...]:
-    """The built-in detectors, in display order, without scanning for plugins."""
-    _load_builtins()
-    return tuple(_builtin_names)
 
 
 def is_factory_name(text: str) -> bool:

@@ -4,10 +4,9 @@ xxhash only (the live hook writes capped text without importing SQLAlchemy)."""
 
 from __future__ import annotations
 
-from loopledger.events import text_digest
+from loopledger.events import TRUNCATED, is_capped, text_digest  # noqa: F401 (the marker lives with the events)
 
 DEFAULT_MAX_TEXT = 64 * 1024
-TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
 
 
 def cap_text(text: str, max_bytes: int, digest: str | None = None) -> str:
@@ -22,7 +21,3 @@ def cap_text(text: str, max_bytes: int, digest: str | None = None) -> str:
         return text
     head = raw[:max_bytes].decode("utf-8", "ignore")
     return f"{head}{TRUNCATED}{len(raw)} bytes, digest {digest or text_digest(text)}]"
-
-
-def is_capped(text: str | None) -> bool:
-    return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]

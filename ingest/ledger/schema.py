@@ -119,7 +119,9 @@ policies = Table(
     "policies",
     metadata,
     Column("id", String(32), primary_key=True),  # hash of the canonical spec
-    Column("detector", String(20), nullable=False),
+    # Up to 200: a plugin named by import path (mypkg.guards:make_guard); migration 0003. SQLite
+    # ignores VARCHAR lengths, so its ledgers keep the declared 20 (no table rebuild).
+    Column("detector", String(200).with_variant(String(20), "sqlite"), nullable=False),
     Column("params", Text, nullable=False),  # canonical JSON
     Column("label", Text, nullable=False),
     Column("is_default", Boolean, nullable=False, default=False),
@@ -216,7 +218,7 @@ Index("uq_labels_session", labels.c.session_id, unique=True)
 
 SESSION_LEVEL = -1  # labels.run_idx of a label put on the whole session
 
-# ── live enforcement (migration 0004_enforce) ────────────────────────────────────────────────
+# ── live enforcement (migration 0005_enforce) ────────────────────────────────────────────────
 # Not derived from a transcript: a re-ingest of the session's file keeps these rows.
 
 # Which stored policy the hooks, `guard` and Policy.enforced(db) use: the newest row wins;

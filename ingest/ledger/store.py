@@ -22,9 +22,21 @@ from typing import Any
 import orjson
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
-from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
+from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
+    TRUNCATED,
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Event,
+    Prose,
+    SessionInfo,
+    UserTurn,
+    is_capped,
+    text_digest,
+)
 from loopledger.ledger import schema as s
-from loopledger.ledger.caps import DEFAULT_MAX_TEXT, TRUNCATED, cap_text, is_capped  # noqa: F401
+from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text  # noqa: F401 (re-exported)
 from loopledger.replay import PendingBatch, Step, Tally
 from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -32,6 +44,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"
+NO_ID = "(no id)"  # the id load_events gives the answer of an id-less call in a batch with ids
 
 
 def as_stored(events: Sequence[Event], max_text: int) -> list[Event]:
@@ -386,13 +399,18 @@ def load_events(conn: Connection, session_id: int) -> list[Event]:
         .where(c.session_id == session_id).order_by(c.seq, c.idx)).all()
     calls_of: dict[int, list[Call]] = {}
     answers_of: dict[int, list[Answer]] = {}
+    # In a batch where some calls have ids, an answer without one would go to the first free call
+    # of any kind; the answer an id-less call got at ingest must go to the first free id-less call
+    # (how it was paired: PendingBatch), so it carries an id that batch does not know.
+    with_ids = {row[0] for row in call_rows if row[2] is not None}
     for (seq, _idx, call_id, tool, args, a_hash, malformed, answer, answer_hash, is_error, answer_seq,
          answer_ts) in call_rows:
         calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
                                                  bool(malformed)))
         if answer_seq is not None:
+            answer_id = NO_ID if call_id is None and seq in with_ids else call_id
             answers_of.setdefault(answer_seq, []).append(
-                Answer(call_id, answer or "", bool(is_error), answer_ts, answer_hash))
+                Answer(answer_id, answer or "", bool(is_error), answer_ts, answer_hash))
     out: list[Event] = []
     for seq, kind, text, ts, line in conn.execute(
             select(ev.seq, ev.kind, ev.text, ev.ts, ev.line)

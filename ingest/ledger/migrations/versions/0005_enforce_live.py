@@ -2,7 +2,7 @@
 agent's hook or `guard` reported, and every decision the enforced policy made on them.
 
 These rows are not derived from a transcript, so re-ingesting the session's transcript keeps them
-(the worker never deletes them; they go only with their session). Revision ID: 0004_enforce.
+(the worker never deletes them; they go only with their session). Revision ID: 0005_enforce.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_enforce"
-down_revision = "0003_labels"
+revision = "0005_enforce"
+down_revision = "0004_peers"
 branch_labels = None
 depends_on = None
 
