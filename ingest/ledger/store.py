@@ -23,7 +23,7 @@ import orjson
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
-    TRUNCATED,
+    TRUNCATED,  # noqa: F401 (re-exported: store.TRUNCATED)
     Answer,
     Answers,
     Batch,
