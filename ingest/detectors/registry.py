@@ -134,7 +134,9 @@ def _scan_entry_points() -> list[str]:
 def rescan() -> tuple[str, ...]:
     """Read the entry points again: a plugin installed (or put on sys.path) after the first
     lookup in this process. Returns the names it added; known names are left as they are."""
-    _load()
+    global _loaded
+    _load_builtins()
+    _loaded = True  # this scan is the process's first look at the entry points, or a second one
     return tuple(_scan_entry_points())
 
 
