@@ -97,6 +97,11 @@ RedactOption = Annotated[
     bool, typer.Option("--redact/--no-redact", help="Replace API keys, tokens, private keys and URL passwords "
                        "before anything is stored or judged.")
 ]
+LogFileOption = Annotated[
+    Path | None, typer.Option("--log-file", help="Append warnings and errors, with tracebacks, to this file "
+                              "(standard logging). The terminal gets one line per problem either way.",
+                              show_default=False)
+]
 MaxTextOption = Annotated[
     int, typer.Option("--max-text", min=256, help="Store at most this many bytes of each text (answers, "
                       "arguments, prose); the full text's digest is kept, so equality stays exact.")
@@ -114,14 +119,17 @@ def ingest(
     max_text: MaxTextOption = 64 * 1024,
     jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
                                       "writer; 0 = one per core for large inputs.")] = 0,
+    log_file: LogFileOption = None,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
 
     Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
-    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined.
+    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined,
+    4 the ledger stayed locked by another writer for some file (left as it was; run again).
     """
-    from loopledger.commands import run_ingest
+    from loopledger.commands import run_ingest, setup_logging
 
+    setup_logging(log_file)
     raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs))
 
 
@@ -137,13 +145,15 @@ def watch(
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
     interval: Annotated[float, typer.Option(help="Seconds between looks at the files.")] = 0.5,
+    log_file: LogFileOption = None,
 ) -> None:
     """Keep the ledger current while agents write: new files and appended lines within seconds.
 
     Stops cleanly on Ctrl-C / SIGTERM; a restart resumes from the offsets stored in the ledger.
     """
-    from loopledger.commands import run_watch
+    from loopledger.commands import run_watch, setup_logging
 
+    setup_logging(log_file)
     raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval))
 
 

@@ -63,6 +63,23 @@ def _with_enforced(engine, opts: worker.Options) -> None:
         opts.specs = [*opts.specs, chosen]
 
 
+def setup_logging(log_file: Path | None) -> None:
+    """Warnings and errors with their tracebacks (a file that could not be ingested, a busy
+    ledger, a sniffer that failed) go to `log_file` through standard logging; without one they
+    are kept out of the terminal, where each problem already gets its one line."""
+    import logging
+
+    logger = logging.getLogger("loopledger")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    if log_file is None:
+        logger.addHandler(logging.NullHandler())
+        return
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+
+
 def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
     # One row per figure: it stays readable in an 80-column terminal and in CI logs.
     table = Table(title=title, title_justify="left")
@@ -71,7 +88,8 @@ def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
     rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged),
             ("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
             ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
-            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors))
+            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors),
+            ("files left: ledger busy", t.locked))
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     return table

@@ -149,3 +149,17 @@ def excerpt(raw: str | bytes, limit: int = EXCERPT_CHARS) -> str:
         raw = raw[: limit * 4].decode("utf-8", "replace")
     raw = raw.replace("\n", "\\n")
     return raw if len(raw) <= limit else raw[:limit] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a reader can continue a file from (`formats.read_from`): bytes through `offset`
+    (line `line`) are read; `state` (picklable) is the reader's own, taken just before its
+    end-of-file flush. Items a resumed read yields are exactly those a whole read yields after
+    this point; the events the whole read flushed after it (`flushed` per session key, e.g. a
+    message whose lines may continue) are provisional and yielded again. Not an event: only
+    `read_from` yields it, as its last-but-flush item."""
+
+    offset: int
+    line: int
+    state: Any

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_enforce"
-down_revision = "0004_peers"
+down_revision = "0003_resume"  # chained after the migrations that landed on main first
 branch_labels = None
 depends_on = None
 
