@@ -178,6 +178,11 @@ class _Driver:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
 
 
+# The incremental walk of one policy, public for the live paths (hooks, `guard`, the Python API):
+# they feed one event at a time as the agent reports it, through the same code as every replay.
+Driver = _Driver
+
+
 def _as_policy(policy: Policy | PolicySpec | str) -> Policy:
     return policy if isinstance(policy, Policy) else make_policy(policy)
 

@@ -250,3 +250,52 @@ reader_states = Table(
     Column("version", String(64), nullable=False),
     Column("state", LargeBinary, nullable=False),
 )
+
+# ── live enforcement (migration 0007_enforce) ────────────────────────────────────────────────
+# Not derived from a transcript: a re-ingest of the session's file keeps these rows.
+
+# Which stored policy the hooks, `guard` and Policy.enforced(db) use: the newest row wins;
+# policy_id NULL = back to the default (loopledger.enforce.DEFAULT_SPEC).
+enforcements = Table(
+    "enforcements",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE")),
+    Column("set_at", Float, nullable=False),
+    Column("origin", Text),  # compare | leaderboard | cli | api
+)
+
+# What a live agent reported, in arrival order: the enforced policy's state is a replay of these.
+live_events = Table(
+    "live_events",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("kind", String(10), nullable=False),  # call | answer | user
+    Column("at", Float, nullable=False),  # unix time the hook or guard saw it
+    Column("call_id", Text),
+    Column("tool", Text),
+    Column("args", Text),  # canonical JSON (capped) of a call
+    Column("text", Text),  # an answer's or user turn's text (capped)
+    Column("text_hash", String(32)),  # digest of the full text
+    Column("is_error", Boolean),
+)
+
+# Every decision a hook or `guard` made (enforced, not replayed): one per live call.
+enforced_checks = Table(
+    "enforced_checks",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the live_events row of the call
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), nullable=False),
+    Column("origin", String(20), nullable=False),  # claude-code | gemini-cli | guard | python
+    Column("call_id", Text),  # the agent's tool call id (Claude Code: the transcript's tool_use id)
+    Column("tool", Text, nullable=False),
+    Column("verdict", String(12), nullable=False),  # allow|warn|block|halt|after_halt
+    Column("count", Integer),
+    Column("threshold", Integer),
+    Column("reason", Text),
+    Column("at", Float, nullable=False),
+    Column("elapsed_ms", Float),  # time the decision took inside the process
+)
+Index("ix_enforced_checks_call", enforced_checks.c.session_id, enforced_checks.c.call_id)
