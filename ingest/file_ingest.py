@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopledger import formats, resume
+from loopledger import formats, resume, snapshots
 from loopledger.changes import (
     STATUS_ERROR,
     STATUS_MISSING,
@@ -155,7 +155,7 @@ def reader_version(fmt: str) -> str:
     files = [here / "formats" / "_common.py", here / "sessions.py", here / "events.py"]
     if mod is not None and getattr(mod, "__file__", None):
         files.append(Path(mod.__file__).resolve())
-    return resume._file_digest(files)
+    return snapshots.file_digest(files)
 
 
 @dataclass

@@ -124,7 +124,6 @@ def parse(raw: bytes) -> dict[str, Any]:
 def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) -> dict[str, Any] | None:
     """The output for one event (None: say nothing), the decision written to the ledger."""
     from loopledger import live, live_db
-    from loopledger.enforce import DEFAULT_SPEC
 
     event = payload["hook_event_name"]
     kind = ("call" if event in CALL_EVENTS[agent] else "answer" if event in ANSWER_EVENTS[agent]
@@ -154,7 +153,7 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
                 text, is_error = live._text(payload.get("error")), True
             else:
                 text, is_error = _answer_text(agent, payload.get("tool_response"))
-            state = live.LiveSession(DEFAULT_SPEC, seq=live.next_seq(conn, sid))
+            state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
             state.answer(call_id, text, is_error)
             live.save(conn, sid, state, agent)
             d = live.decision_of(conn, sid, call_id, payload.get("tool_name"))
@@ -162,7 +161,7 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
                 out = _context(event, d.message())
         elif kind == "user":
             prompt = payload.get("prompt")
-            state = live.LiveSession(DEFAULT_SPEC, seq=live.next_seq(conn, sid))
+            state = live.load(conn, sid)
             state.user(prompt if isinstance(prompt, str) else "")
             live.save(conn, sid, state, agent)
         conn.commit()

@@ -14,9 +14,13 @@ halt refuses it and stops the agent, history kept; calls after a halt in the sam
 refused the same way (`after_halt`) until the next user turn.
 
 State between processes (every hook event is a new process): the session's live events are
-stored (`live_events`) and replayed to rebuild the policy's state; the write lock (SQLite
-BEGIN IMMEDIATE, a PostgreSQL row lock on the session) is held from loading to saving, so two
-hook processes of one session never lose or double-count a call.
+stored (`live_events`), and after each save the policy's state — the replay engine's driver —
+is sealed into `live_states` with the same signed, versioned snapshots the worker resumes
+appended transcripts from (loopledger.snapshots). A hook loads that snapshot when it is current
+(its seq is the next live event's) and replays the stored live events only when it is absent,
+stale or not ours; so an event costs the same on the 1,000th call as on the first. The write
+lock (SQLite BEGIN IMMEDIATE, a PostgreSQL row lock on the session) is held from loading to
+saving, so two hook processes of one session never lose or double-count a call.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, tex
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text, is_capped
 from loopledger.live_db import LiveDB, sql
 from loopledger.replay import Driver
+from loopledger.snapshots import seal, unseal, version_of
 
 KIND_CALL, KIND_ANSWER, KIND_USER = "call", "answer", "user"
 ORIGINS = ("claude-code", "gemini-cli", "guard", "python")
@@ -237,10 +242,19 @@ def attach(conn: Any, origin: str, key: str, transcript_path: str | None = None,
 
 
 def load(conn: Any, session_id: int, spec: PolicySpec | None = None) -> LiveSession:
-    """The session's live state under `spec` (default: the enforced policy), from its stored
-    live events. Hold the write lock (LiveDB.begin_write + lock_session) until `save`."""
+    """The session's live state under `spec` (default: the enforced policy): its sealed snapshot
+    when that is current, else a replay of its stored live events. Hold the write lock
+    (LiveDB.begin_write + lock_session) until `save`."""
     spec = spec or enforced_or_default(conn)
     live = LiveSession(spec)
+    row = conn.exec_driver_sql(sql(conn, "SELECT seq, version, state FROM live_states "
+                                         "WHERE session_id = ? AND policy_id = ?"), (session_id, spec.id)).fetchone()
+    if row is not None and row[0] == next_seq(conn, session_id):
+        state = unseal(row[2], row[1]) if row[1] == version_of(live._driver.policy) else None
+        if state is not None:
+            live._driver, live._step = state
+            live.seq = row[0]
+            return live
     live.replay(conn.exec_driver_sql(sql(conn,
         "SELECT kind, call_id, tool, args, text, text_hash, is_error FROM live_events "
         "WHERE session_id = ? ORDER BY seq"), (session_id,)))
@@ -281,6 +295,16 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         if checks:
             conn.exec_driver_sql(ck_sql, checks)
     live.unsaved.clear()
+    version = version_of(live._driver.policy)
+    blob = seal((live._driver, live._step), version)
+    if blob is None:  # unpicklable state (e.g. arguments nested beyond pickle's reach): replay next time
+        conn.exec_driver_sql(sql(conn, "DELETE FROM live_states WHERE session_id = ? AND policy_id = ?"),
+                             (session_id, live.spec.id))
+        return
+    conn.exec_driver_sql(sql(conn,
+        "INSERT INTO live_states (session_id, policy_id, seq, version, state) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id, policy_id) DO UPDATE SET seq = excluded.seq, version = excluded.version, "
+        "state = excluded.state"), (session_id, live.spec.id, live.seq, version, blob))
 
 
 def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | None = None) -> Decision | None:

@@ -227,3 +227,41 @@ def test_hook_help_and_the_fast_path_imports(tmp_path, fresh_db):
             "print(','.join(bad), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, fresh_db], input=json.dumps(pre).encode(), capture_output=True)
     assert proc.returncode == 0 and proc.stderr.decode().strip() == ""
+
+
+def test_each_event_resumes_the_sealed_state_and_a_bad_snapshot_falls_back_to_replay(tmp_path, fresh_db):
+    """The live state is the worker's kind of snapshot (loopledger.snapshots): after every event
+    it is current (its seq is the number of live events), and a snapshot that does not verify is
+    never used: the hook replays the stored live events and decides exactly the same."""
+    spec = PolicySpec.parse("ladder")
+    eng = _ledger(fresh_db, spec)
+    loop = npm_test_loop(tmp_path, calls=6)
+    expected = _replayed(loop.transcript, spec)
+    path = fresh_db.removeprefix("sqlite:///")
+
+    def snapshot_row():
+        with sqlite3.connect(path) as db:
+            n = db.execute("SELECT COUNT(*) FROM live_events").fetchone()[0]
+            row = db.execute("SELECT seq, length(state) FROM live_states WHERE policy_id = ?", (spec.id,)).fetchone()
+        return n, row
+
+    said: dict[str, dict | None] = {}
+    refused: set[str] = set()
+    for i, ev in enumerate(loop.events):
+        if ev["hook_event_name"] == "PostToolUseFailure" and ev["tool_use_id"] in refused:
+            continue
+        if i == 5:  # mid-session: spoil the stored snapshot's signature
+            with sqlite3.connect(path) as db:
+                db.execute("UPDATE live_states SET state = zeroblob(64)")
+        proc = run_hook(ev, fresh_db)
+        assert proc.returncode == 0, proc.stderr
+        if ev["hook_event_name"] == "PreToolUse":
+            said[ev["tool_use_id"]] = output(proc)
+            if said[ev["tool_use_id"]] is not None:
+                refused.add(ev["tool_use_id"])
+        n, row = snapshot_row()
+        if n:
+            assert row is not None and row[0] == n and row[1] > 64  # current after every event
+    refused_expected = {t for t, v in expected.items() if v in REFUSED}
+    assert refused == refused_expected
+    eng.dispose()

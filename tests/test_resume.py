@@ -8,7 +8,7 @@ import pickle
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loopledger import resume
+from loopledger import resume, snapshots
 from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS, PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, SessionInfo, UserTurn
 from loopledger.ledger import migrate, schema, store
@@ -112,7 +112,7 @@ def test_a_tampered_or_foreign_snapshot_is_never_unpickled(monkeypatch):
     evil = blob[:32] + pickle.dumps(("boom",))  # a valid pickle, not signed by us
     assert resume.unseal(evil, v) is None
     assert resume.unseal(blob, "another-version") is None
-    monkeypatch.setattr(resume, "_key", b"k" * 32)  # another user's key
+    monkeypatch.setattr(snapshots, "_key", b"k" * 32)  # another user's key
     assert resume.unseal(blob, v) is None
 
 

@@ -26,7 +26,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Answer, Answers, Batch, Call, Checkpoint, Item, ReadError, SessionInfo, SessionStart
+from loopledger.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Checkpoint,
+    Item,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+)
 from loopledger.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.openai_responses import item_events
 

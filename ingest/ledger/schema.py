@@ -282,6 +282,18 @@ live_events = Table(
 )
 
 # Every decision a hook or `guard` made (enforced, not replayed): one per live call.
+# The live policy's sealed state after `seq` live events (loopledger.snapshots; migration
+# 0008_live): a hook resumes from it; absent, stale or not ours, it replays `live_events`.
+live_states = Table(
+    "live_states",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy_id", String(32), primary_key=True),
+    Column("seq", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("state", LargeBinary, nullable=False),
+)
+
 enforced_checks = Table(
     "enforced_checks",
     metadata,
