@@ -137,9 +137,32 @@ def test_values_shorter_than_four_characters_are_not_named_by_an_error():
     ("Errors found: 0", False, False),  # "error" must be the word, followed by a colon
     ("all good, no error: none", False, False),  # only the opening counts
     ("x" * 300 + "Error: late", False, False),
+    ("Exit code 1\n(eval):1: permission denied:", False, True),  # Claude Code Bash, flag lost
+    ("Exit code: 2\nWall time: 0.4 seconds\nOutput:\n", False, True),  # Codex plain-text shell
+    ("exit status 127", False, True),
+    ("Exit code 0\nok", False, False),
+    ("the exit code 1 means", False, False),  # only at the start
+    ('Traceback (most recent call last):\n  File "reproduce.py", line 3', False, True),
+    ('Result:\nTraceback (most recent call last):', False, False),  # a traceback the output quotes
+    ("bash: ponyc: command not found", False, True),
+    ("(eval):1: command not found: tree", False, True),  # zsh
+    ("README.md\ncommand not found handler added", False, False),  # the first line only
+    ("Command failed: npm test", False, False),  # failed_prefix is not a default
 ])
 def test_failure_is_the_flag_or_an_error_pattern_at_the_start(text, is_error, failed):
     assert ProgressDetector().is_failure(text, is_error) is failed
+
+
+@pytest.mark.parametrize(("text", "failed"), [
+    ("Command failed: npm test", True),  # Node's execSync
+    ("Pre-commit validation failed:\n\n[DIALYZER]", True),
+    ("1 failed: fixture 'frozen_clock' not found", True),
+    ("app.log:12: upload failed: timeout", False),  # a grep hit, not a verdict
+    ("3 failed, 2 passed in 0.4s", False),
+])
+def test_failed_prefix_is_offered_by_name(text, failed):
+    spec = PolicySpec.parse("progress:errors=failed_prefix")
+    assert make_policy(spec).detector.is_failure(text) is failed
 
 
 def test_failure_patterns_are_configurable():
@@ -305,7 +328,8 @@ def test_bad_parameters_are_config_errors_naming_the_field(spec, field):
 def test_spec_defaults_round_trip_and_name_the_patterns():
     spec = PolicySpec("progress")
     assert spec.params["volatile"] == tuple(VOLATILE_PATTERNS)
-    assert spec.params["errors"] == tuple(ERROR_PATTERNS)
+    assert spec.params["errors"] == ("error_prefix", "nonzero_returncode", "exit_code", "traceback",
+                                     "command_not_found")
     assert PolicySpec.parse(spec.text) == spec
     assert PolicySpec.parse("progress:volatile=uuid|re:pid \\d+").params["volatile"] == ("uuid", "re:pid \\d+")
 

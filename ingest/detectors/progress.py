@@ -22,8 +22,10 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    count >= halt_at.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
-   tau-bench and the OpenHands editor write them, and mini-swe-agent's
-   `<returncode>N</returncode>` with N != 0).
+   tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
+   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback and a shell's
+   `command not found`: what formats without a flag, or exports that lost it, still say;
+   `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
 5. Progress elsewhere: a repeated call (same tool and arguments) answered differently from its
@@ -96,9 +98,21 @@ DEFAULT_VOLATILE: tuple[str, ...] = tuple(VOLATILE_PATTERNS.values())
 ERROR_PATTERNS: dict[str, str] = {
     "error_prefix": r"\A\s*error\b\s*:",  # tau-bench "Error: …", OpenHands editor "ERROR:\n…"
     "nonzero_returncode": r"\A\s*<returncode>\s*-?[1-9]\d*\s*</returncode>",  # mini-swe-agent
+    # Claude Code's Bash "Exit code 1\n…", Codex's plain-text shells "Exit code: 1\n…", when an
+    # export (ATIF, OTLP, a copied transcript) lost the flag the agent had
+    "exit_code": r"\A\s*exit (?:code|status)\s*:?\s*-?[1-9]\d*\b",
+    # a Python tool or script that died (SWE-agent and OpenHands print it as the observation)
+    "traceback": r"\A\s*Traceback \(most recent call last\):",
+    # bash "bash: ponyc: command not found", zsh "(eval):1: command not found: tree"
+    "command_not_found": r"\A[^\n]*\bcommand not found\b",
+    # a verdict in up to three words: "Command failed: npm test" (Node's execSync), "Pre-commit
+    # validation failed:", "Build failed:" (a grep hit "log:12: upload failed:" is not one)
+    "failed_prefix": r"\A\s*(?:[\w-]+ ){0,3}failed\s*:",
 }
-DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(ERROR_PATTERNS)
-DEFAULT_ERRORS: tuple[str, ...] = tuple(ERROR_PATTERNS.values())
+# failed_prefix is offered, not a default: it also reads a test runner's "1 failed: …" summary,
+# which would move halts on sessions judged before it existed (measured: docs/detection.md).
+DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(n for n in ERROR_PATTERNS if n != "failed_prefix")
+DEFAULT_ERRORS: tuple[str, ...] = tuple(ERROR_PATTERNS[n] for n in DEFAULT_ERROR_NAMES)
 
 _hash = xxhash.xxh3_128_hexdigest
 
