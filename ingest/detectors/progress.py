@@ -11,7 +11,10 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    known, newest first: `r` = how many end on the same answer (a changed answer is progress: the
    run, and so the count, restarts at it). count = r + 1. It halts at count >= halt_at when that
    answer is a failure, at count >= ok_halt_at when it is a success (a success repeated after
-   other calls is often a check after an edit; a failure repeated is not).
+   other calls is often a check after an edit; a failure repeated is not) — except a read of the
+   workspace (`reads_only`: an editor's `command: view`, a shell pipeline of `cat`/`grep`/
+   `sed -n`/`git diff`…) when it and every call since the oldest of its equal answers only read:
+   nothing could have changed what it reads, so it halts at halt_at like a failure.
 2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
    with known answers, newest first, while each failed with the error of the newest), oldest
    first, then this call: an attempt is a stale retry when it goes back to arguments already
