@@ -31,7 +31,7 @@ def first_halts(name: str) -> dict[str, int | None]:
         event = steps[0].event
         if not isinstance(event, Batch):
             continue
-        for spec, step in zip(specs, steps):
+        for spec, step in zip(specs, steps, strict=True):
             if halts[spec.detector] is None:
                 halts[spec.detector] = next((position + max(c.idx, 0) + 1 for c in step.checks
                                              if c.verdict == "halt"), None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
-from loopledger.detectors.progress import ERROR_PATTERNS, VOLATILE_PATTERNS, reads_only
+from loopledger.detectors.progress import VOLATILE_PATTERNS, reads_only
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
 
