@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from loopledger import worker
+from loopledger import enforce, worker
 from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
@@ -54,6 +54,32 @@ def open_ledger(db: str | None):
     return engine
 
 
+def _with_enforced(engine, opts: worker.Options) -> None:
+    """The enforced policy is replayed at ingest too, so the Session page can set its replayed
+    verdicts beside what it enforced live on the same calls."""
+    with engine.connect() as conn:
+        chosen = enforce.enforced(conn)
+    if chosen is not None and chosen not in opts.specs:
+        opts.specs = [*opts.specs, chosen]
+
+
+def setup_logging(log_file: Path | None) -> None:
+    """Warnings and errors with their tracebacks (a file that could not be ingested, a busy
+    ledger, a sniffer that failed) go to `log_file` through standard logging; without one they
+    are kept out of the terminal, where each problem already gets its one line."""
+    import logging
+
+    logger = logging.getLogger("loopledger")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    if log_file is None:
+        logger.addHandler(logging.NullHandler())
+        return
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+
+
 def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
     # One row per figure: it stays readable in an 80-column terminal and in CI logs.
     table = Table(title=title, title_justify="left")
@@ -62,7 +88,8 @@ def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
     rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged),
             ("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
             ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
-            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors))
+            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors),
+            ("files left: ledger busy", t.locked))
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     return table
@@ -92,6 +119,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db)
+    _with_enforced(engine, opts)
     try:
         files = worker.discover(paths)
         sizes = {str(f): _size(f) for f in files}
@@ -132,6 +160,7 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
                        + " exists; name the folders to watch", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db)
+    _with_enforced(engine, opts)
     stop = threading.Event()
     worker.stop_on_signals(stop)
     err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {resolve_url(db)}); Ctrl-C to stop"))
@@ -220,6 +249,7 @@ def run_policies(db: str | None) -> int:
     try:
         with engine.connect() as conn:
             rows = store.stored_policies(conn)
+            chosen_id = enforce.enforced_id(conn)
     finally:
         engine.dispose()
     table = Table(title="Stored policies", title_justify="left")
@@ -228,6 +258,12 @@ def run_policies(db: str | None) -> int:
     for r in rows:
         table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
     out.print(table)
+    chosen = next((r for r in rows if r["id"] == chosen_id), None)
+    if chosen is not None:
+        out.print(Text(f"ENFORCED on live agents: {chosen['label']} (id {chosen['id'][:12]})"))
+    else:
+        out.print(Text(f"ENFORCED on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
+                       "with `loopledger enforce SPEC` or Compare's \"Enforce this setting\")"))
     out.print(detectors_table())
     for name, why in sorted(registry.broken_plugins().items()):
         err.print(Text(f"plugin {name!r} (entry point group {registry.ENTRY_POINT_GROUP}) failed to load: {why}",
@@ -246,3 +282,81 @@ def detectors_table() -> Table:
         table.add_row(Text(name), "built-in" if name in builtin else "plugin", Text(params),
                       Text(registry.get(name).summary))
     return table
+
+
+def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
+    try:
+        parsed = PolicySpec.parse(spec) if spec else None
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    engine = open_ledger(db)
+    try:
+        if parsed is not None or default:
+            with engine.begin() as conn:
+                enforce.set_enforced(conn, parsed, origin="cli")
+        with engine.connect() as conn:
+            chosen = enforce.enforced(conn)
+    finally:
+        engine.dispose()
+    current = chosen or enforce.DEFAULT_SPEC
+    out.print(Text(f"Enforced on live agents: {current.label}" + ("" if chosen else " (the default)")))
+    out.print(Text(f"spec: {current.text}"))
+    return EXIT_OK
+
+
+def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
+    from loopledger import hook_settings as hs
+
+    if project is not None and user:
+        err.print(Text("error: give --project DIR or --user, not both", style="red"))
+        return EXIT_USAGE
+    if project is not None and not project.is_dir():
+        err.print(Text(f"error: no such folder: {project}", style="red"))
+        return EXIT_USAGE
+    # The ledger must exist and be current before the agent's first call (a hook never creates it).
+    open_ledger(db).dispose()
+    path = hs.settings_path(agent, project, user)
+    try:
+        change = hs.install(agent, path, hs.hook_command(agent, db))
+    except (hs.SettingsError, OSError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
+    if change.changed:
+        out.print(Text(f"installed the {agent} hook in {path}" + (f" (backup: {change.backup})" if change.backup else "")))
+    else:
+        out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
+    out.print(Text(f"command: {change.command}"))
+    if agent == "gemini-cli":
+        out.print(Text("Gemini CLI runs hooks only when they are enabled in its settings (see its hooks docs)."))
+    return EXIT_OK
+
+
+def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
+    from loopledger import hook_settings as hs
+
+    if project is not None and user:
+        err.print(Text("error: give --project DIR or --user, not both", style="red"))
+        return EXIT_USAGE
+    path = hs.settings_path(agent, project, user)
+    try:
+        change = hs.uninstall(agent, path)
+    except (hs.SettingsError, OSError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
+    out.print(Text(f"removed the {agent} hook from {path}" + (f" (backup: {change.backup})" if change.backup else "")
+                   if change.changed else f"no LoopLedger {agent} hook in {path}; nothing changed"))
+    return EXIT_OK
+
+
+def run_guard(db: str | None, policy: str | None, no_ledger: bool) -> int:
+    from loopledger import guard_server, live_db
+
+    try:
+        return guard_server.run(db, policy, no_ledger)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    except live_db.LedgerUnavailable as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR

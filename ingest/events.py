@@ -124,6 +124,17 @@ class Answers:
 
 
 @dataclass(frozen=True, slots=True)
+class Retry:
+    """The harness retrying a failed model request (rate limit, overload, network): neither a
+    turn nor a tool call. Stored and shown so a retry storm is visible; no detector reads it, and
+    it does not open or extend a run. `text` starts with what the transcript called it."""
+
+    text: str
+    ts: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReadError:
     """A malformed line or record: reading goes on, the caller decides where it is stored."""
 
@@ -137,8 +148,8 @@ class ReadError:
         return f"{where}: {self.message}"
 
 
-Event = UserTurn | Prose | Batch | Answers
-Item = SessionStart | UserTurn | Prose | Batch | Answers | ReadError
+Event = UserTurn | Prose | Batch | Answers | Retry
+Item = SessionStart | UserTurn | Prose | Batch | Answers | Retry | ReadError
 
 EXCERPT_CHARS = 200
 
@@ -149,3 +160,17 @@ def excerpt(raw: str | bytes, limit: int = EXCERPT_CHARS) -> str:
         raw = raw[: limit * 4].decode("utf-8", "replace")
     raw = raw.replace("\n", "\\n")
     return raw if len(raw) <= limit else raw[:limit] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a reader can continue a file from (`formats.read_from`): bytes through `offset`
+    (line `line`) are read; `state` (picklable) is the reader's own, taken just before its
+    end-of-file flush. Items a resumed read yields are exactly those a whole read yields after
+    this point; the events the whole read flushed after it (`flushed` per session key, e.g. a
+    message whose lines may continue) are provisional and yielded again. Not an event: only
+    `read_from` yields it, as its last-but-flush item."""
+
+    offset: int
+    line: int
+    state: Any

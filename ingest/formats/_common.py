@@ -19,12 +19,14 @@
     records_or_document(path, is_record) -> JSONL | value | ReadError
                                                                JSONL of records, or a whole document
     title_of(text, limit=100) -> str                           a session title from a prompt
+    iso_utc(value) -> str | None                               a timestamp as ISO 8601 UTC ("…Z")
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,28 +73,49 @@ def json_error_message(raw: bytes | str, exc: Exception) -> str:
     return f"invalid JSON: {text}" + (f" (at character {pos + 1})" if isinstance(pos, int) else "")
 
 
-def iter_jsonl(path: Path | str, max_line_bytes: int | None = None) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(path: Path | str, max_line_bytes: int | None = None, start: tuple[int, int] = (0, 0),
+               pos: list[int] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield (line_no, parsed value | ReadError) for each non-blank line, 1-based.
-    `max_line_bytes` defaults to MAX_LINE_BYTES as it is when called (tests lower it)."""
+    `max_line_bytes` defaults to MAX_LINE_BYTES as it is when called (tests lower it).
+    `start` = (byte offset, lines before it): continue a file from a line boundary (a reader
+    resuming, see Checkpoint). `pos`, if given, is kept at [byte offset, line] just after the
+    last newline-terminated line read (where a later read can resume), + [bytes read]: the two
+    offsets differ when the file ends inside a line."""
     max_line_bytes = max_line_bytes or MAX_LINE_BYTES
+    offset, line_no = start
+    if pos is not None:
+        pos[:] = [offset, line_no, offset]
     with open(path, "rb") as fh:
-        line_no = 0
+        if offset:
+            fh.seek(offset)
         while True:
             raw = fh.readline(max_line_bytes + 1)
             if not raw:
                 return
             line_no += 1
+            offset += len(raw)
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 # Skip the rest of the line in chunks: never hold an enormous line in memory.
                 size = len(raw)
+                ended = False
                 while True:
                     rest = fh.readline(_CHUNK)
                     size += len(rest)
+                    offset += len(rest)
                     if not rest or rest.endswith(b"\n"):
+                        ended = rest.endswith(b"\n")
                         break
+                if pos is not None:
+                    pos[2] = offset
+                    if ended:
+                        pos[:2] = [offset, line_no]
                 yield line_no, bad(path, line_no, f"line too long ({size} bytes; the limit is "
                                    f"{max_line_bytes} bytes), skipped", raw[:400])
                 continue
+            if pos is not None:
+                pos[2] = offset
+                if raw.endswith(b"\n"):
+                    pos[:2] = [offset, line_no]
             if line_no == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             if not raw.strip():
@@ -288,3 +311,47 @@ def records_or_document(path: Path | str, is_record) -> Any:
     if isinstance(doc, ReadError) and _record_lines(path, is_record, skip_bare=False):
         return JSONL
     return doc
+
+
+# Already normalized: most transcripts (Claude Code, Codex, Gemini) write exactly this.
+_CANON_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
+_ZONE_NAME = re.compile(r"\s*\[[^\]]*\]\Z")  # Java / Temporal style "…+01:00[Europe/Berlin]"
+_LONG_FRACTION = re.compile(r"(\.\d{6})\d+")  # nanoseconds: datetime keeps microseconds
+
+
+def iso_utc(value: Any) -> str | None:
+    """A transcript's timestamp as ISO 8601 in UTC ("2026-03-04T09:00:00.123Z").
+
+    Offsets are applied ("…+01:00[Europe/Berlin]" → the same instant in UTC, the zone name
+    dropped); epoch numbers are seconds, or milliseconds when too large for seconds; a time
+    without any zone is kept as ISO 8601 without one (the zone is unknown, so it is not
+    invented); text that is not a time at all is kept as written."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        seconds = value / 1000 if abs(value) >= 1e11 else value
+        try:
+            dt = datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            return str(value)
+        return _format(dt, isinstance(value, float) or seconds != int(seconds) or abs(value) >= 1e11)
+    if not isinstance(value, str):
+        return as_text(value)
+    text = value.strip()
+    if _CANON_TS.match(text):
+        return text
+    core = _LONG_FRACTION.sub(r"\1", _ZONE_NAME.sub("", text))
+    try:
+        dt = datetime.fromisoformat(core)
+    except ValueError:
+        return value
+    if dt.tzinfo is None:
+        return dt.isoformat()
+    return _format(dt.astimezone(UTC), dt.microsecond != 0 or "." in core)
+
+
+def _format(dt: datetime, fraction: bool) -> str:
+    if not fraction:
+        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    spec = "milliseconds" if dt.microsecond % 1000 == 0 else "microseconds"
+    return dt.replace(tzinfo=None).isoformat(timespec=spec) + "Z"

@@ -10,32 +10,16 @@ import os
 import time
 from pathlib import Path
 
+from loopledger.ledger.urls import DEFAULT_SQLITE_PATH, ENV_PATH, ENV_URL, resolve_url  # noqa: F401 (re-exported)
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import QueuePool
 
-DEFAULT_SQLITE_PATH = "ledger.sqlite"
-ENV_URL = "LOOPLEDGER_DATABASE_URL"
-ENV_PATH = "LOOPLEDGER_DB"
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = int(os.environ.get("LOOPLEDGER_BUSY_TIMEOUT_MS", "30000"))  # SQLite waits this long for the write lock
 # A dashboard query that runs longer than this is cut off (datasette's habit): one runaway
 # aggregate must not pin a server thread. Override with $LOOPLEDGER_QUERY_TIMEOUT (seconds).
 READ_QUERY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_QUERY_TIMEOUT", "10"))
 PROGRESS_STEPS = 20_000  # SQLite VM instructions between deadline checks (~1 ms of work)
-
-
-def resolve_url(db: str | None = None) -> str:
-    """`--db` wins, then LOOPLEDGER_DATABASE_URL, then LOOPLEDGER_DB (a path), then ./ledger.sqlite.
-
-    A plain path means a SQLite file; anything with `://` is a SQLAlchemy URL
-    (`postgresql+psycopg://user:pw@host/db`; a bare `postgresql://` gets the psycopg 3 driver).
-    """
-    value = db or os.environ.get(ENV_URL) or os.environ.get(ENV_PATH) or DEFAULT_SQLITE_PATH
-    if "://" not in value:
-        return "sqlite:///" + str(Path(value).expanduser().resolve())
-    if value.startswith("postgresql://") or value.startswith("postgres://"):
-        value = "postgresql+psycopg://" + value.split("://", 1)[1]
-    return value
 
 
 def is_sqlite(url: str) -> bool:
