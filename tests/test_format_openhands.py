@@ -176,3 +176,24 @@ def test_wrong_types_never_raise(k, value):
 
 def test_a_grown_file_shows_every_changed_session_past_the_old_end(tmp_path):
     assert_growth_shows_past_the_old_end(openhands, OUTPUT.read_bytes(), tmp_path, ".jsonl")
+
+
+def test_an_editor_read_gets_back_the_view_command_the_model_sent(tmp_path):
+    # OpenHands turns str_replace_editor {"command": "view", "path": …} into a `read` action
+    # whose args drop the command (as in its multi-swe-bench output); a bare `read` stays as it is.
+    tcm = {"function_name": "str_replace_editor", "tool_call_id": "t1",
+           "model_response": {"id": "r1", "choices": [{"message": {"tool_calls": [{"function": {
+               "name": "str_replace_editor",
+               "arguments": '{"command": "view", "path": "/w/parser.c"}'}}]}}]}}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        {"id": 2, "source": "agent", "action": "read", "tool_call_metadata": tcm,
+         "args": {"path": "/w/parser.c", "start": 0, "end": -1, "view_range": None, "thought": ""}},
+        {"id": 3, "source": "agent", "cause": 2, "observation": "read", "content": "1\tDEF(x);"},
+        {"id": 4, "source": "agent", "action": "read", "args": {"path": "/w/a.c"}},
+        {"id": 5, "source": "agent", "cause": 4, "observation": "read", "content": "x"}]))
+    got = calls(list(openhands.read(path)))
+    assert got[0].name == "str_replace_editor"
+    assert got[0].args == {"command": "view", "path": "/w/parser.c", "start": 0, "end": -1, "view_range": None}
+    assert got[1].name == "read" and got[1].args == {"path": "/w/a.c"}

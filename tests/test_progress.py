@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
-from loopledger.detectors.progress import ERROR_PATTERNS, VOLATILE_PATTERNS
+from loopledger.detectors.progress import VOLATILE_PATTERNS, reads_only
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
 
@@ -137,9 +137,32 @@ def test_values_shorter_than_four_characters_are_not_named_by_an_error():
     ("Errors found: 0", False, False),  # "error" must be the word, followed by a colon
     ("all good, no error: none", False, False),  # only the opening counts
     ("x" * 300 + "Error: late", False, False),
+    ("Exit code 1\n(eval):1: permission denied:", False, True),  # Claude Code Bash, flag lost
+    ("Exit code: 2\nWall time: 0.4 seconds\nOutput:\n", False, True),  # Codex plain-text shell
+    ("exit status 127", False, True),
+    ("Exit code 0\nok", False, False),
+    ("the exit code 1 means", False, False),  # only at the start
+    ('Traceback (most recent call last):\n  File "reproduce.py", line 3', False, True),
+    ('Result:\nTraceback (most recent call last):', False, False),  # a traceback the output quotes
+    ("bash: ponyc: command not found", False, True),
+    ("(eval):1: command not found: tree", False, True),  # zsh
+    ("README.md\ncommand not found handler added", False, False),  # the first line only
+    ("Command failed: npm test", False, False),  # failed_prefix is not a default
 ])
 def test_failure_is_the_flag_or_an_error_pattern_at_the_start(text, is_error, failed):
     assert ProgressDetector().is_failure(text, is_error) is failed
+
+
+@pytest.mark.parametrize(("text", "failed"), [
+    ("Command failed: npm test", True),  # Node's execSync
+    ("Pre-commit validation failed:\n\n[DIALYZER]", True),
+    ("1 failed: fixture 'frozen_clock' not found", True),
+    ("app.log:12: upload failed: timeout", False),  # a grep hit, not a verdict
+    ("3 failed, 2 passed in 0.4s", False),
+])
+def test_failed_prefix_is_offered_by_name(text, failed):
+    spec = PolicySpec.parse("progress:errors=failed_prefix")
+    assert make_policy(spec).detector.is_failure(text) is failed
 
 
 def test_failure_patterns_are_configurable():
@@ -223,6 +246,57 @@ def test_a_halt_stops_the_rest_of_its_batch():
     assert [c.verdict for c in steps[4].checks] == ["halt", "after_halt"]
 
 
+# ── a read repeated with nothing but reads between ────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(("name", "args", "reads"), [
+    ("str_replace_editor", {"command": "view", "path": "/w/parser.c"}, True),  # OpenHands
+    ("str_replace_editor", {"command": "str_replace", "path": "/w/parser.c"}, False),
+    ("execute_bash", {"command": 'grep -n "DEF(pattern);" /w/parser.c'}, True),  # ; inside quotes
+    ("bash", {"command": "sed -n '220,260p' ./pvlib/pvsystem.py"}, True),
+    ("bash", {"command": "sed -i 's/a/b/' x.py"}, False),
+    ("bash", {"command": "cat > fix.py << 'EOF'\nprint(1)\nEOF"}, False),  # a write that starts with cat
+    ("bash", {"command": "cat a.py && python a.py"}, False),
+    ("bash", {"command": "grep -rn foo src | head -20"}, True),
+    ("bash", {"command": "grep foo src 2>/dev/null"}, True),
+    ("bash", {"command": "grep foo src > hits.txt"}, False),
+    ("bash", {"command": "git diff -- a.py"}, True),
+    ("bash", {"command": "git commit -am x"}, False),
+    ("bash", {"command": "find . -name '*.pyc' -delete"}, False),
+    ("bash", {"command": "tail -n 20 build.log"}, False),  # how agents poll a log
+    ("shell", {"command": ["bash", "-lc", "cat setup.py"]}, True),  # Codex
+    ("Read", {"file_path": "/w/a.py"}, False),  # a name alone does not say what it reads
+    ("get_workflow_run", {"run_id": 1}, False),
+    ("bash", {"command": "cat 'unbalanced"}, False),
+])
+def test_a_call_reads_only_when_its_arguments_say_so(name, args, reads):
+    assert reads_only(name, args) is reads
+
+
+def test_the_same_file_viewed_three_times_with_only_reads_between_halts_at_the_third():
+    # ponyc-4595: view parser.c, grep, view, grep, view — the same truncated view each time.
+    view = ("str_replace_editor", {"command": "view", "path": "/w/parser.c"}, "1\tDEF(x);\n<truncated>")
+    calls = [view, ("execute_bash", {"command": "grep -n A /w/parser.c"}, "29:A"), view,
+             ("execute_bash", {"command": "grep -n B /w/parser.c"}, "666:B"), view]
+    assert actions(ProgressDetector(), calls) == ["allow", "allow", "warn", "allow", "halt"]
+
+
+def test_a_read_repeated_around_writes_keeps_the_success_threshold():
+    # pvlib 75-79: sed -n the same lines, a fix script between each (it failed silently).
+    show = ("bash", {"command": "sed -n '220,260p' ./pvlib/pvsystem.py"}, "def f():\n    pass")
+    calls = [show, ("bash", {"command": "cat > fix1.py << 'EOF'\n...\nEOF\npython fix1.py"}, ""),
+             show, ("bash", {"command": "cp x.backup x && python fix2.py"}, ""), show]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_an_api_poll_that_answers_the_same_twice_then_moves_is_never_halted():
+    # A CI run polled by a read-only-looking name: the same "in_progress" twice, then it moves.
+    answers = ["in_progress 2/9", "in_progress 2/9", "in_progress 5/9", "in_progress 5/9",
+               "in_progress 8/9", "completed success"]
+    calls = [("get_workflow_run", {"run_id": 8841}, a) for a in answers]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
 # ── progress elsewhere ────────────────────────────────────────────────────────────────────────
 
 
@@ -246,6 +320,26 @@ def _turns(d: ProgressDetector, answer: str) -> list[str]:
         out += actions(d, [("update", {"seg": "HAT030"}, answer)])
         d.user_turn()
     return out
+
+
+def test_a_retry_the_user_asks_for_after_fixing_something_is_not_halted():
+    # "I fixed the credentials, try again": the retry is the 2nd attempt (a warn at most), and
+    # its answer changed, so the call starts afresh.
+    d = ProgressDetector()  # across_turns=errors: the failure is kept over the user turn
+    deploy = ("deploy", {"env": "prod"})
+    got = actions(d, [(*deploy, "Error: invalid credentials for registry.example.com")])
+    d.user_turn()
+    got += actions(d, [(*deploy, "deployed build 412 to prod"), (*deploy, "deployed build 412 to prod"),
+                       ("status", {"env": "prod"}, "prod: build 412 healthy")])
+    assert got == ["allow", "warn", "warn", "allow"]  # the 3rd: the 1st repeat of the new answer
+    # The same after two failures in the agent's own run: the fixed retry is its 3rd attempt with
+    # the same error on record, which is what a "try again" loop looks like — halted (a known
+    # limit, docs/detection.md "Beyond the corpus"); across_turns=none lets it through.
+    for across, want in (("errors", "halt"), ("none", "allow")):
+        d = ProgressDetector(across_turns=across)
+        actions(d, [(*deploy, "Error: invalid credentials")] * 2)
+        d.user_turn()
+        assert actions(d, [(*deploy, "deployed")])[0] == want
 
 
 def test_across_turns_errors_keeps_failures_but_forgets_successes():
@@ -305,7 +399,8 @@ def test_bad_parameters_are_config_errors_naming_the_field(spec, field):
 def test_spec_defaults_round_trip_and_name_the_patterns():
     spec = PolicySpec("progress")
     assert spec.params["volatile"] == tuple(VOLATILE_PATTERNS)
-    assert spec.params["errors"] == tuple(ERROR_PATTERNS)
+    assert spec.params["errors"] == ("error_prefix", "nonzero_returncode", "exit_code", "traceback",
+                                     "command_not_found")
     assert PolicySpec.parse(spec.text) == spec
     assert PolicySpec.parse("progress:volatile=uuid|re:pid \\d+").params["volatile"] == ("uuid", "re:pid \\d+")
 
@@ -386,7 +481,7 @@ def test_progress_halts_the_labelled_loops_inside_and_no_normal_session():
             first, last = map(int, row["loop_calls"].split("-"))
             (inside if first <= halt <= last else early).append(name)
     assert normal == [] and early == []
-    assert len(inside) >= 10
+    assert len(inside) == 11
 
 
 def test_answers_are_judged_as_the_ledger_stores_them():

@@ -11,7 +11,10 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    known, newest first: `r` = how many end on the same answer (a changed answer is progress: the
    run, and so the count, restarts at it). count = r + 1. It halts at count >= halt_at when that
    answer is a failure, at count >= ok_halt_at when it is a success (a success repeated after
-   other calls is often a check after an edit; a failure repeated is not).
+   other calls is often a check after an edit; a failure repeated is not) — except a read of the
+   workspace (`reads_only`: an editor's `command: view`, a shell pipeline of `cat`/`grep`/
+   `sed -n`/`git diff`…) when it and every call since the oldest of its equal answers only read:
+   nothing could have changed what it reads, so it halts at halt_at like a failure.
 2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
    with known answers, newest first, while each failed with the error of the newest), oldest
    first, then this call: an attempt is a stale retry when it goes back to arguments already
@@ -22,8 +25,10 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    count >= halt_at.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
-   tau-bench and the OpenHands editor write them, and mini-swe-agent's
-   `<returncode>N</returncode>` with N != 0).
+   tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
+   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback and a shell's
+   `command not found`: what formats without a flag, or exports that lost it, still say;
+   `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
 5. Progress elsewhere: a repeated call (same tool and arguments) answered differently from its
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -96,11 +102,92 @@ DEFAULT_VOLATILE: tuple[str, ...] = tuple(VOLATILE_PATTERNS.values())
 ERROR_PATTERNS: dict[str, str] = {
     "error_prefix": r"\A\s*error\b\s*:",  # tau-bench "Error: …", OpenHands editor "ERROR:\n…"
     "nonzero_returncode": r"\A\s*<returncode>\s*-?[1-9]\d*\s*</returncode>",  # mini-swe-agent
+    # Claude Code's Bash "Exit code 1\n…", Codex's plain-text shells "Exit code: 1\n…", when an
+    # export (ATIF, OTLP, a copied transcript) lost the flag the agent had
+    "exit_code": r"\A\s*exit (?:code|status)\s*:?\s*-?[1-9]\d*\b",
+    # a Python tool or script that died (SWE-agent and OpenHands print it as the observation)
+    "traceback": r"\A\s*Traceback \(most recent call last\):",
+    # bash "bash: ponyc: command not found", zsh "(eval):1: command not found: tree"
+    "command_not_found": r"\A[^\n]*\bcommand not found\b",
+    # a verdict in up to three words: "Command failed: npm test" (Node's execSync), "Pre-commit
+    # validation failed:", "Build failed:" (a grep hit "log:12: upload failed:" is not one)
+    "failed_prefix": r"\A\s*(?:[\w-]+ ){0,3}failed\s*:",
 }
-DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(ERROR_PATTERNS)
-DEFAULT_ERRORS: tuple[str, ...] = tuple(ERROR_PATTERNS.values())
+# failed_prefix is offered, not a default: it also reads a test runner's "1 failed: …" summary,
+# which would move halts on sessions judged before it existed (measured: docs/detection.md).
+DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(n for n in ERROR_PATTERNS if n != "failed_prefix")
+DEFAULT_ERRORS: tuple[str, ...] = tuple(ERROR_PATTERNS[n] for n in DEFAULT_ERROR_NAMES)
 
 _hash = xxhash.xxh3_128_hexdigest
+
+# Shell programs that read the workspace (as a pipeline's commands, without a write redirect or a
+# chain). Not `tail`, `ls`, `ps`: they are how agents poll what moves without them (a log, an
+# output folder, a process).
+READ_PROGRAMS = frozenset({"cat", "head", "grep", "egrep", "fgrep", "rg", "wc", "nl", "tree", "stat",
+                           "file"})
+READ_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep"})
+READ_VERBS = frozenset({"view", "read", "open", "show"})  # an editor tool's command=view
+_SHELL_FIELDS = ("command", "cmd")
+_CHAINS = frozenset({";", "&&", "||", "&", "(", ")", ";;"})
+
+
+def _reads_shell(command: str) -> bool:
+    """A shell command that only reads: every pipeline stage a read-only program, nothing chained,
+    no write redirect (`2>&1` and `>/dev/null` are not writes)."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    try:
+        tokens = list(lex)
+    except ValueError:
+        return False  # unbalanced quotes: not something to vouch for
+    if not tokens:
+        return False
+    stage: list[str] = []
+    stages = [stage]
+    for i, t in enumerate(tokens):
+        if t == "|":
+            stage = []
+            stages.append(stage)
+        elif t in _CHAINS or "`" in t or "$(" in t:
+            return False
+        elif set(t) <= set("<>&|") and ">" in t:
+            target = tokens[i + 1] if i + 1 < len(tokens) else ""
+            if not (t == ">&" or target in ("/dev/null", "&1", "&2")):
+                return False
+        else:
+            stage.append(t)
+    for words in stages:
+        if not words:
+            return False
+        prog = words[0].rsplit("/", 1)[-1]
+        if prog == "sed":
+            if "-n" not in words[1:] or any(w.startswith(("-i", "--in-place")) for w in words[1:]):
+                return False
+        elif prog == "find":
+            if any(w in ("-delete", "-exec", "-execdir", "-ok", "-fprint") for w in words[1:]):
+                return False
+        elif prog == "git":
+            if len(words) < 2 or words[1] not in READ_GIT:
+                return False
+        elif prog not in READ_PROGRAMS:
+            return False
+    return True
+
+
+def reads_only(name: str, args: Any) -> bool:
+    """Whether a call only reads the workspace, from what its arguments say: an editor's
+    `command: view`, or a shell command made of programs that read files (`cat`, `grep`,
+    `sed -n`, `git diff`, …). A tool's name is not enough: `get_workflow_run` and `read_file` of
+    a log read what moves by itself (a poll). Unknown is not a read."""
+    if isinstance(args, dict):
+        for field in _SHELL_FIELDS:
+            value = args.get(field)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                # Codex ["bash", "-lc", "cat x"]; an argv ["cat", "x"]
+                value = value[2] if len(value) == 3 and value[1] in ("-c", "-lc") else shlex.join(value)
+            if isinstance(value, str):
+                return value.strip().lower() in READ_VERBS or _reads_shell(value)
+    return False
 
 
 class ProgressVerdict(NamedTuple):
@@ -117,10 +204,12 @@ class Entry:
     the text itself: the normalized digest is computed only when two answers with different
     texts must be compared (rare: only repeats are compared), and then cached."""
 
-    __slots__ = ("position", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "_norm")
+    __slots__ = ("position", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "reads",
+                 "_norm")
 
-    def __init__(self, position: int, tool: str, key: str, args: Any) -> None:
+    def __init__(self, position: int, tool: str, key: str, args: Any, reads: bool = False) -> None:
         self.position = position
+        self.reads = reads  # the call only reads (reads_only)
         self.tool = tool
         self.key = key  # digest of the canonical arguments
         self.args = args  # the call's arguments (shared, never changed): read when it fails
@@ -132,7 +221,7 @@ class Entry:
         self._norm: str | None = None
 
     def copy(self) -> Entry:
-        new = Entry(self.position, self.tool, self.key, self.args)
+        new = Entry(self.position, self.tool, self.key, self.args, self.reads)
         new.raw, new.text, new.failed, new.named = self.raw, self.text, self.failed, self.named
         new.stale, new._norm = self.stale, self._norm
         return new
@@ -223,7 +312,7 @@ class ProgressDetector:
     """Stale repeats and stale retries over the last `window` calls (see the module docstring)."""
 
     __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "volatile", "errors",
-                 "normalize", "_entries", "_by_tool", "_next", "_moved", "last")
+                 "normalize", "_entries", "_by_tool", "_next", "_moved", "_reads", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
@@ -242,6 +331,7 @@ class ProgressDetector:
         self._by_tool: dict[str, deque[Entry]] = {}  # the same entries per tool (trimmed lazily)
         self._next = 0
         self._moved = -1  # position of the latest call seen to make progress (-1: none)
+        self._reads = False  # the call being checked only reads
         self.last: ProgressVerdict | None = None
 
     # -- answers ---------------------------------------------------------------------------
@@ -280,6 +370,7 @@ class ProgressDetector:
             args_digest = _hash(canonical if canonical is not None else canonical_bytes(args))
         position = self._next
         self._next = position + 1
+        self._reads = reads_only(name, args)
         same_tool = self._by_tool.get(name)
         if same_tool is None:
             if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
@@ -291,7 +382,7 @@ class ProgressDetector:
             while same_tool and same_tool[0].position < lo:
                 same_tool.popleft()
             action, count, rule, threshold = self._score(same_tool, args_digest, args)
-        entry = Entry(position, name, args_digest, args)
+        entry = Entry(position, name, args_digest, args, self._reads)
         entry.stale = count
         self._entries.append(entry)
         same_tool.append(entry)
@@ -331,7 +422,8 @@ class ProgressDetector:
                 break
         retry = self._retries(chain, key, args) + 1 if chain else 1
         repeat_count = repeat + 1
-        repeat_halt = self.halt_at if same is not None and same.failed else self.ok_halt_at
+        repeat_halt = self.halt_at if same is not None and (same.failed or self._only_reads_since(same)) \
+            else self.ok_halt_at
         if repeat_count >= repeat_halt or retry >= self.halt_at:
             action = HALT
         elif max(repeat_count, retry) >= self.warn_at:
@@ -344,6 +436,19 @@ class ProgressDetector:
         if repeat_halt - repeat_count <= self.halt_at - retry:
             return action, repeat_count, REPEAT, repeat_halt
         return action, retry, RETRY, self.halt_at
+
+    def _only_reads_since(self, first: Entry) -> bool:
+        """This call and every call since `first` (the oldest of its run of equal answers) only
+        read: nothing between could have changed what it reads, so the unchanged answer is as
+        stale as a repeated failure."""
+        if not self._reads:
+            return False
+        for e in reversed(self._entries):
+            if e.position < first.position:
+                return True
+            if not e.reads:
+                return False
+        return True
 
     @staticmethod
     def _retries(chain: list[Entry], key: str, args: Any) -> int:

@@ -12,7 +12,8 @@ Events:
   when present (execute_bash, str_replace_editor, ...), else the action name; id =
   tool_call_metadata.tool_call_id, else the event id; args = the action's args without the
   bookkeeping fields in NOISE (thought, security_risk, confirmation_state, ...), which change
-  from call to call without changing what the call does. Consecutive actions produced by one
+  from call to call without changing what the call does; a `read` action made by a tool
+  (str_replace_editor) gets back the `command: "view"` the model sent. Consecutive actions produced by one
   model response (same model_response.id) form one batch.
 - An observation answers the action named by its `cause` (legacy: the oldest open action);
   text = content; is_error for an `error` / `user_rejected` observation or a non-zero exit code
@@ -244,7 +245,12 @@ class _Stream:
         response_id = str_or_none(response.get("id"))
         call_id = str_or_none(tcm.get("tool_call_id")) or str_or_none(event.get("id"))
         name = str_or_none(tcm.get("function_name")) or str(action)
-        call = Call(call_id, name, {k: v for k, v in args.items() if k not in NOISE})
+        call_args = {k: v for k, v in args.items() if k not in NOISE}
+        if action == "read" and name != action and "command" not in call_args:
+            # The editor's `command: "view"` (as the model sent it) becomes a `read` action whose
+            # args drop the command: put it back, so the call says it only reads.
+            call_args = {"command": "view", **call_args}
+        call = Call(call_id, name, call_args)
         if self.pending is None or response_id is None or self.pending.response_id != response_id:
             yield from self.flush()
             thought = args.get("thought")
