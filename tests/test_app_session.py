@@ -87,6 +87,16 @@ def test_timeline_chart_lanes_and_verdicts(ledger):
     ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
     assert spec["facet"]["row"]["field"] == "policy"
     assert spec["spec"]["layer"][0]["encoding"]["color"]["field"] == "verdict"
+    run = at.selectbox(key="run_pick").value
+    # The chosen run only, and the x axis spans exactly that run.
+    tl = read_model(url, "timeline", sid, run)
+    assert len(data) == len(tl) and set(data.run_idx) == {run}
+    assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"]["domain"] == list(read_model(url, "run_bounds", sid, run))
+    assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
+    assert all(w for w, v in zip(data.why, data.verdict, strict=True) if v == vocab.HALT)
+    at.toggle(key="timeline_run_only").set_value(False).run()
+    assert not at.exception
+    ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
     tl = read_model(url, "timeline", sid)
     assert len(data) == len(tl)
     assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
@@ -112,8 +122,14 @@ def test_label_a_run(ledger):
     url, _ = ledger
     sid, run, _ = _halted(url)
     at = app(PAGE, session=str(sid))
-    at.radio(key="label_choice").set_value("not_loop")
-    at.text_input(key="label_note").set_value("waits for CI on purpose")
+    radio = at.radio(key=f"label_choice_{sid}_{run}")
+    assert radio.value is None  # nobody labelled it: nothing is pre-selected
+    assert any(b.proto.label == "not labelled yet" for b in at.get("badge")) if at.get("badge") else True
+    at.button[-1].click().run()  # saving without a choice stores nothing
+    assert not at.exception and any("Choose" in w.value for w in at.warning)
+    radio = at.radio(key=f"label_choice_{sid}_{run}")
+    radio.set_value("not_loop")
+    at.text_input(key=f"label_note_{sid}_{run}").set_value("waits for CI on purpose")
     at.button[-1].click().run()  # the form's submit button
     assert not at.exception
     assert any(s.value == "Saved." for s in at.success)
