@@ -70,9 +70,11 @@ def counter_rows(steps: Sequence[Any], max_points: int = MAX_POINTS) -> list[dic
 def counters_chart(rows: Sequence[dict[str, Any]], cursor: int | None, height: int = 180) -> alt.LayerChart:
     """Counters against the threshold over every step, verdict dots, the cursor as a rule."""
     df = pd.DataFrame(list(rows), columns=["seq", "series", "value", "verdict"])
-    base = alt.Chart(df).encode(x=alt.X("seq:Q", title="step (event seq)"))
+    # Steps and counters are whole numbers: ticks at integers only (never 101.5).
+    base = alt.Chart(df).encode(x=alt.X("seq:Q", title="step (event seq)", scale=alt.Scale(zero=False),
+                                        axis=alt.Axis(format="d", tickMinStep=1)))
     lines = base.mark_line(interpolate="step-after").encode(
-        y=alt.Y("value:Q", title="count"),
+        y=alt.Y("value:Q", title="count", axis=alt.Axis(format="d", tickMinStep=1)),
         color=alt.Color("series:N", title=None),
         strokeDash=alt.condition(alt.datum.series == "threshold", alt.value([4, 3]), alt.value([1, 0])),
     )

@@ -209,3 +209,17 @@ def test_pages_on_both_backends(db_url):
         at = app("views/health.py")
         assert not at.exception
         assert metrics(at)["Sources"] == "12"
+
+
+def test_a_row_click_opens_its_session_in_the_same_tab(ledger):
+    url, _ = ledger
+    at = app()
+    assert not at.exception
+    df = _table(at)
+    want = int(df.id.iloc[3])
+    at.session_state["sessions_table"] = {"selection": {"rows": [3], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception
+    # The same app session moved to the Session page of that row (no new tab, no link to follow).
+    assert at.header[0].value == f"Session #{want}"
+    assert at.query_params["session"] == str(want)
