@@ -87,6 +87,16 @@ def stored_checks(conn: Connection, session_id: int, policy_id: str) -> list[dic
     return [dict(r._mapping) for r in conn.execute(q)]
 
 
+def stored_runs(conn: Connection, policy_id: str, session_ids: Sequence[int]) -> dict | None:
+    """(session, run) → (outcome, halt_seq, saved) of a stored policy, or None if it is not stored."""
+    if conn.execute(sa.select(t.policies.c.id).where(t.policies.c.id == policy_id)).first() is None:
+        return None
+    ro = t.run_outcomes.c
+    q = sa.select(ro.session_id, ro.run_idx, ro.outcome, ro.halt_seq, ro.saved).where(
+        ro.policy_id == policy_id, ro.session_id.in_(list(session_ids)))
+    return {(r.session_id, r.run_idx): (r.outcome, r.halt_seq, r.saved) for r in conn.execute(q)}
+
+
 def run_labels(conn: Connection, session_ids: Sequence[int] | None = None) -> dict[tuple[int, int], str]:
     q = sa.select(t.labels.c.session_id, t.labels.c.run_idx, t.labels.c.label)
     if session_ids is not None:

@@ -245,7 +245,7 @@ def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "hal
 def session_header(conn: Connection, session_id: int) -> dict | None:
     s, src = t.sessions.c, t.sources.c
     q = (sa.select(s.id, s.key, s.title, s.format, s.agent, s.model, s.started_at, s.ended_at, s.n_runs, s.n_calls,
-                   s.n_events, src.path, src.status)
+                   s.n_events, src.path, src.status, s.outcome, s.outcome_detail, s.outcome_run)
          .select_from(t.sessions.join(t.sources, src.id == s.source_id)).where(s.id == session_id))
     row = conn.execute(q).mappings().first()
     if row is None:
@@ -402,6 +402,15 @@ def run_calls(conn: Connection, session_id: int, run_idx: int, limit: int = 20_0
     if bounds:  # a primary-key range instead of a scan of the session's calls
         q = q.where(c.seq.between(*bounds))
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=RUN_CALL_COLUMNS)
+
+
+def session_endings(conn: Connection, session_ids: list[int] | None = None) -> dict[int, tuple[str, str | None, int]]:
+    """session → (outcome, detail, run) for the sessions whose transcript says how they ended."""
+    s = t.sessions.c
+    q = sa.select(s.id, s.outcome, s.outcome_detail, s.outcome_run).where(s.outcome.is_not(None))
+    if session_ids is not None:
+        q = q.where(s.id.in_(list(session_ids)))
+    return {r.id: (r.outcome, r.outcome_detail, r.outcome_run) for r in conn.execute(q)}
 
 
 def run_bounds(conn: Connection, session_id: int, run_idx: int) -> tuple[int, int] | None:

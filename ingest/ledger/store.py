@@ -25,7 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from loopledger import vocab
+from loopledger import outcome, vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from loopledger.ledger import schema as s
@@ -263,6 +263,9 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             "model": info.model, "started_at": info.started_at or first_ts, "ended_at": last_ts,
             "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
             "n_calls": n_calls}
+    ended = outcome.from_meta(info.meta)
+    meta |= {"outcome": ended[0] if ended else None, "outcome_detail": ended[1] if ended else None,
+             "outcome_run": (max(run_of) if run_of else 0) if ended else None}
     rows = SessionRows(info.key, meta, ev_rows, call_rows, [(idx, *r) for idx, r in sorted(runs.items())],
                        [], [], [], [])
     for pv in verdicts:
