@@ -137,3 +137,24 @@ def _sql(url, query):
             return conn.execute(sa.text(query)).all()
     finally:
         eng.dispose()
+
+
+def test_session_and_replay_show_how_the_eps_run_ended_next_to_its_halt(corpus_ledger):
+    from app_support import app, ledger_env
+    from replay_support import open_page
+
+    (sid, run), = _sql(corpus_ledger, "SELECT s.id, s.outcome_run FROM sessions s JOIN sources src ON "
+                                      "src.id = s.source_id WHERE src.path LIKE '%eps-submit-loop.traj'")
+    halt = _sql(corpus_ledger, f"SELECT min(o.halt_seq) FROM run_outcomes o JOIN policies p ON p.id = o.policy_id "
+                               f"WHERE o.session_id = {sid} AND p.detector = 'run-length' AND o.outcome = 'halted'")[0][0]
+    assert halt is not None  # the guard halts the run that then finds the flag
+    with ledger_env(corpus_ledger):
+        at = app("views/session.py", session=str(sid))
+        assert not at.exception
+        texts = [t.value for t in at.text]
+        assert any(t.startswith("Ended: succeeded — exit status submitted; flag accepted: flag{People") for t in texts)
+        rp = open_page("views/replay.py", session=str(sid), run=str(run), policy="run-length")
+        assert not rp.exception, rp.exception
+        line = [t.value for t in rp.text if t.value.startswith("This run ended:")]
+        assert line == [f"This run ended: succeeded — exit status submitted; flag accepted: flag{{People always make "
+                        f"the best exploits.}}; this policy halts it at step {halt}"]

@@ -20,6 +20,7 @@ from loopledger.app import replay_view as rv
 from loopledger import explain, vocab
 from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
+from loopledger.ledger import read
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
 
@@ -37,6 +38,7 @@ STATE_HELP = {
     "answers": "hash of the last answers of this batch (unchanged answers make a strike)",
     "result": "what the last answers were judged: repeated (a strike), changed (progress), not comparable",
 }
+ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
 TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7
 LINK_KEYS = ("session", "run", "policy", "step")
@@ -237,6 +239,12 @@ with st.form("rp_params"):
             st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx), new.id)
             st.session_state.rp_spec = spec = new
             st.rerun()
+with _conn() as conn:
+    ending = read.session_endings(conn, [session_id]).get(session_id)
+if ending is not None and ending[2] == run_idx:
+    # Next to the halts: would the guard have cut off a run that went on to succeed?
+    safe.text(f"This run ended: {ENDED.get(ending[0], ending[0])}" + (f" — {ending[1]}" if ending[1] else "")
+              + (f"; this policy halts it at step {halt_at[run_idx]}" if run_idx in halt_at else ""))
 changed = st.session_state.get("rp_changed")
 if changed and changed[1] == spec.id:
     st.info(changed[0], icon=":material/compare_arrows:")
