@@ -66,11 +66,11 @@ def sessions_bar(top: pd.DataFrame, by: str = "halts") -> alt.HConcatChart:
     y_sort = alt.EncodingSortField("order", op="min")
     for i, m in enumerate(measures):
         panel = (
-            alt.Chart(rows, height=alt.Step(22), width=130 if i else 150)
+            alt.Chart(rows, height=alt.Step(22), width=110 if i else 140)  # fits 1400 px with the sidebar
             .mark_bar(color=MEASURE_COLORS.get(m, "#495057"))
             .encode(
                 y=alt.Y("session:N", sort=y_sort, title=None,
-                        axis=alt.Axis(labelLimit=300, labelOverlap=False) if i == 0 else None),
+                        axis=alt.Axis(labelLimit=230, labelOverlap=False) if i == 0 else None),
                 x=alt.X(f"{m}:Q", title=m, axis=alt.Axis(tickMinStep=1, format="d", orient="top")),
                 href=alt.Href("link:N"),
                 tooltip=[alt.Tooltip("session:N"), *[alt.Tooltip(f"{x}:Q") for x in measures]],

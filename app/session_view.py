@@ -33,9 +33,9 @@ def most_halted_run(halts: pd.DataFrame) -> int | None:
 
 
 def run_choice(run: int, by_run: dict[int, list[str]]) -> str:
-    """The run picker's text: halted runs carry ⛔ and who halted them."""
+    """The run picker's text: halted runs say who halted them."""
     names = by_run.get(run)
-    return f"run {run}  ⛔ halted by {', '.join(names)}" if names else f"run {run}"
+    return f"run {run} — halted by {', '.join(names)}" if names else f"run {run}"
 
 
 def neighbours(halted: Sequence[int], run: int) -> tuple[int | None, int | None]:
@@ -45,6 +45,15 @@ def neighbours(halted: Sequence[int], run: int) -> tuple[int | None, int | None]
     j = bisect.bisect_right(halted, run)
     nxt = halted[j] if j < len(halted) else None
     return prev, nxt
+
+
+def where_to(run: int | None, other: tuple[int, int] | None) -> str:
+    """The help of a previous/next halted run button: where it goes."""
+    if run is not None:
+        return f"run {run}"
+    if other is not None:
+        return f"no more halted runs here: session #{other[0]}, run {other[1]}"
+    return "no other halted run"
 
 
 def outcome_matrix(long: pd.DataFrame, halts: pd.DataFrame) -> pd.DataFrame:

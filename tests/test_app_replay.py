@@ -196,7 +196,7 @@ def test_next_and_previous_halt_cross_runs(ledger):
     assert not at.exception, at.exception
     # The run picker marks the runs this policy halts.
     options = at.selectbox(key="rp_run").options
-    assert [i for i, o in enumerate(options) if "⛔" in o] == [r for r, *_ in runs_of(url, sid) if r in runs_with]
+    assert [i for i, o in enumerate(options) if " — halts at step " in o] == [r for r, *_ in runs_of(url, sid) if r in runs_with]
     seen = []
     for _ in range(min(4, len(halts))):
         at.button(key="rp_next_halt").click().run()

@@ -69,9 +69,9 @@ def test_why_sentence_from_the_halting_checks_own_numbers(real_ledger):
     texts = [t.value for t in at.text]
     assert halts
     for detector, seq, count, threshold, tool in halts:
-        (line,) = [t for t in texts if t.startswith(f"⛔ {detector} halted at step {seq}")]
+        (line,) = [t for t in texts if t.startswith(f"{detector} halted at step {seq}")]
         assert f"`{tool}`" in line and f"{count} times" in line and str(threshold) in line
-    run_length = [t for t in texts if t.startswith("⛔ run-length halted")]
+    run_length = [t for t in texts if t.startswith("run-length halted")]
     assert run_length and "the same batch" in run_length[0] and "unchanged answers; at most 2 allowed" in run_length[0]
 
 
@@ -115,7 +115,7 @@ def test_next_and_previous_halted_run_and_the_picker_marks(real_ledger):
     assert len(halted) >= 3
     at = app(PAGE, session=str(sid), run=str(halted[0]))
     pick = at.selectbox(key="run_pick")
-    marked = [i for i, o in enumerate(pick.options) if "⛔ halted by" in o]
+    marked = [i for i, o in enumerate(pick.options) if " — halted by " in o]
     assert marked == halted
     assert at.button(key="prev_halted").disabled
     at.button(key="next_halted").click().run()
@@ -135,8 +135,11 @@ def test_runs_by_policies_halting_guards_first_halted_only_and_row_click(real_le
     (matrix,) = [d for d in at.dataframe if d.key == "outcomes"]
     df = matrix.value
     assert list(df.columns[:3]) == ["run", "halted by", "calls"]
-    counts = dict(_sql(real_ledger, "SELECT p.label, count(*) FROM run_outcomes o JOIN policies p ON p.id = o.policy_id "
-                                    "WHERE o.session_id = :s AND o.outcome = 'halted' GROUP BY p.label", s=sid))
+    # Default policies are headed by their detector's name alone.
+    counts = dict(_sql(real_ledger, "SELECT p.detector, count(*) FROM run_outcomes o JOIN policies p ON p.id = "
+                                    "o.policy_id WHERE o.session_id = :s AND o.outcome = 'halted' GROUP BY p.detector",
+                       s=sid))
+    assert set(df.columns[3:]) == {d for (d,) in _sql(real_ledger, "SELECT detector FROM policies")}
     pols = list(df.columns[3:])
     assert [p for p in pols if counts.get(p)] == pols[:len(counts)]  # halting guards come first
     assert [counts.get(p, 0) for p in pols] == sorted((counts.get(p, 0) for p in pols), reverse=True)
@@ -180,3 +183,22 @@ def test_label_badge_and_no_default(real_ledger):
     at = app(PAGE, session=str(sid))
     assert at.radio(key=f"label_choice_{sid}_{run}").value == "real_loop"
     assert any("labelled: real loop" in t for t in markdown_texts(at))
+
+
+def test_past_the_last_halted_run_the_next_halted_session_opens(real_ledger):
+    ranked = _sql(real_ledger, "SELECT session_id, sum(halts) FROM session_stats GROUP BY session_id "
+                               "HAVING sum(halts) > 0 ORDER BY sum(halts) DESC, session_id DESC")
+    assert len(ranked) >= 3
+    sid, following = ranked[1][0], ranked[2][0]
+    halted = _halted_runs(real_ledger, sid)
+    at = app(PAGE, session=str(sid), run=str(halted[-1]))
+    nxt = at.button(key="next_halted")
+    assert not nxt.disabled and f"session #{following}" in nxt.help
+    nxt.click().run()
+    assert not at.exception
+    assert at.query_params["session"] == str(following)
+    assert at.header[0].value == f"Session #{following}"
+    assert at.selectbox(key="run_pick").value == _halted_runs(real_ledger, following)[0]
+    prev = at.button(key="prev_halted")
+    if len(_halted_runs(real_ledger, following)) == 1:
+        assert f"session #{sid}" in prev.help

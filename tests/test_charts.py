@@ -40,7 +40,9 @@ def test_sessions_bar_is_small_multiples_one_unit_per_panel_ranking_measure_firs
         # Every panel lists the sessions in the one shared order.
         assert p["encoding"]["y"]["sort"] == {"field": "order", "op": "min"}
     # Only the first panel writes the session names; the others line up with it.
-    assert panels[0]["encoding"]["y"]["axis"]["labelLimit"] == 300
+    assert panels[0]["encoding"]["y"]["axis"]["labelLimit"] == 230
+    # Five panels and their labels fit the page at 1400 px beside the sidebar.
+    assert 230 + sum(p["width"] for p in panels) + 8 * 4 <= 900
     assert all(p["encoding"]["y"]["axis"] is None for p in panels[1:])
     assert charts.sessions_bar(_top(), by="strikes").to_dict()["hconcat"][0]["encoding"]["x"]["title"] == "strikes"
 

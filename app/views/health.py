@@ -39,8 +39,11 @@ def _live(status: str) -> None:
                                                      else f"\n    {row.errors} quarantined line(s), listed below"
                                                      if row.errors else ""))
     st.subheader("Sources")
-    safe.table(sources[["status", "error", "path", "format", "last_ingest", "sessions", "calls", "errors", "size",
-                        "id"]], key="sources_table",
+    cols = ["status", "error", "path", "format", "last_ingest", "sessions", "calls", "errors", "size", "id"]
+    shown = sources[cols].assign(error=sources["error"].fillna(""))
+    if not shown["error"].any():
+        shown = shown.drop(columns=["error"])  # no message to show: the path takes the room
+    safe.table(shown, key="sources_table",
                column_config={"size": st.column_config.NumberColumn("bytes", format="%d"),
                               "error": st.column_config.TextColumn("message", width="large"),
                               "path": st.column_config.TextColumn("path", width="large")})

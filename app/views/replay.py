@@ -199,8 +199,8 @@ halt_at = rv.halts_by_run(all_steps)  # run → its first halt's step, under thi
 
 if st.session_state.get("rp_run") not in run_bounds:
     st.session_state.rp_run = next(iter(run_bounds))
-run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run", help="⛔ marks the runs this policy halts",
-                       format_func=lambda i: (f"run {i} ⛔ halts at step {halt_at[i]}: " if i in halt_at else
+run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run", help="“halts at step …” marks the runs this policy halts",
+                       format_func=lambda i: (f"run {i} — halts at step {halt_at[i]}: " if i in halt_at else
                                               f"run {i}: ") + run_text.get(i, ""))
 first, last = run_bounds[run_idx]
 if st.session_state.get("rp_scope") != (session_id, run_idx):

@@ -64,6 +64,13 @@ def _set_run(run: int, step: int | None = None) -> None:
         st.session_state[f"focus_{sid}_{run}"] = step
 
 
+def _set_session(target: tuple[int, int] | None) -> None:
+    """Open another session at one of its runs (a callback: the URL changes, the page reruns)."""
+    if target is not None:
+        st.query_params["session"] = str(target[0])
+        st.query_params["run"] = str(target[1])
+
+
 def _goto_run(run: int, step: int | None = None) -> None:
     """Open `run` from below the picker (it is drawn already): through the URL, then rerun."""
     st.query_params["run"] = str(run)
@@ -86,12 +93,18 @@ def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
     halted = sorted(by_run)
     c1, c2, c3, c4 = st.columns([4, 2, 2, 3])
     run = c1.selectbox("Run", range(n_runs), key="run_pick", format_func=lambda r: sv.run_choice(r, by_run),
-                       help="⛔ marks the runs a policy halted")
+                       help="“halted by …” marks the runs a policy halted")
     prev_h, next_h = sv.neighbours(halted, int(run))
-    c2.button("◀ Previous halted run", on_click=_set_run, args=(prev_h,), disabled=prev_h is None,
-              key="prev_halted", help=f"run {prev_h}" if prev_h is not None else "no halted run before this one")
-    c3.button("Next halted run ▶", on_click=_set_run, args=(next_h,), disabled=next_h is None,
-              key="next_halted", help=f"run {next_h}" if next_h is not None else "no halted run after this one")
+    # Past this session's last (or first) halted run: the next halted session, in the Sessions order.
+    sid_i = int(sid)
+    prev_s = None if prev_h is not None else data.q("neighbour_halted_session", sid_i, False)
+    next_s = None if next_h is not None else data.q("neighbour_halted_session", sid_i, True)
+    c2.button("◀ Previous halted run", on_click=_set_run if prev_h is not None else _set_session,
+              args=(prev_h,) if prev_h is not None else (prev_s,), disabled=prev_h is None and prev_s is None,
+              key="prev_halted", help=sv.where_to(prev_h, prev_s))
+    c3.button("Next halted run ▶", on_click=_set_run if next_h is not None else _set_session,
+              args=(next_h,) if next_h is not None else (next_s,), disabled=next_h is None and next_s is None,
+              key="next_halted", help=sv.where_to(next_h, next_s))
     c4.caption(f"{len(halted)} of {n_runs} runs halted" + (f" · this is halted run {halted.index(int(run)) + 1}"
                                                            if int(run) in by_run else ""))
     if str(run) != st.query_params.get("run"):
@@ -111,7 +124,7 @@ def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRo
     with st.container(border=True, key="why_box"):
         for h in run_halts.itertuples(index=False):
             text = explain.sentence(h.detector, vocab.HALT, h.count, h.total, h.threshold, h.reason, h.tool)
-            safe.text(f"⛔ {h.detector} halted at {explain.position(h.halt_seq, h.halt_idx)}: {text}")
+            safe.text(f"{h.detector} halted at {explain.position(h.halt_seq, h.halt_idx)}: {text}")
             rep = explain.repeated_calls(h.detector, calls, int(h.halt_seq), int(h.halt_idx),
                                          explain._int(h.count), explain._int(h.total))
             if rep:
@@ -131,7 +144,11 @@ def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRo
 
 def _matrix(long: pd.DataFrame, halts: pd.DataFrame) -> None:
     st.subheader("Runs × policies")
-    matrix = sv.outcome_matrix(long, halts)
+    pols = data.q("policies")
+    # A default policy is named by its detector alone (its parameters are the defaults): short headers.
+    names = {lb: det if dflt else lb for lb, det, dflt in zip(pols["label"], pols["detector"], pols["is_default"],
+                                                             strict=True)}
+    matrix = sv.outcome_matrix(long, halts).rename(columns=names)
     only = st.toggle("Halted runs only", value=bool(len(halts)) and len(matrix) > 20, key="halted_only",
                      help="Keep the runs some policy halted. Policies that halted something come first.")
     shown = matrix[matrix["halted by"] != ""] if only else matrix

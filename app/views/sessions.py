@@ -85,13 +85,13 @@ def _live(f: read.SessionFilter) -> None:
         st.info("No session matches these filters.")
         return
 
-    c1, c2 = st.columns([3, 1])
-    by = c2.selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",
-                      help="the first panel; the others keep its session order")
-    top_n = c2.slider("Sessions in chart", 5, 50, 20, key="chart_n")
-    sort = c2.selectbox("Table sorted by", read.SORTABLE, key="table_sort")
+    c = st.columns(4)
+    by = c[0].selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",
+                        help="the first panel; the others keep its session order")
+    top_n = c[1].slider("Sessions in chart", 5, 50, 20, key="chart_n")
+    sort = c[2].selectbox("Table sorted by", read.SORTABLE, key="table_sort")
     pages = max(1, -(-head["sessions"] // PAGE_SIZE))
-    page = int(c2.number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
+    page = int(c[3].number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
     top = data.q("top_sessions", f, top_n, by, head)
     rows = data.q("sessions_page", f, sort, True, PAGE_SIZE, (page - 1) * PAGE_SIZE)
 
@@ -101,17 +101,16 @@ def _live(f: read.SessionFilter) -> None:
             data.q("sessions_page", f, "halts", True, 1)
         worst = int(ranked["id"].iloc[0])
         # Label carries only the id: titles are transcript text and a link label is markdown.
-        c1.page_link("views/session.py", label=f"Open the most halted session (#{worst}): why it halted",
+        st.page_link("views/session.py", label=f"Open the most halted session (#{worst}): why it halted",
                      query_params={"session": str(worst)}, icon=":material/report:")
-    with c1.expander("Per policy", expanded=False):
+    with st.expander("Per policy", expanded=False):
         safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy", column_config={
             "sessions_halted": st.column_config.NumberColumn("sessions halted", help="sessions with a halt"),
             **{m: st.column_config.NumberColumn(m, help=charts.MEASURE_HELP.get(m, "")) for m in read.MEASURES}})
-    with c1:
-        st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
-                   "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
-                                                           if head["sessions"] > top_n else ""))
-        st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
+    st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
+               "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
+                                                       if head["sessions"] > top_n else ""))
+    st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
 
     table = rows.assign(file=[_file(p) for p in rows["path"]])[TABLE_ORDER]
     event = safe.table(table, key="sessions_table", column_config=_table_config(), on_select="rerun",

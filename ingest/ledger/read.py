@@ -404,6 +404,30 @@ def run_calls(conn: Connection, session_id: int, run_idx: int, limit: int = 20_0
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=RUN_CALL_COLUMNS)
 
 
+def neighbour_halted_session(conn: Connection, session_id: int, forward: bool = True) -> tuple[int, int] | None:
+    """(session, its first halted run) of the halted session after (or before) `session_id` in the
+    Sessions page's default order (halts summed over every policy, most first, then the higher id),
+    or None at either end. The Session page's next/previous halted run goes on here."""
+    st_ = t.session_stats.c
+    ranked = (sa.select(st_.session_id, sa.func.sum(st_.halts).label("halts")).group_by(st_.session_id)
+              .having(sa.func.sum(st_.halts) > 0).subquery())
+    mine = conn.execute(sa.select(ranked.c.halts).where(ranked.c.session_id == session_id)).scalar() or 0
+    key = sa.tuple_(ranked.c.halts, ranked.c.session_id)
+    if forward:
+        q = sa.select(ranked.c.session_id).where(key < sa.tuple_(mine, session_id)).order_by(
+            ranked.c.halts.desc(), ranked.c.session_id.desc())
+    else:
+        q = sa.select(ranked.c.session_id).where(key > sa.tuple_(mine, session_id)).order_by(
+            ranked.c.halts.asc(), ranked.c.session_id.asc())
+    other = conn.execute(q.limit(1)).scalar()
+    if other is None:
+        return None
+    ro = t.run_outcomes.c
+    run = conn.execute(sa.select(sa.func.min(ro.run_idx)).where(ro.session_id == other,
+                                                                 ro.outcome == vocab.HALTED)).scalar()
+    return int(other), int(run if run is not None else 0)
+
+
 def session_endings(conn: Connection, session_ids: list[int] | None = None) -> dict[int, tuple[str, str | None, int]]:
     """session → (outcome, detail, run) for the sessions whose transcript says how they ended."""
     s = t.sessions.c
