@@ -12,7 +12,6 @@ from typing import Any
 
 import sqlalchemy as sa
 import streamlit as st
-
 from loopledger.ledger import read
 from loopledger.ledger.engine import make_engine, resolve_url
 
@@ -70,9 +69,11 @@ def problem() -> str | None:
     return None
 
 
-def save_label(session_id: int, run_idx: int, label: str, note: str) -> None:
+def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first: int | None = None,
+               loop_last: int | None = None) -> None:
+    """A person's label on a session from the dashboard (ValueError: a label it cannot carry)."""
     with _writer(url()).begin() as conn:
-        read.write_label(conn, session_id, run_idx, label, note)
+        read.write_label(conn, session_id, run_idx, label, note, loop_first, loop_last)
 
 
 def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:

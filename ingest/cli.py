@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from loopledger import __version__
 
 app = typer.Typer(
@@ -148,6 +147,33 @@ def watch(
 
 
 @app.command()
+def receive(
+    db: DbOption = None,
+    host: Annotated[str, typer.Option(help="Address to bind. Spans hold prompts and tool output: loopback "
+                                      "by default.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (4318 is OTLP/HTTP's).")] = 4318,
+    spool: Annotated[Path | None, typer.Option(
+        help="Folder for the received spans (OTLP JSON, one file per UTC day). Default: beside a "
+             "SQLite ledger (ledger.sqlite.otlp/), else ./loopledger-otlp.", show_default=False)] = None,
+    max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body in bytes, "
+                                          "after gzip decompression (larger: HTTP 413).")] = 16 * 1024 * 1024,
+    policy: PolicyOption = [],  # noqa: B006
+    config: ConfigOption = None,
+    redact: RedactOption = True,
+    max_text: MaxTextOption = 64 * 1024,
+) -> None:
+    """Receive OpenTelemetry traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON, gzip) and write
+    their tool calls and every policy's checks into the ledger, as `ingest` does for files.
+
+    Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
+    from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
+    """
+    from loopledger.commands import run_receive
+
+    raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text))
+
+
+@app.command()
 def recheck(
     policy: PolicyOption = [],  # noqa: B006
     config: ConfigOption = None,
@@ -209,6 +235,67 @@ def sweep(
     from loopledger.sweep_command import run_sweep
 
     raise typer.Exit(run_sweep(db, detector, param, param2, fixed, save))
+
+
+# ── labels · score (ingest/labels_command.py, ingest/score_command.py) ──────────────────────────
+
+labels_app = typer.Typer(
+    help="A person's judgement of sessions (loop / normal / unclear, where the loop is), in and out as CSV.",
+    no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(labels_app, name="labels")
+
+
+@labels_app.command("import")
+def labels_import(
+    file: Annotated[Path, typer.Argument(help="A CSV with columns file, session_key, label, loop_calls, reason "
+                                         "(the format of the corpus' labels.csv).")],
+    db: DbOption = None,
+) -> None:
+    """Label sessions from a CSV: `file` is the tail of an ingested file's path, `session_key` the
+    session's key in it, `label` loop, normal or unclear, `loop_calls` FIRST-LAST (1-based call
+    positions; loop rows only), `reason` free text.
+
+    A label replaces the session's earlier one. Exit status: 0 every row labelled a session,
+    1 the file is not a labels CSV, 3 rows that match no session or are malformed were skipped
+    (each named FILE:LINE on stderr; the other rows are stored)."""
+    from loopledger.labels_command import run_import
+
+    raise typer.Exit(run_import(db, file))
+
+
+@labels_app.command("export")
+def labels_export(
+    file: Annotated[Path | None, typer.Argument(help="Where to write the CSV (default: standard output).",
+                                                show_default=False)] = None,
+    db: DbOption = None,
+    full_paths: Annotated[bool, typer.Option("--full-paths", help="Write each file's full path instead of its "
+                                             "path under the folder all ingested files share.")] = False,
+) -> None:
+    """Write every label as CSV, in the format `labels import` reads (plus who labelled it and when)."""
+    from loopledger.labels_command import run_export
+
+    raise typer.Exit(run_export(db, file, full_paths))
+
+
+@app.command()
+def score(
+    db: DbOption = None,
+    policy: Annotated[list[str], typer.Option(
+        "--policy", help="Also score DETECTOR[:NAME=VALUE,...], replayed on the labelled sessions' stored events "
+        "(nothing is stored). Repeatable.", show_default=False)] = [],  # noqa: B006
+    sort: Annotated[str, typer.Option(
+        "--sort", help="rank (most caught, fewest false halts), or a column: loops, caught, early, missed, normal, "
+        "false_halts, precision, recall, saved, into_loop, policy.")] = "rank",
+    format: Annotated[str, typer.Option("--format", help="table (for people), markdown or csv.")] = "table",
+) -> None:
+    """The guard leaderboard: every stored policy scored against the labelled sessions.
+
+    Per labelled session a policy's first halt is placed at a call: on a loop session inside the
+    labelled loop it is caught, before it early (it stopped good work), after it or none missed;
+    any halt on a normal session is a false halt; unclear sessions are left out."""
+    from loopledger.score_command import run_score
+
+    raise typer.Exit(run_score(db, policy, sort, format))
 
 
 if __name__ == "__main__":

@@ -145,7 +145,15 @@ def _stagnation(w: Why) -> str:
     return f"the same reply {w.count} times{span}; at most {w.threshold} allowed"
 
 
-for _name, _fn in (("run-length", _run_length), ("ladder", _ladder), ("window", _window), ("cycle", _cycle),
+def _progress(w: Why) -> str:
+    if w.verdict not in ("warn", "halt"):
+        return generic(w)
+    _, _, detail = w.reason.partition(": ")
+    detail = detail or "repeated with nothing changed"
+    return f"{_subject(w)}{detail} ({w.count} calls without progress){_limit(w)}"
+
+
+for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladder", _ladder), ("window", _window), ("cycle", _cycle),
                    ("stagnation", _stagnation)):
     register(_name, _fn)
 

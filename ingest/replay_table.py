@@ -83,6 +83,11 @@ def state_summary(detector: str, state: dict[str, Any] | None) -> str:
     elif detector == "cycle":
         text = (f"period {s['period']} ×{s['repeats']}: {'→'.join(s['pattern'])}" if s.get("period")
                 else f"history {len(s.get('history', []))}")
+    elif detector == "progress":
+        calls = s.get("calls", [])
+        top = max((c["stale"] for c in calls), default=0)
+        text = (f"window {len(calls)}/{s['window']}, max stale {top}"
+                + (f", last: {s['rule']} ×{s['count']}" if s.get("rule") else ""))
     elif detector == "stagnation":
         top = s.get("top") or [{"count": 0}]
         text = f"recorded {s['recorded']}, max count {top[0]['count']}/{s['max_steps']}"
@@ -122,13 +127,12 @@ _STYLES = (("halt", "bold red"), ("block", "red"), ("warn", "yellow"), ("after_h
 def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
                session: str | None, console: Any = None) -> int:
     """`loopledger replay`: print the step table for each session of FILE. Exit codes as the CLI's."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from loopledger.detectors import ConfigError, PolicySpec
     from loopledger.formats import UnknownFormat, read
     from loopledger.replay import replay, tally
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     console = console or Console()
     err = Console(stderr=True)

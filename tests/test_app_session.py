@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts, read_model
-
-from bench.gen_ledger import HOSTILE
 from loopledger import vocab
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+
+from bench.gen_ledger import HOSTILE
 
 PAGE = "views/session.py"
 
@@ -126,11 +126,9 @@ def test_label_a_run(ledger):
     at = app(PAGE, session=str(sid))
     radio = at.radio(key=f"label_choice_{sid}_{run}")
     assert radio.value is None  # nobody labelled it: nothing is pre-selected
-    assert any(b.proto.label == "not labelled yet" for b in at.get("badge")) if at.get("badge") else True
     at.button[-1].click().run()  # saving without a choice stores nothing
     assert not at.exception and any("Choose" in w.value for w in at.warning)
-    radio = at.radio(key=f"label_choice_{sid}_{run}")
-    radio.set_value("not_loop")
+    at.radio(key=f"label_choice_{sid}_{run}").set_value("normal")
     at.text_input(key=f"label_note_{sid}_{run}").set_value("waits for CI on purpose")
     at.button[-1].click().run()  # the form's submit button
     assert not at.exception
@@ -140,9 +138,9 @@ def test_label_a_run(ledger):
         rows = conn.execute(sa.select(t.labels.c.label, t.labels.c.note)
                             .where(t.labels.c.session_id == sid, t.labels.c.run_idx == run)).all()
     eng.dispose()
-    assert rows == [("not_loop", "waits for CI on purpose")]
+    assert rows == [("normal", "waits for CI on purpose")]
     (labels,) = [d.value for d in at.dataframe if "label" in d.value.columns]
-    assert list(labels.label) == ["not_loop"]
+    assert list(labels.label) == ["normal"]
 
 
 def test_answers_with_html_and_markdown_stay_plain_text(ledger):

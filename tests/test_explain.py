@@ -45,9 +45,14 @@ def test_window_cycle_stagnation():
         "the same reply 6 times in the last 20 replies; at most 5 allowed"
 
 
+def test_progress_sentence():
+    assert explain.sentence("progress", "halt", 4, None, 4, "run_tests: the same answer 3 times", "run_tests") == \
+        "`run_tests` — the same answer 3 times (4 calls without progress); halts at 4"
+
+
 def test_unknown_detector_gets_the_generic_sentence_and_never_raises():
-    assert explain.sentence("progress", "halt", 4, None, 3, "stale retry: same error", "write_file") == \
-        "`write_file` — progress said halt: stale retry: same error (count 4, threshold 3)"
+    assert explain.sentence("gemini-cli", "halt", 4, None, 3, "stale retry: same error", "write_file") == \
+        "`write_file` — gemini-cli said halt: stale retry: same error (count 4, threshold 3)"
     assert explain.sentence("my-plugin", "warn") == "my-plugin said warn"
     # NaN and None from a DataFrame are "no number", never "nan".
     text = explain.sentence("openhands", "halt", math.nan, None, float("nan"), None, None)

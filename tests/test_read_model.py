@@ -6,12 +6,12 @@ import datetime as dt
 
 import pytest
 import sqlalchemy as sa
-
-from bench.gen_ledger import generate
 from loopledger import vocab
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+
+from bench.gen_ledger import generate
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def test_labels_upsert(ledger):
             read.write_label(conn, 3, 0, "maybe")
     with eng.connect() as conn:
         lab = read.run_labels(conn, 3)
-        assert list(lab.label) == ["not_loop"] and lab.note.isna().all()
+        assert list(lab.label) == ["normal"] and lab.note.isna().all()
 
 
 def test_health_reads(ledger):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
+from loopledger import sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger import explain, sweep, vocab
+from loopledger import explain
+from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.outcome import ENDED_WELL
-from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, PARAMS
 from loopledger.ledger import read, store
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
@@ -54,14 +54,17 @@ ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
 def _label_form(session_id: int, run_idx: int) -> None:
     """Label the picked flipped run here (the same write as the Session page's form)."""
     with st.form(f"cp_label_{session_id}_{run_idx}"):
-        choice = st.radio(f"Label session {session_id} run {run_idx}", read.LABELS, index=None, horizontal=True,
-                          format_func={"real_loop": "real loop", "not_loop": "not a loop"}.get, key="cp_label")
+        choice = st.radio(f"Label session {session_id} (from run {run_idx})", read.LABELS, index=None,
+                          horizontal=True, key="cp_label")
         if st.form_submit_button("Save label"):
             if choice is None:
-                st.warning("Choose real loop or not a loop first.")
+                st.warning("Choose a label first.")
             else:
-                data.save_label(session_id, run_idx, choice, "")
-                st.success(f"Labelled session {session_id} run {run_idx}.")
+                try:
+                    data.save_label(session_id, run_idx, choice, "")
+                    st.success(f"Labelled session {session_id} {choice}.")
+                except ValueError as exc:
+                    st.error(f"Not saved: {exc}")
 
 
 def _default_range(detector: str, name: str) -> str:
@@ -91,7 +94,7 @@ st.caption(f"{len(session_ids)} session(s) selected.")
 detectors = list(PARAMS)
 c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 2])
 detector = c1.selectbox("Detector", detectors, key="cp_detector")
-numeric = [p.name for p in PARAMS[detector] if p.kind != NAMES]
+numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]
 param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}")
 rng = c3.text_input("Range", _default_range(detector, param), key=f"cp_range_{detector}_{param}",
                     help="2..6, 2..12:2 or 3,5,8")
@@ -213,7 +216,7 @@ else:
 
 # ── runs that flip ───────────────────────────────────────────────────────────────────────────
 st.subheader("Runs whose outcome flips between two settings")
-live_spec = next(sp for sp in DEFAULT_SPECS if sp.detector == detector)
+live_spec = PolicySpec(detector)  # the detector at its defaults: what the worker runs and stores
 with _conn() as conn:
     live_runs = rv.stored_runs(conn, live_spec.id, session_ids)
 live = sweep.Setting((), live_spec, runs={k: sweep.RunRow(o, h, sv) for k, (o, h, sv) in live_runs.items()}) \

@@ -13,12 +13,11 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
 from loopledger import explain, vocab
-from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
+from loopledger.detectors.policy import BUILTIN_SPECS, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger import read
 from loopledger.ledger.store import load_events
@@ -185,14 +184,14 @@ run_bounds = {r["idx"]: (r["first_seq"], min(r["last_seq"], session.n_events - 1
 run_text = {r["idx"]: " ".join((r.get("user_text") or "").split())[:60] for r in runs}
 
 # The detector first (drawn in the third column): the run picker marks the runs it halts.
-detectors = [s.detector for s in DEFAULT_SPECS]
+detectors = [s.detector for s in BUILTIN_SPECS]  # every built-in, not only the default set
 if "rp_spec" not in st.session_state:
-    st.session_state.rp_spec = DEFAULT_SPECS[0]
+    st.session_state.rp_spec = BUILTIN_SPECS[0]
 if st.session_state.get("rp_detector") not in detectors:
     st.session_state.rp_detector = st.session_state.rp_spec.detector
 detector = c3.selectbox("Detector", detectors, key="rp_detector")
 if st.session_state.rp_spec.detector != detector:
-    st.session_state.rp_spec = next(s for s in DEFAULT_SPECS if s.detector == detector)
+    st.session_state.rp_spec = next(s for s in BUILTIN_SPECS if s.detector == detector)
 spec: PolicySpec = st.session_state.rp_spec
 all_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, spec.text)
 halt_at = rv.halts_by_run(all_steps)  # run → its first halt's step, under this spec
@@ -218,6 +217,9 @@ with st.form("rp_params"):
         with cols[i % len(cols)]:
             if p.kind == NAMES:
                 raw[p.name] = st.text_input(p.name, value="|".join(value), help=p.help + " (separate with |)",
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            elif p.kind == TEXT:
+                raw[p.name] = st.text_input(p.name, value=str(value), help=p.help,
                                             key=f"rp_p_{detector}_{p.name}_{spec.id}")
             elif p.kind == OPT_INT:
                 raw[p.name] = st.text_input(p.name, value=explain.param_value(value),

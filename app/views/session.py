@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from loopledger import explain, vocab
+from loopledger import explain, scoring, vocab
 from loopledger.app import charts, data, safe, session_view as sv
 from loopledger.ledger import read
 
@@ -221,27 +221,34 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dic
 
 def _labels(session_id: int, run: int) -> None:
     labels = data.fresh("run_labels", session_id)
-    mine = labels[labels["run_idx"] == run]
-    names = {"real_loop": "real loop", "not_loop": "not a loop"}
-    if len(mine):
-        st.badge(f"labelled: {names.get(mine['label'].iloc[0], mine['label'].iloc[0])}", icon=":material/label:",
-                 color="green")
+    by = next((c for c in ("labelled_by", "by", "who") if c in labels.columns), None)
+    if len(labels):
+        name = labels[by].iloc[0] if by else None
+        # A badge renders markdown: only plain name characters of who labelled it reach it.
+        name = "".join(ch for ch in name if ch.isalnum() or ch in " .@-")[:40] if isinstance(name, str) else ""
+        who = f" by {name}" if name.strip() else ""
+        st.badge(f"labelled {labels['label'].iloc[0]}{who}", icon=":material/label:", color="green")
     else:
         st.badge("not labelled yet", icon=":material/label_off:", color="gray")
     with st.form(f"label_{session_id}_{run}"):
-        st.write("Label this run (used by Compare for precision/recall):")
-        current = mine["label"].iloc[0] if len(mine) else None
+        st.write("Label this session (used by the guard leaderboard and by Compare):")
+        current = labels["label"].iloc[0] if len(labels) else None
         # No pre-selected value: a saved label must never be confused with an untouched default.
         choice = st.radio("Label", read.LABELS, index=read.LABELS.index(current) if current in read.LABELS else None,
-                          horizontal=True, format_func=names.get, key=f"label_choice_{session_id}_{run}")
-        note = st.text_input("Note", value="" if not len(mine) or pd.isna(mine["note"].iloc[0]) else mine["note"].iloc[0],
-                             key=f"label_note_{session_id}_{run}")
+                          horizontal=True, key=f"label_choice_{session_id}_{run}")
+        loop_calls = st.text_input("Loop calls (FIRST-LAST, 1-based; empty: this run's calls)", key="label_loop_calls")
+        note = st.text_input("Reason", value="" if not len(labels) or pd.isna(labels["note"].iloc[0])
+                             else labels["note"].iloc[0], key=f"label_note_{session_id}_{run}")
         if st.form_submit_button("Save label"):
             if choice is None:
-                st.warning("Choose real loop or not a loop first.")
+                st.warning("Choose loop, normal or unclear first.")
             else:
-                data.save_label(session_id, run, choice, note)
-                st.success("Saved.")
+                try:
+                    rng = scoring.parse_loop_calls(loop_calls) if choice == scoring.LOOP else None
+                    data.save_label(session_id, run, choice, note, *(rng or (None, None)))
+                    st.success("Saved.")
+                except ValueError as exc:
+                    st.error(f"Not saved: {exc}")
                 labels = data.fresh("run_labels", session_id)
     if len(labels):
         safe.table(labels, key="labels_table")

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from loopledger.events import ReadError, excerpt
 
 # Real Claude Code lines carry base64 screenshots of several MB; beyond this a line is not a

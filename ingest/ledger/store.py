@@ -20,16 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
-
 from loopledger import outcome, vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from loopledger.ledger import schema as s
 from loopledger.replay import PendingBatch, Step, Tally
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
 
 DEFAULT_MAX_TEXT = 64 * 1024
 TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
@@ -55,6 +54,20 @@ def cap_text(text: str, max_bytes: int, digest: str | None = None) -> str:
 
 def is_capped(text: str | None) -> bool:
     return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]
+
+
+def as_stored(events: Sequence[Event], max_text: int) -> list[Event]:
+    """The events with every answer's text capped as the ledger stores it (its digest kept): what
+    the detectors judge at ingest, so a recheck from the ledger judges exactly the same text
+    (progress reads answers, not only their digests)."""
+    out: list[Event] = []
+    for ev in events:
+        if isinstance(ev, Answers) and any(len(a.text) * 4 > max_text for a in ev.answers):
+            ev = Answers(tuple(a if len(a.text) * 4 <= max_text else
+                               Answer(a.call_id, cap_text(a.text, max_text, a.digest), a.is_error, a.ts, a.digest)
+                               for a in ev.answers), ev.line)
+        out.append(ev)
+    return out
 
 
 # ── bulk insert ──────────────────────────────────────────────────────────────────────────────
