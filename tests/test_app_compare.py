@@ -263,12 +263,12 @@ def test_heatmap_cells_carry_their_values_and_rank_colours(ledger):
 
 def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
     url, sessions = ledger
-    at = _sweep(open_page(PAGE), "window", "threshold", "3..6")
+    at = _sweep(open_page(PAGE), "run-length", "max_strikes", "1..4")
     a = at.selectbox(key="cp_flip_a")
-    assert a.value.startswith("live policy") and "threshold=3" in a.value
-    assert at.selectbox(key="cp_flip_b").value == "threshold=6"
+    assert a.value.startswith("live policy") and "max_strikes=2" in a.value
+    assert at.selectbox(key="cp_flip_b").value == "strikes=4"
     flips = _table(at, "replay B")
-    live, b = PolicySpec("window"), PolicySpec("window", {"threshold": 6})
+    live, b = PolicySpec("run-length"), PolicySpec("run-length", {"max_strikes": 4})
     want = set()
     for sid, events in sessions.items():
         ra = {r.run: r.outcome for r in tally(replay(events, live)).runs}
