@@ -180,7 +180,7 @@ def test_apply_says_what_changed(ledger):
 def test_next_and_previous_halt_cross_runs(ledger):
     url, sessions = ledger
     spec = PolicySpec("run-length")
-    for sid, events in sorted(sessions.items()):
+    for sid, events in sorted(sessions.items()):  # noqa: B007 (sid is used after the break)
         steps = list(replay(events, spec))
         halts = [s.seq for s in steps if any(c.verdict == vocab.HALT for c in s.checks)]
         runs_with = sorted({s.run for s in steps if s.seq in halts})

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model, units
+from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model
+from loopledger.app import charts as charts_mod
 from loopledger.ledger import read
 
 from bench.gen_ledger import HOSTILE, generate
-from loopledger.app import charts as charts_mod
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,6 @@ def test_csv_holds_every_filtered_row_not_only_the_page(ledger):
     import io
 
     import pandas as pd
-
     from loopledger.app import data
 
     at = app()

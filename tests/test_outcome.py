@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-
 from loopledger import outcome
 from loopledger.ledger.engine import make_engine
 
@@ -71,10 +70,9 @@ def test_the_corpus_outcomes_are_read_and_stored(corpus_ledger):
 
 
 def test_a_0002_ledger_gains_the_outcome_columns_and_keeps_its_sessions(db_url):
-    from sqlalchemy import inspect, select
-
     from loopledger.ledger import migrate
     from loopledger.ledger.schema import sessions, sources
+    from sqlalchemy import inspect, select
 
     eng = make_engine(db_url)
     try:
@@ -106,10 +104,9 @@ def test_halted_then_succeeded_counts_sessions_not_runs():
 
 def test_compare_counts_halted_runs_that_later_succeeded_on_the_corpus(corpus_ledger):
     from app_support import ledger_env
-    from replay_support import open_page, session_events
-
     from loopledger.detectors.policy import PolicySpec
     from loopledger.replay import replay, tally
+    from replay_support import open_page, session_events
 
     sessions = session_events(corpus_ledger)
     good = {sid for (sid,) in _sql(corpus_ledger, "SELECT id FROM sessions WHERE outcome IN ('success', 'submitted')")}

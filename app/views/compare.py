@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from loopledger import sweep, vocab
+from loopledger import explain, sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger import explain
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
-from loopledger.outcome import ENDED_WELL
 from loopledger.ledger import read, store
+from loopledger.outcome import ENDED_WELL
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),

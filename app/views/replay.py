@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from loopledger import explain, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger import explain, vocab
 from loopledger.detectors.policy import BUILTIN_SPECS, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger import read

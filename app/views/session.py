@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
 from loopledger import explain, scoring, vocab
-from loopledger.app import charts, data, safe, session_view as sv
+from loopledger.app import charts, data, safe
+from loopledger.app import session_view as sv
 from loopledger.ledger import read
 
 CONTEXT = 6  # events shown before and after the focused step
@@ -113,7 +113,7 @@ def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
     return int(run)
 
 
-def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRow]) -> dict | None:
+def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRow], ending: str) -> dict | None:
     """The Why box: one sentence per halt of this run, the repeated calls and where they are.
     Returns the first halt's repeat (first seq, halt seq) for the transcript excerpt."""
     st.subheader(f"Why run {run} halted" if len(run_halts) else f"Run {run}")
@@ -134,8 +134,7 @@ def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRo
             if first is None:
                 first = {"start": rep[0][0] if rep else int(h.halt_seq), "halt": int(h.halt_seq),
                          "policy_id": h.policy_id}
-        ending = st.session_state.get("_ending_line")
-        if ending:
+        if ending:  # next to the halts: would a guard have cut off a run that went on to succeed?
             safe.text(ending)
     link = sv.replay_link(sid, run, first["policy_id"], first["halt"])
     st.link_button("Replay this run at the halt", link)
@@ -277,8 +276,7 @@ def main() -> None:
     calls_df = data.q("run_calls", sid, run)
     calls = sv.call_rows(calls_df)
     run_halts = halts[halts["run_idx"] == run]
-    st.session_state["_ending_line"] = sv.ending_text(head, run)
-    repeat = _why(sid, run, run_halts, calls)
+    repeat = _why(sid, run, run_halts, calls, sv.ending_text(head, run))
 
     _matrix(long, halts)
     run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())

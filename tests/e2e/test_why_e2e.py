@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-
 from loopledger.ledger.engine import make_engine
+
 from tests.e2e.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
