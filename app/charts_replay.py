@@ -178,14 +178,14 @@ def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[
     df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_seq", "link"])
     df["halted"] = df["first_halt_seq"].notna()
     df["step"] = [f"{int(v)}" if pd.notna(v) else "" for v in df["first_halt_seq"]]
+    df["first halt"] = [f"step {int(v)}" if pd.notna(v) else "never" for v in df["first_halt_seq"]]  # not null
     n_settings = max(1, len(settings_order))
     cell_w = max(34, min(90, 900 // n_settings))
     base = alt.Chart(df).encode(
         x=alt.X("setting:N", sort=list(settings_order), title="setting",
                 axis=alt.Axis(labelAngle=-30 if n_settings > 6 else 0, labelLimit=160, orient="top")),
         y=alt.Y("session_id:N", title="session", sort="ascending"),
-        tooltip=[alt.Tooltip("session_id:N", title="session"), "setting:N",
-                 alt.Tooltip("first_halt_seq:Q", title="first halt at step")],
+        tooltip=[alt.Tooltip("session_id:N", title="session"), "setting:N", alt.Tooltip("first halt:N")],
         href=alt.Href("link:N"),
     )
     never = base.transform_filter(alt.datum.halted == False).mark_rect(color="#eceff1", cursor="pointer")  # noqa: E712

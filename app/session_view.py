@@ -117,6 +117,12 @@ def call_rows(df: pd.DataFrame) -> list[explain.CallRow]:
             for s, i, t, a, b in zip(df["seq"], df["idx"], df["tool"], df["args_hash"], df["answer_hash"], strict=True)]
 
 
+def shown_calls(rows: pd.DataFrame) -> list[explain.CallRow]:
+    """The calls among transcript rows (read.transcript), in order, as the identical marks need them."""
+    calls = rows[(rows["kind"] == vocab.KIND_BATCH) & rows["idx"].notna()] if len(rows) else rows
+    return call_rows(calls) if len(calls) else []
+
+
 def excerpt_ranges(start: int, end: int, limit: int) -> list[tuple[int, int]]:
     """[start, end] if it holds at most `limit` steps, else its first and last limit/2 steps."""
     if end - start + 1 <= limit:

@@ -304,6 +304,10 @@ def test_sweep_charts_specs():
     pr = charts.pr_chart([{"setting": "a", "precision": 0.5, "recall": 1.0, "tp": 1, "fp": 1, "fn": 0},
                           {"setting": "b", "precision": None, "recall": 0.0, "tp": 0, "fp": 0, "fn": 1}]).to_dict()
     prdata = next(iter(pr["datasets"].values()))
+    assert pr["width"] >= 400 and pr["height"] >= 300  # not a 50-px strip beside its table
+    fh_rows = next(iter(fh["datasets"].values()))
+    assert {r["first halt"] for r in fh_rows} <= {"never"} | {f"step {int(r['first_halt_seq'])}" for r in fh_rows if r['first_halt_seq'] is not None}
+    assert all(r["first halt"] == "never" for r in fh_rows if r["first_halt_seq"] is None)
     assert [d["setting"] for d in prdata] == ["a"]
 
 

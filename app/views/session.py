@@ -48,10 +48,10 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     ending = sv.ending_text(head)
     if ending:
         safe.text(ending)
-    safe.table(pd.DataFrame([{"format": head["format"], "source file": head["path"], "agent": head["agent"],
-                              "model": head["model"],
-                              "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}]),
-               key="session_header")
+    info = {"format": head["format"], "source file": head["path"], "agent": head["agent"], "model": head["model"],
+            "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}
+    # An unknown value is a dash, as everywhere on the dashboard (never None / null).
+    safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
 
 
 def _set_run(run: int, step: int | None = None) -> None:
@@ -273,9 +273,9 @@ def main() -> None:
 
     run = _pick_run(head["n_runs"], halts)
     bounds = data.q("run_bounds", sid, run) or (0, head["n_events"])
-    calls_df = data.q("run_calls", sid, run)
-    calls = sv.call_rows(calls_df)
     run_halts = halts[halts["run_idx"] == run]
+    # The repeat finder reads the run's call keys up to its last halt; a run without a halt reads none.
+    calls = sv.call_rows(data.q("run_calls", sid, run, int(run_halts["halt_seq"].max()))) if len(run_halts) else []
     repeat = _why(sid, run, run_halts, calls, sv.ending_text(head, run))
 
     _matrix(long, halts)
@@ -303,7 +303,8 @@ def main() -> None:
         ranges = [(max(bounds[0], focus - CONTEXT), min(bounds[1], focus + CONTEXT))]
     rows = sv.join_excerpts([data.q("transcript", sid, lo, hi) for lo, hi in ranges], ranges)
     notes = sv.verdict_notes(run_tl) if len(run_tl) else {}
-    _transcript(rows, notes, halt_seqs, explain.identical_marks(calls))
+    # "identical to step N": against the calls shown (the excerpt starts at the repeat's first call).
+    _transcript(rows, notes, halt_seqs, explain.identical_marks(sv.shown_calls(rows)))
 
     st.subheader("Label")
     _labels(sid, run)
