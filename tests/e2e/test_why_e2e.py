@@ -117,7 +117,14 @@ def test_two_clicks_to_why_and_one_to_the_next_halted_run(ledger_server, page, a
 def test_replay_and_compare_read_at_1400(ledger_server, page, artifacts_dir):
     name, url, base = ledger_server
     sid, run, halted = _expected(url)
-    page.goto(f"{base}/replay?session={sid}&run={halted[0]}&policy=run-length")
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:  # a stored policy that halts this run, and the run's first step
+        pid, first = conn.execute(sa.text(
+            "SELECT o.policy_id, r.first_seq FROM run_outcomes o JOIN runs r ON r.session_id = o.session_id AND "
+            "r.idx = o.run_idx WHERE o.session_id = :s AND o.run_idx = :r AND o.outcome = 'halted' "
+            "AND o.halt_seq > r.first_seq LIMIT 1"), {"s": sid, "r": run}).one()
+    eng.dispose()
+    page.goto(f"{base}/replay?session={sid}&run={run}&policy={pid}&step={first}")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     nxt = page.get_by_role("button", name="Next halt ▶")
     nxt.wait_for(timeout=30_000)
