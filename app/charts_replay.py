@@ -184,7 +184,7 @@ def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[
     base = alt.Chart(df).encode(
         x=alt.X("setting:N", sort=list(settings_order), title="setting",
                 axis=alt.Axis(labelAngle=-30 if n_settings > 6 else 0, labelLimit=160, orient="top")),
-        y=alt.Y("session_id:N", title="session", sort="ascending"),
+        y=alt.Y("session_id:N", title="session", sort="ascending", axis=alt.Axis(labelOverlap=False)),
         tooltip=[alt.Tooltip("session_id:N", title="session"), "setting:N", alt.Tooltip("first halt:N")],
         href=alt.Href("link:N"),
     )

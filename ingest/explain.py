@@ -228,6 +228,9 @@ def repeated_calls(detector: str, calls: Sequence[CallRow], halt_seq: int, halt_
         return [(c.seq, c.idx) for c in upto[-count * total:]]
     last = upto[-1]
     same = [(c.seq, c.idx) for c in upto if (c.tool, c.args_hash) == (last.tool, last.args_hash)]
+    if len(same) < 2 and count and count > 1:
+        # A retry whose arguments moved (progress: the same error again): the tool's last calls.
+        same = [(c.seq, c.idx) for c in upto if c.tool == last.tool]
     return same[-count:] if count else same
 
 

@@ -233,10 +233,12 @@ def test_settings_read_short_charts_follow_the_data_and_cells_link_to_replay(led
     at = _sweep(open_page(PAGE), "run-length", "max_strikes", "1..4")
     totals = _table(at, "halts")
     assert list(totals["setting"]) == ["strikes=1", "strikes=2", "strikes=3", "strikes=4"]
+    assert "error" not in totals.columns  # no column of None when every setting is valid
     ((spec, cells),) = [(s, d) for s, d in charts(at) if "first_halt_seq" in d.columns]
     # Short labels on the x axis; one band per session and per setting (no 2-pixel strip).
     assert set(cells["setting"]) <= set(totals["setting"])
     assert spec["height"] == {"step": 18} and spec["width"]["step"] >= 34
+    assert spec["layer"][0]["encoding"]["y"]["axis"]["labelOverlap"] is False  # every session labelled
     # Every cell opens Replay on that session under that setting (at its first halt when it halts).
     for _, c in cells.iterrows():
         q = {k: v[0] for k, v in parse_qs(urlparse(c["link"]).query).items()}

@@ -103,6 +103,9 @@ def test_repeated_calls_per_call_and_cycle():
     assert explain.repeated_calls("some-plugin", calls, 5, 0) == [(1, 0), (3, 0), (5, 0)]
     assert explain.repeated_calls("cycle", calls, 5, 0, 2, 2) == [(2, 0), (3, 0), (4, 0), (5, 0)]
     assert explain.repeated_calls("stagnation", calls, 9, -1) == []  # a prose halt has no calls
+    # Retries whose arguments moved (progress' stale retry): the tool's last `count` calls.
+    moved = _calls((1, 0, "write", "a", "E"), (2, 0, "ls", "l", "x"), (3, 0, "write", "b", "E"), (4, 0, "write", "c", "E"))
+    assert explain.repeated_calls("progress", moved, 4, 0, 3) == [(1, 0), (3, 0), (4, 0)]
 
 
 def test_identical_marks_name_the_first_occurrence():

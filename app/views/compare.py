@@ -177,6 +177,10 @@ if two:
 else:
     st.altair_chart(charts.sweep_lines_chart(rows, param), key="cp_lines")
 totals = pd.DataFrame(rows).drop(columns=["link"], errors="ignore")
+if totals["error"].isna().all():
+    totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
+else:
+    totals["error"] = totals["error"].fillna("")
 for name in axis_names:
     if totals[name].isna().any():  # an unset limit reads "no limit", never None/null
         totals[name] = [explain.param_value(None if pd.isna(v) else int(v)) for v in totals[name]]
