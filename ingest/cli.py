@@ -82,7 +82,8 @@ def dashboard(
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the defaults (each detector at its defaults).", show_default=False),
+                 "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
+                 show_default=False),
 ]
 ConfigOption = Annotated[
     Path | None,
@@ -95,6 +96,11 @@ FormatOption = Annotated[
 RedactOption = Annotated[
     bool, typer.Option("--redact/--no-redact", help="Replace API keys, tokens, private keys and URL passwords "
                        "before anything is stored or judged.")
+]
+LogFileOption = Annotated[
+    Path | None, typer.Option("--log-file", help="Append warnings and errors, with tracebacks, to this file "
+                              "(standard logging). The terminal gets one line per problem either way.",
+                              show_default=False)
 ]
 MaxTextOption = Annotated[
     int, typer.Option("--max-text", min=256, help="Store at most this many bytes of each text (answers, "
@@ -113,14 +119,17 @@ def ingest(
     max_text: MaxTextOption = 64 * 1024,
     jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
                                       "writer; 0 = one per core for large inputs.")] = 0,
+    log_file: LogFileOption = None,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
 
     Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
-    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined.
+    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined,
+    4 the ledger stayed locked by another writer for some file (left as it was; run again).
     """
-    from loopledger.commands import run_ingest
+    from loopledger.commands import run_ingest, setup_logging
 
+    setup_logging(log_file)
     raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs))
 
 
@@ -136,13 +145,15 @@ def watch(
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
     interval: Annotated[float, typer.Option(help="Seconds between looks at the files.")] = 0.5,
+    log_file: LogFileOption = None,
 ) -> None:
     """Keep the ledger current while agents write: new files and appended lines within seconds.
 
     Stops cleanly on Ctrl-C / SIGTERM; a restart resumes from the offsets stored in the ledger.
     """
-    from loopledger.commands import run_watch
+    from loopledger.commands import run_watch, setup_logging
 
+    setup_logging(log_file)
     raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval))
 
 
@@ -187,7 +198,8 @@ def recheck(
 
 @app.command()
 def policies(db: DbOption = None) -> None:
-    """List the policies stored in the ledger."""
+    """List the policies stored in the ledger, and every detector a --policy may name (built-ins
+    and installed plugins, with their parameters' defaults)."""
     from loopledger.commands import run_policies
 
     raise typer.Exit(run_policies(db))
@@ -197,7 +209,9 @@ def policies(db: DbOption = None) -> None:
 def replay(
     file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
     policy: Annotated[str, typer.Option(
-        "--policy", help="DETECTOR[:NAME=VALUE,...]: run-length, stagnation, ladder, window or cycle, e.g. "
+        "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (run-length, "
+        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, plugins; a plugin by import path "
+        "as module:factory), e.g. "
         "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
         "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
         "parameters take their defaults.")] = "run-length",

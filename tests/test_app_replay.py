@@ -330,3 +330,16 @@ def test_bad_link_values_are_named_not_fatal(ledger):
     assert at.selectbox(key="rp_session").value in sessions  # the page still works on a real session
     at.run()  # the page has written its own, valid link: the warning was about the one followed
     assert not at.exception and not at.warning
+
+
+def test_a_link_never_imports_a_module(ledger):
+    """`module:factory` names a plugin by import path; from a URL anyone can write, that would run
+    a module's callable (`os:abort`). A link may only name registered detectors or stored policies."""
+    from loopledger.detectors import registry
+
+    url, sessions = ledger
+    at = open_page(PAGE, session=str(min(sessions)), policy="os:getpid")
+    assert not at.exception, at.exception
+    assert "os:getpid" not in registry.names()
+    assert any("policy=os:getpid" in x for x in plain_texts(at))
+    assert at.session_state["rp_spec"].detector in registry.builtin_names()

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003_ui"
-down_revision = "0003_labels"  # after main's labels migration (the integrator may re-chain)
+down_revision = "0003_resume"  # re-chained after the migrations on main (labels, peers, resume)
 branch_labels = None
 depends_on = None
 
