@@ -83,7 +83,7 @@ def test_a_0002_ledger_gains_the_outcome_columns_and_keeps_its_sessions(db_url):
                                .returning(sources.c.id)).scalar_one()
             conn.execute(sa.text("INSERT INTO sessions (source_id, key, format, title, n_events, n_runs, n_calls) "
                                  "VALUES (:s, 'k', 'openai-chat', 't', 0, 0, 0)"), {"s": src})
-        migrate.upgrade(eng, "0003_ui")
+        migrate.upgrade(eng, "0007_ui")
         with eng.begin() as conn:
             row = conn.execute(select(sessions.c.key, sessions.c.outcome, sessions.c.outcome_run)).one()
             assert tuple(row) == ("k", None, None)

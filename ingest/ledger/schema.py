@@ -30,6 +30,10 @@ metadata = MetaData()
 # already 64-bit, and keeping it INTEGER there avoids rebuilding a table that others cascade from.
 ByteCount = BigInteger().with_variant(Integer(), "sqlite")
 
+# Transcript times: TEXT on PostgreSQL (migration 0003: VARCHAR(40) refused longer values there).
+# SQLite never enforces a declared length, and rebuilding its tables to change the declaration
+# would copy every event, so its columns keep the VARCHAR(40) they were created with.
+TIME_TEXT = String(40).with_variant(Text(), "postgresql")
 BATCH_LEVEL = -1  # checks.idx / results.idx of a check on a whole batch (run-length)
 
 sources = Table(
@@ -59,8 +63,9 @@ sessions = Table(
     Column("title", Text, nullable=False, default=""),
     Column("agent", Text),
     Column("model", Text),
-    Column("started_at", String(40)),
-    Column("ended_at", String(40)),
+    Column("started_at", TIME_TEXT),  # ISO 8601 UTC as the readers normalize it
+    Column("ended_at", TIME_TEXT),
+    Column("started_at_original", Text),  # as the transcript wrote it, where that said more
     Column("parent_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
     Column("parent_key", Text),
     Column("n_events", Integer, nullable=False, default=0),
@@ -82,7 +87,7 @@ runs = Table(
     Column("first_seq", Integer, nullable=False),
     Column("last_seq", Integer, nullable=False),
     Column("n_calls", Integer, nullable=False, default=0),
-    Column("started_at", String(40)),
+    Column("started_at", TIME_TEXT),
     Column("user_text", Text),  # capped
 )
 
@@ -95,7 +100,7 @@ events = Table(
     Column("kind", String(10), nullable=False),  # user|prose|batch|answers (loopledger.vocab)
     Column("text", Text),  # capped; for answers events NULL (answers live on calls)
     Column("text_hash", String(32)),  # digest of the full text (stagnation compares it)
-    Column("ts", String(40)),
+    Column("ts", TIME_TEXT),
     Column("line", Integer),
 )
 
@@ -116,7 +121,7 @@ calls = Table(
     Column("answer_len", Integer),
     Column("is_error", Boolean),
     Column("answer_seq", Integer),  # the answers event that carried it
-    Column("answer_ts", String(40)),
+    Column("answer_ts", TIME_TEXT),
 )
 Index("ix_calls_tool", calls.c.tool)
 

@@ -30,6 +30,7 @@ from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defin
     Call,
     Event,
     Prose,
+    Retry,
     SessionInfo,
     UserTurn,
     is_capped,
@@ -267,7 +268,8 @@ class RowBuilder:
         else:
             if isinstance(ev, UserTurn):
                 self.pending = None
-            kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
+            kind = (vocab.KIND_USER if isinstance(ev, UserTurn)
+                    else vocab.KIND_RETRY if isinstance(ev, Retry) else vocab.KIND_PROSE)
             digest = text_digest(ev.text)
             self.ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
 
@@ -334,6 +336,7 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             builder.add(seq, ev, run_of[seq])
     meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
             "model": info.model, "started_at": info.started_at or builder.first_ts, "ended_at": builder.last_ts,
+            "started_at_original": info.meta.get("started_at_original") if info.meta else None,
             "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
             "n_calls": builder.n_calls}
     ended = outcome.from_meta(info.meta)
@@ -504,6 +507,8 @@ def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Ev
             out.append(Answers(tuple(answers_of.get(seq, ())), line))
         elif kind == vocab.KIND_USER:
             out.append(UserTurn(text or "", ts, line))
+        elif kind == vocab.KIND_RETRY:
+            out.append(Retry(text or "", ts, line))
         else:
             out.append(Prose(text or "", ts, line))
     return out

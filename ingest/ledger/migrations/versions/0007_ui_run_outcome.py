@@ -1,7 +1,7 @@
 """How a session's transcript says it ended: sessions.outcome (success | submitted | failure),
 outcome_detail (e.g. "reward 1", "exit status submitted") and outcome_run (the run it belongs to).
 
-Revision ID: 0003_ui.
+Revision ID: 0007_ui.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_ui"
-down_revision = "0003_resume"  # re-chained after the migrations on main (labels, peers, resume)
+revision = "0007_ui"
+down_revision = "0006_readers"  # chained after the migrations on main (labels, peers, resume, readers)
 branch_labels = None
 depends_on = None
 
