@@ -34,69 +34,80 @@ def _short(text: str | None, n: int = LABEL_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def sessions_bar(top: pd.DataFrame) -> alt.Chart | alt.VConcatChart:
-    """Stacked horizontal bars of runs/strikes/warnings/blocks/halts per session.
+MEASURE_HELP = {
+    "runs": "runs in the session (one per user message)",
+    "strikes": "repeated batches whose answers did not change (run-length's strikes), summed over the chosen policies",
+    "warnings": "checks that said warn, summed over the chosen policies",
+    "blocks": "checks that said block (the call was refused), summed over the chosen policies",
+    "halts": "halted runs, counted once per policy that halted them (a run two policies halted counts 2)",
+    "saved": "tool calls that would not have run after the halts (calls left in each halted run), summed",
+    "calls": "tool calls in the session",
+}
 
-    `top` is read.top_sessions(): id (None for the summary row), title, runs and the measures.
-    Clicking a session's bar follows its `link` (Vega's href channel) to the Session page. The
-    summary of the other sessions is a second bar on its own x scale below: on the sessions'
-    scale it would dwarf every bar above it.
+
+def sessions_bar(top: pd.DataFrame, by: str = "halts") -> alt.HConcatChart:
+    """Small multiples: one bar chart per measure, side by side, sharing the session order.
+
+    Each measure keeps its own x axis (runs and halts are different units), the ranking
+    measure comes first, and every panel lists the sessions in the same order, so a row reads
+    across. `top` is read.top_sessions(); its summary row of the other sessions (id None) is left
+    out (the page says how many are not drawn). Clicking a bar follows its `link` (Vega's href)
+    to the Session page.
     """
-    rows = top.reset_index(drop=True).copy()
+    rows = top[top["id"].notna()].reset_index(drop=True).copy()
     rows["order"] = range(len(rows))
-    rows["session"] = [
-        f"#{int(i)} {_short(title, 40)}" if pd.notna(i) else _short(title)
-        for i, title in zip(rows["id"], rows["title"], strict=True)
-    ]
-    rows["link"] = [session_link(int(i)) if pd.notna(i) else None for i in rows["id"]]
-    long = rows.melt(id_vars=["order", "session", "link"], value_vars=list(BAR_MEASURES),
-                     var_name="measure", value_name="value")
-    long["value"] = long["value"].fillna(0).astype(int)
-    long["measure_order"] = long["measure"].map(BAR_MEASURES.index)
-    long = long[long["value"] > 0]
-    sessions = _bars(long[long["link"].notna()], "count")
-    rest = long[long["link"].isna()]
-    if rest.empty:
-        return sessions
-    return alt.vconcat(sessions, _bars(rest, "count, all other sessions together")).resolve_scale(x="independent")
-
-
-def _bars(data: pd.DataFrame, x_title: str) -> alt.Chart:
-    return (
-        alt.Chart(data, height=alt.Step(24))  # one fixed band per session: every label shows
-        .mark_bar()
-        .encode(
-            y=alt.Y("session:N", sort=alt.EncodingSortField("order", op="min"), title=None,
-                    axis=alt.Axis(labelLimit=320, labelOverlap=False)),
-            x=alt.X("sum(value):Q", title=x_title),
-            color=alt.Color("measure:N", scale=alt.Scale(domain=list(MEASURE_COLORS), range=list(MEASURE_COLORS.values())),
-                            legend=alt.Legend(title=None, orient="top")),
-            order=alt.Order("measure_order:Q"),
-            href=alt.Href("link:N"),
-            tooltip=[alt.Tooltip("session:N"), alt.Tooltip("measure:N"), alt.Tooltip("value:Q")],
+    rows["session"] = [f"#{int(i)} {_short(title, 40)}" for i, title in zip(rows["id"], rows["title"], strict=True)]
+    rows["link"] = [session_link(int(i)) for i in rows["id"]]
+    measures = [by, *[m for m in BAR_MEASURES if m != by]] if by in BAR_MEASURES else [by, *BAR_MEASURES]
+    for m in measures:
+        rows[m] = rows[m].fillna(0).astype(int) if m in rows else 0
+    panels = []
+    y_sort = alt.EncodingSortField("order", op="min")
+    for i, m in enumerate(measures):
+        panel = (
+            alt.Chart(rows, height=alt.Step(22), width=110 if i else 140)  # fits 1400 px with the sidebar
+            .mark_bar(color=MEASURE_COLORS.get(m, "#495057"))
+            .encode(
+                y=alt.Y("session:N", sort=y_sort, title=None,
+                        axis=alt.Axis(labelLimit=230, labelOverlap=False) if i == 0 else None),
+                x=alt.X(f"{m}:Q", title=m, axis=alt.Axis(tickMinStep=1, format="d", orient="top")),
+                href=alt.Href("link:N"),
+                tooltip=[alt.Tooltip("session:N"), *[alt.Tooltip(f"{x}:Q") for x in measures]],
+            )
         )
-    )
+        panels.append(panel)
+    return alt.hconcat(*panels, spacing=8).resolve_scale(x="independent")
 
 
-def timeline(df: pd.DataFrame, width: int = 760) -> alt.FacetChart:
+def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[int, int] | None = None) -> alt.FacetChart:
     """Steps on x, tool names on y, one lane per policy, marks coloured by verdict.
 
-    `df` is read.timeline(). Blocks and halts are also drawn as vertical rules across the lane,
-    so the step where one guard stops and another lets the agent go on stands out.
+    `df` is read.timeline() (with a `why` column: the sentence for each loud check). Blocks and
+    halts are also drawn as vertical rules across the lane, so the step where one guard stops and
+    another lets the agent go on stands out. `domain` = the steps shown (the chosen run's first
+    and last), so one run fills the width instead of sitting at the edge of the session. A click
+    on a mark selects it (selection `mark_pick`: its seq and run), so the page can jump there.
     """
     data = df.copy()
     data["args"] = data["args"].map(lambda a: _short(a, 160))
+    if "why" not in data:
+        data["why"] = ""
     color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
                       legend=alt.Legend(title="verdict", orient="top"))
     tooltip = [alt.Tooltip("seq:Q", title="step"), alt.Tooltip("tool:N"), alt.Tooltip("args:N"),
-               alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"), alt.Tooltip("count:Q"), alt.Tooltip("reason:N")]
+               alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"), alt.Tooltip("why:N")]
+    scale = alt.Scale(domain=list(domain), zero=False, nice=False) if domain else alt.Scale(zero=False)
+    x = alt.X("seq:Q", title="step (click a mark to read the transcript there)", scale=scale,
+              axis=alt.Axis(tickMinStep=1, format="d"))
+    pick = alt.selection_point(name="mark_pick", fields=["seq", "run_idx"], on="click", clear=False)
     base = alt.Chart(width=width)
-    points = base.mark_point(filled=True, size=60).encode(
-        x=alt.X("seq:Q", title="step"), y=alt.Y("tool:N", title=None), color=color, tooltip=tooltip,
-        opacity=alt.condition(alt.datum.verdict == vocab.AFTER_HALT, alt.value(0.35), alt.value(1.0)))
+    points = base.mark_point(filled=True, size=60, cursor="pointer").encode(
+        x=x, y=alt.Y("tool:N", title=None), color=color, tooltip=tooltip,
+        opacity=alt.condition(alt.datum.verdict == vocab.AFTER_HALT, alt.value(0.35), alt.value(1.0))
+    ).add_params(pick)
     rules = base.transform_filter(
         alt.FieldOneOfPredicate(field="verdict", oneOf=[vocab.BLOCK, vocab.HALT])
-    ).mark_rule(strokeWidth=2).encode(x="seq:Q", color=color, tooltip=tooltip)
+    ).mark_rule(strokeWidth=2).encode(x=x, color=color, tooltip=tooltip)
     return alt.layer(points, rules, data=data).facet(
         # Lane names above their lanes, not beside them: the steps keep the page's width.
         row=alt.Row("policy:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelLimit=600,
@@ -104,17 +115,21 @@ def timeline(df: pd.DataFrame, width: int = 760) -> alt.FacetChart:
     ).resolve_scale(y="independent")
 
 
-def source_status(counts: dict[str, int]) -> alt.Chart:
-    """One bar per source status (ok / quarantined / error / …)."""
+def source_status(counts: dict[str, int]) -> alt.LayerChart:
+    """One bar per source status (ok / quarantined / error / …), its count written at its end.
+
+    A fixed band per status and a fixed width keep it readable with one status or five (a
+    stretched chart of one bar read as a thin line), and the labels are never cut.
+    """
     data = pd.DataFrame({"status": list(counts), "sources": [int(v) for v in counts.values()]})
-    return (
-        alt.Chart(data, height=40 + 24 * max(1, len(data)))
-        .mark_bar()
-        .encode(
-            y=alt.Y("status:N", title=None, sort="-x"),
-            x=alt.X("sources:Q", title="sources"),
-            color=alt.Color("status:N", legend=None,
-                            scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values()))),
-            tooltip=["status:N", "sources:Q"],
-        )
+    base = alt.Chart(data, height=alt.Step(34), width=420).encode(
+        y=alt.Y("status:N", title=None, sort="-x", axis=alt.Axis(labelLimit=200, labelFontSize=13)),
+        x=alt.X("sources:Q", title="sources", axis=alt.Axis(tickMinStep=1, format="d"),
+                scale=alt.Scale(domainMin=0, nice=True)),
+        tooltip=["status:N", "sources:Q"],
     )
+    bars = base.mark_bar(size=24).encode(
+        color=alt.Color("status:N", legend=None,
+                        scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values()))))
+    text = base.mark_text(align="left", dx=4, fontSize=13).encode(text="sources:Q")
+    return alt.layer(bars, text)

@@ -69,9 +69,11 @@ def counter_rows(steps: Sequence[Any], max_points: int = MAX_POINTS) -> list[dic
 def counters_chart(rows: Sequence[dict[str, Any]], cursor: int | None, height: int = 180) -> alt.LayerChart:
     """Counters against the threshold over every step, verdict dots, the cursor as a rule."""
     df = pd.DataFrame(list(rows), columns=["seq", "series", "value", "verdict"])
-    base = alt.Chart(df).encode(x=alt.X("seq:Q", title="step (event seq)"))
+    # Steps and counters are whole numbers: ticks at integers only (never 101.5).
+    base = alt.Chart(df).encode(x=alt.X("seq:Q", title="step (event seq)", scale=alt.Scale(zero=False),
+                                        axis=alt.Axis(format="d", tickMinStep=1)))
     lines = base.mark_line(interpolate="step-after").encode(
-        y=alt.Y("value:Q", title="count"),
+        y=alt.Y("value:Q", title="count", axis=alt.Axis(format="d", tickMinStep=1)),
         color=alt.Color("series:N", title=None),
         strokeDash=alt.condition(alt.datum.series == "threshold", alt.value([4, 3]), alt.value([1, 0])),
     )
@@ -112,48 +114,99 @@ def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
     long = [{param: r[param], "metric": m, "value": r[m]}
             for r in rows if r.get("error") is None for m in metrics]
     df = pd.DataFrame(long, columns=[param, "metric", "value"])
+    df[param] = _values(list(df[param]))
+    order = list(dict.fromkeys(df[param]))
     return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X(f"{param}:O", title=param),
-        y=alt.Y("value:Q", title="count"),
+        x=alt.X(f"{param}:O", title=param, sort=order, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("value:Q", title="count", axis=alt.Axis(format="d", tickMinStep=1)),
         color=alt.Color("metric:N", title=None),
         tooltip=[f"{param}:O", "metric:N", "value:Q"],
-    ).properties(height=260)
+    ).properties(height=260, width=max(320, 60 * len(order)))
 
 
-def grid_heatmap(rows: Sequence[dict[str, Any]], param: str, param2: str, metric: str = "halts") -> alt.Chart:
-    """Two swept parameters → a heatmap of one metric (invalid combinations left blank)."""
-    df = pd.DataFrame([r for r in rows if r.get("error") is None], columns=[param, param2, metric])
-    return alt.Chart(df).mark_rect().encode(
-        x=alt.X(f"{param}:O"), y=alt.Y(f"{param2}:O"),
-        color=alt.Color(f"{metric}:Q", scale=alt.Scale(scheme="orangered")),
-        tooltip=[f"{param}:O", f"{param2}:O", f"{metric}:Q"],
-    ).properties(height=220)
+def _values(values: list[Any]) -> list[Any]:
+    """Swept values for an axis: numbers stay numbers; with an unset limit among them, all become
+    labels and None reads as the dashboard's one word for it ("no limit")."""
+    from loopledger.explain import param_value
+
+    if all(v is not None and not (isinstance(v, float) and pd.isna(v)) for v in values):
+        return values
+    return [param_value(None if v is None or (isinstance(v, float) and pd.isna(v)) else int(v)) for v in values]
 
 
-def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[str]) -> alt.Chart:
-    """Sessions × settings coloured by the step of the first halt; never-halted cells grey."""
-    df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_seq"])
-    df["halted"] = df["first_halt_seq"].notna()
+def _rank(values: Sequence[Any]) -> list[int | None]:
+    """Dense rank of each value (None stays None): colour by rank so one extreme setting cannot
+    take the whole colour scale and the middle settings still differ in colour."""
+    order = {v: i for i, v in enumerate(sorted({v for v in values if v is not None}))}
+    return [order.get(v) if v is not None else None for v in values]
+
+
+def grid_heatmap(rows: Sequence[dict[str, Any]], param: str, param2: str, metric: str = "halts") -> alt.LayerChart:
+    """Two swept parameters → a heatmap of one metric, its value written in every cell.
+
+    Colour follows the value's rank among the cells (the legend would lie, so there is none:
+    the numbers are in the cells); a cell's `link` (when rows carry one) opens Replay.
+    """
+    cols = [param, param2, metric, "link"]
+    df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows if r.get("error") is None], columns=cols)
+    df[param] = _values(list(df[param]))
+    df[param2] = _values(list(df[param2]))
+    df["rank"] = _rank(list(df[metric]))
+    top = max((x for x in df["rank"] if x is not None), default=0)
+    df["dark"] = [r is not None and top > 0 and r > top * 0.6 for r in df["rank"]]
+    n1, n2 = df[param].nunique(), df[param2].nunique()
     base = alt.Chart(df).encode(
-        x=alt.X("setting:N", sort=list(settings_order), title="setting"),
-        y=alt.Y("session_id:N", title="session"),
-        tooltip=["session_id:N", "setting:N", "first_halt_seq:Q"],
+        x=alt.X(f"{param}:O", sort=list(dict.fromkeys(df[param])), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(f"{param2}:O", sort=list(dict.fromkeys(df[param2]))),
+        tooltip=[f"{param}:O", f"{param2}:O", f"{metric}:Q"],
     )
-    never = base.transform_filter(alt.datum.halted == False).mark_rect(color="#eceff1")  # noqa: E712
-    halted = base.transform_filter(alt.datum.halted == True).mark_rect().encode(  # noqa: E712
+    rect = base.mark_rect(cursor="pointer").encode(
+        color=alt.Color("rank:O", scale=alt.Scale(scheme="orangered"), legend=None), href=alt.Href("link:N"))
+    text = base.mark_text(fontSize=12).encode(
+        text=alt.Text(f"{metric}:Q", format="d"),
+        color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("#212529")), href=alt.Href("link:N"))
+    return alt.layer(rect, text).properties(title=metric, width=max(200, 52 * n1), height=max(120, 30 * n2))
+
+
+def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[str]) -> alt.LayerChart:
+    """Sessions × settings coloured by the step of the first halt; never-halted cells grey.
+
+    `rows`: session_id, setting (a short label), first_halt_seq, link (Replay at that halt).
+    Sized by the data: one band per session and per setting, so 64 sessions are 64 readable rows
+    and a few settings are not stretched into a strip; steps are written in the cells when they fit.
+    """
+    df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_seq", "link"])
+    df["halted"] = df["first_halt_seq"].notna()
+    df["step"] = [f"{int(v)}" if pd.notna(v) else "" for v in df["first_halt_seq"]]
+    df["first halt"] = [f"step {int(v)}" if pd.notna(v) else "never" for v in df["first_halt_seq"]]  # not null
+    n_settings = max(1, len(settings_order))
+    cell_w = max(34, min(90, 900 // n_settings))
+    base = alt.Chart(df).encode(
+        x=alt.X("setting:N", sort=list(settings_order), title="setting",
+                axis=alt.Axis(labelAngle=-30 if n_settings > 6 else 0, labelLimit=160, orient="top")),
+        y=alt.Y("session_id:N", title="session", sort="ascending", axis=alt.Axis(labelOverlap=False)),
+        tooltip=[alt.Tooltip("session_id:N", title="session"), "setting:N", alt.Tooltip("first halt:N")],
+        href=alt.Href("link:N"),
+    )
+    never = base.transform_filter(alt.datum.halted == False).mark_rect(color="#eceff1", cursor="pointer")  # noqa: E712
+    halted = base.transform_filter(alt.datum.halted == True).mark_rect(cursor="pointer").encode(  # noqa: E712
         color=alt.Color("first_halt_seq:Q", title="first halt at step", scale=alt.Scale(scheme="viridis")))
-    return alt.layer(never, halted).properties(height=max(120, min(16 * df["session_id"].nunique(), 900)))
+    layers = [never, halted]
+    if cell_w >= 34:
+        layers.append(base.transform_filter(alt.datum.halted == True).mark_text(fontSize=10, color="white")  # noqa: E712
+                      .encode(text="step:N"))
+    return alt.layer(*layers).properties(width=alt.Step(cell_w), height=alt.Step(18))
 
 
 def pr_chart(rows: Sequence[dict[str, Any]]) -> alt.LayerChart:
-    """Each setting as a point on precision (y) against recall (x), labelled."""
+    """Each setting as a point on precision (y) against recall (x), labelled with its short name."""
     df = pd.DataFrame([r for r in rows if r.get("precision") is not None and r.get("recall") is not None],
                       columns=["setting", "precision", "recall", "tp", "fp", "fn"])
     base = alt.Chart(df).encode(
         x=alt.X("recall:Q", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("precision:Q", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("precision:Q", scale=alt.Scale(domain=[0, 1.05])),
     )
     points = base.mark_point(filled=True, size=80).encode(tooltip=["setting:N", "precision:Q", "recall:Q",
                                                                    "tp:Q", "fp:Q", "fn:Q"])
-    text = base.mark_text(align="left", dx=6, dy=-6).encode(text="setting:N")
-    return alt.layer(points, text).properties(height=260)
+    text = base.mark_text(align="left", dx=6, dy=-6, fontSize=11).encode(text="setting:N")
+    return alt.layer(points, text).properties(height=320, width=520)

@@ -74,3 +74,10 @@ def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first:
     """A person's label on a session from the dashboard (ValueError: a label it cannot carry)."""
     with _writer(url()).begin() as conn:
         read.write_label(conn, session_id, run_idx, label, note, loop_first, loop_last)
+
+
+def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:
+    """Every session matching `f` as CSV (the Sessions page's download: all filtered rows, not
+    the page shown). Read only when the button is pressed."""
+    with connect() as conn:
+        return read.sessions_page(conn, f, sort, True, None).to_csv(index=False)

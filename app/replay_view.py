@@ -86,6 +86,16 @@ def stored_checks(conn: Connection, session_id: int, policy_id: str) -> list[dic
     return [dict(r._mapping) for r in conn.execute(q)]
 
 
+def stored_runs(conn: Connection, policy_id: str, session_ids: Sequence[int]) -> dict | None:
+    """(session, run) → (outcome, halt_seq, saved) of a stored policy, or None if it is not stored."""
+    if conn.execute(sa.select(t.policies.c.id).where(t.policies.c.id == policy_id)).first() is None:
+        return None
+    ro = t.run_outcomes.c
+    q = sa.select(ro.session_id, ro.run_idx, ro.outcome, ro.halt_seq, ro.saved).where(
+        ro.policy_id == policy_id, ro.session_id.in_(list(session_ids)))
+    return {(r.session_id, r.run_idx): (r.outcome, r.halt_seq, r.saved) for r in conn.execute(q)}
+
+
 def run_labels(conn: Connection, session_ids: Sequence[int] | None = None) -> dict[tuple[int, int], str]:
     """(session, run) → real_loop / not_loop for Compare's per-run precision and recall, read off
     the sessions' labels (loopledger.scoring.run_verdicts: a loop label marks the runs holding
@@ -172,8 +182,15 @@ def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
             "call": names[c.idx] if 0 <= c.idx < len(names) else ("batch" if names else "turn"),
             "verdict": c.verdict, "count": c.count, "total": c.total, "threshold": c.threshold,
             "reason": c.reason or "",
+            # The tool(s) the check judged, for its Why sentence (a batch-level check: every call's).
+            "tool": names[c.idx] if 0 <= c.idx < len(names) else ", ".join(dict.fromkeys(names)),
         })
     return rows
+
+
+def call_word(idx: int) -> str:
+    """A call index for people: "whole batch" for a batch-level verdict, never -1."""
+    return "whole batch" if idx == -1 else str(idx)
 
 
 def live_vs_stored(live_steps: Sequence[Any], stored: Sequence[dict[str, Any]],
@@ -190,7 +207,7 @@ def live_vs_stored(live_steps: Sequence[Any], stored: Sequence[dict[str, Any]],
         a, b = live.get(key, "—"), old.get(key, "—")
         if a == b == vocab.ALLOW:
             continue
-        rows.append({"step": key[0], "call": key[1], "live": a, "stored": b, "differs": a != b})
+        rows.append({"step": key[0], "call": call_word(key[1]), "live": a, "stored": b, "differs": a != b})
     return rows
 
 
@@ -205,3 +222,51 @@ def replay_link(session_id: int, run_idx: int | None = None, policy: str | None 
     if step is not None:
         q["step"] = step
     return "./replay?" + urlencode(q)
+
+
+def halts_by_run(steps: Sequence[Any]) -> dict[int, int]:
+    """run → the step of its first halt (runs without a halt are absent)."""
+    out: dict[int, int] = {}
+    for step in steps:
+        if step.run not in out and any(c.verdict == vocab.HALT for c in step.checks):
+            out[step.run] = step.seq
+    return out
+
+
+def halt_change(old: dict[int, int], new: dict[int, int], run: int) -> str:
+    """What Apply changed, said in one line: the halt of `run` before and after, and if the run
+    no longer halts, where the next halt is ("no halt in this run any more; the next one is in run 12")."""
+    def nxt() -> str:
+        later = sorted(r for r in new if r > run) or sorted(new)
+        if not later:
+            return "no run of this session halts under these parameters"
+        r = later[0]
+        return f"the next one is in run {r} (step {new[r]})"
+
+    before, after = old.get(run), new.get(run)
+    if before is not None and after is not None:
+        line = (f"halt unchanged at step {after}" if before == after
+                else f"halt moved from step {before} to {after}")
+    elif before is not None:
+        line = f"no halt in this run any more (it was at step {before}); {nxt()}"
+    elif after is not None:
+        line = f"this run now halts at step {after} (it did not before)"
+    else:
+        line = f"this run halts neither before nor after; {nxt()}"
+    return f"Run {run}: {line}. Halted runs in this session: {len(old)} → {len(new)}."
+
+
+def neighbour_halt(halt_seqs: Sequence[int], cursor: int, forward: bool = True) -> int | None:
+    """The halt step after (or before) `cursor` anywhere in the session, across runs."""
+    if forward:
+        i = bisect.bisect_right(halt_seqs, cursor)
+        return halt_seqs[i] if i < len(halt_seqs) else None
+    i = bisect.bisect_left(halt_seqs, cursor)
+    return halt_seqs[i - 1] if i > 0 else None
+
+
+def spec_label(spec: Any) -> str:
+    """A spec's label with the dashboard's one word for an unset limit."""
+    from loopledger.explain import NO_LIMIT
+
+    return " ".join(part.replace("=none", f"={NO_LIMIT}") for part in spec.label.split(" "))

@@ -249,6 +249,13 @@ def first_halt_rows(result: SweepResult) -> list[dict[str, Any]]:
     ]
 
 
+def halted_then_succeeded(setting: Setting, ended_well: Iterable[int]) -> int:
+    """Sessions whose transcript ends in success (or a submission) where this setting halted a
+    run: the work a guard at this setting would have cut off before it succeeded."""
+    good = set(ended_well)
+    return len({sid for (sid, _), row in setting.runs.items() if sid in good and row.outcome == vocab.HALTED})
+
+
 @dataclass(frozen=True, slots=True)
 class Flip:
     session_id: int

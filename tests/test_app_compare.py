@@ -101,8 +101,8 @@ def test_two_parameters_make_a_heatmap_and_skip_invalid_pairs(ledger):
 def test_flipped_runs_link_to_replay(ledger):
     url, sessions = ledger
     at = _sweep(open_page(PAGE), "window", "threshold", "2..6")
-    at.selectbox(key="cp_flip_a").set_value(PolicySpec("window", {"threshold": 3}).label).run()
-    at.selectbox(key="cp_flip_b").set_value(PolicySpec("window", {"threshold": 5}).label).run()
+    at.selectbox(key="cp_flip_a").set_value("threshold=3").run()
+    at.selectbox(key="cp_flip_b").set_value("threshold=5").run()
     flips = _table(at, "replay B")
     a, b = PolicySpec("window", {"threshold": 3}), PolicySpec("window", {"threshold": 5})
     want = set()
@@ -237,3 +237,58 @@ def test_a_growing_session_is_swept_again(tmp_path):
         for _, row in after.iterrows():
             want = _direct(sessions, PolicySpec("run-length", {"max_strikes": int(row["max_strikes"])}))
             assert (row["halts"], row["calls"], row["saved"]) == (want["halts"], want["calls"], want["saved"])
+
+
+def test_settings_read_short_charts_follow_the_data_and_cells_link_to_replay(ledger):
+    url, sessions = ledger
+    at = _sweep(open_page(PAGE), "run-length", "max_strikes", "1..4")
+    totals = _table(at, "halts")
+    assert list(totals["setting"]) == ["strikes=1", "strikes=2", "strikes=3", "strikes=4"]
+    assert "error" not in totals.columns  # no column of None when every setting is valid
+    ((spec, cells),) = [(s, d) for s, d in charts(at) if "first_halt_seq" in d.columns]
+    # Short labels on the x axis; one band per session and per setting (no 2-pixel strip).
+    assert set(cells["setting"]) <= set(totals["setting"])
+    assert spec["height"] == {"step": 18} and spec["width"]["step"] >= 34
+    assert spec["layer"][0]["encoding"]["y"]["axis"]["labelOverlap"] is False  # every session labelled
+    # Every cell opens Replay on that session under that setting (at its first halt when it halts).
+    for _, c in cells.iterrows():
+        q = {k: v[0] for k, v in parse_qs(urlparse(c["link"]).query).items()}
+        assert urlparse(c["link"]).path == "./replay" and q["session"] == str(c["session_id"])
+        spec_ = PolicySpec.parse(q["policy"])
+        assert spec_ == PolicySpec("run-length", {"max_strikes": int(c["setting"].split("=")[1])})
+        if c["first_halt_seq"] == c["first_halt_seq"]:  # not NaN: it halts
+            assert q["step"] == str(int(c["first_halt_seq"]))
+            steps = list(replay(sessions[int(c["session_id"])], spec_))
+            assert any(ch.verdict == vocab.HALT for ch in steps[int(q["step"])].checks)
+
+
+def test_heatmap_cells_carry_their_values_and_rank_colours(ledger):
+    at = _sweep(open_page(PAGE), "window", "threshold", "2..5", "window", "4,8")
+    grids = [(s, d) for s, d in charts(at) if {"threshold", "window", "rank"} <= set(d.columns)]
+    assert len(grids) == 2
+    spec, d = grids[0]
+    rect, text = spec["layer"]
+    assert text["mark"]["type"] == "text" and text["encoding"]["text"]["field"] == "halts"
+    assert rect["encoding"]["color"]["field"] == "rank"  # rank: one extreme cannot flatten the rest
+    assert sorted(set(d["rank"])) == list(range(d["halts"].nunique()))
+    assert all(str(link).startswith("./replay?") for link in d["link"])
+
+
+def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
+    url, sessions = ledger
+    at = _sweep(open_page(PAGE), "run-length", "max_strikes", "1..4")
+    a = at.selectbox(key="cp_flip_a")
+    assert a.value.startswith("live policy") and "max_strikes=2" in a.value
+    assert at.selectbox(key="cp_flip_b").value == "strikes=4"
+    flips = _table(at, "replay B")
+    live, b = PolicySpec("run-length"), PolicySpec("run-length", {"max_strikes": 4})
+    want = set()
+    for sid, events in sessions.items():
+        ra = {r.run: r.outcome for r in tally(replay(events, live)).runs}
+        rb = {r.run: r.outcome for r in tally(replay(events, b)).runs}
+        want |= {(sid, run) for run in ra if ra[run] != rb.get(run, vocab.CLEAN)}
+    assert want and {(int(r["session"]), int(r["run"])) for _, r in flips.iterrows()} == want
+    # A missing halt reads as a dash, never None / null.
+    assert not {"None", "nan", "null"} & {str(v) for v in flips["B halts at"]}
+    # The picked flipped run can be labelled right here, with no pre-selected label.
+    assert at.radio(key="cp_label").value is None

@@ -73,3 +73,21 @@ def test_new_rows_show_up_on_the_next_refresh(ledger):
     assert metrics(at)["Quarantined lines"] == str(written["errors"] + 1)
     errors = next(d.value for d in at.dataframe if "where" in d.value.columns)
     assert errors["where"].iloc[0].endswith(":77") and errors.message.iloc[0] == "truncated record"
+
+
+def test_a_failed_sources_message_is_shown_first_and_whole(tmp_path):
+    url, _ = make_ledger(tmp_path / "failed.sqlite", sessions=8, calls=300)
+    message = "cannot read: permission denied while opening the transcript " + "x" * 120
+    eng = make_engine(url)
+    with eng.begin() as conn:
+        conn.execute(sa.update(t.sources).where(t.sources.c.id == 3).values(status="error", error=message))
+    eng.dispose()
+    with ledger_env(url):
+        at = app("views/health.py")
+    assert not at.exception
+    assert any(s.value == "Sources that need attention" for s in at.subheader)
+    assert any(x.value.startswith("error: ") and message in x.value for x in at.text)
+    sources = next(d.value for d in at.dataframe if "path" in d.value.columns)
+    assert list(sources.columns[:3]) == ["status", "error", "path"]  # the message is not off to the right
+    # The whole timestamp, in the widest metric.
+    assert len(metrics(at)["Last ingest (UTC)"]) == len("2026-11-30 15:00:00")

@@ -46,16 +46,18 @@ def test_sessions_page_matches_the_worker_counts(real_ledger):
 
 
 def test_every_session_page_renders_and_marks_its_halts(real_ledger):
+    # The page opens the run the most policies halted (the earliest on a tie), at its first halt.
     rows = _sql(real_ledger, "SELECT s.id, (SELECT min(halt_seq) FROM run_outcomes o WHERE o.session_id = s.id "
-                             "AND o.run_idx = (SELECT min(run_idx) FROM run_outcomes WHERE session_id = s.id "
-                             "AND outcome = 'halted')) FROM sessions s")
+                             "AND o.outcome = 'halted' AND o.run_idx = (SELECT run_idx FROM run_outcomes WHERE "
+                             "session_id = s.id AND outcome = 'halted' GROUP BY run_idx ORDER BY count(*) DESC, "
+                             "run_idx LIMIT 1)) FROM sessions s")
     assert any(seq is not None for _, seq in rows)
     for sid, seq in rows:
         at = app("views/session.py", session=str(sid))
         assert not at.exception, (sid, at.exception)
         assert [s for s, _ in charts(at) if "facet" in s], sid
         if seq is not None:
-            # The first halted run opens at its halt, whether a batch or a prose turn halted it.
+            # The most halted run opens at its halt, whether a batch or a prose turn halted it.
             assert any(t.value.startswith(("▶ HALTING BATCH", "▶ HALTED HERE")) and f"[step {seq}]" in t.value
                        for t in at.text), sid
 

@@ -92,8 +92,10 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         check(mid - 1)
         # Stepping reuses the Replayer kept in the session: no replay from the start per click.
         assert at.session_state["rp_replayer"] is rp
-        halt = next((s for s in range(mid - 1 + 1, last + 1) if vocab.HALT in verdicts[s]), None)
-        assert at.button(key="rp_next_halt").disabled == (halt is None)
+        # Next halt looks across every run of the session; within this run it lands on the step.
+        anywhere = next((s for s in range(mid, len(verdicts)) if vocab.HALT in verdicts[s]), None)
+        assert at.button(key="rp_next_halt").disabled == (anywhere is None)
+        halt = anywhere if anywhere is not None and anywhere <= last else None
         if halt is not None:
             at.button(key="rp_next_halt").click().run()
             check(halt)
@@ -138,11 +140,90 @@ def test_editing_a_parameter_moves_the_halt(ledger):
     row = table[(table["step"] == h1) & (table["stored"] == vocab.HALT)]
     assert len(row) == 1 and row.iloc[0]["live"] != vocab.HALT and bool(row.iloc[0]["differs"])
     at.slider(key="rp_step").set_value(first).run()
-    assert at.button(key="rp_next_halt").disabled == (h2 is None)
     if h2 is not None:
         at.button(key="rp_next_halt").click().run()
         assert at.session_state["rp_step"] == h2
     assert at.query_params["policy"] == looser.text  # not stored: the link carries the spec itself
+
+
+def test_apply_says_what_changed(ledger):
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
+    at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
+    _apply(at)
+    assert not at.exception, at.exception
+    looser = PolicySpec("window", {"threshold": 4})
+    runs = runs_of(url, sid)
+
+    def halts(spec):
+        steps = list(replay(sessions[sid], spec))
+        out = {}
+        for r, lo, hi in runs:
+            h = next((s.seq for s in steps[lo:hi + 1] if any(c.verdict == vocab.HALT for c in s.checks)), None)
+            if h is not None:
+                out[r] = h
+        return out
+
+    old, new = halts(base), halts(looser)
+    (info,) = [i.value for i in at.info]
+    if h2 is not None:
+        assert f"halt moved from step {h1} to {h2}" in info
+    else:
+        later = sorted(r for r in new if r > run) or sorted(new)
+        tail = f"the next one is in run {later[0]} (step {new[later[0]]})" if later else "no run of this session halts"
+        assert f"no halt in this run any more (it was at step {h1}); {tail}" in info
+    assert f"Halted runs in this session: {len(old)} → {len(new)}" in info
+
+
+def test_next_and_previous_halt_cross_runs(ledger):
+    url, sessions = ledger
+    spec = PolicySpec("run-length")
+    for sid, events in sorted(sessions.items()):  # noqa: B007 (sid is used after the break)
+        steps = list(replay(events, spec))
+        halts = [s.seq for s in steps if any(c.verdict == vocab.HALT for c in s.checks)]
+        runs_with = sorted({s.run for s in steps if s.seq in halts})
+        if len(runs_with) >= 2:
+            break
+    else:
+        pytest.fail("no sample session where run-length halts two runs")
+    run_of = {s.seq: s.run for s in steps}
+    first_run = runs_with[0]
+    lo = next(lo for r, lo, _ in runs_of(url, sid) if r == first_run)
+    at = open_page(PAGE, session=str(sid), run=str(first_run), policy=spec.text, step=str(lo))
+    assert not at.exception, at.exception
+    # The run picker marks the runs this policy halts.
+    options = at.selectbox(key="rp_run").options
+    assert [i for i, o in enumerate(options) if " — halts at step " in o] == [r for r, *_ in runs_of(url, sid) if r in runs_with]
+    seen = []
+    for _ in range(min(4, len(halts))):
+        at.button(key="rp_next_halt").click().run()
+        assert not at.exception, at.exception
+        seen.append(at.session_state["rp_step"])
+        assert at.selectbox(key="rp_run").value == run_of[seen[-1]]
+        assert metrics(at)["Verdict at this step"] == vocab.HALT
+    assert seen == halts[:len(seen)] and len({run_of[s] for s in seen}) >= 2
+    at.button(key="rp_prev_halt").click().run()
+    assert at.session_state["rp_step"] == seen[-2] and at.selectbox(key="rp_run").value == run_of[seen[-2]]
+
+
+def test_state_fields_and_steps_read_for_people(ledger):
+    url, sessions = ledger
+    at = open_page(PAGE, session=str(min(sessions)), policy="run-length")
+    helps = {m.label: m.proto.help for m in at.metric}
+    for name in ("count", "total", "effective max", "ceiling"):
+        assert helps[name], name
+    assert "max_observation_steps" in helps["effective max"] and "max(" in helps["ceiling"]
+    # The one word for an unset limit, in the form and the label.
+    spec = PolicySpec("run-length", {"max_observation_steps": None})
+    at = open_page(PAGE, session=str(min(sessions)), policy=spec.text)
+    assert at.text_input(key=f"rp_p_run-length_max_observation_steps_{spec.id}").value == "no limit"
+    assert any("max_observation_steps=no limit" in c.value for c in at.caption)
+    (chart,) = [c for c in at.get("vega_lite_chart") if c.proto.spec]
+    spec_json = json.loads(chart.proto.spec)
+    x = spec_json["layer"][0]["encoding"]["x"]
+    assert x["axis"]["format"] == "d" and x["axis"]["tickMinStep"] == 1
 
 
 def test_invalid_parameters_are_shown_in_place(ledger):

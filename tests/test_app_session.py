@@ -75,9 +75,11 @@ def test_runs_by_policies_matrix(ledger):
     pols = read_model(url, "policies")
     (matrix,) = [d.value for d in at.dataframe if "run" in d.value.columns and "calls" in d.value.columns]
     assert len(matrix) == read_model(url, "session_header", sid)["n_runs"]
-    assert set(pols.label) <= set(matrix.columns)
+    # Default policies are headed by their detector's name alone.
+    heads = [d if dflt else lb for lb, d, dflt in zip(pols.label, pols.detector, pols.is_default, strict=True)]
+    assert set(heads) <= set(matrix.columns)
     row = matrix[matrix.run == run].iloc[0]
-    assert vocab.HALTED in set(row[list(pols.label)])
+    assert vocab.HALTED in set(row[heads])
 
 
 def test_timeline_chart_lanes_and_verdicts(ledger):
@@ -87,6 +89,16 @@ def test_timeline_chart_lanes_and_verdicts(ledger):
     ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
     assert spec["facet"]["row"]["field"] == "policy"
     assert spec["spec"]["layer"][0]["encoding"]["color"]["field"] == "verdict"
+    run = at.selectbox(key="run_pick").value
+    # The chosen run only, and the x axis spans exactly that run.
+    tl = read_model(url, "timeline", sid, run)
+    assert len(data) == len(tl) and set(data.run_idx) == {run}
+    assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"]["domain"] == list(read_model(url, "run_bounds", sid, run))
+    assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
+    assert all(w for w, v in zip(data.why, data.verdict, strict=True) if v == vocab.HALT)
+    at.toggle(key="timeline_run_only").set_value(False).run()
+    assert not at.exception
+    ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
     tl = read_model(url, "timeline", sid)
     assert len(data) == len(tl)
     assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
@@ -112,8 +124,12 @@ def test_label_a_run(ledger):
     url, _ = ledger
     sid, run, _ = _halted(url)
     at = app(PAGE, session=str(sid))
-    at.radio(key="label_choice").set_value("normal")
-    at.text_input(key="label_note").set_value("waits for CI on purpose")
+    radio = at.radio(key=f"label_choice_{sid}_{run}")
+    assert radio.value is None  # nobody labelled it: nothing is pre-selected
+    at.button[-1].click().run()  # saving without a choice stores nothing
+    assert not at.exception and any("Choose" in w.value for w in at.warning)
+    at.radio(key=f"label_choice_{sid}_{run}").set_value("normal")
+    at.text_input(key=f"label_note_{sid}_{run}").set_value("waits for CI on purpose")
     at.button[-1].click().run()  # the form's submit button
     assert not at.exception
     assert any(s.value == "Saved." for s in at.success)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model, units
+from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model
+from loopledger.app import charts as charts_mod
 from loopledger.ledger import read
 
 from bench.gen_ledger import HOSTILE, generate
@@ -19,7 +20,7 @@ def ledger(tmp_path_factory):
 
 
 def _table(at):
-    (df,) = [d.value for d in at.dataframe if "open" in d.value.columns]
+    (df,) = [d.value for d in at.dataframe if "path" in d.value.columns]
     return df
 
 
@@ -32,7 +33,11 @@ def test_home_shows_headline_metrics_for_all_default_policies(ledger):
     assert m["Sessions"] == f"{written['sessions']:,}"
     assert m["Tool calls"] == f"{written['calls']:,}"
     assert m["Halts"] == f"{expect['halts']:,}" and expect["halts"] == written["halts"]
-    assert m["Calls saved by halts"] == f"{expect['saved']:,}"
+    assert m["Calls saved"] == f"{expect['saved']:,}"
+    # Every measure says what it counts where it is shown; "halts" means what the Session page means.
+    helps = {x.label: x.proto.help for x in at.metric}
+    assert helps["Halts"] == charts_mod.MEASURE_HELP["halts"] and "counted once per policy" in helps["Halts"]
+    assert "would not have run" in helps["Calls saved"]
 
 
 def test_table_lists_sessions_most_halted_first_with_links(ledger):
@@ -44,31 +49,57 @@ def test_table_lists_sessions_most_halted_first_with_links(ledger):
     assert list(df.halts) == sorted(df.halts, reverse=True)
     top = read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 1)
     assert int(df.id.iloc[0]) == int(top.id.iloc[0])
-    assert df.open.iloc[0] == f"./session?session={int(top.id.iloc[0])}"
-    assert at.get("download_button")[0].label.startswith("Download")
+    # Numbers before text: the counters are the first columns, the path (shortened) after them.
+    assert list(df.columns[:8]) == ["id", "halts", "runs", "calls", "strikes", "warnings", "blocks", "saved"]
+    assert list(df.columns[-2:]) == ["file", "path"]
+    assert all(len(f) <= len(p) for f, p in zip(df.file, df.path, strict=True))
+    assert all(f == p or (f.startswith("…/") and p.endswith(f[2:])) for f, p in zip(df.file, df.path, strict=True))
+    assert at.get("download_button")[0].label == "Download all 60 matching rows (CSV)"
     # The second page holds the remaining ten.
     at.number_input(key="table_page").set_value(2).run()
     assert not at.exception
     assert len(_table(at)) == 10
 
 
-def test_chart_has_top_sessions_linked_and_the_rest_summarized(ledger):
+def test_chart_is_small_multiples_of_the_top_sessions_ranked_by_the_chosen_measure(ledger):
     url, _ = ledger
     at = app()
     assert not at.exception
-    (spec, data), = [c for c in charts(at) if "href" in units(c[0])[0]["encoding"]]
-    assert all(u["mark"]["type"] == "bar" and u["encoding"]["href"]["field"] == "link" for u in units(spec))
-    sessions = data.drop_duplicates("session")
-    assert len(sessions) == 21  # top 20 + "40 other sessions"
-    assert "40 other sessions" in set(sessions.session)
+    (spec, data), = [c for c in charts(at) if "hconcat" in c[0]]
+    panels = spec["hconcat"]
+    assert [p["encoding"]["x"]["field"] for p in panels][0] == "halts"
+    assert len(panels) == 5 and spec["resolve"] == {"scale": {"x": "independent"}}
+    assert all(p["encoding"]["href"]["field"] == "link" for p in panels)
     top = read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 20)
-    assert set(data.link.dropna()) <= {f"./session?session={i}" for i in top.id}
-    halts = data[data.measure == "halts"].value.sum()
-    assert halts == read_model(url, "headline", read.SessionFilter())["halts"]
+    assert list(data.link) == [f"./session?session={i}" for i in top.id]
+    assert list(data.halts) == list(top.halts)  # the ranking measure, in the table's order
+    assert any("40 more are in the table" in c.value for c in at.caption)
+    at.selectbox(key="chart_by").set_value("warnings").run()
+    assert not at.exception
+    (spec, data), = [c for c in charts(at) if "hconcat" in c[0]]
+    assert spec["hconcat"][0]["encoding"]["x"]["field"] == "warnings"
+    assert list(data.warnings) == sorted(data.warnings, reverse=True)
     at.slider(key="chart_n").set_value(5).run()
     assert not at.exception
-    (_, data), = [c for c in charts(at) if "href" in units(c[0])[0]["encoding"]]
-    assert data.session.nunique() == 6
+    (_, data), = [c for c in charts(at) if "hconcat" in c[0]]
+    assert data.session.nunique() == 5
+
+
+def test_csv_holds_every_filtered_row_not_only_the_page(ledger):
+    url, _ = ledger
+    import io
+
+    import pandas as pd
+    from loopledger.app import data
+
+    at = app()
+    (button,) = at.get("download_button")
+    assert "60" in button.label  # the page shows 50 of them
+    back = pd.read_csv(io.StringIO(data.sessions_csv(read.SessionFilter())))
+    assert len(back) == 60 and set(back.id) == set(range(1, 61))
+    halted = pd.read_csv(io.StringIO(data.sessions_csv(read.SessionFilter(outcome="halted"))))
+    assert len(halted) == read_model(url, "count_sessions", read.SessionFilter(outcome="halted")) < 60
+    assert (halted.halts > 0).all()
 
 
 def test_outcome_filter_changes_what_is_shown(ledger):
@@ -146,7 +177,7 @@ def test_link_to_the_most_halted_session(ledger):
     assert not at.exception
     top = int(read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 1).id.iloc[0])
     (link,) = at.get("page_link")
-    assert link.proto.label == f"Open the most halted session (#{top})"
+    assert link.proto.label == f"Open the most halted session (#{top}): why it halted"
     assert link.proto.query_string == f"session={top}"
 
 
@@ -177,3 +208,17 @@ def test_pages_on_both_backends(db_url):
         at = app("views/health.py")
         assert not at.exception
         assert metrics(at)["Sources"] == "12"
+
+
+def test_a_row_click_opens_its_session_in_the_same_tab(ledger):
+    url, _ = ledger
+    at = app()
+    assert not at.exception
+    df = _table(at)
+    want = int(df.id.iloc[3])
+    at.session_state["sessions_table"] = {"selection": {"rows": [3], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception
+    # The same app session moved to the Session page of that row (no new tab, no link to follow).
+    assert at.header[0].value == f"Session #{want}"
+    assert at.query_params["session"] == str(want)

@@ -24,39 +24,35 @@ def _top() -> pd.DataFrame:
     ])
 
 
-def test_sessions_bar_links_each_session_and_not_the_summary():
-    spec = charts.sessions_bar(_top()).to_dict()
-    top, rest = _units(spec)
-    for unit in (top, rest):
-        assert unit["mark"]["type"] == "bar"
-        assert unit["encoding"]["href"]["field"] == "link"
-        assert unit["encoding"]["color"]["field"] == "measure"
-        assert unit["height"] == {"step": 24}
-    # The summary sits on its own x scale so it cannot dwarf the sessions' bars.
+def test_sessions_bar_is_small_multiples_one_unit_per_panel_ranking_measure_first():
+    spec = charts.sessions_bar(_top(), by="halts").to_dict()
+    panels = spec["hconcat"]
+    titles = [p["encoding"]["x"]["title"] for p in panels]
+    # The ranking measure first, then every other measure once: units never share an axis.
+    assert titles[0] == "halts" and sorted(titles) == sorted(charts.BAR_MEASURES)
     assert spec["resolve"] == {"scale": {"x": "independent"}}
-    rows = _data(spec)
-    links = {r["session"]: r["link"] for r in rows}
-    assert links["#7 Fix <b>bold</b> test"] == "./session?session=7"
-    assert links["12 other sessions"] is None
-    # Zero counts draw nothing; every stacked piece is a positive count of one measure.
-    assert all(r["value"] > 0 for r in rows)
-    assert {r["measure"] for r in rows if r["session"].startswith("#7")} == {"runs", "strikes", "warnings", "halts"}
-    # Long titles are cut so the axis stays readable.
-    assert max(len(r["session"]) for r in rows) <= 45
+    for p in panels:
+        assert p["mark"]["type"] == "bar"
+        assert p["encoding"]["href"]["field"] == "link"
+        assert p["encoding"]["x"]["field"] == p["encoding"]["x"]["title"]  # bar length = that measure only
+        assert p["height"] == {"step": 22}
+        # Every panel lists the sessions in the one shared order.
+        assert p["encoding"]["y"]["sort"] == {"field": "order", "op": "min"}
+    # Only the first panel writes the session names; the others line up with it.
+    assert panels[0]["encoding"]["y"]["axis"]["labelLimit"] == 230
+    # Five panels and their labels fit the page at 1400 px beside the sidebar.
+    assert 230 + sum(p["width"] for p in panels) + 8 * 4 <= 900
+    assert all(p["encoding"]["y"]["axis"] is None for p in panels[1:])
+    assert charts.sessions_bar(_top(), by="strikes").to_dict()["hconcat"][0]["encoding"]["x"]["title"] == "strikes"
 
 
-def test_sessions_bar_without_others_is_one_view():
-    spec = charts.sessions_bar(_top().iloc[:2]).to_dict()
-    assert "vconcat" not in spec and spec["encoding"]["href"]["field"] == "link"
-    assert {r["session"] for r in _data(spec)} == {"#7 Fix <b>bold</b> test", "#3 " + "x" * 39 + "…"}
-
-
-def test_sessions_bar_keeps_the_given_order():
+def test_sessions_bar_leaves_out_the_summary_row_and_links_each_session():
     spec = charts.sessions_bar(_top()).to_dict()
-    sort = _units(spec)[0]["encoding"]["y"]["sort"]
-    assert sort == {"field": "order", "op": "min"}
-    order = {r["session"]: r["order"] for r in _data(spec)}
-    assert order["12 other sessions"] == 2 and order["#7 Fix <b>bold</b> test"] == 0
+    rows = _data(spec)
+    assert {r["session"] for r in rows} == {"#7 Fix <b>bold</b> test", "#3 " + "x" * 39 + "…"}
+    assert {r["link"] for r in rows} == {"./session?session=7", "./session?session=3"}
+    assert {r["session"]: r["order"] for r in rows} == {"#7 Fix <b>bold</b> test": 0, "#3 " + "x" * 39 + "…": 1}
+    assert max(len(r["session"]) for r in rows) <= 45
 
 
 def test_session_link_encodes_query():
@@ -91,6 +87,20 @@ def test_timeline_lanes_per_policy_with_rules_for_blocks_and_halts():
     assert max(len(r["args"]) for r in rows) <= 160
 
 
+def test_timeline_zooms_to_the_run_and_its_marks_are_clickable():
+    spec = charts.timeline(_timeline_df(), domain=(3, 7)).to_dict()
+    points, rules = spec["spec"]["layer"]
+    # The x scale spans the chosen run only (no zero baseline squeezing it to the right edge).
+    assert points["encoding"]["x"]["scale"] == {"domain": [3, 7], "zero": False, "nice": False}
+    assert rules["encoding"]["x"]["scale"]["domain"] == [3, 7]
+    assert points["encoding"]["x"]["axis"]["format"] == "d"  # whole steps, never 101.5
+    # A click on a mark is a selection the page reads (its step and run).
+    (param,) = [p for p in spec.get("params", []) if p["name"] == "mark_pick"]
+    assert param["select"]["fields"] == ["seq", "run_idx"] and param["select"]["on"] == "click"
+    assert "why" in {t["field"] for t in points["encoding"]["tooltip"]}
+    assert charts.timeline(_timeline_df()).to_dict()["spec"]["layer"][0]["encoding"]["x"]["scale"] == {"zero": False}
+
+
 def test_timeline_prose_checks_have_no_arguments():
     df = _timeline_df()
     df.loc[0, ["tool", "args", "idx"]] = ["(prose)", None, -1]
@@ -101,4 +111,8 @@ def test_timeline_prose_checks_have_no_arguments():
 def test_source_status_counts():
     spec = charts.source_status({"ok": 9, "quarantined": 2}).to_dict()
     assert {(r["status"], r["sources"]) for r in _data(spec)} == {("ok", 9), ("quarantined", 2)}
-    assert spec["encoding"]["x"]["field"] == "sources"
+    bars, text = spec["layer"]
+    assert bars["encoding"]["x"]["field"] == "sources" and text["encoding"]["text"]["field"] == "sources"
+    # A fixed band per status (one status is a bar, not a thin line) and labels never cut.
+    assert spec["height"] == {"step": 34} and spec["width"] == 420
+    assert bars["encoding"]["y"]["axis"]["labelLimit"] >= 200

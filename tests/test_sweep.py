@@ -297,12 +297,17 @@ def test_sweep_charts_specs():
     assert all(d["value"] is not None for d in data)  # the invalid threshold 4 > window 3 is dropped
     heat = charts.grid_heatmap(rows, "threshold", "window").to_dict()
     hdata = next(iter(heat["datasets"].values()))
-    assert len(hdata) == 5 and heat["encoding"]["color"]["field"] == "halts"
+    rect, text = heat["layer"]
+    assert len(hdata) == 5 and rect["encoding"]["color"]["field"] == "rank" and text["encoding"]["text"]["field"] == "halts"
     fh = charts.first_halt_heatmap(sweep.first_halt_rows(result), [s.label for s in result.settings]).to_dict()
     assert fh["layer"][1]["encoding"]["color"]["field"] == "first_halt_seq"
     pr = charts.pr_chart([{"setting": "a", "precision": 0.5, "recall": 1.0, "tp": 1, "fp": 1, "fn": 0},
                           {"setting": "b", "precision": None, "recall": 0.0, "tp": 0, "fp": 0, "fn": 1}]).to_dict()
     prdata = next(iter(pr["datasets"].values()))
+    assert pr["width"] >= 400 and pr["height"] >= 300  # not a 50-px strip beside its table
+    fh_rows = next(iter(fh["datasets"].values()))
+    assert {r["first halt"] for r in fh_rows} <= {"never"} | {f"step {int(r['first_halt_seq'])}" for r in fh_rows if r['first_halt_seq'] is not None}
+    assert all(r["first halt"] == "never" for r in fh_rows if r["first_halt_seq"] is None)
     assert [d["setting"] for d in prdata] == ["a"]
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
-from loopledger import enforce, sweep, vocab
+from loopledger import enforce, explain, sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger.detectors.policy import NAMES, PARAMS, TEXT
+from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, read_live, store
+from loopledger.outcome import ENDED_WELL
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
@@ -45,6 +46,25 @@ def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], det
     result = sweep.sweep(sessions, grid, progress=tick)
     bar.empty()
     return result
+
+
+ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
+
+
+def _label_form(session_id: int, run_idx: int) -> None:
+    """Label the picked flipped run here (the same write as the Session page's form)."""
+    with st.form(f"cp_label_{session_id}_{run_idx}"):
+        choice = st.radio(f"Label session {session_id} (from run {run_idx})", read.LABELS, index=None,
+                          horizontal=True, key="cp_label")
+        if st.form_submit_button("Save label"):
+            if choice is None:
+                st.warning("Choose a label first.")
+            else:
+                try:
+                    data.save_label(session_id, run_idx, choice, "")
+                    st.success(f"Labelled session {session_id} {choice}.")
+                except ValueError as exc:
+                    st.error(f"Not saved: {exc}")
 
 
 def _default_range(detector: str, name: str) -> str:
@@ -112,35 +132,90 @@ if n_points > 400:
 
 with _conn() as conn:
     versions = tuple(rv.session_versions(conn, session_ids))
+    endings = read.session_endings(conn, session_ids)
 result = _sweep(data.url(), versions, detector, tuple((a.param, a.values) for a in grid.axes))
 valid = [s for s in result.settings if s.error is None]
 two = len(grid.axes) == 2
+axis_names = [a.param for a in grid.axes]
+short = {s.label: explain.short_setting(dict(zip(axis_names, s.values, strict=True))) for s in valid}
+ended_well = {sid for sid, (status, _, _) in endings.items() if status in ENDED_WELL}
+
+
+def _first_halts(s: sweep.Setting) -> dict[int, tuple[int, int]]:
+    """session → (run, seq) of this setting's first halt."""
+    out: dict[int, tuple[int, int]] = {}
+    for (sid, run), row in s.runs.items():
+        if row.outcome == vocab.HALTED and row.halt_seq is not None and (sid not in out or row.halt_seq < out[sid][1]):
+            out[sid] = (run, row.halt_seq)
+    return out
+
+
+first_halts = {s.label: _first_halts(s) for s in valid}
+
+
+def _cell_link(s: sweep.Setting, sid: int | None) -> str:
+    """Replay of `sid` under this setting, at its first halt (or the session's start)."""
+    if sid is None:
+        return ""
+    run, seq = first_halts[s.label].get(sid, (None, None))
+    return rv.replay_link(sid, run, s.spec.text, seq)
+
 
 # ── totals against the setting ───────────────────────────────────────────────────────────────
 st.subheader("Halts, warnings and calls saved per setting")
 rows = sweep.totals_rows(result)
+for r, s in zip(rows, result.settings, strict=True):
+    if s.error is None:
+        r["setting"] = short[s.label]
+        r["halted, later succeeded"] = sweep.halted_then_succeeded(s, ended_well)
+        fh = first_halts[s.label]
+        r["link"] = _cell_link(s, min(fh) if fh else (session_ids[0] if session_ids else None))
+    else:
+        r["setting"] = explain.short_setting(dict(zip(axis_names, s.values, strict=True)))
 if two:
     h1, h2 = st.columns(2)
     h1.altair_chart(charts.grid_heatmap(rows, param, param2, "halts"), key="cp_grid_halts")
     h2.altair_chart(charts.grid_heatmap(rows, param, param2, "saved"), key="cp_grid_saved")
+    st.caption("Numbers in the cells; colour follows their order, so middle settings differ too. "
+               "Click a cell to replay the first session that setting halts.")
 else:
     st.altair_chart(charts.sweep_lines_chart(rows, param), key="cp_lines")
-safe.table(pd.DataFrame(rows), key="cp_totals")
+totals = pd.DataFrame(rows).drop(columns=["link"], errors="ignore")
+if totals["error"].isna().all():
+    totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
+else:
+    totals["error"] = totals["error"].fillna("")
+for name in axis_names:
+    if totals[name].isna().any():  # an unset limit reads "no limit", never None/null
+        totals[name] = [explain.param_value(None if pd.isna(v) else int(v)) for v in totals[name]]
+safe.table(totals, key="cp_totals", column_config={
+    "halted, later succeeded": st.column_config.NumberColumn(
+        "halted, later succeeded", help="sessions whose transcript ends in success or a submission "
+        "(tau-bench reward, SWE-agent / OpenHands exit status, a CTF flag) where this setting halted a run"),
+    "saved": st.column_config.NumberColumn("calls saved", help="tool calls the halts would have skipped"),
+    "halts": st.column_config.NumberColumn("halts", help="halted runs, one per run this setting halted"),
+})
+st.caption(f"{len(endings)} of {len(session_ids)} selected sessions record how they ended "
+           f"({len(ended_well)} succeeded or submitted).")
 for s in result.settings:
     if s.error:
-        st.caption(f"Skipped {dict(zip([a.param for a in grid.axes], s.values, strict=True))}: {s.error}")
+        st.caption(f"Skipped {explain.short_setting(dict(zip(axis_names, s.values, strict=True)))}: {s.error}")
 
 if not valid:
     st.stop()
 
 # ── when each session first halts ────────────────────────────────────────────────────────────
 st.subheader("First halt per session and setting")
-fh = sweep.first_halt_rows(result)
-halted_any = {r["session_id"] for r in fh if r["first_halt_seq"] is not None}
-shown = sorted(halted_any)[:MAX_HEATMAP_SESSIONS]
+fh_rows = sweep.first_halt_rows(result)
+halted_any = {r["session_id"] for r in fh_rows if r["first_halt_seq"] is not None}
+shown = set(sorted(halted_any)[:MAX_HEATMAP_SESSIONS])
+by_label = {s.label: s for s in valid}
 if shown:
-    st.altair_chart(charts.first_halt_heatmap([r for r in fh if r["session_id"] in set(shown)],
-                                              [s.label for s in valid]), key="cp_first_halt")
+    cells = [{"session_id": r["session_id"], "setting": short[r["setting"]], "first_halt_seq": r["first_halt_seq"],
+              "link": _cell_link(by_label[r["setting"]], r["session_id"])}
+             for r in fh_rows if r["session_id"] in shown]
+    st.altair_chart(charts.first_halt_heatmap(cells, [short[s.label] for s in valid]), key="cp_first_halt")
+    st.caption("Grey: never halts under that setting. Click any cell to replay that session under that setting.")
     if len(halted_any) > len(shown):
         st.caption(f"Showing {len(shown)} of {len(halted_any)} sessions that halt under some setting.")
 else:
@@ -148,16 +223,30 @@ else:
 
 # ── runs that flip ───────────────────────────────────────────────────────────────────────────
 st.subheader("Runs whose outcome flips between two settings")
-labels = [s.label for s in valid]
+live_spec = PolicySpec(detector)  # the detector at its defaults: what the worker runs and stores
+with _conn() as conn:
+    live_runs = rv.stored_runs(conn, live_spec.id, session_ids)
+live = sweep.Setting((), live_spec, runs={k: sweep.RunRow(o, h, sv) for k, (o, h, sv) in live_runs.items()}) \
+    if live_runs is not None else None
+LIVE = f"live policy ({rv.spec_label(live_spec).removeprefix(detector + ' ')})"
+choices = ([LIVE] if live is not None else []) + [short[s.label] for s in valid]
+setting_of = {short[s.label]: s for s in valid} | ({LIVE: live} if live is not None else {})
 a_col, b_col = st.columns(2)
-a_label = a_col.selectbox("Setting A", labels, index=0, key="cp_flip_a")
-b_label = b_col.selectbox("Setting B", labels, index=len(labels) - 1, key="cp_flip_b")
-sa_, sb_ = valid[labels.index(a_label)], valid[labels.index(b_label)]
+a_label = a_col.selectbox("Setting A", choices, index=0, key="cp_flip_a",
+                          help="the live policy: the detector at its defaults, as the worker stored it")
+b_default = next((i for i in range(len(choices) - 1, -1, -1)
+                  if choices[i] != LIVE and setting_of[choices[i]].spec.id != live_spec.id), len(choices) - 1)
+b_label = b_col.selectbox("Setting B", choices, index=b_default, key="cp_flip_b")
+sa_, sb_ = setting_of[a_label], setting_of[b_label]
 flips = sweep.flipped(sa_, sb_)
 if flips:
+    def _halt(v):
+        return "—" if v is None else int(v)
+
     table = pd.DataFrame([{
         "session": f.session_id, "run": f.run_idx, "A": f.outcome_a, "B": f.outcome_b,
-        "A halts at": f.halt_seq_a, "B halts at": f.halt_seq_b,
+        "A halts at": _halt(f.halt_seq_a), "B halts at": _halt(f.halt_seq_b),
+        "ended": ENDED.get(endings.get(f.session_id, (None,))[0], "—"),
         # Land on this setting's halt, else on the other's: the step where the two part ways.
         "replay A": rv.replay_link(f.session_id, f.run_idx, sa_.spec.text,
                                    f.halt_seq_a if f.halt_seq_a is not None else f.halt_seq_b),
@@ -167,6 +256,7 @@ if flips:
     safe.table(table, key="cp_flips", column_config={
         "replay A": st.column_config.LinkColumn("replay A", display_text="open in Replay"),
         "replay B": st.column_config.LinkColumn("replay B", display_text="open in Replay"),
+        "ended": st.column_config.TextColumn("ended", help="how the session's transcript says it ended"),
     })
     # The same links as plain buttons: a table cell is awkward to hit, a button is not.
     o1, o2, o3 = st.columns([3, 1, 1])
@@ -174,6 +264,7 @@ if flips:
         f"session {flips[i].session_id} run {flips[i].run_idx}: {flips[i].outcome_a} → {flips[i].outcome_b}"))
     o2.link_button("Replay under A", table.iloc[pick]["replay A"])
     o3.link_button("Replay under B", table.iloc[pick]["replay B"])
+    _label_form(flips[pick].session_id, flips[pick].run_idx)
 else:
     st.caption("No run changes outcome between these two settings.")
 
@@ -184,18 +275,20 @@ with _conn() as conn:
 if run_labels:
     positive = st.radio("A setting flags a run when it is", list(POSITIVE), horizontal=True, key="cp_positive")
     scores = sweep.score_rows(result, run_labels, POSITIVE[positive])
-    p1, p2 = st.columns([2, 3])
-    p1.altair_chart(charts.pr_chart(scores), key="cp_pr")
-    with p2:
-        safe.table(pd.DataFrame(scores), key="cp_scores")
+    for r in scores:
+        r["setting"] = short.get(r["setting"], r["setting"])
+    st.altair_chart(charts.pr_chart(scores), key="cp_pr")
+    safe.table(pd.DataFrame(scores), key="cp_scores")
     st.caption(f"{len(run_labels)} labelled run(s) among the selected sessions.")
 else:
-    st.caption("No run of the selected sessions is labelled yet (label runs on the Session page).")
+    st.caption("No run of the selected sessions is labelled yet (label runs on the Session page or below the "
+               "flip list).")
 
 # ── save ─────────────────────────────────────────────────────────────────────────────────────
 st.subheader("Save as policies")
+labels = [s.label for s in valid]
 to_save = st.multiselect("Settings to store as policies (computed over every session in the ledger)",
-                         labels, default=[], key="cp_save_sel")
+                         labels, default=[], key="cp_save_sel", format_func=lambda lb: short.get(lb, lb))
 if st.button("Save as policies", disabled=not to_save, key="cp_save"):
     specs = [valid[labels.index(lb)].spec for lb in to_save]
     with _conn() as conn:

@@ -18,7 +18,7 @@ PAGE_SIZE = 100
 def _live(status: str) -> None:
     totals = data.q("ingest_totals")
     counts = data.q("source_status_counts")
-    c = st.columns(4)
+    c = st.columns([1, 1, 1, 2])  # the last metric holds a whole timestamp
     c[0].metric("Sources", f"{totals['sources']:,}")
     c[1].metric("Quarantined lines", f"{totals['quarantined_lines']:,}")
     c[2].metric("Sources not ok", f"{sum(v for k, v in counts.items() if k != 'ok'):,}")
@@ -28,9 +28,24 @@ def _live(status: str) -> None:
     if counts:
         st.altair_chart(charts.source_status(counts), key="status_chart")
 
+    sources = data.q("sources_page", status, PAGE_SIZE, 0)
+    failed = sources[sources["status"].isin(["error", "quarantined", "missing"])]
+    if len(failed):
+        # A failed source's message first and whole, not in the last column off to the right.
+        st.subheader("Sources that need attention")
+        for row in failed.itertuples(index=False):
+            safe.text(f"{row.status}: {row.path}" + (f"\n    {row.error}" if isinstance(row.error, str) and row.error
+                                                     else f"\n    {row.errors} quarantined line(s), listed below"
+                                                     if row.errors else ""))
     st.subheader("Sources")
-    safe.table(data.q("sources_page", status, PAGE_SIZE, 0), key="sources_table",
-               column_config={"size": st.column_config.NumberColumn("bytes", format="%d")})
+    cols = ["status", "error", "path", "format", "last_ingest", "sessions", "calls", "errors", "size", "id"]
+    shown = sources[cols].assign(error=sources["error"].fillna(""))
+    if not shown["error"].any():
+        shown = shown.drop(columns=["error"])  # no message to show: the path takes the room
+    safe.table(shown, key="sources_table",
+               column_config={"size": st.column_config.NumberColumn("bytes", format="%d"),
+                              "error": st.column_config.TextColumn("message", width="large"),
+                              "path": st.column_config.TextColumn("path", width="large")})
     st.subheader("Quarantined lines")
     errs = data.q("ingest_errors", PAGE_SIZE)
     if len(errs):

@@ -13,16 +13,32 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from loopledger import vocab
+from loopledger import explain, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
 from loopledger.detectors import registry
 from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, Retry, UserTurn, text_digest
+from loopledger.ledger import read
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
 
+STATE_HELP = {
+    "count": "identical batches in a row; changed answers reset it to 1",
+    "total": "identical batches in this run; never reset by answers (the ceiling counts these)",
+    "effective_max": "the limit that applies to this batch: max_observation_steps for a read-only (observation) "
+                     "batch, max_strikes otherwise; count above it halts",
+    "ceiling": "the most identical batches allowed in one run even when answers keep changing: "
+               "max(max_observation_steps, max_strikes); total above it halts (unless exempt)",
+    "observation": "every call's name contains an observation_tools pattern (read-only batch)",
+    "exempt": "an observation batch under a read-only allowance that is not costly: the ceiling does not apply",
+    "costly": "a browser navigate / click / fetch_webpage call: never exempt from the ceiling",
+    "signature": "the batch's identity: each call's tool and argument hash, sorted",
+    "answers": "hash of the last answers of this batch (unchanged answers make a strike)",
+    "result": "what the last answers were judged: repeated (a strike), changed (progress), not comparable",
+}
+ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
 TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7
 LINK_KEYS = ("session", "run", "policy", "step")
@@ -184,17 +200,8 @@ if session is None or session.n_events == 0:
 run_bounds = {r["idx"]: (r["first_seq"], min(r["last_seq"], session.n_events - 1)) for r in runs} \
     or {0: (0, session.n_events - 1)}
 run_text = {r["idx"]: " ".join((r.get("user_text") or "").split())[:60] for r in runs}
-if st.session_state.get("rp_run") not in run_bounds:
-    st.session_state.rp_run = next(iter(run_bounds))
-run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run",
-                       format_func=lambda i: f"run {i}: {run_text.get(i, '')}")
-first, last = run_bounds[run_idx]
-if st.session_state.get("rp_scope") != (session_id, run_idx):
-    # Another session or run was picked: start at its first step (a deep link set its own).
-    if st.session_state.get("rp_scope") is not None or "rp_step" not in st.session_state:
-        st.session_state.rp_step = first
-    st.session_state.rp_scope = (session_id, run_idx)
 
+# The detector first (drawn in the third column): the run picker marks the runs it halts.
 detectors = _detector_names(policies)
 if "rp_spec" not in st.session_state:
     st.session_state.rp_spec = PolicySpec(detectors[0])
@@ -206,6 +213,20 @@ detector = c3.selectbox("Detector", detectors, key="rp_detector")
 if st.session_state.rp_spec.detector != detector:
     st.session_state.rp_spec = PolicySpec(detector)
 spec: PolicySpec = st.session_state.rp_spec
+all_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, spec.text)
+halt_at = rv.halts_by_run(all_steps)  # run → its first halt's step, under this spec
+
+if st.session_state.get("rp_run") not in run_bounds:
+    st.session_state.rp_run = next(iter(run_bounds))
+run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run", help="“halts at step …” marks the runs this policy halts",
+                       format_func=lambda i: (f"run {i} — halts at step {halt_at[i]}: " if i in halt_at else
+                                              f"run {i}: ") + run_text.get(i, ""))
+first, last = run_bounds[run_idx]
+if st.session_state.get("rp_scope") != (session_id, run_idx):
+    # Another session or run was picked: start at its first step (a deep link set its own).
+    if st.session_state.get("rp_scope") is not None or "rp_step" not in st.session_state:
+        st.session_state.rp_step = first
+    st.session_state.rp_scope = (session_id, run_idx)
 
 with st.form("rp_params"):
     params = PARAMS[detector]
@@ -221,8 +242,11 @@ with st.form("rp_params"):
                 raw[p.name] = st.text_input(p.name, value=str(value), help=p.help,
                                             key=f"rp_p_{detector}_{p.name}_{spec.id}")
             elif p.kind == OPT_INT:
-                raw[p.name] = st.text_input(p.name, value="none" if value is None else str(value),
-                                            help=p.help, key=f"rp_p_{detector}_{p.name}_{spec.id}")
+                raw[p.name] = st.text_input(p.name, value=explain.param_value(value),
+                                            help=p.help + f" (a number, or “{explain.NO_LIMIT}”)",
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
+                if raw[p.name].strip().lower() == explain.NO_LIMIT:
+                    raw[p.name] = "none"
             elif p.kind == INT:
                 raw[p.name] = st.number_input(p.name, value=int(value), step=1, help=p.help,
                                               key=f"rp_p_{detector}_{p.name}_{spec.id}")
@@ -236,17 +260,30 @@ with st.form("rp_params"):
         except ValueError as exc:  # ConfigError names the field and the rule it broke
             st.error(f"Not applied — {exc}")
         else:
+            new_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, new.text)
+            # Said once, right after Apply: where the halt went (or that it is gone, and where the next one is).
+            st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx), new.id)
             st.session_state.rp_spec = spec = new
             st.rerun()
+with _conn() as conn:
+    ending = read.session_endings(conn, [session_id]).get(session_id)
+if ending is not None and ending[2] == run_idx:
+    # Next to the halts: would the guard have cut off a run that went on to succeed?
+    safe.text(f"This run ended: {ENDED.get(ending[0], ending[0])}" + (f" — {ending[1]}" if ending[1] else "")
+              + (f"; this policy halts it at step {halt_at[run_idx]}" if run_idx in halt_at else ""))
+changed = st.session_state.get("rp_changed")
+if changed and changed[1] == spec.id:
+    st.info(changed[0], icon=":material/compare_arrows:")
 
 stored_ids = {p["id"] for p in policies}
 stored_same_detector = [p for p in policies if p["detector"] == detector]
-st.caption(f"Live policy: {spec.label}" + (" (stored in the ledger)" if spec.id in stored_ids else
-                                            " (not stored: verdicts computed live)"))
+st.caption(f"Live policy: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
+                                                    " (not stored: verdicts computed live)"))
 
 rp = _replayer(session, spec)
 events = rp.events
-all_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, spec.text)
+halts_all = rv.verdict_index(all_steps).get(vocab.HALT, [])
+run_of = {s.seq: s.run for s in all_steps}
 
 
 # ── the cursor: controls, transcript, state, verdict, chart ──────────────────────────────────
@@ -263,42 +300,54 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
                                                if state.get("halted") else "not halted"))
     m = st.columns(4)
     if detector == "run-length":
-        m[0].metric("count", state.get("count", 0), help="identical batches in a row (reset by changed answers)")
-        m[1].metric("total", state.get("total", 0), help="identical batches in this run, never reset by answers")
-        m[2].metric("effective max", state.get("effective_max", "—"))
-        m[3].metric("ceiling", state.get("ceiling", "—"))
+        m[0].metric("count", state.get("count", 0), help=STATE_HELP["count"])
+        m[1].metric("total", state.get("total", 0), help=STATE_HELP["total"])
+        m[2].metric("effective max", state.get("effective_max", "—"), help=STATE_HELP["effective_max"])
+        m[3].metric("ceiling", state.get("ceiling", "—"), help=STATE_HELP["ceiling"])
         flags = {k: state.get(k) for k in ("observation", "exempt", "costly")}
-        st.dataframe(pd.DataFrame([flags]), hide_index=True)
+        st.dataframe(pd.DataFrame([flags]), hide_index=True, key="rp_flags", column_config={
+            k: st.column_config.CheckboxColumn(k, help=STATE_HELP[k]) for k in flags})
         last_result = next((r.outcome for _, r in reversed(step_results)), None)
         safe.table(pd.DataFrame([{"signature": state.get("signature") or "—",
                                   "last answers hash": state.get("answers") or "—",
-                                  "last result verdict": last_result or "—"}]))
+                                  "last result verdict": last_result or "—"}]), column_config={
+            "signature": st.column_config.TextColumn("signature", help=STATE_HELP["signature"]),
+            "last answers hash": st.column_config.TextColumn("last answers hash", help=STATE_HELP["answers"]),
+            "last result verdict": st.column_config.TextColumn("last result verdict", help=STATE_HELP["result"])})
     elif detector == "ladder":
-        m[0].metric("count", state.get("count", 0))
-        m[1].metric("warn at", state.get("warn_at", "—"))
-        m[2].metric("block at", state.get("block_at", "—"))
-        m[3].metric("halt at", state.get("halt_at", "—"))
+        m[0].metric("count", state.get("count", 0), help="identical calls in a row (same tool, same arguments)")
+        m[1].metric("warn at", state.get("warn_at", "—"), help="this many in a row warns (for this tool's class)")
+        m[2].metric("block at", state.get("block_at", "—"), help="this many in a row refuses the call")
+        m[3].metric("halt at", state.get("halt_at", "—"), help="this many in a row ends the run")
         safe.table(pd.DataFrame([{"tool": state.get("tool") or "—", "args hash": state.get("args_hash") or "—",
-                                  "class": state.get("class") or "—", "next call would": state.get("next") or "—"}]))
+                                  "class": state.get("class") or "—", "next call would": state.get("next") or "—"}]),
+                   column_config={"class": st.column_config.TextColumn("class", help="read-only or mutating: "
+                                                                       "each class has its own thresholds"),
+                                  "next call would": st.column_config.TextColumn(
+                                      "next call would", help="the verdict if the same call came again")})
     elif detector == "window":
         buf = state.get("buffer", [])
-        m[0].metric("buffered", f"{len(buf)} / {state.get('window')}")
-        m[1].metric("threshold", state.get("threshold"))
-        m[2].metric("top count", max((b["count"] for b in buf), default=0))
+        m[0].metric("buffered", f"{len(buf)} / {state.get('window')}", help="calls remembered / window size")
+        m[1].metric("threshold", state.get("threshold"), help="occurrences of one call in the window that halt")
+        m[2].metric("top count", max((b["count"] for b in buf), default=0),
+                    help="occurrences of the most repeated call in the window now")
         safe.table(pd.DataFrame(buf, columns=["tool", "args", "count"]))
     elif detector == "cycle":
-        m[0].metric("period", state.get("period", 0))
-        m[1].metric("repeats", state.get("repeats", 0))
-        m[2].metric("warn at", state.get("warn_repeats"))
-        m[3].metric("halt at", state.get("halt_repeats"))
+        m[0].metric("period", state.get("period", 0), help="length of the repeating pattern of calls (0: none)")
+        m[1].metric("repeats", state.get("repeats", 0), help="back-to-back repetitions of the pattern so far")
+        m[2].metric("warn at", state.get("warn_repeats"), help="repetitions that warn")
+        m[3].metric("halt at", state.get("halt_repeats"), help="repetitions that halt")
         safe.text("pattern: " + " → ".join(state.get("pattern") or []) if state.get("pattern") else "pattern: —")
         safe.table(pd.DataFrame(state.get("history", []), columns=["tool", "args hash", "answer hash"]))
     elif detector == "stagnation":
-        m[0].metric("recorded prose turns", f"{state.get('recorded', 0)} / {state.get('window')}")
-        m[1].metric("max steps", state.get("max_steps"))
+        m[0].metric("recorded prose turns", f"{state.get('recorded', 0)} / {state.get('window')}",
+                    help="prose replies remembered / how many are looked back over (4 × max steps)")
+        m[1].metric("max steps", state.get("max_steps"), help="times one reply may recur before the halt")
         texts = {text_digest(e.text)[:12]: e.text for e in events[first:rp.position] if isinstance(e, Prose) and e.text}
         safe.table(pd.DataFrame([{"count": t["count"], "text": rv.clip(texts.get(t["text_hash"], t["text_hash"]), 200)}
                                  for t in state.get("top", [])], columns=["count", "text"]))
+    else:  # a detector added later or a plugin: its state as it reports it
+        st.caption("This detector's state fields, as it reports them:")
     with st.expander("Raw state"):
         st.json(state, expanded=False)
 
@@ -325,7 +374,23 @@ def _show_event(seq: int, ev: Any) -> None:
             safe.text(("[error] " if a.is_error else "") + rv.clip(a.text, 600))
 
 
+def _goto_halt(seq: int | None) -> None:
+    """A halt anywhere in the session: another run's halt switches the run, then the page reruns."""
+    if seq is None:
+        return
+    run = run_of.get(seq, run_idx)
+    if run != run_idx:
+        st.session_state.rp_run = run
+        st.session_state.rp_scope = None  # keep the step set here, not the new run's first step
+        st.session_state.rp_step = seq
+        st.session_state.rp_app_rerun = True  # a fragment button reruns the fragment only
+    else:
+        _set_step(seq)
+
+
 def cursor_view() -> None:
+    if st.session_state.pop("rp_app_rerun", False):
+        st.rerun(scope="app")
     with _conn() as conn:
         now = rv.get_session(conn, session.id)
     if now is not None and (now.updated_at, now.n_events) != (session.updated_at, session.n_events):
@@ -343,15 +408,24 @@ def cursor_view() -> None:
 
     index = _verdicts(data.url(), session.id, session.updated_at, session.n_events, spec.text)
     nxt = {v: rv.next_seq_with(index, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
-    b = st.columns(6)
+    prev_halt = rv.neighbour_halt(halts_all, cur, forward=False)
+    next_halt = rv.neighbour_halt(halts_all, cur, forward=True)
+
+    def where(seq: int | None) -> str:
+        return "no halt" if seq is None else f"step {seq}" + (f" in run {run_of[seq]}" if run_of.get(seq, run_idx)
+                                                               != run_idx else "")
+
+    b = st.columns(7)
     b[0].button("◀ Back", on_click=_set_step, args=(cur - 1,), disabled=cur <= first, key="rp_back")
     b[1].button("Forward ▶", on_click=_set_step, args=(cur + 1,), disabled=cur >= last, key="rp_fwd")
     b[2].button("Next warning", on_click=_set_step, args=(nxt[vocab.WARN],), disabled=nxt[vocab.WARN] is None,
                 key="rp_next_warn")
     b[3].button("Next block", on_click=_set_step, args=(nxt[vocab.BLOCK],), disabled=nxt[vocab.BLOCK] is None,
                 key="rp_next_block")
-    b[4].button("Next halt", on_click=_set_step, args=(nxt[vocab.HALT],), disabled=nxt[vocab.HALT] is None,
-                key="rp_next_halt")
+    b[4].button("◀ Previous halt", on_click=_goto_halt, args=(prev_halt,), disabled=prev_halt is None,
+                key="rp_prev_halt", help=f"across every run of the session: {where(prev_halt)}")
+    b[5].button("Next halt ▶", on_click=_goto_halt, args=(next_halt,), disabled=next_halt is None,
+                key="rp_next_halt", help=f"across every run of the session: {where(next_halt)}")
     if last > first:
         st.slider("Step", min_value=first, max_value=last, key="rp_step")
     cur = st.session_state.rp_step
@@ -379,9 +453,16 @@ def cursor_view() -> None:
                                               vocab.HALT).index(v) if v in vocab.VERDICTS else 0, default=None)
         st.metric("Verdict at this step", worst or "no check")
         if step is not None and step.checks:
-            safe.table(pd.DataFrame(rv.checks_table(step, events[cur])))
+            rows = rv.checks_table(step, events[cur])
+            safe.table(pd.DataFrame(rows).drop(columns=["reason"]), key="rp_checks")
+            # Why, in words: whole sentences under the table, never a cut-off cell.
+            for row in rows:
+                if row["verdict"] in (vocab.WARN, vocab.BLOCK, vocab.HALT):
+                    safe.text(f"{row['verdict']}: " + explain.sentence(detector, row["verdict"], row["count"],
+                                                                        row["total"], row["threshold"], row["reason"],
+                                                                        row["tool"]))
         if step is not None and step.results:
-            safe.table(pd.DataFrame([{"judged step": r.seq, "call": r.idx, "result": r.outcome}
+            safe.table(pd.DataFrame([{"judged step": r.seq, "call": rv.call_word(r.idx), "result": r.outcome}
                                      for r in step.results]))
         st.subheader("Detector state")
         in_run = [(s.seq, r) for s in rp.steps[first:] for r in s.results]

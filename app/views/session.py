@@ -1,22 +1,24 @@
-"""Session: one session's runs under every policy, its timeline, and the transcript around a halt.
+"""Session: one session's runs under every policy, why each halt happened, its timeline, and the
+transcript from the first call of the repeat.
 
-Deep link: ./session?session=ID&run=IDX. The run picker writes `run` back to the URL so the page
-can be shared as it is. Transcript text (title, path, prompts, tool names, arguments, answers,
-prose) goes through app.safe only: st.text / st.code / st.dataframe.
+Deep link: ./session?session=ID&run=IDX[&step=SEQ]. The run picker writes `run` back to the URL so
+the page can be shared as it is. Transcript text (title, path, prompts, tool names, arguments,
+answers, prose) goes through app.safe only: st.text / st.code / st.dataframe — the "Why"
+sentences too, since they carry tool names.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
-from loopledger import scoring, vocab
+from loopledger import explain, scoring, vocab
 from loopledger.app import charts, data, safe
+from loopledger.app import session_view as sv
 from loopledger.ledger import read, read_live
 
 CONTEXT = 6  # events shown before and after the focused step
+MAX_EXCERPT = 60  # events in one excerpt; a longer repeat shows its start and its end
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
 LIVE_REFRESH_S = 1  # enforced decisions re-read this often: a live decision shows within 2 s
 
@@ -39,51 +41,172 @@ def _duration(seconds: float | None) -> str:
 def _header(head: dict, halts: pd.DataFrame) -> None:
     st.header(f"Session #{head['id']}")
     safe.text(head["title"] or "(untitled)")
-    cols = st.columns(4)
-    cols[0].metric("Runs", head["n_runs"])
-    cols[1].metric("Tool calls", head["n_calls"])
+    cols = st.columns(5)
+    cols[0].metric("Runs", head["n_runs"], help=charts.MEASURE_HELP["runs"])
+    cols[1].metric("Tool calls", head["n_calls"], help=charts.MEASURE_HELP["calls"])
     cols[2].metric("Duration", _duration(head["duration_s"]))
-    cols[3].metric("Halted runs", halts["run_idx"].nunique())
-    safe.table(pd.DataFrame([{"format": head["format"], "source file": head["path"], "agent": head["agent"],
-                              "model": head["model"],
-                              "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}]),
-               key="session_header")
+    cols[3].metric("Halts", len(halts), help=charts.MEASURE_HELP["halts"])
+    cols[4].metric("Halted runs", halts["run_idx"].nunique(), help="runs at least one policy halted")
+    ending = sv.ending_text(head)
+    if ending:
+        safe.text(ending)
+    info = {"format": head["format"], "source file": head["path"], "agent": head["agent"], "model": head["model"],
+            "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}
+    # An unknown value is a dash, as everywhere on the dashboard (never None / null).
+    safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
+
+
+def _set_run(run: int, step: int | None = None) -> None:
+    """Switch the page to `run` (a callback: runs before the picker is drawn)."""
+    sid = st.query_params.get("session")
+    st.session_state["run_pick"] = run
+    st.session_state["run_pick_for"] = (sid, run)
+    st.query_params["run"] = str(run)
+    if step is not None:
+        st.session_state[f"focus_{sid}_{run}"] = step
+
+
+def _set_session(target: tuple[int, int] | None) -> None:
+    """Open another session at one of its runs (a callback: the URL changes, the page reruns)."""
+    if target is not None:
+        st.query_params["session"] = str(target[0])
+        st.query_params["run"] = str(target[1])
+
+
+def _goto_run(run: int, step: int | None = None) -> None:
+    """Open `run` from below the picker (it is drawn already): through the URL, then rerun."""
+    st.query_params["run"] = str(run)
+    if step is not None:
+        st.session_state[f"focus_{st.query_params.get('session')}_{run}"] = step
+    st.rerun()
 
 
 def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
     wanted = _int_param("run")
     if wanted is None or not 0 <= wanted < n_runs:
-        # No run asked for: open the first halted run, where the investigation usually starts.
-        wanted = int(halts["run_idx"].iloc[0]) if len(halts) else 0
-    if st.session_state.get("run_pick_for") != (st.query_params.get("session"), wanted):
+        # No run asked for: the most halted run, where the investigation usually starts.
+        wanted = sv.most_halted_run(halts)
+        wanted = 0 if wanted is None else wanted
+    sid = st.query_params.get("session")
+    if st.session_state.get("run_pick_for") != (sid, wanted):
         st.session_state["run_pick"] = wanted
-        st.session_state["run_pick_for"] = (st.query_params.get("session"), wanted)
-    run = st.selectbox("Run", range(n_runs), key="run_pick", format_func=lambda r: f"run {r}")
+        st.session_state["run_pick_for"] = (sid, wanted)
+    by_run = sv.halted_by(halts)
+    halted = sorted(by_run)
+    c1, c2, c3, c4 = st.columns([4, 2, 2, 3])
+    run = c1.selectbox("Run", range(n_runs), key="run_pick", format_func=lambda r: sv.run_choice(r, by_run),
+                       help="“halted by …” marks the runs a policy halted")
+    prev_h, next_h = sv.neighbours(halted, int(run))
+    # Past this session's last (or first) halted run: the next halted session, in the Sessions order.
+    sid_i = int(sid)
+    prev_s = None if prev_h is not None else data.q("neighbour_halted_session", sid_i, False)
+    next_s = None if next_h is not None else data.q("neighbour_halted_session", sid_i, True)
+    c2.button("◀ Previous halted run", on_click=_set_run if prev_h is not None else _set_session,
+              args=(prev_h,) if prev_h is not None else (prev_s,), disabled=prev_h is None and prev_s is None,
+              key="prev_halted", help=sv.where_to(prev_h, prev_s))
+    c3.button("Next halted run ▶", on_click=_set_run if next_h is not None else _set_session,
+              args=(next_h,) if next_h is not None else (next_s,), disabled=next_h is None and next_s is None,
+              key="next_halted", help=sv.where_to(next_h, next_s))
+    c4.caption(f"{len(halted)} of {n_runs} runs halted" + (f" · this is halted run {halted.index(int(run)) + 1}"
+                                                           if int(run) in by_run else ""))
     if str(run) != st.query_params.get("run"):
         st.query_params["run"] = str(run)
-        st.session_state["run_pick_for"] = (st.query_params.get("session"), run)
+        st.session_state["run_pick_for"] = (sid, run)
     return int(run)
 
 
-def _verdict_notes(tl: pd.DataFrame) -> dict[tuple[int, int], str]:
-    """(seq, idx) → "policy: verdict; …" for every check that said more than allow."""
-    loud = tl[tl["verdict"] != vocab.ALLOW]
-    notes: dict[tuple[int, int], list[str]] = {}
-    for seq, idx, pol, verdict in zip(loud["seq"], loud["idx"], loud["policy"], loud["verdict"], strict=True):
-        notes.setdefault((int(seq), int(idx)), []).append(f"{pol.split(' ')[0]}: {verdict}")
-    return {k: "; ".join(v) for k, v in notes.items()}
+def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRow], ending: str) -> dict | None:
+    """The Why box: one sentence per halt of this run, the repeated calls and where they are.
+    Returns the first halt's repeat (first seq, halt seq) for the transcript excerpt."""
+    st.subheader(f"Why run {run} halted" if len(run_halts) else f"Run {run}")
+    if not len(run_halts):
+        st.write("No policy halted this run.")
+        return None
+    first = None
+    with st.container(border=True, key="why_box"):
+        for h in run_halts.itertuples(index=False):
+            text = explain.sentence(h.detector, vocab.HALT, h.count, h.total, h.threshold, h.reason, h.tool)
+            safe.text(f"{h.detector} halted at {explain.position(h.halt_seq, h.halt_idx)}: {text}")
+            rep = explain.repeated_calls(h.detector, calls, int(h.halt_seq), int(h.halt_idx),
+                                         explain._int(h.count), explain._int(h.total))
+            if rep:
+                # A batch-level guard repeats whole batches: name each batch once.
+                shown = list(dict.fromkeys((s, 0) for s, _ in rep)) if int(h.halt_idx) == explain.BATCH_LEVEL else rep
+                safe.text(f"    repeated: {explain.positions(shown)}")
+            if first is None:
+                first = {"start": rep[0][0] if rep else int(h.halt_seq), "halt": int(h.halt_seq),
+                         "policy_id": h.policy_id}
+        if ending:  # next to the halts: would a guard have cut off a run that went on to succeed?
+            safe.text(ending)
+    link = sv.replay_link(sid, run, first["policy_id"], first["halt"])
+    st.link_button("Replay this run at the halt", link)
+    return first
 
 
-def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int]) -> None:
+def _matrix(long: pd.DataFrame, halts: pd.DataFrame) -> None:
+    st.subheader("Runs × policies")
+    pols = data.q("policies")
+    # A default policy is named by its detector alone (its parameters are the defaults): short headers.
+    names = {lb: det if dflt else lb for lb, det, dflt in zip(pols["label"], pols["detector"], pols["is_default"],
+                                                             strict=True)}
+    matrix = sv.outcome_matrix(long, halts).rename(columns=names)
+    only = st.toggle("Halted runs only", value=bool(len(halts)) and len(matrix) > 20, key="halted_only",
+                     help="Keep the runs some policy halted. Policies that halted something come first.")
+    shown = matrix[matrix["halted by"] != ""] if only else matrix
+    runs = [int(r) for r in shown["run"]]
+    event = safe.table(shown, key="outcomes", on_select="rerun", selection_mode="single-row",
+                       height=min(400, 38 + 35 * len(shown)),
+                       column_config={"run": st.column_config.NumberColumn("run", format="%d", pinned=True),
+                                      "halted by": st.column_config.TextColumn("halted by", pinned=True)})
+    rows = list(event.selection.rows) if event is not None and hasattr(event, "selection") else []
+    picked = runs[rows[0]] if rows and rows[0] < len(runs) else None
+    # A row click opens that run (once: the selection stays set across reruns).
+    if picked is not None and st.session_state.get("_row_applied") != (st.query_params.get("session"), picked):
+        st.session_state["_row_applied"] = (st.query_params.get("session"), picked)
+        if picked != st.session_state.get("run_pick"):
+            _goto_run(picked)
+    st.caption("Click a row to open that run. Cells: clean · warned · blocked · halted.")
+
+
+def _timeline(sid: int, head: dict, run: int, bounds: tuple[int, int], n_policies: int) -> pd.DataFrame:
+    st.subheader("Timeline")
+    whole_fits = head["n_calls"] * max(1, n_policies) <= TIMELINE_ROWS
+    only_run = st.toggle("This run only", value=True, key="timeline_run_only", disabled=not whole_fits,
+                         help="On: the chart spans this run's steps. Off: the whole session.")
+    tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
+    if len(tl):
+        tl = sv.with_why(tl)
+        chart = charts.timeline(tl, domain=bounds if only_run else None)
+        event = st.altair_chart(chart, key="timeline_chart", on_select="rerun", selection_mode="mark_pick")
+        sel = sv.picked_mark(event)
+        if sel is not None and st.session_state.get("_mark_applied") != sel:
+            st.session_state["_mark_applied"] = sel
+            seq, sel_run = sel
+            if sel_run != run:
+                _goto_run(sel_run, seq)
+            st.session_state[f"focus_{sid}_{run}"] = seq
+    if len(tl) >= TIMELINE_ROWS:
+        st.caption(f"Only the first {TIMELINE_ROWS:,} checks are drawn; switch to this run only to see the rest.")
+    return tl[tl["run_idx"] == run] if len(tl) else tl
+
+
+def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dict) -> None:
     for row in rows.itertuples(index=False):
+        if row.kind == "gap":
+            safe.text(f"… {int(row.seq)} steps not shown …")
+            continue
         where = f"[step {row.seq}]" + (f" line {int(row.line)}" if pd.notna(row.line) else "")
         if row.kind == vocab.KIND_BATCH and pd.notna(row.idx):
+            key = (int(row.seq), int(row.idx))
             mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
-            note = notes.get((int(row.seq), int(row.idx)), "") or notes.get((int(row.seq), -1), "")
-            safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{note}⟩" if note else ""))
+            note = notes.get(key, "")
+            same_args, same_answer = marks.get(key, ("", ""))
+            safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{same_args}⟩" if same_args else "")
+                      + (f"   ⟨{note}⟩" if note else ""))
             safe.code(row.args, language="json")
             if row.answer is not None and not (isinstance(row.answer, float) and pd.isna(row.answer)):
-                safe.text("answer" + (" (error)" if row.is_error else "") + ":")
+                safe.text("answer" + (" (error)" if row.is_error else "") + (f" ⟨{same_answer}⟩" if same_answer else "")
+                          + ":")
                 safe.code(row.answer)
             else:
                 safe.text("answer: (none recorded)")
@@ -92,29 +215,42 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int]) -> None:
         else:
             # A prose turn can be where a policy halts too (stagnation).
             mark = "▶ HALTED HERE  " if row.seq in halt_seqs else ""
-            note = notes.get((int(row.seq), -1), "")
+            note = notes.get((int(row.seq), explain.BATCH_LEVEL), "")
             safe.text(f"{mark}{where} {row.kind}:" + (f"   ⟨{note}⟩" if note else ""))
             safe.code(row.text)
 
 
 def _labels(session_id: int, run: int) -> None:
     labels = data.fresh("run_labels", session_id)
+    by = next((c for c in ("labelled_by", "by", "who") if c in labels.columns), None)
+    if len(labels):
+        name = labels[by].iloc[0] if by else None
+        # A badge renders markdown: only plain name characters of who labelled it reach it.
+        name = "".join(ch for ch in name if ch.isalnum() or ch in " .@-")[:40] if isinstance(name, str) else ""
+        who = f" by {name}" if name.strip() else ""
+        st.badge(f"labelled {labels['label'].iloc[0]}{who}", icon=":material/label:", color="green")
+    else:
+        st.badge("not labelled yet", icon=":material/label_off:", color="gray")
     with st.form(f"label_{session_id}_{run}"):
         st.write("Label this session (used by the guard leaderboard and by Compare):")
-        current = labels["label"].iloc[0] if len(labels) else read.LABELS[0]
-        current = current if current in read.LABELS else read.LABELS[0]
-        choice = st.radio("Label", read.LABELS, index=read.LABELS.index(current), horizontal=True, key="label_choice")
+        current = labels["label"].iloc[0] if len(labels) else None
+        # No pre-selected value: a saved label must never be confused with an untouched default.
+        choice = st.radio("Label", read.LABELS, index=read.LABELS.index(current) if current in read.LABELS else None,
+                          horizontal=True, key=f"label_choice_{session_id}_{run}")
         loop_calls = st.text_input("Loop calls (FIRST-LAST, 1-based; empty: this run's calls)", key="label_loop_calls")
         note = st.text_input("Reason", value="" if not len(labels) or pd.isna(labels["note"].iloc[0])
-                             else labels["note"].iloc[0], key="label_note")
+                             else labels["note"].iloc[0], key=f"label_note_{session_id}_{run}")
         if st.form_submit_button("Save label"):
-            try:
-                rng = scoring.parse_loop_calls(loop_calls) if choice == scoring.LOOP else None
-                data.save_label(session_id, run, choice, note, *(rng or (None, None)))
-                st.success("Saved.")
-            except ValueError as exc:
-                st.error(f"Not saved: {exc}")
-            labels = data.fresh("run_labels", session_id)
+            if choice is None:
+                st.warning("Choose loop, normal or unclear first.")
+            else:
+                try:
+                    rng = scoring.parse_loop_calls(loop_calls) if choice == scoring.LOOP else None
+                    data.save_label(session_id, run, choice, note, *(rng or (None, None)))
+                    st.success("Saved.")
+                except ValueError as exc:
+                    st.error(f"Not saved: {exc}")
+                labels = data.fresh("run_labels", session_id)
     if len(labels):
         safe.table(labels, key="labels_table")
 
@@ -148,53 +284,47 @@ def main() -> None:
         st.header("Session")
         st.error(f"No session #{sid} in this ledger.")
         return
-    halts = data.q("halts", sid)
+    halts = data.q("halt_details", sid)
     _header(head, halts)
-
-    st.subheader("Runs × policies")
-    long = data.q("run_outcomes", sid)
-    safe.table(read.outcome_matrix(long), key="outcomes")
-    _enforced(sid)
-
+    _enforced(sid)  # what a hook or guard enforced on the live agent, beside the replayed verdicts
     if head["n_runs"] == 0:
         return
+    long = data.q("run_outcomes", sid)
+
     run = _pick_run(head["n_runs"], halts)
     bounds = data.q("run_bounds", sid, run) or (0, head["n_events"])
+    run_halts = halts[halts["run_idx"] == run]
+    # The repeat finder reads the run's call keys up to its last halt; a run without a halt reads none.
+    calls = sv.call_rows(data.q("run_calls", sid, run, int(run_halts["halt_seq"].max()))) if len(run_halts) else []
+    repeat = _why(sid, run, run_halts, calls, sv.ending_text(head, run))
 
-    st.subheader("Timeline")
-    whole = head["n_calls"] * max(1, long["policy_id"].nunique()) <= TIMELINE_ROWS
-    only_run = st.toggle("This run only", value=not whole, key="timeline_run_only")
-    tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
-    if len(tl):
-        st.altair_chart(charts.timeline(tl), key="timeline_chart")
-    if len(tl) >= TIMELINE_ROWS:
-        st.caption(f"Only the first {TIMELINE_ROWS:,} checks are drawn; switch to this run only to see the rest.")
+    _matrix(long, halts)
+    run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())
 
     st.subheader(f"Run {run}: transcript")
-    run_halts = halts[halts["run_idx"] == run]
     halt_seqs = {int(s) for s in run_halts["halt_seq"]}
-    first_halt = int(run_halts["halt_seq"].min()) if len(run_halts) else None
     focus_key = f"focus_{sid}_{run}"
     if focus_key not in st.session_state:
-        st.session_state[focus_key] = first_halt if first_halt is not None else bounds[0]
+        linked = _int_param("step")
+        st.session_state[focus_key] = linked if linked is not None and bounds[0] <= linked <= bounds[1] else \
+            repeat["halt"] if repeat else bounds[0]
 
     def jump() -> None:
-        st.session_state[focus_key] = first_halt
+        st.session_state[focus_key] = repeat["halt"]
 
-    c1, c2, c3 = st.columns([1, 1, 2])
-    c1.button("Jump to halt", on_click=jump, disabled=first_halt is None, key="jump_halt")
+    c1, c2, _ = st.columns([1, 1, 2])
+    c1.button("Jump to halt", on_click=jump, disabled=repeat is None, key="jump_halt")
     focus = int(c2.number_input("Around step", bounds[0], bounds[1], key=focus_key))
-    if len(run_halts):
-        h = run_halts.iloc[0]
-        link = "./replay?" + urlencode({"session": sid, "run": run, "policy": h["policy_id"], "step": int(h["halt_seq"])})
-        c3.link_button("Replay this run at the halt", link)
-        safe.table(run_halts[["policy", "halt_seq", "halt_idx"]].rename(columns={"halt_seq": "step", "halt_idx": "call"}),
-                   key="run_halts")
+    if repeat and focus == repeat["halt"]:
+        # From the first call of the repeat, so the whole loop is read, not its last steps only.
+        ranges = sv.excerpt_ranges(repeat["start"], min(bounds[1], focus + CONTEXT), MAX_EXCERPT)
+        st.caption(f"From the first repeated call (step {repeat['start']}) to {CONTEXT} steps after the halt.")
     else:
-        c3.write("No policy halted this run.")
-    rows = data.q("transcript", sid, max(bounds[0], focus - CONTEXT), min(bounds[1], focus + CONTEXT))
-    run_tl = tl[tl["run_idx"] == run] if len(tl) else tl
-    _transcript(rows, _verdict_notes(run_tl) if len(run_tl) else {}, halt_seqs)
+        ranges = [(max(bounds[0], focus - CONTEXT), min(bounds[1], focus + CONTEXT))]
+    rows = sv.join_excerpts([data.q("transcript", sid, lo, hi) for lo, hi in ranges], ranges)
+    notes = sv.verdict_notes(run_tl) if len(run_tl) else {}
+    # "identical to step N": against the calls shown (the excerpt starts at the repeat's first call).
+    _transcript(rows, notes, halt_seqs, explain.identical_marks(sv.shown_calls(rows)))
 
     st.subheader("Label")
     _labels(sid, run)

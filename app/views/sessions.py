@@ -16,7 +16,7 @@ from loopledger.ledger import read
 
 PAGE_SIZE = 50
 METRICS = (("sessions", "Sessions"), ("runs", "Runs"), ("calls", "Tool calls"), ("warnings", "Warnings"),
-           ("blocks", "Blocks"), ("halts", "Halts"), ("saved", "Calls saved by halts"))
+           ("blocks", "Blocks"), ("halts", "Halts"), ("saved", "Calls saved"))
 ANY = "any"
 
 
@@ -47,22 +47,51 @@ def _filters() -> read.SessionFilter:
         outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip())
 
 
+def _file(path: str | None, keep: int = 2) -> str:
+    """A path cut to its last `keep` parts ("…/runs/session.jsonl"); the full path is the `path` column."""
+    if not isinstance(path, str):
+        return ""
+    parts = path.replace("\\", "/").rstrip("/").split("/")
+    return path if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
+
+
+TABLE_ORDER = ["id", "halts", "runs", "calls", "strikes", "warnings", "blocks", "saved", "started_at", "format",
+               "title", "file", "path"]
+
+
+def _table_config() -> dict:
+    num = {m: st.column_config.NumberColumn(m, format="%d", help=charts.MEASURE_HELP.get(m, ""), width="small")
+           for m in ("halts", "runs", "calls", "strikes", "warnings", "blocks", "saved")}
+    num["saved"] = st.column_config.NumberColumn("calls saved", format="%d", help=charts.MEASURE_HELP["saved"],
+                                                 width="small")
+    return num | {
+        "id": st.column_config.NumberColumn("id", format="%d", width="small", pinned=True,
+                                            help="click a row to open the session"),
+        "started_at": st.column_config.TextColumn("started", width="medium"),
+        "title": st.column_config.TextColumn("title", width="medium"),
+        "file": st.column_config.TextColumn("file", width="medium", help="the source file, shortened; "
+                                            "the full path is in the last column"),
+        "path": st.column_config.TextColumn("full path", width="large"),
+    }
+
+
 @st.fragment(run_every=data.REFRESH_S)
 def _live(f: read.SessionFilter) -> None:
     head = data.q("headline", f)
     cols = st.columns(len(METRICS))
     for col, (key, label) in zip(cols, METRICS, strict=True):
-        col.metric(label, f"{head[key]:,}")
+        col.metric(label, f"{head[key]:,}", help=charts.MEASURE_HELP.get(key, None))
     if head["sessions"] == 0:
         st.info("No session matches these filters.")
         return
 
-    c1, c2 = st.columns([3, 1])
-    by = c2.selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by")
-    top_n = c2.slider("Sessions in chart", 5, 50, 20, key="chart_n")
-    sort = c2.selectbox("Table sorted by", read.SORTABLE, key="table_sort")
+    c = st.columns(4)
+    by = c[0].selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",
+                        help="the first panel; the others keep its session order")
+    top_n = c[1].slider("Sessions in chart", 5, 50, 20, key="chart_n")
+    sort = c[2].selectbox("Table sorted by", read.SORTABLE, key="table_sort")
     pages = max(1, -(-head["sessions"] // PAGE_SIZE))
-    page = int(c2.number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
+    page = int(c[3].number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
     top = data.q("top_sessions", f, top_n, by, head)
     rows = data.q("sessions_page", f, sort, True, PAGE_SIZE, (page - 1) * PAGE_SIZE)
 
@@ -72,22 +101,29 @@ def _live(f: read.SessionFilter) -> None:
             data.q("sessions_page", f, "halts", True, 1)
         worst = int(ranked["id"].iloc[0])
         # Label carries only the id: titles are transcript text and a link label is markdown.
-        c1.page_link("views/session.py", label=f"Open the most halted session (#{worst})",
+        st.page_link("views/session.py", label=f"Open the most halted session (#{worst}): why it halted",
                      query_params={"session": str(worst)}, icon=":material/report:")
-    with c1.expander("Per policy", expanded=False):
-        safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy")
-    with c1:
-        st.altair_chart(charts.sessions_bar(top), key="sessions_chart")
+    with st.expander("Per policy", expanded=False):
+        safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy", column_config={
+            "sessions_halted": st.column_config.NumberColumn("sessions halted", help="sessions with a halt"),
+            **{m: st.column_config.NumberColumn(m, help=charts.MEASURE_HELP.get(m, "")) for m in read.MEASURES}})
+    st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
+               "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
+                                                       if head["sessions"] > top_n else ""))
+    st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
 
-    rows.insert(0, "open", [charts.session_link(i) for i in rows["id"]])
-    safe.table(rows, key="sessions_table", column_config={
-        "open": st.column_config.LinkColumn("open", display_text="open"),
-        "id": st.column_config.NumberColumn("id", format="%d"),
-        "started_at": st.column_config.TextColumn("started"),
-    })
-    st.download_button("Download these rows (CSV)", rows.drop(columns=["open"]).to_csv(index=False),
-                       file_name=f"loopledger-sessions-p{page}.csv", mime="text/csv", key="csv")
-    st.caption(f"{head['sessions']:,} sessions · page {page} of {pages} · refreshes every {data.REFRESH_S} s")
+    table = rows.assign(file=[_file(p) for p in rows["path"]])[TABLE_ORDER]
+    event = safe.table(table, key="sessions_table", column_config=_table_config(), on_select="rerun",
+                       selection_mode="single-row")
+    picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
+    if picked:
+        # A row opens its session here, in the same tab.
+        st.switch_page("views/session.py", query_params={"session": str(int(table["id"].iloc[picked[0]]))})
+
+    st.download_button(f"Download all {head['sessions']:,} matching rows (CSV)", lambda: data.sessions_csv(f, sort),
+                       file_name="loopledger-sessions.csv", mime="text/csv", key="csv")
+    st.caption(f"{head['sessions']:,} sessions · page {page} of {pages} · click a row to open it · "
+               f"refreshes every {data.REFRESH_S} s")
     with st.expander("Label a session of this page", expanded=False):
         label_form(rows["id"].tolist(), "sessions")
 

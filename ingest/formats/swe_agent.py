@@ -97,6 +97,7 @@ def _info(doc: dict, task: str | None, path: Path) -> SessionInfo:
             meta[key] = info[key]
     if isinstance(info.get("submission"), str):
         meta["submission_chars"] = len(info["submission"])
+        meta["submission"] = info["submission"][:200]  # its start: a CTF flag, a patch's first line
     env = doc.get("environment")
     if isinstance(env, str):
         meta["environment"] = env

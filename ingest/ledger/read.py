@@ -198,7 +198,7 @@ SESSION_COLUMNS = ["id", "title", "format", "path", "started_at", "runs", "calls
 
 
 def sessions_page(conn: Connection, f: SessionFilter, sort: str = "halts", descending: bool = True,
-                  limit: int = 50, offset: int = 0) -> pd.DataFrame:
+                  limit: int | None = 50, offset: int = 0) -> pd.DataFrame:
     """One page of the session table, sorted in SQL (ties broken by id so pages are stable)."""
     if sort not in SORTABLE:
         raise ValueError(f"cannot sort sessions by {sort!r}; expected one of {SORTABLE}")
@@ -244,7 +244,7 @@ def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "hal
 def session_header(conn: Connection, session_id: int) -> dict | None:
     s, src = t.sessions.c, t.sources.c
     q = (sa.select(s.id, s.key, s.title, s.format, s.agent, s.model, s.started_at, s.ended_at, s.n_runs, s.n_calls,
-                   s.n_events, src.path, src.status)
+                   s.n_events, src.path, src.status, s.outcome, s.outcome_detail, s.outcome_run)
          .select_from(t.sessions.join(t.sources, src.id == s.source_id)).where(s.id == session_id))
     row = conn.execute(q).mappings().first()
     if row is None:
@@ -302,7 +302,8 @@ def halts(conn: Connection, session_id: int, run_idx: int | None = None) -> pd.D
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=["run_idx", "policy_id", "policy", "halt_seq", "halt_idx"])
 
 
-TIMELINE_COLUMNS = ["seq", "idx", "run_idx", "tool", "args", "policy", "verdict", "count", "reason"]
+TIMELINE_COLUMNS = ["seq", "idx", "run_idx", "tool", "args", "policy", "detector", "verdict", "count", "total",
+                    "threshold", "reason"]
 
 
 def timeline(conn: Connection, session_id: int, run_idx: int | None = None, limit: int = 6000,
@@ -313,8 +314,8 @@ def timeline(conn: Connection, session_id: int, run_idx: int | None = None, limi
     on = sa.and_(c.session_id == k.session_id, c.seq == k.seq, sa.or_(k.idx == t.BATCH_LEVEL, c.idx == k.idx))
     q = (sa.select(k.seq, sa.func.coalesce(c.idx, k.idx).label("idx"), k.run_idx,
                    sa.func.coalesce(c.tool, PROSE_TOOL).label("tool"),
-                   sa.func.substr(c.args, 1, args_chars).label("args"), p.label.label("policy"), k.verdict,
-                   k.count, k.reason)
+                   sa.func.substr(c.args, 1, args_chars).label("args"), p.label.label("policy"), p.detector,
+                   k.verdict, k.count, k.total, k.threshold, k.reason)
          .select_from(t.checks.join(t.policies, p.id == k.policy_id).outerjoin(t.calls, on))
          .where(k.session_id == session_id)
          .order_by(k.seq, sa.func.coalesce(c.idx, k.idx), p.label).limit(limit))
@@ -323,7 +324,8 @@ def timeline(conn: Connection, session_id: int, run_idx: int | None = None, limi
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=TIMELINE_COLUMNS)
 
 
-TRANSCRIPT_COLUMNS = ["seq", "run_idx", "kind", "ts", "line", "idx", "tool", "args", "answer", "is_error", "text"]
+TRANSCRIPT_COLUMNS = ["seq", "run_idx", "kind", "ts", "line", "idx", "tool", "args", "answer", "is_error", "text",
+                      "args_hash", "answer_hash"]
 
 
 def transcript(conn: Connection, session_id: int, first_seq: int, last_seq: int) -> pd.DataFrame:
@@ -332,7 +334,7 @@ def transcript(conn: Connection, session_id: int, first_seq: int, last_seq: int)
     ev = conn.execute(sa.select(e.seq, e.run_idx, e.kind, e.ts, e.line, e.text)
                       .where(e.session_id == session_id, e.seq.between(first_seq, last_seq))
                       .order_by(e.seq)).mappings().all()
-    calls = conn.execute(sa.select(c.seq, c.idx, c.tool, c.args, c.answer, c.is_error)
+    calls = conn.execute(sa.select(c.seq, c.idx, c.tool, c.args, c.answer, c.is_error, c.args_hash, c.answer_hash)
                          .where(c.session_id == session_id, c.seq.between(first_seq, last_seq))
                          .order_by(c.seq, c.idx)).mappings().all()
     by_seq: dict[int, list] = {}
@@ -341,14 +343,98 @@ def transcript(conn: Connection, session_id: int, first_seq: int, last_seq: int)
     out = []
     for row in ev:
         base = {"seq": row["seq"], "run_idx": row["run_idx"], "kind": row["kind"], "ts": row["ts"], "line": row["line"],
-                "idx": None, "tool": None, "args": None, "answer": None, "is_error": None, "text": row["text"]}
+                "idx": None, "tool": None, "args": None, "answer": None, "is_error": None, "text": row["text"],
+                "args_hash": None, "answer_hash": None}
         if row["kind"] == vocab.KIND_BATCH and row["seq"] in by_seq:
             for call in by_seq[row["seq"]]:
                 out.append(base | {"idx": call["idx"], "tool": call["tool"], "args": call["args"],
-                                   "answer": call["answer"], "is_error": call["is_error"]})
+                                   "answer": call["answer"], "is_error": call["is_error"],
+                                   "args_hash": call["args_hash"], "answer_hash": call["answer_hash"]})
         else:
             out.append(base)
     return pd.DataFrame(out, columns=TRANSCRIPT_COLUMNS)
+
+
+HALT_DETAIL_COLUMNS = ["run_idx", "policy_id", "policy", "detector", "halt_seq", "halt_idx", "count", "total",
+                       "threshold", "reason", "tool"]
+
+
+def halt_details(conn: Connection, session_id: int, run_idx: int | None = None) -> pd.DataFrame:
+    """Each halt of the session (per run and policy) with the halting check's own numbers and the
+    tool(s) it judged (a batch-level check: the batch's tools, joined), earliest first."""
+    ro, p, k = t.run_outcomes.c, t.policies.c, t.checks.c
+    on = sa.and_(k.session_id == ro.session_id, k.policy_id == ro.policy_id, k.seq == ro.halt_seq,
+                 k.idx == ro.halt_idx)
+    q = (sa.select(ro.run_idx, ro.policy_id, p.label.label("policy"), p.detector, ro.halt_seq, ro.halt_idx,
+                   k.count, k.total, k.threshold, k.reason)
+         .select_from(t.run_outcomes.join(t.policies, p.id == ro.policy_id).outerjoin(t.checks, on))
+         .where(ro.session_id == session_id, ro.outcome == vocab.HALTED, ro.halt_seq.is_not(None))
+         .order_by(ro.run_idx, ro.halt_seq, p.label))
+    if run_idx is not None:
+        q = q.where(ro.run_idx == run_idx)
+    rows = [dict(r) for r in conn.execute(q).mappings()]
+    seqs = sorted({r["halt_seq"] for r in rows})
+    tools: dict[tuple[int, int], str] = {}
+    if seqs:
+        c = t.calls.c
+        for seq, idx, tool in conn.execute(sa.select(c.seq, c.idx, c.tool).where(
+                c.session_id == session_id, c.seq.in_(seqs)).order_by(c.seq, c.idx)):
+            tools[(seq, idx)] = tool
+    for r in rows:
+        if r["halt_idx"] == t.BATCH_LEVEL:
+            names = [tool for (seq, _), tool in tools.items() if seq == r["halt_seq"]]
+            r["tool"] = ", ".join(dict.fromkeys(names))
+        else:
+            r["tool"] = tools.get((r["halt_seq"], r["halt_idx"]), "")
+    return pd.DataFrame(rows, columns=HALT_DETAIL_COLUMNS)
+
+
+RUN_CALL_COLUMNS = ["seq", "idx", "tool", "args_hash", "answer_hash"]
+
+
+def run_calls(conn: Connection, session_id: int, run_idx: int, last_seq: int | None = None,
+              limit: int = 20_000) -> pd.DataFrame:
+    """A run's calls in order (up to step `last_seq`), keys only: what the repeat finder needs."""
+    c = t.calls.c
+    q = (sa.select(c.seq, c.idx, c.tool, c.args_hash, c.answer_hash)
+         .where(c.session_id == session_id, c.run_idx == run_idx).order_by(c.seq, c.idx).limit(limit))
+    bounds = run_bounds(conn, session_id, run_idx)
+    if bounds:  # a primary-key range instead of a scan of the session's calls
+        q = q.where(c.seq.between(bounds[0], bounds[1] if last_seq is None else min(bounds[1], last_seq)))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=RUN_CALL_COLUMNS)
+
+
+def neighbour_halted_session(conn: Connection, session_id: int, forward: bool = True) -> tuple[int, int] | None:
+    """(session, its first halted run) of the halted session after (or before) `session_id` in the
+    Sessions page's default order (halts summed over every policy, most first, then the higher id),
+    or None at either end. The Session page's next/previous halted run goes on here."""
+    st_ = t.session_stats.c
+    ranked = (sa.select(st_.session_id, sa.func.sum(st_.halts).label("halts")).group_by(st_.session_id)
+              .having(sa.func.sum(st_.halts) > 0).subquery())
+    mine = conn.execute(sa.select(ranked.c.halts).where(ranked.c.session_id == session_id)).scalar() or 0
+    key = sa.tuple_(ranked.c.halts, ranked.c.session_id)
+    if forward:
+        q = sa.select(ranked.c.session_id).where(key < sa.tuple_(mine, session_id)).order_by(
+            ranked.c.halts.desc(), ranked.c.session_id.desc())
+    else:
+        q = sa.select(ranked.c.session_id).where(key > sa.tuple_(mine, session_id)).order_by(
+            ranked.c.halts.asc(), ranked.c.session_id.asc())
+    other = conn.execute(q.limit(1)).scalar()
+    if other is None:
+        return None
+    ro = t.run_outcomes.c
+    run = conn.execute(sa.select(sa.func.min(ro.run_idx)).where(ro.session_id == other,
+                                                                 ro.outcome == vocab.HALTED)).scalar()
+    return int(other), int(run if run is not None else 0)
+
+
+def session_endings(conn: Connection, session_ids: list[int] | None = None) -> dict[int, tuple[str, str | None, int]]:
+    """session → (outcome, detail, run) for the sessions whose transcript says how they ended."""
+    s = t.sessions.c
+    q = sa.select(s.id, s.outcome, s.outcome_detail, s.outcome_run).where(s.outcome.is_not(None))
+    if session_ids is not None:
+        q = q.where(s.id.in_(list(session_ids)))
+    return {r.id: (r.outcome, r.outcome_detail, r.outcome_run) for r in conn.execute(q)}
 
 
 def run_bounds(conn: Connection, session_id: int, run_idx: int) -> tuple[int, int] | None:

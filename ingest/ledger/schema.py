@@ -72,6 +72,10 @@ sessions = Table(
     Column("n_runs", Integer, nullable=False, default=0),
     Column("n_calls", Integer, nullable=False, default=0),
     Column("updated_at", Float),
+    # How the transcript says it ended (loopledger.outcome): success | submitted | failure, or NULL.
+    Column("outcome", String(12)),
+    Column("outcome_detail", Text),
+    Column("outcome_run", Integer),  # the run it belongs to (the session's last run)
     UniqueConstraint("source_id", "key", name="uq_sessions_source_key"),
 )
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from loopledger import vocab
+from loopledger import outcome, vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
     TRUNCATED,  # noqa: F401 (re-exported: store.TRUNCATED)
@@ -326,6 +326,9 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             "started_at_original": info.meta.get("started_at_original") if info.meta else None,
             "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
             "n_calls": builder.n_calls}
+    ended = outcome.from_meta(info.meta)
+    meta |= {"outcome": ended[0] if ended else None, "outcome_detail": ended[1] if ended else None,
+             "outcome_run": (max(run_of) if run_of else 0) if ended else None}
     rows = SessionRows(info.key, meta, builder.ev_rows, builder.call_rows(), builder.run_rows(), [], [], [], [])
     for pv in verdicts:
         verdict_rows(rows, pv)

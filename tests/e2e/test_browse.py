@@ -13,8 +13,10 @@ def _most_halted(url: str) -> tuple[int, int, int]:
     with eng.connect() as conn:
         sid = conn.execute(sa.text("SELECT session_id FROM session_stats GROUP BY session_id "
                                    "ORDER BY sum(halts) DESC, session_id DESC LIMIT 1")).scalar()
+        # The page opens the run the most policies halted (the earliest on a tie), at its first halt.
         run, seq = conn.execute(sa.text("SELECT run_idx, min(halt_seq) FROM run_outcomes WHERE session_id = :s "
-                                        "AND outcome = 'halted' GROUP BY run_idx ORDER BY run_idx LIMIT 1"), {"s": sid}).one()
+                                        "AND outcome = 'halted' GROUP BY run_idx ORDER BY count(*) DESC, run_idx "
+                                        "LIMIT 1"), {"s": sid}).one()
         n = conn.execute(sa.text("SELECT count(*) FROM sessions")).scalar()
     eng.dispose()
     return sid, run, seq, n
