@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 
 from loopledger.ledger import read
-from loopledger.ledger.engine import make_engine, resolve_url
+from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
 TTL_S = REFRESH_S  # a cached read never outlives one refresh
@@ -64,7 +64,7 @@ def problem() -> str | None:
         with reader(url()).connect() as conn:
             conn.execute(sa.text("SELECT 1 FROM sessions LIMIT 1")).all()
     except sa.exc.SQLAlchemyError as exc:
-        where = url().split("@")[-1]  # never show a password from the URL
+        where = display_url(url())
         return (f"Cannot read the ledger at {where}: {exc.orig if getattr(exc, 'orig', None) else exc}. "
                 "Ingest transcripts first: `loopledger ingest PATH --db LEDGER`.")
     return None

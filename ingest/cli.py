@@ -57,7 +57,7 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
-    from loopledger.ledger.engine import resolve_url
+    from loopledger.ledger.engine import display_url, resolve_url
 
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
     from loopledger import app as app_pkg
@@ -71,7 +71,7 @@ def dashboard(
         # The same as .streamlit/config.toml, which Streamlit only reads from the current folder.
         "--client.toolbarMode", "minimal",
     ]
-    typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {env['LOOPLEDGER_DATABASE_URL']})")
+    typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {display_url(env['LOOPLEDGER_DATABASE_URL'])})")
     # Run from the project folder: `python -m` puts the current folder first on sys.path, where a
     # stray click.py or pandas.py of the user's would shadow the real package; and Streamlit reads
     # .streamlit/config.toml from there. The ledger URL is already absolute.
@@ -181,6 +181,7 @@ def replay(
     format: FormatOption = None,
     session: Annotated[str | None, typer.Option(
         "--session", help="Only the session with this key (files such as tau-bench hold many).")] = None,
+    redact: RedactOption = True,
 ) -> None:
     """Step one policy through a transcript and print every step: event, verdict, result, state.
 
@@ -189,7 +190,7 @@ def replay(
     """
     from loopledger.replay_table import run_replay
 
-    raise typer.Exit(run_replay(str(file), policy, param, format, session))
+    raise typer.Exit(run_replay(str(file), policy, param, format, session, redact=redact))
 
 
 @app.command()

@@ -19,7 +19,7 @@ from rich.text import Text
 from loopledger import worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
-from loopledger.ledger.engine import make_engine, resolve_url
+from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_QUARANTINED = 0, 1, 2, 3
 
@@ -43,7 +43,7 @@ def open_ledger(db: str | None):
     from sqlalchemy.exc import SQLAlchemyError
 
     url = resolve_url(db)
-    where = url.split("@")[-1] if "@" in url else url  # never print a password from the URL
+    where = display_url(url)
     try:
         engine = make_engine(url)
         migrate.upgrade(engine)
@@ -134,7 +134,7 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
     engine = open_ledger(db)
     stop = threading.Event()
     worker.stop_on_signals(stop)
-    err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {resolve_url(db)}); Ctrl-C to stop"))
+    err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {display_url(resolve_url(db))}); Ctrl-C to stop"))
 
     def report(r: worker.FileReport) -> None:
         line = f"{r.action:9} {r.path}: {r.sessions} session(s), {r.calls} call(s), {r.halts} halt(s)"

@@ -12,26 +12,10 @@ from typing import Any
 
 from loopledger.detectors.canonical import canonical_json
 from loopledger.events import Answers, Batch, Event, Prose, UserTurn
+from loopledger.printable import plain
 from loopledger.replay import Step
 
 CELL = 70
-
-
-def plain(text: str, limit: int = CELL) -> str:
-    """One line of inert text: control characters escaped, at most `limit` characters."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("⏎")
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029":
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-        if len(out) > limit:
-            break
-    s = "".join(out)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def event_kind(event: Event) -> str:
@@ -120,7 +104,7 @@ _STYLES = (("halt", "bold red"), ("block", "red"), ("warn", "yellow"), ("after_h
 
 
 def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
-               session: str | None, console: Any = None) -> int:
+               session: str | None, console: Any = None, redact: bool = True) -> int:
     """`loopledger replay`: print the step table for each session of FILE. Exit codes as the CLI's."""
     from rich.console import Console
     from rich.table import Table
@@ -128,6 +112,7 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
 
     from loopledger.detectors import ConfigError, PolicySpec
     from loopledger.formats import UnknownFormat, read
+    from loopledger.redact import redact_event
     from loopledger.replay import replay, tally
 
     console = console or Console()
@@ -153,6 +138,11 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
             return 1
     console.print(Text(f"policy: {spec.label}  (id {spec.id[:12]})"))
     for info, events, _ in groups:
+        if redact:
+            # As ingest does: the same text judged (a secret that differs between two answers must
+            # not make them differ here when the ledger saw them equal), and no secret printed.
+            info = redact_event(info) if info is not None else None
+            events = [redact_event(ev) for ev in events]
         steps = list(replay(events, spec, with_state=True))
         title = f"session {info.key}" + (f" · {info.title}" if info and info.title else "") if info else "session"
         table = Table(title=Text(plain(title, 100)), show_lines=False)

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 from loopledger.events import Item
+from loopledger.printable import plain
+from loopledger.redact import redact_text
 
 READER_MODULES = (
     "claude_code",
@@ -51,10 +53,11 @@ def readers() -> dict[str, ModuleType]:
 
 
 def _describe(head: bytes) -> str:
-    text = head[:120].decode("utf-8", "replace").replace("\n", "\\n")
     if not head.strip():
         return "an empty file"
-    return f"content starting {text!r}"
+    # Redacted (the message is stored and printed) and inert: raw bytes never reach a terminal.
+    text = plain(redact_text(head[:4096].decode("utf-8", "replace")), 80)
+    return f"content starting '{text}'"
 
 
 def sniff(path: Path | str) -> str:

@@ -7,6 +7,7 @@ whose pool holds exactly one connection, the dashboard reads through read-only c
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -36,6 +37,21 @@ def resolve_url(db: str | None = None) -> str:
     if value.startswith("postgresql://") or value.startswith("postgres://"):
         value = "postgresql+psycopg://" + value.split("://", 1)[1]
     return value
+
+
+def display_url(url: str) -> str:
+    """The ledger URL for people (stdout, logs, the dashboard): never a password.
+
+    The one place that hides it: the userinfo password and any query parameter naming one
+    (`?password=`, `sslpassword=`) become `***`. The URL given to the engine is unchanged."""
+    try:
+        u = make_url(url)
+    except Exception:  # noqa: BLE001 (unparseable: hide everything between :// and @)
+        return re.sub(r"://[^/@]*@", "://***@", url)
+    hidden = {k: "***" for k in u.query if "password" in k.lower() or k.lower() in ("pass", "pwd")}
+    if hidden:
+        u = u.update_query_dict(hidden)
+    return u.render_as_string(hide_password=True)
 
 
 def is_sqlite(url: str) -> bool:
