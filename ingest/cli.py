@@ -97,6 +97,10 @@ RedactOption = Annotated[
     bool, typer.Option("--redact/--no-redact", help="Replace API keys, tokens, private keys and URL passwords "
                        "before anything is stored or judged.")
 ]
+CreateOption = Annotated[
+    bool, typer.Option("--create/--no-create", help="Create the SQLite ledger's folder if it does not exist "
+                       "(without it, a missing folder is an error: a typo should not scatter ledgers).")
+]
 MaxTextOption = Annotated[
     int, typer.Option("--max-text", min=256, help="Store at most this many bytes of each text (answers, "
                       "arguments, prose); the full text's digest is kept, so equality stays exact.")
@@ -114,6 +118,7 @@ def ingest(
     max_text: MaxTextOption = 64 * 1024,
     jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
                                       "writer; 0 = one per core for large inputs.")] = 0,
+    create: CreateOption = False,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
 
@@ -122,7 +127,7 @@ def ingest(
     """
     from loopledger.commands import run_ingest
 
-    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs))
+    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs, create=create))
 
 
 @app.command()
@@ -137,6 +142,7 @@ def watch(
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
     interval: Annotated[float, typer.Option(help="Seconds between looks at the files.")] = 0.5,
+    create: CreateOption = False,
 ) -> None:
     """Keep the ledger current while agents write: new files and appended lines within seconds.
 
@@ -144,7 +150,8 @@ def watch(
     """
     from loopledger.commands import run_watch
 
-    raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval))
+    raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval,
+                              create=create))
 
 
 @app.command()

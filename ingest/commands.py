@@ -33,7 +33,7 @@ def _options(policy: Sequence[str], config: Path | None, format: str | None, red
     return worker.Options(specs=specs, format=format, redact=redact, max_text=max_text)
 
 
-def open_ledger(db: str | None):
+def open_ledger(db: str | None, create: bool = False):
     """The writer engine on an up-to-date ledger, or a one-line error and exit status 1.
 
     A ledger that cannot be opened (a folder that does not exist, no permission, a PostgreSQL
@@ -45,7 +45,7 @@ def open_ledger(db: str | None):
     url = resolve_url(db)
     where = display_url(url)
     try:
-        engine = make_engine(url)
+        engine = make_engine(url, create_dirs=create)
         migrate.upgrade(engine)
     except (SQLAlchemyError, OSError) as exc:
         reason = getattr(exc, "orig", None) or exc
@@ -81,7 +81,7 @@ AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs
 
 
 def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
-               format: str | None, redact: bool, max_text: int, jobs: int = 1) -> int:
+               format: str | None, redact: bool, max_text: int, jobs: int = 1, create: bool = False) -> int:
     try:
         opts = _options(policy, config, format, redact, max_text)
     except ValueError as exc:
@@ -91,7 +91,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     if missing:
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_ledger(db, create)
     try:
         files = worker.discover(paths)
         sizes = {str(f): _size(f) for f in files}
@@ -119,7 +119,7 @@ def _size(p: Path) -> int:
 
 
 def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
-              format: str | None, redact: bool, max_text: int, interval: float) -> int:
+              format: str | None, redact: bool, max_text: int, interval: float, create: bool = False) -> int:
     try:
         opts = _options(policy, config, format, redact, max_text)
     except ValueError as exc:
@@ -131,7 +131,7 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
         err.print(Text("error: nothing to watch: none of " + ", ".join(worker.DEFAULT_WATCH_DIRS)
                        + " exists; name the folders to watch", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_ledger(db, create)
     stop = threading.Event()
     worker.stop_on_signals(stop)
     err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {display_url(resolve_url(db))}); Ctrl-C to stop"))

@@ -24,7 +24,7 @@ def test_display_url_hides_passwords():
     assert display_url(URL) == "postgresql+psycopg://alice:***@127.0.0.1:9/ledger"
     shown = display_url(f"postgresql+psycopg://alice@db/l?sslmode=require&password={SECRET}")
     assert SECRET not in shown and "sslmode=require" in shown and "alice@db" in shown
-    assert display_url("sqlite:////tmp/a b/l.sqlite") == "sqlite:////tmp/a b/l.sqlite"
+    assert display_url("sqlite:////tmp/a%20b/l.sqlite") == "/tmp/a b/l.sqlite"  # a file: its path
     assert SECRET not in display_url(f"not a url://bob:{SECRET}@host")
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import re
 import time
+import urllib.parse
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
 DEFAULT_SQLITE_PATH = "ledger.sqlite"
@@ -33,10 +34,17 @@ def resolve_url(db: str | None = None) -> str:
     """
     value = db or os.environ.get(ENV_URL) or os.environ.get(ENV_PATH) or DEFAULT_SQLITE_PATH
     if "://" not in value:
-        return "sqlite:///" + str(Path(value).expanduser().resolve())
+        return sqlite_url(Path(value).expanduser().resolve())
     if value.startswith("postgresql://") or value.startswith("postgres://"):
         value = "postgresql+psycopg://" + value.split("://", 1)[1]
     return value
+
+
+def sqlite_url(path: Path | str) -> str:
+    """The URL of a SQLite file, quoted: a `#`, `?`, `%`, space or non-ASCII letter in the path
+    survives the round trip through make_url (a bare f"sqlite:///{path}" loses what follows `#`
+    or `?` and decodes a literal `%20`)."""
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
 
 
 def display_url(url: str) -> str:
@@ -48,6 +56,8 @@ def display_url(url: str) -> str:
         u = make_url(url)
     except Exception:  # noqa: BLE001 (unparseable: hide everything between :// and @)
         return re.sub(r"://[^/@]*@", "://***@", url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        return u.database  # a SQLite ledger is a file: its path, unquoted, is what --db takes
     hidden = {k: "***" for k in u.query if "password" in k.lower() or k.lower() in ("pass", "pwd")}
     if hidden:
         u = u.update_query_dict(hidden)
@@ -123,20 +133,33 @@ def _sqlite_time_limit(eng: Engine, seconds: float) -> None:
             slot[0] = None
 
 
-def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None = None) -> Engine:
+class LedgerFolderMissing(FileNotFoundError):
+    """A SQLite ledger's folder does not exist (a typo is far likelier than a wish to create it)."""
+
+
+def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None = None,
+                create_dirs: bool = False) -> Engine:
     """A writer engine (pool of exactly one connection) or a read-only reader engine.
 
     Readers get a time limit per statement (`query_timeout`, default READ_QUERY_TIMEOUT_S):
-    PostgreSQL's statement_timeout, or a progress-handler deadline on SQLite."""
+    PostgreSQL's statement_timeout, or a progress-handler deadline on SQLite. A writer on a SQLite
+    file whose folder is missing raises LedgerFolderMissing unless `create_dirs`."""
     timeout = READ_QUERY_TIMEOUT_S if query_timeout is None else query_timeout
     if is_sqlite(url):
         path = sqlite_path(url)
         if readonly and path is not None:
-            # A read-only URI connection: the dashboard cannot take the write lock at all.
-            ro_url = f"sqlite:///file:{path}?mode=ro&uri=true"
+            # A read-only URI connection: the dashboard cannot take the write lock at all. The path
+            # is percent-quoted inside the file: URI (a `#` would end it, a `%20` be decoded) and
+            # the URL is built from parts, never parsed from a string.
+            ro_url = URL.create("sqlite", database="file:" + urllib.parse.quote(str(path)),
+                                query={"mode": "ro", "uri": "true"})
             eng = create_engine(ro_url, poolclass=QueuePool, pool_size=4, max_overflow=4)
         elif path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if create_dirs:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.parent.is_dir():
+                raise LedgerFolderMissing(f"the folder {path.parent} does not exist "
+                                          "(create it, or pass --create to have it made)")
             # One writer: a pool of exactly one connection, so writes queue instead of colliding.
             eng = create_engine(url, poolclass=QueuePool, pool_size=1, max_overflow=0, pool_timeout=60)
         else:
