@@ -72,10 +72,52 @@ def dashboard(
         "--client.toolbarMode", "minimal",
     ]
     typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {display_url(env['LOOPLEDGER_DATABASE_URL'])})")
+    if not _is_loopback(host):
+        typer.echo(f"warning: --host {host} serves the dashboard beyond this machine, and it has no "
+                   "authentication: anyone who reaches the port reads every transcript in the ledger.", err=True)
     # Run from the project folder: `python -m` puts the current folder first on sys.path, where a
     # stray click.py or pandas.py of the user's would shadow the real package; and Streamlit reads
     # .streamlit/config.toml from there. The ledger URL is already absolute.
-    raise typer.Exit(subprocess.call(cmd, env=env, cwd=root))
+    raise typer.Exit(_run_child(cmd, env=env, cwd=root))
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def _run_child(cmd: list[str], **kw) -> int:
+    """Run the server and pass SIGTERM / SIGINT / SIGHUP on to it: stopping `loopledger dashboard`
+    stops the server (subprocess.call would leave it running, still answering on the port)."""
+    import signal
+
+    child = subprocess.Popen(cmd, **kw)
+    forwarded: list[int] = []
+
+    def forward(signum, _frame):
+        forwarded.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=10 if forwarded else None)
+                break
+            except subprocess.TimeoutExpired:
+                child.kill()  # it ignored the signal for 10 s
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    # Stopped on request: exit as the signal's conventional status, not the child's.
+    return 128 + forwarded[0] if forwarded else code
 
 
 # ── ingest · watch · recheck · policies (implemented in ingest/commands.py) ────────────────────
