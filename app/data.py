@@ -2,8 +2,10 @@
 
 One read-only engine per ledger URL (st.cache_resource) and one cached call per read-model query
 (st.cache_data with a short ttl: the live pages refresh every REFRESH_S and must see new rows).
-All SQL lives in ingest/ledger/read.py; this module only adds caching and the one write the
-dashboard makes (a person's label on a run), through its own writer engine.
+All SQL lives in ingest/ledger/read.py; this module only adds caching. The dashboard writes two
+things, both through loopledger.ledger.writes in short transactions on its own writer engine: a
+person's label on a run, and "Save as policies" on Compare (each session judged and stored in its
+own transaction, so a running watcher is never locked out for long).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 import streamlit as st
 
-from loopledger.ledger import read
+from loopledger.ledger import read, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
@@ -37,7 +39,8 @@ def connect():
 
 @st.cache_resource(show_spinner=False)
 def _writer(db_url: str):
-    # Only labels go through it; the ingest worker stays the ledger's main writer.
+    # Labels and saved policies go through it (see save_label / save_policies); the ingest worker
+    # stays the ledger's main writer.
     return make_engine(db_url)
 
 
@@ -71,5 +74,9 @@ def problem() -> str | None:
 
 
 def save_label(session_id: int, run_idx: int, label: str, note: str) -> None:
-    with _writer(url()).begin() as conn:
-        read.write_label(conn, session_id, run_idx, label, note)
+    writes.save_label(_writer(url()), session_id, run_idx, label, note)
+
+
+def save_policies(specs, session_ids, progress=None) -> int:
+    """Store settings as policies with their verdicts on the given sessions (one transaction each)."""
+    return writes.judge_stored(_writer(url()), specs, session_ids, progress=progress)

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from loopledger import worker
 from loopledger.detectors.policy import PolicySpec
-from loopledger.ledger import migrate, store
+from loopledger.ledger import migrate, store, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_QUARANTINED = 0, 1, 2, 3
@@ -166,23 +166,20 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
         return EXIT_USAGE
     engine = open_ledger(db)
     totals = worker.Totals()
+
+    def count(sid: int, events, verdicts) -> None:
+        r = worker.FileReport(str(sid))
+        worker.count_verdicts(r, events, verdicts)
+        totals.add(r)
+
     try:
-        with engine.begin() as conn:
-            store.ensure_policies(conn, specs)
         with engine.connect() as conn:
             ids = store.session_ids(conn)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       console=err, transient=True) as progress:
             task = progress.add_task("rechecking sessions", total=len(ids))
-            for sid in ids:
-                with engine.begin() as conn:
-                    events = store.load_events(conn, sid)
-                    _, verdicts = worker.replay_session(events, specs)
-                    store.replace_verdicts(conn, sid, verdicts)
-                r = worker.FileReport(str(sid))
-                worker.count_verdicts(r, events, verdicts)
-                totals.add(r)
-                progress.advance(task)
+            writes.judge_stored(engine, specs, ids, on_session=count,
+                                progress=lambda *_: progress.advance(task))
     finally:
         engine.dispose()
     totals.files = 0

@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from loopledger import sweep
 from loopledger.commands import open_ledger
-from loopledger.ledger import store
+from loopledger.ledger import store, writes
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 COLUMNS = ("warnings", "blocks", "halts", "halted_runs", "saved", "strikes")
@@ -78,8 +78,7 @@ def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
             out.print(Text(line))
         if save:
             specs = [s.spec for s in result.settings if s.spec is not None]
-            with engine.begin() as conn:
-                n = sweep.save_policies(conn, specs, ids)
+            n = writes.judge_stored(engine, specs, ids)
             out.print(Text(f"stored {n} polic{'y' if n == 1 else 'ies'} with their verdicts on {len(ids)} session(s)"))
     except (SQLAlchemyError, OSError) as exc:  # the ledger cannot be read or written: one clear line
         err.print(Text(f"loopledger sweep: {exc}"))

@@ -198,8 +198,6 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
     with _conn() as conn:
         every = store.session_ids(conn)
     bar = st.progress(0.0, text="Saving…")
-    with data._writer(data.url()).begin() as conn:
-        n = sweep.save_policies(conn, specs, every,
-                                progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
+    n = data.save_policies(specs, every, progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
     bar.empty()
     st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")

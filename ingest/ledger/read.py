@@ -368,7 +368,8 @@ LABELS = ("real_loop", "not_loop")
 
 
 def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "") -> None:
-    """A person's verdict on a run; one per run, the latest wins. The only write the dashboard makes."""
+    """A person's verdict on a run; one per run, the latest wins (in the caller's transaction; the
+    dashboard calls it through loopledger.ledger.writes.save_label)."""
     if label not in LABELS:
         raise ValueError(f"unknown label {label!r}; expected one of {LABELS}")
     lb = t.labels
