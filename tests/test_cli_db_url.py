@@ -69,10 +69,8 @@ def test_dashboard_never_prints_the_password(tmp_path):
 
 
 def test_dashboard_page_never_shows_the_password():
-    from tests.app_support import ledger_env, plain_texts
+    from app_support import MAIN, ledger_env, plain_texts
     from streamlit.testing.v1 import AppTest
-
-    from tests.app_support import MAIN
 
     with ledger_env(URL):
         at = AppTest.from_file(str(MAIN), default_timeout=60).run()

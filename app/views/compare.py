@@ -100,7 +100,8 @@ try:
         axes.append(sweep.parse_axis(f"{param2}={rng2}"))
     grid = sweep.make_grid(detector, axes)
 except ValueError as exc:
-    st.error(f"Cannot sweep: {exc}")
+    st.error("Cannot sweep:")
+    safe.text(str(exc))  # it quotes the values typed: plain text, never markdown
     st.stop()
 n_points = len(sweep.grid_points(grid))
 if n_points > 400:
@@ -125,7 +126,7 @@ else:
 safe.table(pd.DataFrame(rows), key="cp_totals")
 for s in result.settings:
     if s.error:
-        st.caption(f"Skipped {dict(zip([a.param for a in grid.axes], s.values, strict=True))}: {s.error}")
+        safe.text(f"Skipped {dict(zip([a.param for a in grid.axes], s.values, strict=True))}: {s.error}")
 
 if not valid:
     st.stop()

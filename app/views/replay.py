@@ -208,15 +208,17 @@ with st.form("rp_params"):
         try:
             new = PolicySpec(detector, raw)
         except ValueError as exc:  # ConfigError names the field and the rule it broke
-            st.error(f"Not applied — {exc}")
+            st.error("Not applied:")
+            safe.text(str(exc))  # it quotes the values typed (or prefilled from a link)
         else:
             st.session_state.rp_spec = spec = new
             st.rerun()
 
 stored_ids = {p["id"] for p in policies}
 stored_same_detector = [p for p in policies if p["detector"] == detector]
-st.caption(f"Live policy: {spec.label}" + (" (stored in the ledger)" if spec.id in stored_ids else
-                                            " (not stored: verdicts computed live)"))
+# The label holds whatever a link said (e.g. observation_tools=![x](http://…)): plain text only.
+safe.text(f"Live policy: {spec.label}" + (" (stored in the ledger)" if spec.id in stored_ids else
+                                          " (not stored: verdicts computed live)"))
 
 rp = _replayer(session, spec)
 events = rp.events
