@@ -11,9 +11,8 @@ from urllib.parse import urlencode
 
 import altair as alt
 import pandas as pd
-
-from loopledger.app.charts_replay import VERDICT_COLORS  # one palette for every page
 from loopledger import vocab
+from loopledger.app.charts_replay import VERDICT_COLORS  # one palette for every page
 
 BAR_MEASURES = ("runs", "strikes", "warnings", "blocks", "halts")
 MEASURE_COLORS = {"runs": "#74c0fc", "strikes": "#9775fa", "warnings": VERDICT_COLORS[vocab.WARN],

@@ -11,7 +11,6 @@ from typing import Any
 
 import altair as alt
 import pandas as pd
-
 from loopledger import vocab
 
 VERDICT_COLORS = {

@@ -14,7 +14,6 @@ from typing import Any
 
 import sqlalchemy as sa
 import streamlit as st
-
 from loopledger.ledger import read, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
 

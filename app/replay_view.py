@@ -14,11 +14,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
 from loopledger import vocab
 from loopledger.events import Batch, Event, Prose, UserTurn
 from loopledger.ledger import schema as t
+from sqlalchemy.engine import Connection
 
 TEXT_LIMIT = 2_000  # characters of one message shown at the cursor; the ledger caps them anyway
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import orjson
 import xxhash
-
 from loopledger.detectors import (
     DEFAULT_SPECS,
     CycleDetector,

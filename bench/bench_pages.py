@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import sqlalchemy as sa
+from loopledger.ledger.engine import make_engine
 
 from bench.gen_ledger import generate
-from loopledger.ledger.engine import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(__file__).resolve().parent / ".cache"

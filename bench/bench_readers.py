@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
-
 from loopledger.events import Batch
 from loopledger.formats import read
 

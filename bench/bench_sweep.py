@@ -21,11 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_replay import session
 from loopledger import sweep
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import UserTurn
 from loopledger.replay import Replayer, replay, tally
+
+from bench.bench_replay import session
 
 SWEEP_BUDGET_S = 10.0
 STEP_BUDGET_MS = 100.0

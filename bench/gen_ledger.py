@@ -19,12 +19,11 @@ import random
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import insert
-
 from loopledger import vocab
 from loopledger.events import text_digest
 from loopledger.ledger import schema
 from loopledger.ledger.engine import make_engine, resolve_url
+from sqlalchemy import insert
 
 FORMATS = ("claude-code", "codex-cli", "openai-chat", "anthropic-messages", "gemini-cli",
            "swe-agent", "openhands", "atif")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from loopledger import __version__
 
 app = typer.Typer(
@@ -194,6 +193,33 @@ def watch(
 
     raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval,
                               create=create))
+
+
+@app.command()
+def receive(
+    db: DbOption = None,
+    host: Annotated[str, typer.Option(help="Address to bind. Spans hold prompts and tool output: loopback "
+                                      "by default.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (4318 is OTLP/HTTP's).")] = 4318,
+    spool: Annotated[Path | None, typer.Option(
+        help="Folder for the received spans (OTLP JSON, one file per UTC day). Default: beside a "
+             "SQLite ledger (ledger.sqlite.otlp/), else ./loopledger-otlp.", show_default=False)] = None,
+    max_body: Annotated[int, typer.Option("--max-body", min=1024, help="Largest request body in bytes, "
+                                          "after gzip decompression (larger: HTTP 413).")] = 16 * 1024 * 1024,
+    policy: PolicyOption = [],  # noqa: B006
+    config: ConfigOption = None,
+    redact: RedactOption = True,
+    max_text: MaxTextOption = 64 * 1024,
+) -> None:
+    """Receive OpenTelemetry traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON, gzip) and write
+    their tool calls and every policy's checks into the ledger, as `ingest` does for files.
+
+    Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
+    from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
+    """
+    from loopledger.commands import run_receive
+
+    raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text))
 
 
 @app.command()

@@ -11,15 +11,14 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
-
 from loopledger import worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_QUARANTINED = 0, 1, 2, 3
 
@@ -149,6 +148,30 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
     finally:
         engine.dispose()
     out.print(summary_table(totals, "Watch summary"))
+    return EXIT_OK
+
+
+def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_body: int,
+                policy: Sequence[str], config: Path | None, redact: bool, max_text: int) -> int:
+    from loopledger import receive
+
+    try:
+        opts = _options(policy, config, None, redact, max_text)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    engine = open_ledger(db)
+    folder = spool or receive.default_spool(resolve_url(db))
+    try:
+        stats = receive.serve(engine, folder, opts, host, port, max_body, on_ready=lambda: err.print(Text(
+            f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces (spool: {folder}); Ctrl-C to stop")))
+    except OSError as exc:
+        err.print(Text(f"error: cannot serve on {host}:{port}: {exc}", style="red"))
+        return EXIT_ERROR
+    finally:
+        engine.dispose()
+    err.print(Text(f"received {stats.requests} request(s), {stats.spans} span(s) "
+                   f"({stats.duplicates} already received, {stats.rejected} request(s) rejected)"))
     return EXIT_OK
 
 

@@ -15,7 +15,6 @@ import re
 from typing import Any
 
 import orjson
-
 from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn
 
 # (kind, pattern); the whole match is replaced unless the pattern has a group named "secret".

@@ -106,14 +106,13 @@ _STYLES = (("halt", "bold red"), ("block", "red"), ("warn", "yellow"), ("after_h
 def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
                session: str | None, console: Any = None, redact: bool = True) -> int:
     """`loopledger replay`: print the step table for each session of FILE. Exit codes as the CLI's."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from loopledger.detectors import ConfigError, PolicySpec
     from loopledger.formats import UnknownFormat, read
     from loopledger.redact import redact_event
     from loopledger.replay import replay, tally
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     console = console or Console()
     err = Console(stderr=True)

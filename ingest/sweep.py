@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from loopledger import vocab
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
 from loopledger.events import Event

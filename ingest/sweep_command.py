@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loopledger import sweep
+from loopledger.commands import open_ledger
+from loopledger.ledger import store, writes
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
-
-from loopledger import sweep
-from loopledger.commands import open_ledger
-from loopledger.ledger import store, writes
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 COLUMNS = ("warnings", "blocks", "halts", "halted_runs", "saved", "strikes")

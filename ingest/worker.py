@@ -28,9 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import xxhash
-from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Connection, Engine
-
 from loopledger import formats
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
 from loopledger.events import Batch, ReadError, SessionInfo, SessionStart
@@ -38,6 +35,8 @@ from loopledger.ledger import schema as s
 from loopledger.ledger import store
 from loopledger.redact import redact_event
 from loopledger.replay import replay_many, tally
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Connection, Engine
 
 # Extensions transcripts come in; anything else inside a folder is not tried (files named on
 # the command line always are).

@@ -98,6 +98,84 @@ def write_jsonl(path: Path, rows: list[Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def otlp_requests(s: Script, *, conversation: str, service: str, agent: str, model: str) -> list[dict]:
+    """OTLP JSON as the Collector's file exporter writes it: one ExportTraceServiceRequest per
+    export batch. An OpenAI-Agents-style app traces each user turn as one trace: an
+    `invoke_agent` span (carrying gen_ai.conversation.id), `chat` spans and `execute_tool` spans.
+    Spans are exported as they end, so children come before their parent."""
+    ids = Ids(s.name, s.start, step_s=3.0)
+
+    def ns(ts: str) -> str:
+        dt = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        return str(int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000)
+
+    def attr(k: str, v: Any) -> dict:
+        return {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
+
+    def span(trace: str, parent: str | None, name: str, start: str, end: str, attrs: dict,
+             error: str | None = None) -> dict:
+        out = {"traceId": trace, "spanId": ids.hex(16), "name": name, "kind": 1,
+               "startTimeUnixNano": ns(start), "endTimeUnixNano": ns(end),
+               "attributes": [attr(k, v) for k, v in attrs.items()], "status": {}}
+        if parent:
+            out["parentSpanId"] = parent
+        if error:
+            out["status"] = {"code": 2, "message": error}
+        return out
+
+    resource = {"attributes": [attr("service.name", service), attr("telemetry.sdk.language", "python"),
+                               attr("telemetry.sdk.name", "opentelemetry")]}
+    requests: list[dict] = []
+    history: list[dict] = []
+    turn: list[tuple] = []
+    turns: list[list[tuple]] = []
+    for ev in s.events:
+        if ev[0] == "user" and turn:
+            turns.append(turn)
+            turn = []
+        turn.append(ev)
+    if turn:
+        turns.append(turn)
+    for events in turns:
+        trace = ids.hex(32)
+        agent_id = ids.hex(16)
+        agent_start = ids.tick()
+        children: list[dict] = []
+        for ev in events:
+            if ev[0] == "user":
+                history.append({"role": "user", "parts": [{"type": "text", "content": ev[1]}]})
+                continue
+            start = ids.tick()
+            chat = span(trace, agent_id, f"chat {model}", start, ids.tick(1.5), {
+                "gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": model,
+                "gen_ai.input.messages": dumps(history)})
+            chat["spanId"] = ids.hex(16)
+            children.append(chat)
+            if ev[0] == "prose":
+                history.append({"role": "assistant", "parts": [{"type": "text", "content": ev[1]}]})
+                continue
+            for c in ev[2]:
+                call_id = "call_" + ids.hex(24)
+                t0 = ids.tick()
+                children.append(span(trace, agent_id, f"execute_tool {c.name}", t0, ids.tick(2.0), {
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": c.name,
+                    "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function",
+                    "gen_ai.tool.call.arguments": dumps(c.args), "gen_ai.tool.call.result": c.answer},
+                    error=c.answer.splitlines()[0][:120] if c.error else None))
+                history.append({"role": "assistant", "parts": [{"type": "tool_call", "id": call_id,
+                                                                "name": c.name, "arguments": c.args}]})
+                history.append({"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id,
+                                                           "response": c.answer}]})
+        root = span(trace, None, f"invoke_agent {agent}", agent_start, ids.tick(), {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+            "gen_ai.conversation.id": conversation, "gen_ai.system": "openai"})
+        root["spanId"] = agent_id
+        # The batch processor exports up to 512 spans as they end: tools and chats, then the agent.
+        requests.append({"resourceSpans": [{"resource": resource, "scopeSpans": [
+            {"scope": {"name": "openai.agents", "version": "0.6.1"}, "spans": children + [root]}]}]})
+    return requests
+
+
 def openai_chat_messages(s: Script, system: str) -> list[dict]:
     ids = Ids(s.name, s.start)
     out: list[dict] = [{"role": "system", "content": system}]
@@ -847,6 +925,27 @@ def gemini_ci_poll() -> Script:
     return s
 
 
+def otel_rollout_poll() -> Script:
+    """A quiet poll: the same rollout-status call, the same 'waiting' answer, 7 times."""
+    s = Script("otel-rollout-poll", "2026-03-09T14:02:00")
+    s.user("Roll out api v2.8.1 to staging and tell me when it's healthy.")
+    s.calls(C("kubectl", {"args": ["set", "image", "deployment/api", "api=registry.tidewater.io/api:2.8.1",
+                                   "-n", "staging"]}, "deployment.apps/api image updated"),
+            text="Updating the image.")
+    waiting = ('Waiting for deployment "api" rollout to finish: 1 of 3 updated replicas are available...')
+    for _ in range(7):
+        s.calls(C("kubectl", {"args": ["rollout", "status", "deployment/api", "-n", "staging", "--timeout=30s"]},
+                  waiting + "\nerror: timed out waiting for the condition", error=True),
+                text="Checking the rollout.")
+    s.user("Stop polling. Why is it stuck?")
+    s.calls(C("kubectl", {"args": ["describe", "pod", "-l", "app=api", "-n", "staging"]},
+              "Events:\n  Warning  FailedScheduling  0/4 nodes are available: 4 Insufficient memory."),
+            text="Looking at the pods.")
+    s.say("Two new pods can't be scheduled: the staging nodes are out of memory. Scale a node "
+          "group or lower the memory request.")
+    return s
+
+
 def gemini_rewound() -> Script:
     """What the user rewound away: it must not reach the ledger."""
     s = Script("gemini-ci-rewound", "2026-03-08T08:29:00")
@@ -1339,6 +1438,9 @@ def write_all(root: Path = HERE) -> list[Path]:
             write_json(path, obj, indent)
         written.append(path)
 
+    put("otlp/otel-collector-traces.jsonl", otlp_requests(
+        otel_rollout_poll(), conversation="conv_5f1c9a2e", service="deploy-bot", agent="deployer",
+        model="gpt-4.1-2025-04-14"), "jsonl")
     (root / "aider").mkdir(parents=True, exist_ok=True)
     (root / "aider/.aider.chat.history.md").write_text(AIDER_HISTORY, encoding="utf-8")
     written.append(root / "aider/.aider.chat.history.md")
@@ -1471,6 +1573,9 @@ SHOWS: dict[tuple[str, str], str] = {
         "name is not read-only, so the mutating thresholds apply",
     ("openhands/clone_no_ssh_key.json", "0"):
         "prose stagnation: the agent repeats the same 'cannot clone' message 8× without a tool",
+    ("otlp/otel-collector-traces.jsonl", "conv_5f1c9a2e"):
+        "quiet poll over OpenTelemetry: `kubectl rollout status` 7× with the same timeout "
+        "(OTLP JSON from the Collector's file exporter, spans out of order)",
     ("swe_agent/parsedate__parsedate-212.traj", "0"):
         "A→B→A→B cycle: `python reproduce.py` / `open core.py 58`, same answers, 4×",
 }

@@ -84,11 +84,10 @@ def replace_node(doc, k: int, value):
 def ledger_sessions(db_path, path, grow=None) -> dict[str, list]:
     """Ingest `path` into the SQLite ledger at `db_path` with the real worker; when `grow` is
     given, call it (it appends to the file) and ingest again. Session key → events as stored."""
-    from sqlalchemy import select
-
     from loopledger import worker
     from loopledger.ledger import migrate, schema, store
     from loopledger.ledger.engine import make_engine
+    from sqlalchemy import select
 
     engine = make_engine(f"sqlite:///{db_path}")
     try:

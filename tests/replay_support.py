@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import sqlalchemy as sa
-
 from loopledger import worker
 from loopledger.ledger import schema as t
 from loopledger.ledger import store

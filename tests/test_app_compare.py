@@ -11,6 +11,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import sqlalchemy as sa
 from app_support import charts, ledger_env
+from loopledger import vocab
+from loopledger.detectors.policy import PolicySpec
+from loopledger.ledger import read
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
+from loopledger.replay import replay, tally
 from replay_support import (
     SAMPLE_DATA,
     append_rest,
@@ -20,13 +26,6 @@ from replay_support import (
     pipeline_ledger,
     session_events,
 )
-
-from loopledger import vocab
-from loopledger.detectors.policy import PolicySpec
-from loopledger.ledger import read
-from loopledger.ledger import schema as t
-from loopledger.ledger.engine import make_engine
-from loopledger.replay import replay, tally
 
 PAGE = "views/compare.py"
 

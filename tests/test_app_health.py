@@ -7,7 +7,6 @@ import time
 import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, metrics
-
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
 

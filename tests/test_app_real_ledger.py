@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, metrics
-
 from loopledger.ledger.engine import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent

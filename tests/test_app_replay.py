@@ -11,6 +11,11 @@ import json
 import pytest
 import sqlalchemy as sa
 from app_support import ledger_env, make_ledger, markdown_texts, metrics, plain_texts
+from loopledger import vocab
+from loopledger.detectors.policy import DETECTORS, PolicySpec
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
+from loopledger.replay import replay
 from replay_support import (
     SAMPLE_DATA,
     append_rest,
@@ -22,12 +27,6 @@ from replay_support import (
     runs_of,
     session_events,
 )
-
-from loopledger import vocab
-from loopledger.detectors.policy import DETECTORS, PolicySpec
-from loopledger.ledger import schema as t
-from loopledger.ledger.engine import make_engine
-from loopledger.replay import replay
 
 PAGE = "views/replay.py"
 

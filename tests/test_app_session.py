@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts, read_model
-
-from bench.gen_ledger import HOSTILE
 from loopledger import vocab
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+
+from bench.gen_ledger import HOSTILE
 
 PAGE = "views/session.py"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model, units
+from loopledger.ledger import read
 
 from bench.gen_ledger import HOSTILE, generate
-from loopledger.ledger import read
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from loopledger.detectors import (
     answers_hash,
     args_hash,

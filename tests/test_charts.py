@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pandas as pd
-
-from loopledger.app import charts
 from loopledger import vocab
+from loopledger.app import charts
 
 
 def _data(spec: dict) -> list[dict]:

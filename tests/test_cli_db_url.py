@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from loopledger.ledger.engine import display_url
 
 BIN = Path(sys.executable).with_name("loopledger")

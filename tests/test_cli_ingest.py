@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-from typer.testing import CliRunner
-
-from bench.gen_chat import write_corpus
 from loopledger.cli import app
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from bench.gen_chat import write_corpus
 from tests.test_worker import call_msg, chat_line, dump, tool_msg
 
 BIN = Path(sys.executable).parent / "loopledger"

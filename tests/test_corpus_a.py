@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from loopledger.events import Batch, ReadError, SessionStart
 from loopledger.formats import read, sniff
 

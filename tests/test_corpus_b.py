@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from loopledger.events import Batch, ReadError, SessionStart
 from loopledger.formats import read, sniff
 

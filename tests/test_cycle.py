@@ -4,7 +4,6 @@ reference that the hypothesis tests compare it with."""
 from __future__ import annotations
 
 import pytest
-
 from loopledger.detectors import ConfigError, CycleDetector
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import replay

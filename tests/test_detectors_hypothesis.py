@@ -8,8 +8,6 @@ import random
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cycle import reference
-
 from loopledger.detectors import (
     DEFAULT_SPECS,
     CycleDetector,
@@ -24,6 +22,7 @@ from loopledger.detectors import (
 from loopledger.detectors.canonical import _walk
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.replay import Replayer, replay, replay_many
+from test_cycle import reference
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loopledger.events import Answers, Batch, ReadError, SessionStart, UserTurn
+from loopledger.formats import aider
 from reader_checks_b import (
     assert_growth_shows_past_the_old_end,
     assert_survives,
@@ -15,9 +17,6 @@ from reader_checks_b import (
     ledger_sessions,
     mutate,
 )
-
-from loopledger.events import Answers, Batch, ReadError, SessionStart, UserTurn
-from loopledger.formats import aider
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "aider" / ".aider.chat.history.md"
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loopledger.events import Answers, Batch, Prose, UserTurn
+from loopledger.formats import atif
 from reader_checks_b import (
     JUNK_VALUES,
     assert_survives,
@@ -16,9 +18,6 @@ from reader_checks_b import (
     mutate,
     replace_node,
 )
-
-from loopledger.events import Answers, Batch, Prose, UserTurn
-from loopledger.formats import atif
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "atif" / "hello-world.trajectory.json"
 

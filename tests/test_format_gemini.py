@@ -7,6 +7,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loopledger.events import Answers, Batch, Prose, UserTurn
+from loopledger.formats import gemini
 from reader_checks_b import (
     JUNK_VALUES,
     assert_growth_shows_past_the_old_end,
@@ -18,9 +20,6 @@ from reader_checks_b import (
     mutate,
     replace_node,
 )
-
-from loopledger.events import Answers, Batch, Prose, UserTurn
-from loopledger.formats import gemini
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "gemini"
 JSONL = FIX / "session-2026-03-14T09-12-4f1c2a9e.jsonl"

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from loopledger.events import Answers, Batch, Prose, ReadError, UserTurn
 from loopledger.formats import openai_responses
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
+from loopledger.formats import openhands
 from reader_checks_b import (
     JUNK_VALUES,
     assert_growth_shows_past_the_old_end,
@@ -17,9 +19,6 @@ from reader_checks_b import (
     mutate,
     replace_node,
 )
-
-from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
-from loopledger.formats import openhands
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "openhands"
 OUTPUT = FIX / "output.jsonl"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
 from loopledger.events import ReadError
 from loopledger.formats._common import (
     JSONL,

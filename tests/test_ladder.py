@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loopledger.detectors import ConfigError, LadderGuard, PolicySpec, Thresholds
 from loopledger.events import Batch, Call, UserTurn
 from loopledger.replay import replay

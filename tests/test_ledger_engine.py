@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.exc import OperationalError
-
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
+from sqlalchemy.exc import OperationalError
 
 # Counts to ten billion: minutes of work, far past any limit below.
 RUNAWAY = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000000) "

@@ -9,11 +9,10 @@ import zipfile
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
-
 from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.schema import metadata
+from sqlalchemy import inspect
 
 
 def test_upgrade_creates_exactly_the_schema(db_url):
@@ -53,9 +52,8 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
 def test_a_0001_ledger_upgrades_in_place_and_keeps_its_rows(db_url):
     """A ledger written at revision 0001 keeps its sources when brought to head, and then holds
     offsets past 2 GiB (PostgreSQL's INTEGER stopped at 2**31 - 1)."""
-    from sqlalchemy import select
-
     from loopledger.ledger.schema import sources
+    from sqlalchemy import select
 
     eng = make_engine(db_url)
     try:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import URL, make_url
-
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
 from loopledger.ledger.migrate import upgrade
+from sqlalchemy.engine import URL, make_url
 
 BIN = Path(sys.executable).with_name("loopledger")
 NAMES = ["a#b", "a%20b", "a b", "über", "q?mode=rw"]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
-
 from loopledger.detectors.canonical import args_hash, canonical_json
 from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn, text_digest
 from loopledger.ledger import migrate, schema, store
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import func, select
 
 
 @pytest.fixture
@@ -136,7 +135,6 @@ import uuid  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
 from loopledger.detectors.policy import DEFAULT_SPECS  # noqa: E402
 from loopledger.worker import replay_session  # noqa: E402
 

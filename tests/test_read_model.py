@@ -6,12 +6,12 @@ import datetime as dt
 
 import pytest
 import sqlalchemy as sa
-
-from bench.gen_ledger import generate
 from loopledger import vocab
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+
+from bench.gen_ledger import generate
 
 
 @pytest.fixture

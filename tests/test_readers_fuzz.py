@@ -10,11 +10,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
+import loopledger.formats._common as common
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import loopledger.formats._common as common
 from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
 from loopledger.formats import read
 

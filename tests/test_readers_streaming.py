@@ -12,10 +12,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from bench.bench_readers import FORMATS
 from loopledger.events import Batch, SessionStart
 from loopledger.formats import read
+
+from bench.bench_readers import FORMATS
 
 SMALL = 1500
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn, text_digest
 from loopledger.redact import redact_event, redact_text, redact_value
 

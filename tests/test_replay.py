@@ -6,7 +6,6 @@ import json
 import random
 
 import pytest
-
 from loopledger.detectors import DEFAULT_SPECS, PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, SessionStart, UserTurn
 from loopledger.replay import Replayer, replay, replay_many, tally
@@ -234,9 +233,8 @@ def write_openai_chat(path, n_repeats: int, user: str = "fix it") -> None:
 
 
 def cli(*args: str):
-    from typer.testing import CliRunner
-
     from loopledger.cli import app
+    from typer.testing import CliRunner
 
     return CliRunner().invoke(app, ["replay", *args], env={"COLUMNS": "250"})
 

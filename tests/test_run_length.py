@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loopledger.detectors import (
     DEFAULT_OBSERVATION_TOOLS,
     BatchRecord,

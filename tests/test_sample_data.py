@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
 from loopledger import vocab
 from loopledger.detectors.policy import DEFAULT_SPECS
 from loopledger.events import Batch
@@ -22,6 +20,7 @@ from loopledger.formats import readers, sniff
 from loopledger.ledger import migrate
 from loopledger.ledger import schema as s
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
@@ -31,7 +30,7 @@ README = SAMPLE / "README.md"
 FOLDER_FORMAT = {
     "aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_code": "claude-code",
     "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
-    "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent",
+    "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent", "otlp": "otlp",
 }
 CC_PARENT = "3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3"
 CC_MAIN = f"claude_code/{CC_PARENT}.jsonl"

@@ -8,11 +8,10 @@ import sys
 
 import orjson
 import pytest
-from sqlalchemy import select
-
 from loopledger import worker
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
 
 KEY = "sk-proj-" + "A1b2C3d4" * 6
 # Near the excerpt's 200-character cut: only redacting before cutting hides all of it.

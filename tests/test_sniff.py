@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from loopledger.events import SessionStart
 from loopledger.formats import UnknownFormat, read, readers, sniff
 

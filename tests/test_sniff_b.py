@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from loopledger.formats import SNIFF_BYTES, UnknownFormat, readers, sniff
 
 OURS = ("gemini-cli", "atif", "swe-agent", "openhands", "aider")

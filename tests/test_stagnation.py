@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loopledger.detectors import StagnationDetected, StagnationDetector, make_policy
 from loopledger.events import Batch, Call, Prose, UserTurn
 from loopledger.replay import replay

@@ -6,10 +6,9 @@ import json
 
 import pytest
 import sqlalchemy as sa
-
+from loopledger import sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import replay_view as rv
-from loopledger import sweep, vocab
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.ledger import schema as t
@@ -344,9 +343,8 @@ def test_sweep_charts_specs():
 
 
 def test_cli_sweep_prints_and_saves(db_url):
-    from typer.testing import CliRunner
-
     from loopledger.cli import app
+    from typer.testing import CliRunner
 
     ids = _ledger_with(db_url, [repeat_session(6), abab_session(5), clean_session()])
     runner = CliRunner()

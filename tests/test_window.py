@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loopledger.detectors import ConfigError, LoopDetectedError, LoopGuard, default_key_fn
 
 

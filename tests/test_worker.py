@@ -8,13 +8,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from sqlalchemy import func, select
-
-from bench.gen_chat import session_lines, write_corpus
 from loopledger import worker
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.ledger import migrate, schema, store
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import func, select
+
+from bench.gen_chat import session_lines, write_corpus
 
 TABLES = ("sessions", "events", "calls", "runs", "checks", "results", "session_stats", "run_outcomes",
           "ingest_errors", "policies")

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-
-from bench.gen_chat import write_corpus
 from loopledger import worker
 from loopledger.ledger import migrate, schema, store
 from loopledger.ledger.engine import is_sqlite, make_engine
+from sqlalchemy import func, select
+
+from bench.gen_chat import write_corpus
 from tests.test_worker import counts, dump
 
 BIN = Path(sys.executable).parent / "loopledger"

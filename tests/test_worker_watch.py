@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
-from bench.gen_chat import session_lines
 from loopledger import worker
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import select
+
+from bench.gen_chat import session_lines
 from tests.test_worker import dump
 
 BIN = Path(sys.executable).parent / "loopledger"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
+from loopledger import sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger import sweep, vocab
 from loopledger.detectors.policy import NAMES, PARAMS
 from loopledger.ledger import read, store
 

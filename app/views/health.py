@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-
 from loopledger.app import charts, data, safe
 
 PAGE_SIZE = 100

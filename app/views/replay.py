@@ -13,11 +13,10 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
+from loopledger import vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger import vocab
 from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger.store import load_events

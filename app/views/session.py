@@ -11,9 +11,8 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-
-from loopledger.app import charts, data, safe
 from loopledger import vocab
+from loopledger.app import charts, data, safe
 from loopledger.ledger import read
 
 CONTEXT = 6  # events shown before and after the focused step

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-
 from loopledger.app import charts, data, safe
 from loopledger.ledger import read
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import orjson
 import xxhash
-
 from loopledger.events import Call
 
 _SORT = orjson.OPT_SORT_KEYS

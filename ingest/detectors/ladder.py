@@ -16,13 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import xxhash
-
-from loopledger.detectors.canonical import canonical_bytes
+from loopledger import vocab
+from loopledger.detectors.base import INT, NAMES, Check, Param, Policy
+from loopledger.detectors.canonical import call_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
+from loopledger.detectors.registry import Detector
+from loopledger.events import Batch
+
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "read", "grep", "glob", "ls", "websearch", "notebookread", "read_file", "view_file", "view",
@@ -187,3 +193,54 @@ def _rung(t: Thresholds, count: int) -> int:
     if count >= t.block_at:
         return t.block_at
     return t.warn_at
+
+
+# ── the Policy adapter and its registration ─────────────────────────────────────────────────
+
+class LadderPolicy(Policy):
+    def __init__(self, spec: PolicySpec) -> None:
+        super().__init__(spec)
+        self.guard = _guard(spec.params)
+
+    def user_turn(self) -> None:
+        self.guard.break_run()
+
+    def check(self, batch: Batch) -> list[Check]:
+        out = []
+        for i, call in enumerate(batch.calls):
+            canon, h = call_key(call)
+            v = self.guard.check(call.name, call.args, canon, h)
+            out.append(Check(i, v.action, v.count, None, v.threshold,
+                             f"{v.reason}: {v.tool} ×{v.count} ({v.tool_class})" if v.reason else ""))
+            if v.action == vocab.HALT:
+                break
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return self.guard.state()
+
+
+def _guard(p: Any) -> LadderGuard:
+    return LadderGuard(
+        Thresholds(p["warn_at"], p["block_at"], p["halt_at"]),
+        Thresholds(p["read_only_warn_at"], p["read_only_block_at"], p["read_only_halt_at"]),
+        p["read_only_tools"] or None,
+    )
+
+
+DETECTOR = Detector(
+    "ladder",
+    (
+        Param("warn_at", INT, 2, 2, "mutating: warn at this many identical calls in a row"),
+        Param("block_at", INT, 3, 2, "mutating: block at"),
+        Param("halt_at", INT, 4, 2, "mutating: halt at"),
+        Param("read_only_warn_at", INT, 2, 2, "read-only: warn at"),
+        Param("read_only_block_at", INT, 3, 2, "read-only: block at"),
+        Param("read_only_halt_at", INT, 4, 2, "read-only: halt at"),
+        Param("read_only_tools", NAMES, (), 0,
+              "exact read-only tool names; empty = the default classifier"),
+    ),
+    LadderPolicy,
+    validate=_guard,  # Thresholds raise ConfigError naming the field (warn < block < halt)
+    summary="seed 002: warn, then block, then halt on consecutive identical calls",
+)

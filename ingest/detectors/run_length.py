@@ -21,13 +21,18 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import xxhash
+from loopledger import vocab
+from loopledger.detectors.base import BATCH, INT, NAMES, OPT_INT, Check, Param, Policy, Result, signature
+from loopledger.detectors.canonical import answers_hash, batch_signature, call_key, fast_canonical, name_args
+from loopledger.detectors.registry import Detector
+from loopledger.events import Answer, Batch, Call, text_digest
 
-from loopledger.detectors.canonical import batch_signature, fast_canonical, name_args
-from loopledger.events import Call, text_digest
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 DEFAULT_MAX_STRIKES = 2
 DEFAULT_MAX_OBSERVATION_STEPS = 15
@@ -329,3 +334,107 @@ class StagnationDetector:
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
         return {"recorded": len(self.recent),
                 "top": [{"text_hash": k[:12], "count": c} for k, c in top]}
+
+
+# ── the Policy adapter and its registration ─────────────────────────────────────────────────
+
+
+class RunLengthPolicy(Policy):
+    per_call = False
+    reads_answers = True
+
+    def __init__(self, spec: PolicySpec) -> None:
+        super().__init__(spec)
+        p = spec.params
+        self.max_strikes: int = p["max_strikes"]
+        self.max_obs: int | None = p["max_observation_steps"]
+        self.tools: tuple[str, ...] = tuple(p["observation_tools"])
+        self.detector = LoopDetector()
+        self._last: tuple[Batch, BatchRecord] | None = None
+
+    def user_turn(self) -> None:
+        self.detector.break_run()
+        self._last = None
+
+    def check(self, batch: Batch) -> list[Check]:
+        if not batch.calls:
+            return []
+        sig = signature(batch)
+        self._last = (batch, BatchRecord(sig))
+        try:
+            self.detector.check(batch.calls, self.max_strikes, self.tools, self.max_obs, signature=sig)
+        except LoopDetected as e:
+            reason = (f"carried past the ceiling {e.ceiling} by changing answers"
+                      if e.by_ceiling else f"same batch {e.count} times in a row (max {e.threshold})")
+            return [Check(BATCH, vocab.HALT, e.count, e.total, e.threshold, reason)]
+        run, lim = self.detector.run, self.detector.last_limits
+        assert run is not None and lim is not None
+        return [Check(BATCH, vocab.ALLOW, run.count, run.total, lim.effective_max, "")]
+
+    def answers(self, batch: Batch, answers: Sequence[Answer | None]) -> list[Result]:
+        if not batch.calls:
+            return []
+        if self._last is not None and self._last[0] is batch:
+            record = self._last[1]
+        else:
+            record = BatchRecord(signature(batch))
+        sigs = [c.name + ":" + call_key(c)[1] for c in batch.calls]
+        outcome = self.detector.record_results(record, answers_hash(batch.calls, answers, sigs))
+        return [Result(BATCH, outcome.value)]
+
+    def state(self) -> dict[str, Any]:
+        return {**self.detector.state(), "max_strikes": self.max_strikes,
+                "max_observation_steps": self.max_obs}
+
+
+class StagnationPolicy(Policy):
+    per_call = False
+    reads_prose = True
+
+    def __init__(self, spec: PolicySpec) -> None:
+        super().__init__(spec)
+        self.max_steps: int = spec.params["max_steps"]
+        self.detector = StagnationDetector()
+
+    def user_turn(self) -> None:
+        self.detector.break_run()
+
+    def prose(self, text: str) -> list[Check]:
+        if not text:
+            return []
+        try:
+            count = self.detector.record(text, False, self.max_steps)
+        except StagnationDetected as e:
+            return [Check(BATCH, vocab.HALT, e.count, None, e.max_steps,
+                          f"the same reply {e.count} times in the last {e.window} prose turns")]
+        return [Check(BATCH, vocab.ALLOW, count, None, self.max_steps, "")]
+
+    def check(self, batch: Batch) -> list[Check]:
+        # A turn that called a tool is not recorded at all (seed 000, ADR 0011).
+        return []
+
+    def state(self) -> dict[str, Any]:
+        return {**self.detector.state(), "max_steps": self.max_steps,
+                "window": max(4 * self.max_steps, 1)}
+
+
+RUN_LENGTH = Detector(
+    "run-length",
+    (
+        Param("max_strikes", INT, DEFAULT_MAX_STRIKES, 0, "identical batches allowed in a run"),
+        Param("max_observation_steps", OPT_INT, DEFAULT_MAX_OBSERVATION_STEPS, 0,
+              "read-only allowance; none turns the tier off"),
+        Param("observation_tools", NAMES, DEFAULT_OBSERVATION_TOOLS, 0,
+              "name substrings that make a call read-only"),
+    ),
+    RunLengthPolicy,
+    summary="seed 000: the same batch back to back with the same answers",
+)
+
+STAGNATION = Detector(
+    "stagnation",
+    (Param("max_steps", INT, DEFAULT_STAGNATION_MAX_STEPS, 0,
+           "times one prose reply may recur in the last 4×max_steps"),),
+    StagnationPolicy,
+    summary="seed 000's companion: the same prose reply over and over",
+)

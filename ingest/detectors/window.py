@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopledger.detectors.canonical import canonical_json, fast_canonical
+from loopledger import vocab
+from loopledger.detectors.base import INT, Check, Param, Policy
+from loopledger.detectors.canonical import call_key, canonical_json, fast_canonical
 from loopledger.detectors.errors import ConfigError
+from loopledger.detectors.registry import Detector
+from loopledger.events import Batch
+
+if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
+    from loopledger.detectors.policy import PolicySpec
 
 DEFAULT_WINDOW = 8
 DEFAULT_THRESHOLD = 3
@@ -129,3 +136,47 @@ class LoopGuard:
     def recent_keys(self) -> list[Any]:
         """Buffered keys, oldest first."""
         return list(self._buf)
+
+
+# ── the Policy adapter and its registration ─────────────────────────────────────────────────
+
+class WindowPolicy(Policy):
+    def __init__(self, spec: PolicySpec) -> None:
+        super().__init__(spec)
+        self.guard = LoopGuard(spec.params["window"], spec.params["threshold"])
+
+    def user_turn(self) -> None:
+        self.guard.reset()
+
+    def check(self, batch: Batch) -> list[Check]:
+        out = []
+        g = self.guard
+        for i, call in enumerate(batch.calls):
+            try:
+                count = g.record(call.name, call.args, (call.name, call_key(call)[0].decode("utf-8", "surrogatepass")))
+            except LoopDetectedError as e:
+                out.append(Check(i, vocab.HALT, e.count, None, e.threshold,
+                                 f"{e.tool_name} {e.count} times in the last {e.window} calls"))
+                break
+            out.append(Check(i, vocab.ALLOW, count, None, g.threshold, ""))
+        return out
+
+    def state(self) -> dict[str, Any]:
+        keys = self.guard.recent_keys()
+        buffer = []
+        for name, canon in keys:
+            shown = canon if len(canon) <= 80 else canon[:80] + "…"
+            buffer.append({"tool": name, "args": shown, "count": keys.count((name, canon))})
+        return {"buffer": buffer, "window": self.guard.window, "threshold": self.guard.threshold}
+
+
+DETECTOR = Detector(
+    "window",
+    (
+        Param("window", INT, DEFAULT_WINDOW, 2, "calls remembered"),
+        Param("threshold", INT, DEFAULT_THRESHOLD, 2, "occurrences in the window that halt"),
+    ),
+    WindowPolicy,
+    validate=lambda p: validate(p["window"], p["threshold"]),
+    summary="seed 003: the same call threshold times among the last window calls",
+)

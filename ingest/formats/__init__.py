@@ -24,6 +24,7 @@ READER_MODULES = (
     "codex",
     "gemini",
     "atif",
+    "otlp",
     "swe_agent",
     "openhands",
     "openai_responses",

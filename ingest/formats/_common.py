@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from loopledger.events import ReadError, excerpt
 from loopledger.redact import redact_text
 

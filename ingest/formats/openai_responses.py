@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from loopledger.events import (
     Answer,
     Answers,

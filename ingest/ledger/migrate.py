@@ -13,10 +13,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from loopledger.ledger.engine import make_engine
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
-
-from loopledger.ledger.engine import make_engine
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any constant shared by all LoopLedger processes; pg_advisory_xact_lock takes a bigint.

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
 from loopledger import vocab
 from loopledger.ledger import schema as t
+from sqlalchemy.engine import Connection
 
 MEASURES = ("strikes", "warnings", "blocks", "halts", "saved")
 SORTABLE = ("halts", "warnings", "blocks", "strikes", "saved", "calls", "runs", "started_at", "id")

@@ -20,16 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
-
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
 from loopledger.ledger import schema as s
 from loopledger.replay import PendingBatch, Step, Tally
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
 
 DEFAULT_MAX_TEXT = 64 * 1024
 TRUNCATED = "…[truncated: "  # start of the marker ending a capped text

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from loopledger.ledger import read, store
+from sqlalchemy.engine import Engine
 
 # (session id, its events, each policy's verdicts) after a session is stored
 OnSession = Callable[[int, list[Any], list[store.PolicyVerdicts]], None]

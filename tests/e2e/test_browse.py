@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import sqlalchemy as sa
-
 from loopledger.ledger.engine import make_engine
 
 

@@ -11,8 +11,8 @@ import urllib.request
 from pathlib import Path
 
 import sqlalchemy as sa
-
 from loopledger.ledger.engine import make_engine
+
 from tests.e2e.conftest import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]

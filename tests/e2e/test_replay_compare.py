@@ -12,13 +12,13 @@ from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
-
 from loopledger import vocab, worker
 from loopledger.detectors.policy import INT, PARAMS, PolicySpec
 from loopledger.ledger import read, store
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
 from loopledger.replay import replay, tally
+
 from tests.e2e.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from alembic import context
-
 from loopledger.ledger.schema import metadata
 
 target_metadata = metadata

@@ -1,0 +1,168 @@
+"""Which detectors exist: ours, the peers' ports, and plugins — one registration each.
+
+A detector is a `Detector(name, params, factory, validate, summary)`: `params` is its parameter
+schema (defaults, kinds, help: what forms, sweeps and the spec grammar read), `factory(spec)`
+builds a fresh `Policy` for a complete `PolicySpec`, `validate(params)` raises `ConfigError` on
+cross-field rules (block_at > warn_at, threshold <= window …).
+
+Where detectors come from, in lookup order:
+1. built-ins: the modules in `BUILTIN_MODULES`, each exposing `DETECTOR` (or several `Detector`
+   values at module level);
+2. installed plugins: the entry-point group `loopledger.detectors`; each entry point loads to a
+   `Detector`, or to a callable returning one (or an iterable of them);
+3. `module:factory` names: a detector named e.g. `mypkg.guards:make_guard` is imported on first
+   use; the factory returns a `Detector`, registered under that exact name so the name stored in
+   the ledger finds it again in any process (the dashboard, `recheck`, a live hook).
+
+Adding a detector is one module and one line in `BUILTIN_MODULES` (or one entry point).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from loopledger.detectors.base import Param
+from loopledger.detectors.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from loopledger.detectors.base import Policy
+    from loopledger.detectors.policy import PolicySpec
+
+ENTRY_POINT_GROUP = "loopledger.detectors"
+
+# Order is the order pages and tables list them in: seeds first, then ours, then peers.
+BUILTIN_MODULES: tuple[str, ...] = (
+    "loopledger.detectors.run_length",
+    "loopledger.detectors.ladder",
+    "loopledger.detectors.window",
+    "loopledger.detectors.cycle",
+)
+
+
+@dataclass(frozen=True)
+class Detector:
+    name: str
+    params: tuple[Param, ...]
+    factory: Callable[[PolicySpec], Policy]
+    validate: Callable[[Mapping[str, Any]], Any] | None = None
+    summary: str = ""
+
+
+_registry: dict[str, Detector] = {}
+_lock = threading.Lock()
+_loaded = False
+
+
+def register(detector: Detector, *, replace: bool = False) -> Detector:
+    """Add a detector; a second detector under a taken name is an error unless `replace`."""
+    if not isinstance(detector, Detector):
+        raise ConfigError("detector", "a Detector", f"not a loopledger Detector: {detector!r}")
+    names = [p.name for p in detector.params]
+    if len(set(names)) != len(names):
+        raise ConfigError("params", "unique names", f"{detector.name}: parameter names repeat: {names}")
+    with _lock:
+        old = _registry.get(detector.name)
+        if old is not None and old is not detector and not replace:
+            raise ConfigError("detector", "a free name", f"detector {detector.name!r} is already registered")
+        _registry[detector.name] = detector
+    return detector
+
+
+def _detectors_in(obj: Any) -> list[Detector]:
+    if isinstance(obj, Detector):
+        return [obj]
+    if callable(obj):
+        return _detectors_in(obj())
+    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
+        out = [d for item in obj for d in _detectors_in(item)]
+        if out:
+            return out
+    raise ConfigError("detector", "a Detector", f"{obj!r} is not a Detector (nor returns one)")
+
+
+def _load() -> None:
+    """Built-ins and entry points, once per process (lazily: importing the registry is cheap)."""
+    global _loaded
+    if _loaded:
+        return
+    for modname in BUILTIN_MODULES:
+        mod = importlib.import_module(modname)
+        for value in vars(mod).values():
+            if isinstance(value, Detector) and value.name not in _registry:
+                register(value)
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            for det in _detectors_in(ep.load()):
+                if det.name not in _registry:
+                    register(det)
+        except Exception as e:  # noqa: BLE001 — one broken plugin must not take the others down
+            _broken[ep.name] = f"{type(e).__name__}: {e}"
+    _loaded = True
+
+
+_broken: dict[str, str] = {}
+
+
+def broken_plugins() -> dict[str, str]:
+    """Entry points that failed to load, with why (shown by `loopledger policies`)."""
+    _load()
+    return dict(_broken)
+
+
+def _from_factory(name: str) -> Detector:
+    module, _, attr = name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError("detector", "an importable module:factory",
+                          f"cannot load detector {name!r}: {e}") from None
+    (det, *more) = _detectors_in(obj)
+    if more:
+        raise ConfigError("detector", "one Detector", f"{name} returns {1 + len(more)} detectors; name one")
+    # Registered under the module:factory name itself, which is what the ledger stores.
+    return register(Detector(name, det.params, det.factory, det.validate, det.summary), replace=True)
+
+
+def get(name: str) -> Detector:
+    _load()
+    det = _registry.get(name)
+    if det is not None:
+        return det
+    if ":" in name:
+        return _from_factory(name)
+    raise ConfigError("detector", "known detector", f"unknown detector {name!r}; known: {', '.join(_registry)}")
+
+
+def names() -> tuple[str, ...]:
+    _load()
+    return tuple(_registry)
+
+
+def is_factory_name(text: str) -> bool:
+    """`pkg.module:factory` (no `=`): how a spec names a plugin by import path."""
+    module, colon, attr = text.partition(":")
+    return bool(colon) and "=" not in attr and attr.replace(".", "_").isidentifier() and all(
+        part.isidentifier() for part in module.split("."))
+
+
+class ParamsView(Mapping[str, tuple[Param, ...]]):
+    """`PARAMS[detector]` for every registered detector, plugins included, as they register."""
+
+    def __getitem__(self, name: str) -> tuple[Param, ...]:
+        try:
+            return get(name).params
+        except ConfigError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(names())
+
+    def __len__(self) -> int:
+        return len(names())
