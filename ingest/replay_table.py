@@ -57,7 +57,8 @@ def state_summary(detector: str, state: dict[str, Any] | None) -> str:
             text = "no run"
         else:
             text = (f"count {s['count']}/{s.get('effective_max')} total {s['total']}/{s.get('ceiling')}"
-                    + (" exempt" if s.get("exempt") else "") + (" costly" if s.get("costly") else ""))
+                    + (" exempt" if s.get("exempt") else "") + (" costly" if s.get("costly") else "")
+                    + "".join(f" read-only via '{p}' inside {n}" for n, p in (s.get("inside_word") or {}).items()))
     elif detector == "ladder":
         text = f"{s['tool']} ×{s['count']} ({s['class']})" if s.get("tool") else "no key"
     elif detector == "window":

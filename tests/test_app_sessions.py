@@ -137,7 +137,8 @@ def test_missing_ledger_is_a_clear_error(tmp_path):
     with ledger_env(f"sqlite:///{tmp_path / 'absent.sqlite'}"):
         at = app()
     assert not at.exception
-    assert any("Cannot read the ledger" in e.value for e in at.error)
+    assert [e.value for e in at.error] == ["The ledger cannot be shown:"]
+    assert any("Cannot read the ledger" in t.value and "absent.sqlite" in t.value for t in at.text)
 
 
 def test_link_to_the_most_halted_session(ledger):

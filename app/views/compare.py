@@ -13,7 +13,7 @@ from loopledger import sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger.detectors.policy import NAMES, PARAMS
+from loopledger.detectors.policy import NAMES, PARAMS, TEXT
 from loopledger.ledger import read, store
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
@@ -73,7 +73,7 @@ st.caption(f"{len(session_ids)} session(s) selected.")
 detectors = list(PARAMS)
 c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 2])
 detector = c1.selectbox("Detector", detectors, key="cp_detector")
-numeric = [p.name for p in PARAMS[detector] if p.kind != NAMES]
+numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]  # ranges are numbers
 param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}")
 rng = c3.text_input("Range", _default_range(detector, param), key=f"cp_range_{detector}_{param}",
                     help="2..6, 2..12:2 or 3,5,8")

@@ -17,7 +17,7 @@ from loopledger import vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, PolicySpec
+from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
@@ -200,6 +200,9 @@ with st.form("rp_params"):
             elif p.kind == OPT_INT:
                 raw[p.name] = st.text_input(p.name, value="none" if value is None else str(value),
                                             help=p.help, key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            elif p.kind == TEXT:
+                raw[p.name] = st.text_input(p.name, value=str(value), help=p.help,
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
             else:
                 raw[p.name] = st.number_input(p.name, value=int(value), step=1, help=p.help,
                                               key=f"rp_p_{detector}_{p.name}_{spec.id}")
@@ -244,6 +247,10 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
         m[3].metric("ceiling", state.get("ceiling", "—"))
         flags = {k: state.get(k) for k in ("observation", "exempt", "costly")}
         st.dataframe(pd.DataFrame([flags]), hide_index=True)
+        if state.get("inside_word"):
+            st.warning("Read-only here only through a pattern inside a word (seed 000's substring rule; "
+                       "match=name-parts would not count it):")
+            safe.text("  ".join(f"{name}: '{pat}' inside it" for name, pat in state["inside_word"].items()))
         last_result = next((r.outcome for _, r in reversed(step_results)), None)
         safe.table(pd.DataFrame([{"signature": state.get("signature") or "—",
                                   "last answers hash": state.get("answers") or "—",

@@ -13,9 +13,12 @@ import pandas as pd
 import streamlit as st
 from loopledger import vocab
 from loopledger.app import charts, data, safe
+from loopledger.detectors.policy import PolicySpec
+from loopledger.detectors.run_length import SUBSTRING, inside_word
 from loopledger.ledger import read
 
 CONTEXT = 6  # events shown before and after the focused step
+RUN_LENGTH_DEFAULT = PolicySpec("run-length")
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
 
 
@@ -72,13 +75,24 @@ def _verdict_notes(tl: pd.DataFrame) -> dict[tuple[int, int], str]:
     return {k: "; ".join(v) for k, v in notes.items()}
 
 
+def _read_only_by_accident(tool: str) -> str:
+    """A note when run-length (at its defaults: seed 000's substring rule) counts this tool as
+    read-only only through a pattern inside a word (`read` in `reply_to_thread`)."""
+    pattern = inside_word(tool, RUN_LENGTH_DEFAULT.params["observation_tools"])
+    if pattern is None or RUN_LENGTH_DEFAULT.params["match"] != SUBSTRING:
+        return ""
+    return f"run-length counts it read-only only through '{pattern}' inside a word (match=name-parts would not)"
+
+
 def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int]) -> None:
     for row in rows.itertuples(index=False):
         where = f"[step {row.seq}]" + (f" line {int(row.line)}" if pd.notna(row.line) else "")
         if row.kind == vocab.KIND_BATCH and pd.notna(row.idx):
             mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
             note = notes.get((int(row.seq), int(row.idx)), "") or notes.get((int(row.seq), -1), "")
-            safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{note}⟩" if note else ""))
+            accident = _read_only_by_accident(str(row.tool))
+            safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{note}⟩" if note else "")
+                      + (f"   ⟨{accident}⟩" if accident else ""))
             safe.code(row.args, language="json")
             if row.answer is not None and not (isinstance(row.answer, float) and pd.isna(row.answer)):
                 safe.text("answer" + (" (error)" if row.is_error else "") + ":")
