@@ -20,13 +20,16 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    # Plain help (click's): flags read `--save / --no-save`, values carry their own metavar, and a
+    # help text is shown as written ([[policy]] needs no escaping). Typer's rich panels print a
+    # `<bool>` type beside every flag, --help included.
+    rich_markup_mode=None,
 )
 
 DbOption = Annotated[
     str | None,
     typer.Option(
-        "--db",
+        "--db", metavar="PATH|URL",
         help="Ledger: a SQLite file path or a SQLAlchemy URL (postgresql://…). "
         "Default: $LOOPLEDGER_DATABASE_URL, else $LOOPLEDGER_DB, else ./ledger.sqlite.",
         show_default=False,
@@ -43,7 +46,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool, typer.Option("--version", callback=_version, is_eager=True, metavar="", help="Print the version and exit.")
     ] = False,
 ) -> None:
     """LoopLedger: every loop guard's verdict on every step of your agents' sessions."""
@@ -123,23 +126,23 @@ def _run_child(cmd: list[str], **kw) -> int:
 
 PolicyOption = Annotated[
     list[str],
-    typer.Option("--policy", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
+    typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
                  "Repeatable; added to the defaults (each detector at its defaults).", show_default=False),
 ]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="A loopledger.toml with \\[\\[policy]] tables (default: ./loopledger.toml if present).",
+    typer.Option("--config", metavar="FILE", help="A loopledger.toml with [[policy]] tables (default: ./loopledger.toml if present).",
                  show_default=False),
 ]
 FormatOption = Annotated[
-    str | None, typer.Option("--format", help="Force a reader instead of sniffing (e.g. claude-code).")
+    str | None, typer.Option("--format", metavar="NAME", help="Force a reader instead of sniffing (e.g. claude-code).")
 ]
 RedactOption = Annotated[
-    bool, typer.Option("--redact/--no-redact", help="Replace API keys, tokens, private keys and URL passwords "
+    bool, typer.Option("--redact/--no-redact", metavar="", help="Replace API keys, tokens, private keys and URL passwords "
                        "before anything is stored or judged.")
 ]
 CreateOption = Annotated[
-    bool, typer.Option("--create/--no-create", help="Create the SQLite ledger's folder if it does not exist "
+    bool, typer.Option("--create/--no-create", metavar="", help="Create the SQLite ledger's folder if it does not exist "
                        "(without it, a missing folder is an error: a typo should not scatter ledgers).")
 ]
 MaxTextOption = Annotated[
@@ -158,7 +161,9 @@ def ingest(
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
     jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
-                                      "writer; 0 = one per core for large inputs.")] = 0,
+                                      "writer. 0 (the default): one per core, at most 4, when the files "
+                                      "add up to more than 64 MB, else 1 (starting processes costs more "
+                                      "than it saves on small inputs).")] = 0,
     create: CreateOption = False,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
@@ -188,6 +193,8 @@ def watch(
     """Keep the ledger current while agents write: new files and appended lines within seconds.
 
     Stops cleanly on Ctrl-C / SIGTERM; a restart resumes from the offsets stored in the ledger.
+    Exit status (once stopped), as ingest's: 0 ok, 1 a file could not be read, 2 bad flags,
+    3 some lines were quarantined.
     """
     from loopledger.commands import run_watch
 
@@ -222,13 +229,30 @@ def receive(
     raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text))
 
 
+RecheckPolicyOption = Annotated[
+    list[str],
+    typer.Option("--policy", metavar="SPEC", help="A policy to judge every stored session with, DETECTOR[:NAME=VALUE,...], "
+                 "e.g. window:window=10,threshold=4. Repeatable. (The defaults are not added: they "
+                 "were judged at ingest.)", show_default=False),
+]
+RecheckConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="A loopledger.toml whose [[policy]] tables are rechecked "
+                 "(default: ./loopledger.toml if present).", show_default=False),
+]
+
+
 @app.command()
 def recheck(
-    policy: PolicyOption = [],  # noqa: B006
-    config: ConfigOption = None,
+    policy: RecheckPolicyOption = [],  # noqa: B006
+    config: RecheckConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Judge every stored session with new policies, from the ledger alone (no file is re-read)."""
+    """Judge every stored session with the policies given, from the ledger alone (no file is
+    re-read): --policy, --config, or ./loopledger.toml's [[policy]] tables.
+
+    Exit status: 0 ok, 1 the ledger cannot be opened, 2 no policy given or a bad one.
+    """
     from loopledger.commands import run_recheck
 
     raise typer.Exit(run_recheck(db, policy, config))
@@ -270,14 +294,14 @@ def replay(
 
 @app.command()
 def sweep(
-    detector: Annotated[str, typer.Option("--detector", help="run-length, stagnation, ladder, window or cycle.")],
-    param: Annotated[str, typer.Option("--param", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
+    detector: Annotated[str, typer.Option("--detector", metavar="NAME", help="run-length, stagnation, ladder, window or cycle.")],
+    param: Annotated[str, typer.Option("--param", metavar="NAME=RANGE", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
                                        "window=4,8,12.")],
-    param2: Annotated[str | None, typer.Option("--param2", help="A second NAME=RANGE (a grid).")] = None,
-    fixed: Annotated[list[str], typer.Option("--set", help="Hold NAME=VALUE fixed (default: the detector's "
+    param2: Annotated[str | None, typer.Option("--param2", metavar="NAME=RANGE", help="A second NAME=RANGE (a grid).")] = None,
+    fixed: Annotated[list[str], typer.Option("--set", metavar="NAME=VALUE", help="Hold NAME=VALUE fixed (default: the detector's "
                                              "default). Repeatable.", show_default=False)] = [],  # noqa: B006
-    save: Annotated[bool, typer.Option("--save", help="Store every valid setting as a policy, with its "
-                                       "verdicts on every session.")] = False,
+    save: Annotated[bool, typer.Option("--save/--no-save", metavar="", help="Store every valid setting as a "
+                                       "policy, with its verdicts on every session.")] = False,
     db: DbOption = None,
 ) -> None:
     """Replay every stored session under each setting of a parameter range; print halts, warnings,

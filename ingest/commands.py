@@ -11,10 +11,11 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from loopledger import worker
+from loopledger import formats, worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
+from loopledger.printable import plain
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -28,6 +29,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def _options(policy: Sequence[str], config: Path | None, format: str | None, redact: bool,
              max_text: int) -> worker.Options:
+    # A usage error, said before any file is touched (else every file would be recorded as
+    # failed, and skipped as unchanged by the next, correct run).
+    formats.check_name(format)
     specs = worker.policy_specs(policy, config)
     return worker.Options(specs=specs, format=format, redact=redact, max_text=max_text)
 
@@ -53,15 +57,18 @@ def open_ledger(db: str | None, create: bool = False):
     return engine
 
 
-def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
+def summary_table(t: worker.Totals, title: str = "Ingest summary", files: bool = True) -> Table:
+    """The totals; `files=False` (recheck: no file is read) leaves the file rows out."""
     # One row per figure: it stays readable in an 80-column terminal and in CI logs.
     table = Table(title=title, title_justify="left")
     table.add_column("")
     table.add_column("count", justify="right")
-    rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged),
-            ("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
-            ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
-            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors))
+    file_rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged))
+    judged = (("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
+              ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
+              ("halts", t.halts))
+    rows = (file_rows + judged + (("quarantined lines", t.quarantined), ("files with errors", t.errors))
+            if files else judged)
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     return table
@@ -69,8 +76,9 @@ def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
 
 def _print_errors(t: worker.Totals) -> None:
     for msg in t.error_messages:
-        # Text(), not markup: a file name or message may contain [brackets].
-        err.print(Text(f"error: {msg}", style="red"))
+        # Text(), not markup: a file name or message may contain [brackets]; plain(): it may
+        # quote raw bytes (escape sequences, binary) that must not reach the terminal as they are.
+        err.print(Text(f"error: {plain(msg, 1000)}", style="red"))
     if t.quarantined:
         err.print(Text(f"{t.quarantined} malformed line(s) quarantined: see the Ingest health page "
                        "or the ingest_errors table", style="yellow"))
@@ -92,7 +100,8 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
         return EXIT_USAGE
     engine = open_ledger(db, create)
     try:
-        files = worker.discover(paths)
+        unreadable: list[str] = []
+        files = worker.discover(paths, unreadable)
         sizes = {str(f): _size(f) for f in files}
         opts.jobs = jobs or (min(os.cpu_count() or 1, 4) if sum(sizes.values()) > AUTO_JOBS_BYTES else 1)
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
@@ -105,6 +114,8 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
             totals = worker.ingest_paths(engine, files, opts, on_file=advance)
     finally:
         engine.dispose()
+    totals.errors += len(unreadable)
+    totals.error_messages += [f"cannot read {u}" for u in unreadable]
     out.print(summary_table(totals))
     _print_errors(totals)
     return totals.exit_code
@@ -141,14 +152,16 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
             line += f", {r.quarantined} quarantined"
         if r.error:
             line += f" — {r.error}"
-        err.print(Text(line))
+        err.print(Text(plain(line, 1000)))
 
     try:
         totals = worker.watch(engine, roots, opts, stop, interval=interval, on_file=report)
     finally:
         engine.dispose()
     out.print(summary_table(totals, "Watch summary"))
-    return EXIT_OK
+    _print_errors(totals)
+    # As ingest's: 1 if some file could not be read, 3 if lines were quarantined, else 0.
+    return totals.exit_code
 
 
 def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_body: int,
@@ -179,13 +192,16 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
     """Judge every stored session with new policies, from the ledger alone (no file is read)."""
     try:
         specs: list[PolicySpec] = [PolicySpec.parse(t) for t in policy]
+        if config is None and (Path.cwd() / worker.CONFIG_NAME).is_file():
+            config = Path.cwd() / worker.CONFIG_NAME  # as ingest and watch read it
         if config is not None:
             specs += worker.load_config(config)
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
     if not specs:
-        err.print(Text("error: give at least one --policy SPEC (or --config FILE)", style="red"))
+        err.print(Text(f"error: no policy to recheck: give --policy SPEC, --config FILE, or run next to a "
+                       f"{worker.CONFIG_NAME} with [[policy]] tables", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db)
     totals = worker.Totals()
@@ -205,8 +221,7 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
                                 progress=lambda *_: progress.advance(task))
     finally:
         engine.dispose()
-    totals.files = 0
-    table = summary_table(totals, f"Recheck: {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}")
+    table = summary_table(totals, f"Recheck: {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}", files=False)
     out.print(table)
     return EXIT_OK
 

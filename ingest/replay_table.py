@@ -108,7 +108,7 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
                session: str | None, console: Any = None, redact: bool = True) -> int:
     """`loopledger replay`: print the step table for each session of FILE. Exit codes as the CLI's."""
     from loopledger.detectors import ConfigError, PolicySpec
-    from loopledger.formats import UnknownFormat, read
+    from loopledger.formats import UnknownFormat, check_name, read
     from loopledger.redact import redact_event
     from loopledger.replay import replay, tally
     from rich.console import Console
@@ -123,9 +123,14 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
         err.print(Text(f"error: --policy {spec_text!r}: {e}"))
         return 2
     try:
+        check_name(format)
+    except UnknownFormat as e:
+        err.print(Text(f"error: {e}"))
+        return 2
+    try:
         groups = list(sessions_of(read(path, format)))
     except (OSError, UnknownFormat, KeyError, ValueError) as e:
-        err.print(Text(f"error: {e}"))
+        err.print(Text(f"error: {plain(str(e), 1000)}"))
         return 1
     read_errors = [e for _, _, errs in groups for e in errs]
     for e in read_errors:

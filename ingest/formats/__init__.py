@@ -76,6 +76,13 @@ def sniff(path: Path | str) -> str:
                         f"known formats: {known}; pass --format to force one")
 
 
+def check_name(name: str | None) -> None:
+    """A --format that names no reader: UnknownFormat listing the known names (None is fine)."""
+    if name is not None and name not in readers():
+        raise UnknownFormat(f"--format {name!r} is not a format LoopLedger reads; known formats: "
+                            f"{', '.join(readers())}")
+
+
 def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
     """Stream the items of one file; `format` overrides sniffing."""
     path = Path(path)
