@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import typer.main
-
 from loopledger.cli import app
 from loopledger.commands import AUTO_JOBS_BYTES
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 import orjson
 import pytest
 from app_support import ledger_env, plain_texts
-from replay_support import open_page, pipeline_ledger
-
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import DEFAULT_OBSERVATION_TOOLS, LoopDetected, LoopDetector, inside_word
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import replay
+from replay_support import open_page, pipeline_ledger
 
 INSIDE = {"reply_to_thread": "read", "submit_review": "view", "update_spreadsheet": "read",
           "set_budget_limit": "get_"}
