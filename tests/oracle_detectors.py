@@ -89,7 +89,7 @@ class RunLength:
     def answers(self, calls, texts) -> None:
         if self.sig is None or sorted(key(c) for c in calls) != self.sig:
             return  # not_current
-        new = None if any(t is None for t in texts) else sorted(zip([key(c) for c in calls], texts))
+        new = None if any(t is None for t in texts) else sorted(zip([key(c) for c in calls], texts, strict=True))
         if self.known is not None and new is not None and self.known != new:
             self.count = 1  # changed: progress
         self.known = new
@@ -242,7 +242,7 @@ class Cycle:
 
     def answers(self, calls, texts) -> None:
         entries = getattr(self, "batch_entries", [])
-        for entry, c, t in zip(entries, calls, texts):
+        for entry, c, t in zip(entries, calls, texts, strict=False):  # a halt may cut the batch
             if entry[0] == key(c) and entry in self.history:
                 entry[1] = t
 
