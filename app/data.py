@@ -72,8 +72,10 @@ def problem() -> str | None:
     return None
 
 
-def save_label(session_id: int, run_idx: int, label: str, note: str) -> None:
-    writes.save_label(_writer(url()), session_id, run_idx, label, note)
+def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first: int | None = None,
+               loop_last: int | None = None) -> None:
+    """A person's label on a session from the dashboard (ValueError: a label it cannot carry)."""
+    writes.save_label(_writer(url()), session_id, run_idx, label, note, loop_first, loop_last)
 
 
 def save_policies(specs, session_ids, progress=None) -> int:

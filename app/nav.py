@@ -21,6 +21,7 @@ def pages() -> list:
         st.Page(PAGES / "session.py", title="Session", url_path="session"),
         st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),
         st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
+        st.Page(PAGES / "leaderboard.py", title="Guard leaderboard", url_path="leaderboard"),
         st.Page(PAGES / "health.py", title="Ingest health", url_path="health"),
     ]
 

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
-from loopledger import vocab
+from loopledger import scoring, sweep, vocab
 from loopledger.events import Batch, Event, Prose, UserTurn
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
@@ -87,10 +87,26 @@ def stored_checks(conn: Connection, session_id: int, policy_id: str) -> list[dic
 
 
 def run_labels(conn: Connection, session_ids: Sequence[int] | None = None) -> dict[tuple[int, int], str]:
-    q = sa.select(t.labels.c.session_id, t.labels.c.run_idx, t.labels.c.label)
+    """(session, run) → real_loop / not_loop for Compare's per-run precision and recall, read off
+    the sessions' labels (loopledger.scoring.run_verdicts: a loop label marks the runs holding
+    the loop's calls; unclear sessions are left out)."""
+    lb = t.labels.c
+    q = sa.select(lb.session_id, lb.label, lb.loop_first, lb.loop_last)
     if session_ids is not None:
-        q = q.where(t.labels.c.session_id.in_(list(session_ids)))
-    return {(r.session_id, r.run_idx): r.label for r in conn.execute(q)}
+        q = q.where(lb.session_id.in_(list(session_ids)))
+    labels = conn.execute(q).all()
+    runs = t.runs.c
+    per_run: dict[int, list[int]] = {}
+    ids = [r.session_id for r in labels]
+    for i in range(0, len(ids), 500):  # bounded IN lists
+        for sid, n in conn.execute(sa.select(runs.session_id, runs.n_calls)
+                                   .where(runs.session_id.in_(ids[i:i + 500])).order_by(runs.session_id, runs.idx)):
+            per_run.setdefault(sid, []).append(int(n or 0))
+    out = {}
+    for r in labels:
+        for run, real in scoring.run_verdicts(r.label, r.loop_first, r.loop_last, per_run.get(r.session_id, [])).items():
+            out[(r.session_id, run)] = sweep.REAL_LOOP if real else sweep.NOT_LOOP
+    return out
 
 
 # ── pure helpers ───────────────────────────────────────────────────────────────────────────────

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 SECTIONS = ("bench_detectors", "bench_readers", "bench_ingest", "bench_pages", "bench_replay", "bench_sweep",
-            "bench_receive")
+            "bench_receive", "bench_scores")
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable
 
-from loopledger.detectors import DEFAULT_SPECS
+from loopledger.detectors import BUILTIN_SPECS
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.replay import Replayer, replay
 
@@ -56,7 +56,7 @@ def run(quick: bool) -> str:
     events = session(n)
     rng = random.Random(1)
     rows = []
-    for spec in DEFAULT_SPECS:
+    for spec in BUILTIN_SPECS:
         scratch = min(_ms(lambda s=spec: sum(1 for _ in replay(events, s))) for _ in range(2))
         build = _ms(lambda: None)
         t0 = time.perf_counter()

@@ -61,9 +61,9 @@ def default_policies() -> list[SynthPolicy]:
     }
     specs = {}
     try:
-        from loopledger.detectors.policy import DEFAULT_SPECS  # lands with the detectors issue
+        from loopledger.detectors.policy import BUILTIN_SPECS  # every built-in detector at its defaults
 
-        specs = {s.detector: s for s in DEFAULT_SPECS}
+        specs = {s.detector: s for s in BUILTIN_SPECS}
     except Exception:  # noqa: BLE001 - any import failure means: not there yet, use our own rows
         specs = {}
     fallback = {

@@ -311,5 +311,66 @@ def sweep(
     raise typer.Exit(run_sweep(db, detector, param, param2, fixed, save))
 
 
+# ── labels · score (ingest/labels_command.py, ingest/score_command.py) ──────────────────────────
+
+labels_app = typer.Typer(
+    help="A person's judgement of sessions (loop / normal / unclear, where the loop is), in and out as CSV.",
+    no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(labels_app, name="labels")
+
+
+@labels_app.command("import")
+def labels_import(
+    file: Annotated[Path, typer.Argument(help="A CSV with columns file, session_key, label, loop_calls, reason "
+                                         "(the format of the corpus' labels.csv).")],
+    db: DbOption = None,
+) -> None:
+    """Label sessions from a CSV: `file` is the tail of an ingested file's path, `session_key` the
+    session's key in it, `label` loop, normal or unclear, `loop_calls` FIRST-LAST (1-based call
+    positions; loop rows only), `reason` free text.
+
+    A label replaces the session's earlier one. Exit status: 0 every row labelled a session,
+    1 the file is not a labels CSV, 3 rows that match no session or are malformed were skipped
+    (each named FILE:LINE on stderr; the other rows are stored)."""
+    from loopledger.labels_command import run_import
+
+    raise typer.Exit(run_import(db, file))
+
+
+@labels_app.command("export")
+def labels_export(
+    file: Annotated[Path | None, typer.Argument(help="Where to write the CSV (default: standard output).",
+                                                show_default=False)] = None,
+    db: DbOption = None,
+    full_paths: Annotated[bool, typer.Option("--full-paths", help="Write each file's full path instead of its "
+                                             "path under the folder all ingested files share.")] = False,
+) -> None:
+    """Write every label as CSV, in the format `labels import` reads (plus who labelled it and when)."""
+    from loopledger.labels_command import run_export
+
+    raise typer.Exit(run_export(db, file, full_paths))
+
+
+@app.command()
+def score(
+    db: DbOption = None,
+    policy: Annotated[list[str], typer.Option(
+        "--policy", help="Also score DETECTOR[:NAME=VALUE,...], replayed on the labelled sessions' stored events "
+        "(nothing is stored). Repeatable.", show_default=False)] = [],  # noqa: B006
+    sort: Annotated[str, typer.Option(
+        "--sort", help="rank (most caught, fewest false halts), or a column: loops, caught, early, missed, normal, "
+        "false_halts, precision, recall, saved, into_loop, policy.")] = "rank",
+    format: Annotated[str, typer.Option("--format", help="table (for people), markdown or csv.")] = "table",
+) -> None:
+    """The guard leaderboard: every stored policy scored against the labelled sessions.
+
+    Per labelled session a policy's first halt is placed at a call: on a loop session inside the
+    labelled loop it is caught, before it early (it stopped good work), after it or none missed;
+    any halt on a normal session is a false halt; unclear sessions are left out."""
+    from loopledger.score_command import run_score
+
+    raise typer.Exit(run_score(db, policy, sort, format))
+
+
 if __name__ == "__main__":
     app()

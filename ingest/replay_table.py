@@ -68,6 +68,11 @@ def state_summary(detector: str, state: dict[str, Any] | None) -> str:
     elif detector == "cycle":
         text = (f"period {s['period']} ×{s['repeats']}: {'→'.join(s['pattern'])}" if s.get("period")
                 else f"history {len(s.get('history', []))}")
+    elif detector == "progress":
+        calls = s.get("calls", [])
+        top = max((c["stale"] for c in calls), default=0)
+        text = (f"window {len(calls)}/{s['window']}, max stale {top}"
+                + (f", last: {s['rule']} ×{s['count']}" if s.get("rule") else ""))
     elif detector == "stagnation":
         top = s.get("top") or [{"count": 0}]
         text = f"recorded {s['recorded']}, max count {top[0]['count']}/{s['max_steps']}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopledger import vocab
-from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, make_policy
+from loopledger.detectors.policy import BUILTIN_SPECS, PolicySpec, make_policy
 from loopledger.events import Event
 from loopledger.replay import Tally, replay_many, tally
 
@@ -140,10 +140,10 @@ def parse_axis(text: str) -> Axis:
 
 
 def default_params(detector: str) -> dict[str, Any]:
-    for spec in DEFAULT_SPECS:
+    for spec in BUILTIN_SPECS:
         if spec.detector == detector:
             return dict(spec.params)
-    known = ", ".join(s.detector for s in DEFAULT_SPECS)
+    known = ", ".join(s.detector for s in BUILTIN_SPECS)
     raise SweepError(f"unknown detector {detector!r}; known: {known}")
 
 

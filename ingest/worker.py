@@ -349,7 +349,7 @@ def compute(path: Path, row: dict[str, Any], stored_keys: Iterable[str], opts: O
             if opts.redact:
                 info = redact_event(info)
                 events = [redact_event(ev) for ev in events]
-            run_of, verdicts = replay_session(events, opts.specs)
+            run_of, verdicts = replay_session(store.as_stored(events, opts.max_text), opts.specs)
             count_verdicts(report, events, verdicts)
             yield store.session_rows(info, events, run_of, verdicts, max_text=opts.max_text)
         if opts.defer_partial_tail and not scan.ends_with_newline:

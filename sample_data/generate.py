@@ -1561,7 +1561,7 @@ SHOWS: dict[tuple[str, str], str] = {
         "clean: the second record of the same tau-bench file",
     ("openai_chat/django__django-15022.traj.json", "django__django-15022"):
         "scattered repeats: the same failing `python reproduce.py` between two different edits; "
-        "only the window sees it (mini-swe-agent trajectory)",
+        "the window and progress see it (mini-swe-agent trajectory)",
     ("openai_responses/oncall_restart_cycle.json", "0"):
         "A→A→B cycle: status, status, restart — the pod crash-loops the same way each time",
     ("openhands/output.jsonl", "tidewater__pgmeter-481"):

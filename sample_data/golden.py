@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopledger import vocab
-from loopledger.detectors.policy import DEFAULT_SPECS, make_policy
+from loopledger.detectors.policy import BUILTIN_SPECS, make_policy
 from loopledger.events import Batch, Event, Prose, ReadError, SessionInfo
 from loopledger.formats import read, sniff
 from loopledger.replay import replay, tally
@@ -100,7 +100,7 @@ def pipeline_rows(root: Path) -> list[Row]:
             n_calls = sum(len(e.calls) for e in events if isinstance(e, Batch))
             row = Row(file=path.relative_to(root).as_posix(), session=info.key, format=fmt,
                       calls=n_calls, runs=0)
-            for spec in DEFAULT_SPECS:
+            for spec in BUILTIN_SPECS:
                 steps = list(replay(events, make_policy(spec)))
                 t = tally(steps)
                 row.runs = t.n_runs
@@ -111,7 +111,7 @@ def pipeline_rows(root: Path) -> list[Row]:
 
 
 def detectors() -> list[str]:
-    return [spec.detector for spec in DEFAULT_SPECS]
+    return [spec.detector for spec in BUILTIN_SPECS]
 
 
 def render_tables(rows: list[Row], shows: dict[tuple[str, str], str]) -> str:

@@ -112,7 +112,7 @@ def test_label_a_run(ledger):
     url, _ = ledger
     sid, run, _ = _halted(url)
     at = app(PAGE, session=str(sid))
-    at.radio(key="label_choice").set_value("not_loop")
+    at.radio(key="label_choice").set_value("normal")
     at.text_input(key="label_note").set_value("waits for CI on purpose")
     at.button[-1].click().run()  # the form's submit button
     assert not at.exception
@@ -122,9 +122,9 @@ def test_label_a_run(ledger):
         rows = conn.execute(sa.select(t.labels.c.label, t.labels.c.note)
                             .where(t.labels.c.session_id == sid, t.labels.c.run_idx == run)).all()
     eng.dispose()
-    assert rows == [("not_loop", "waits for CI on purpose")]
+    assert rows == [("normal", "waits for CI on purpose")]
     (labels,) = [d.value for d in at.dataframe if "label" in d.value.columns]
-    assert list(labels.label) == ["not_loop"]
+    assert list(labels.label) == ["normal"]
 
 
 def test_answers_with_html_and_markdown_stay_plain_text(ledger):

@@ -9,13 +9,15 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loopledger.detectors import (
-    DEFAULT_SPECS,
+    BUILTIN_SPECS,
     CycleDetector,
     LadderGuard,
     LoopDetected,
     LoopDetectedError,
     LoopDetector,
     LoopGuard,
+    PolicySpec,
+    ProgressDetector,
     batch_signature,
     canonical_json,
 )
@@ -155,8 +157,8 @@ def session_events():
 @SETTINGS
 @given(session_events())
 def test_state_is_always_json_serializable_and_replay_many_matches(events):
-    together = list(replay_many(events, DEFAULT_SPECS, with_state=True))
-    for i, spec in enumerate(DEFAULT_SPECS):
+    together = list(replay_many(events, BUILTIN_SPECS, with_state=True))
+    for i, spec in enumerate(BUILTIN_SPECS):
         alone = list(replay(events, spec, with_state=True))
         assert [steps[i] for steps in together] == alone
         for step in alone:
@@ -165,7 +167,7 @@ def test_state_is_always_json_serializable_and_replay_many_matches(events):
 
 
 @settings(max_examples=60, deadline=None)
-@given(session_events(), st.sampled_from(DEFAULT_SPECS), st.lists(st.integers(0, 40), max_size=6))
+@given(session_events(), st.sampled_from(BUILTIN_SPECS), st.lists(st.integers(0, 40), max_size=6))
 def test_replayer_jumps_equal_replay_from_scratch(events, spec, targets):
     scratch = list(replay(events, spec, with_state=True))
     r = Replayer(events, spec, snapshot_every=3)
@@ -213,14 +215,14 @@ def by_hand(session) -> dict[str, list[str]]:
     from loopledger.detectors import answers_hash
 
     events, plan = build(session)
-    got = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in DEFAULT_SPECS}
+    got = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in BUILTIN_SPECS}
 
-    expected: dict[str, list[str]] = {"run-length": [], "ladder": [], "window": [], "cycle": []}
-    rl, lad, win, cyc = LoopDetector(), LadderGuard(), LoopGuard(8, 3), CycleDetector()
+    expected: dict[str, list[str]] = {"run-length": [], "ladder": [], "window": [], "cycle": [], "progress": []}
+    rl, lad, win, cyc, prog = LoopDetector(), LadderGuard(), LoopGuard(8, 3), CycleDetector(), ProgressDetector()
     halted = dict.fromkeys(expected, False)
     for step in plan:
         if step == "user":
-            rl.break_run(), lad.break_run(), win.reset(), cyc.break_run()
+            rl.break_run(), lad.break_run(), win.reset(), cyc.break_run(), prog.user_turn()
             halted = dict.fromkeys(expected, False)
             continue
         calls, texts = step
@@ -262,6 +264,17 @@ def by_hand(session) -> dict[str, list[str]]:
         # answers reach the cycle detector once the whole batch was checked, by position
         for position, text in zip(positions, texts, strict=False):
             cyc.record_answer(Answer(None, text), position=position)
+        positions = []
+        for call in calls:
+            if halted["progress"]:
+                expected["progress"].append("after_halt")
+                continue
+            v = prog.check(call.name, call.args)
+            expected["progress"].append(v.action)
+            positions.append(v.position)
+            halted["progress"] = v.action == "halt"
+        for position, text in zip(positions, texts, strict=False):
+            prog.record_answer(Answer(None, text), position=position)
     for name, verdicts in expected.items():
         assert got[name] == verdicts, name
     return expected
@@ -274,4 +287,54 @@ def test_the_by_hand_examples_halt_every_detector():
     for session in (["user", *same], ["user", *cycle, "user", *same]):
         expected = by_hand(session)
         halted |= {name for name, verdicts in expected.items() if "halt" in verdicts}
-    assert halted == {"run-length", "ladder", "window", "cycle"}
+    assert halted == {"run-length", "ladder", "window", "cycle", "progress"}
+
+
+# ── progress: a repeat is a loop only when nothing changed ──────────────────────────────────
+
+progress_specs = st.builds(
+    lambda w, warn, extra, ok, across: PolicySpec("progress", {
+        "window": w, "warn_at": warn, "halt_at": max(3, warn + extra), "ok_halt_at": max(3, warn + ok),
+        "across_turns": across}),
+    st.integers(2, 30), st.integers(2, 4), st.integers(0, 2), st.integers(0, 2),
+    st.sampled_from(["none", "errors", "all"]))
+
+
+def unique_answer_sessions():
+    """Sessions of repeats (few tools, few arguments, user turns) where every answer differs."""
+    call = st.tuples(st.sampled_from(["read", "update", "bash"]), small_args, st.booleans(),
+                     st.sampled_from(["", "Error: ", "<returncode>1</returncode> "]))
+    item = st.one_of(st.just("user"), st.lists(call, min_size=1, max_size=3))
+    return st.lists(item, max_size=40)
+
+
+@SETTINGS
+@given(unique_answer_sessions(), progress_specs)
+def test_progress_never_halts_a_session_whose_answers_change_on_every_call(session, spec):
+    events, n = [], 0
+    for item in session:
+        if item == "user":
+            events.append(UserTurn("go on"))
+            continue
+        calls, answers = [], []
+        for name, args, is_error, prefix in item:
+            n += 1
+            calls.append(Call(f"c{n}", name, args))
+            # a new word every time (no digits: nothing a volatile pattern could remove)
+            word = "".join("abcdefghij"[int(d)] for d in str(n))
+            answers.append(Answer(f"c{n}", f"{prefix}result {word}", is_error))
+        events += [Batch(tuple(calls)), Answers(tuple(answers))]
+    verdicts = [c.verdict for s in replay(events, spec) for c in s.checks]
+    assert "halt" not in verdicts
+
+
+@SETTINGS
+@given(st.lists(st.tuples(names, json_values, st.sampled_from(["same", "Error: same", "other"])), max_size=30),
+       st.randoms(use_true_random=False))
+def test_progress_verdicts_do_not_depend_on_the_order_of_argument_keys(seq, rnd):
+    a, b = ProgressDetector(), ProgressDetector()
+    for name, args, answer in seq:
+        va, vb = a.check(name, args), b.check(name, shuffled(args, rnd))
+        assert (va.action, va.count, va.rule) == (vb.action, vb.count, vb.rule)
+        a.record_answer(answer)
+        b.record_answer(answer)

@@ -35,7 +35,7 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
         migrate.upgrade(eng)
         migrate.upgrade(eng)  # a second run on a current ledger is a no-op, not an error
         with eng.begin() as conn:
-            assert migrate.current(conn) == migrate.head() == "0002"
+            assert migrate.current(conn) == migrate.head() == "0003_labels"
         from alembic import command
 
         with eng.begin() as conn:

@@ -5,16 +5,34 @@ from __future__ import annotations
 import json
 
 import pytest
-from loopledger.detectors import DEFAULT_SPECS, DETECTORS, PARAMS, ConfigError, PolicySpec, make_policy
+from loopledger.detectors import (
+    BUILTIN_SPECS,
+    DEFAULT_SPECS,
+    DETECTORS,
+    PARAMS,
+    ConfigError,
+    PolicySpec,
+    make_policy,
+)
 from loopledger.events import Answer, Batch, Call
 
 
-def test_default_specs_one_per_detector_with_complete_params():
-    assert [s.detector for s in DEFAULT_SPECS] == list(DETECTORS)
-    assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle"}
-    for spec in DEFAULT_SPECS:
+def test_builtin_specs_one_per_detector_with_complete_params():
+    assert [s.detector for s in BUILTIN_SPECS] == list(DETECTORS)
+    assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle", "progress"}
+    for spec in BUILTIN_SPECS:
         assert set(spec.params) == {p.name for p in PARAMS[spec.detector]}
-    assert len({s.id for s in DEFAULT_SPECS}) == len(DEFAULT_SPECS)
+        assert spec == PolicySpec(spec.detector)  # each at its own defaults
+    assert len({s.id for s in BUILTIN_SPECS}) == len(BUILTIN_SPECS)
+
+
+def test_default_set_is_the_measured_choice_each_at_its_defaults():
+    # docs/detection.md: the answer-reading detectors plus stagnation; ladder and window (which
+    # judge keys only) are left out of the default set but stay available at the seeds' defaults.
+    assert [s.detector for s in DEFAULT_SPECS] == ["progress", "run-length", "stagnation", "cycle"]
+    assert all(s == PolicySpec(s.detector) for s in DEFAULT_SPECS)
+    assert PolicySpec("window").params == {"window": 8, "threshold": 3}
+    assert PolicySpec("ladder").params["halt_at"] == 4
 
 
 def test_params_are_completed_and_stored_as_canonical_json():
@@ -44,7 +62,7 @@ def test_parse_syntax_none_and_lists():
     assert extra.params == {"window": 9, "threshold": 5}
 
 
-@pytest.mark.parametrize("spec", [*DEFAULT_SPECS, PolicySpec.parse("run-length:max_observation_steps=none"),
+@pytest.mark.parametrize("spec", [*BUILTIN_SPECS, PolicySpec.parse("run-length:max_observation_steps=none"),
                                   PolicySpec.parse("ladder:read_only_tools=Read|Grep,read_only_halt_at=9")])
 def test_text_round_trips(spec):
     assert PolicySpec.parse(spec.text) == spec
@@ -92,10 +110,11 @@ def test_make_policy_gives_fresh_state_and_flags():
     a.check(call)
     assert len(a.state()["buffer"]) == 1 and b.state()["buffer"] == []
     assert {d: make_policy(d).per_call for d in DETECTORS} == {
-        "run-length": False, "stagnation": False, "ladder": True, "window": True, "cycle": True}
+        "run-length": False, "stagnation": False, "ladder": True, "window": True, "cycle": True,
+        "progress": True}
 
 
-@pytest.mark.parametrize("spec", DEFAULT_SPECS, ids=lambda s: s.detector)
+@pytest.mark.parametrize("spec", BUILTIN_SPECS, ids=lambda s: s.detector)
 def test_state_is_json_serializable_through_a_loop(spec):
     p = make_policy(spec)
     batch = Batch((Call("1", "edit", {"a": [1, {"b": None}]}), Call("2", "read", None)))

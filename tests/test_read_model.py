@@ -156,7 +156,7 @@ def test_labels_upsert(ledger):
             read.write_label(conn, 3, 0, "maybe")
     with eng.connect() as conn:
         lab = read.run_labels(conn, 3)
-        assert list(lab.label) == ["not_loop"] and lab.note.isna().all()
+        assert list(lab.label) == ["normal"] and lab.note.isna().all()
 
 
 def test_health_reads(ledger):

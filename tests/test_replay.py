@@ -6,7 +6,7 @@ import json
 import random
 
 import pytest
-from loopledger.detectors import DEFAULT_SPECS, PolicySpec
+from loopledger.detectors import BUILTIN_SPECS, PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, SessionStart, UserTurn
 from loopledger.replay import Replayer, replay, replay_many, tally
 
@@ -175,14 +175,14 @@ def test_empty_session_gives_no_steps():
 
 def test_replay_many_equals_one_replay_per_policy():
     events = random_session(random.Random(7), 300)
-    together = list(replay_many(events, DEFAULT_SPECS, with_state=True))
+    together = list(replay_many(events, BUILTIN_SPECS, with_state=True))
     assert len(together) == len(events)
-    for i, spec in enumerate(DEFAULT_SPECS):
+    for i, spec in enumerate(BUILTIN_SPECS):
         alone = list(replay(events, spec, with_state=True))
         assert [steps[i] for steps in together] == alone
 
 
-@pytest.mark.parametrize("spec", [*DEFAULT_SPECS, PolicySpec.parse("cycle:max_period=3,warn_repeats=2"),
+@pytest.mark.parametrize("spec", [*BUILTIN_SPECS, PolicySpec.parse("cycle:max_period=3,warn_repeats=2"),
                                   PolicySpec.parse("stagnation:max_steps=1")], ids=lambda s: s.label)
 def test_replayer_matches_a_replay_from_scratch_at_every_position(spec):
     rng = random.Random(hash(spec.id) & 0xFFFF)
@@ -291,7 +291,7 @@ def test_real_corpus_replays_under_every_default_policy(corpus_dir):
     total_calls = 0
     for f in files:
         for _info, events, _errors in sessions_of(read(f)):
-            for steps in replay_many(events, DEFAULT_SPECS, with_state=True):
+            for steps in replay_many(events, BUILTIN_SPECS, with_state=True):
                 for step in steps:
                     json.dumps(step.state)
             total_calls += sum(len(e.calls) for e in events if isinstance(e, Batch))
@@ -326,10 +326,10 @@ def test_huge_and_deep_arguments_through_every_policy_are_bounded():
     events = [UserTurn("go")]
     for _ in range(5):
         events += [Batch((calls[0],)), answers(("1", "ok")), Batch((calls[1],)), answers(("2", "ok"))]
-    for steps in replay_many(events, DEFAULT_SPECS, with_state=True):
+    for steps in replay_many(events, BUILTIN_SPECS, with_state=True):
         for step in steps:
             text = json.dumps(step.state)
             assert len(text) < 20_000  # states show digests and short excerpts, never the arguments
             assert all(len(c.reason) < 500 for c in step.checks)
-    verdicts = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in DEFAULT_SPECS}
+    verdicts = {spec.detector: [c.verdict for s in replay(events, spec) for c in s.checks] for spec in BUILTIN_SPECS}
     assert "halt" in verdicts["cycle"] and "halt" in verdicts["window"]

@@ -17,7 +17,7 @@ from loopledger import vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
+from loopledger.detectors.policy import BUILTIN_SPECS, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
@@ -177,14 +177,14 @@ if st.session_state.get("rp_scope") != (session_id, run_idx):
         st.session_state.rp_step = first
     st.session_state.rp_scope = (session_id, run_idx)
 
-detectors = [s.detector for s in DEFAULT_SPECS]
+detectors = [s.detector for s in BUILTIN_SPECS]  # every built-in, not only the default set
 if "rp_spec" not in st.session_state:
-    st.session_state.rp_spec = DEFAULT_SPECS[0]
+    st.session_state.rp_spec = BUILTIN_SPECS[0]
 if st.session_state.get("rp_detector") not in detectors:
     st.session_state.rp_detector = st.session_state.rp_spec.detector
 detector = c3.selectbox("Detector", detectors, key="rp_detector")
 if st.session_state.rp_spec.detector != detector:
-    st.session_state.rp_spec = next(s for s in DEFAULT_SPECS if s.detector == detector)
+    st.session_state.rp_spec = next(s for s in BUILTIN_SPECS if s.detector == detector)
 spec: PolicySpec = st.session_state.rp_spec
 
 with st.form("rp_params"):
@@ -196,6 +196,9 @@ with st.form("rp_params"):
         with cols[i % len(cols)]:
             if p.kind == NAMES:
                 raw[p.name] = st.text_input(p.name, value="|".join(value), help=p.help + " (separate with |)",
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            elif p.kind == TEXT:
+                raw[p.name] = st.text_input(p.name, value=str(value), help=p.help,
                                             key=f"rp_p_{detector}_{p.name}_{spec.id}")
             elif p.kind == OPT_INT:
                 raw[p.name] = st.text_input(p.name, value="none" if value is None else str(value),

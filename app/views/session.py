@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-from loopledger import vocab
+from loopledger import scoring, vocab
 from loopledger.app import charts, data, safe
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
@@ -111,17 +111,21 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int]) -> None:
 
 def _labels(session_id: int, run: int) -> None:
     labels = data.fresh("run_labels", session_id)
-    mine = labels[labels["run_idx"] == run]
     with st.form(f"label_{session_id}_{run}"):
-        st.write("Label this run (used by Compare for precision/recall):")
-        current = mine["label"].iloc[0] if len(mine) else read.LABELS[0]
-        choice = st.radio("Label", read.LABELS, index=read.LABELS.index(current), horizontal=True,
-                          format_func=lambda v: {"real_loop": "real loop", "not_loop": "not a loop"}[v], key="label_choice")
-        note = st.text_input("Note", value="" if not len(mine) or pd.isna(mine["note"].iloc[0]) else mine["note"].iloc[0],
-                             key="label_note")
+        st.write("Label this session (used by the guard leaderboard and by Compare):")
+        current = labels["label"].iloc[0] if len(labels) else read.LABELS[0]
+        current = current if current in read.LABELS else read.LABELS[0]
+        choice = st.radio("Label", read.LABELS, index=read.LABELS.index(current), horizontal=True, key="label_choice")
+        loop_calls = st.text_input("Loop calls (FIRST-LAST, 1-based; empty: this run's calls)", key="label_loop_calls")
+        note = st.text_input("Reason", value="" if not len(labels) or pd.isna(labels["note"].iloc[0])
+                             else labels["note"].iloc[0], key="label_note")
         if st.form_submit_button("Save label"):
-            data.save_label(session_id, run, choice, note)
-            st.success("Saved.")
+            try:
+                rng = scoring.parse_loop_calls(loop_calls) if choice == scoring.LOOP else None
+                data.save_label(session_id, run, choice, note, *(rng or (None, None)))
+                st.success("Saved.")
+            except ValueError as exc:
+                st.error(f"Not saved: {exc}")
             labels = data.fresh("run_labels", session_id)
     if len(labels):
         safe.table(labels, key="labels_table")

@@ -41,6 +41,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "loopledger.detectors.ladder",
     "loopledger.detectors.window",
     "loopledger.detectors.cycle",
+    "loopledger.detectors.progress",
 )
 
 

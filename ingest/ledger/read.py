@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import sqlalchemy as sa
-from loopledger import vocab
+from loopledger import scoring, vocab
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
 
@@ -357,24 +357,136 @@ def run_bounds(conn: Connection, session_id: int, run_idx: int) -> tuple[int, in
     return (row[0], row[1]) if row else None
 
 
+LABEL_COLUMNS = ["run_idx", "label", "loop_first", "loop_last", "note", "labelled_by", "created_at"]
+
+
 def run_labels(conn: Connection, session_id: int) -> pd.DataFrame:
+    """The session's label (one row at most; run_idx: the run it was given from, -1 the whole session)."""
     lb = t.labels.c
-    q = sa.select(lb.run_idx, lb.label, lb.note, lb.created_at).where(lb.session_id == session_id).order_by(lb.run_idx)
-    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["run_idx", "label", "note", "created_at"])
+    q = sa.select(*[lb[c] for c in LABEL_COLUMNS]).where(lb.session_id == session_id).order_by(lb.run_idx)
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=LABEL_COLUMNS)
 
 
-LABELS = ("real_loop", "not_loop")
+LABELS = scoring.LABELS
 
 
-def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "") -> None:
-    """A person's verdict on a run; one per run, the latest wins (in the caller's transaction; the
-    dashboard calls it through loopledger.ledger.writes.save_label)."""
-    if label not in LABELS:
-        raise ValueError(f"unknown label {label!r}; expected one of {LABELS}")
+def calls_per_run(conn: Connection, session_id: int) -> list[int]:
+    """Each run's call count, in run order (what a run's 1-based call positions are computed from)."""
+    r = t.runs.c
+    return [int(n or 0) for (n,) in conn.execute(sa.select(r.n_calls).where(r.session_id == session_id)
+                                                 .order_by(r.idx))]
+
+
+def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "",
+                loop_first: int | None = None, loop_last: int | None = None,
+                labelled_by: str = scoring.DASHBOARD) -> None:
+    """A person's judgement of a session, replacing any earlier one (the latest wins); in the
+    caller's transaction (the dashboard calls it through loopledger.ledger.writes.save_label).
+
+    `run_idx` is the run it was given from (t.SESSION_LEVEL: the whole session). A loop label
+    without its calls covers that run's calls. Raises ValueError for a label the session cannot
+    carry (unknown word, a range past its calls)."""
+    label = scoring.normalize_label(label)
+    if labelled_by not in scoring.LABELLED_BY:
+        raise ValueError(f"labelled_by {labelled_by!r}: expected one of {scoring.LABELLED_BY}")
+    per_run = calls_per_run(conn, session_id)
+    if label == scoring.LOOP and loop_first is None and loop_last is None:
+        span = scoring.run_span(per_run, run_idx)
+        if span is None:
+            raise ValueError(f"run {run_idx} has no calls: say which calls loop (FIRST-LAST)")
+        loop_first, loop_last = span
+    scoring.check_label(label, loop_first, loop_last, sum(per_run))
     lb = t.labels
-    conn.execute(sa.delete(lb).where(lb.c.session_id == session_id, lb.c.run_idx == run_idx))
+    conn.execute(sa.delete(lb).where(lb.c.session_id == session_id))
     conn.execute(sa.insert(lb).values(session_id=session_id, run_idx=run_idx, label=label, note=note or None,
+                                      loop_first=loop_first, loop_last=loop_last, labelled_by=labelled_by,
                                       created_at=time.time()))
+
+
+# ── the guard leaderboard ─────────────────────────────────────────────────────────────────────
+
+
+def label_totals(conn: Connection) -> dict[str, int]:
+    """Labelled sessions per label and per who labelled them (`loop`, …, `imported`, `dashboard`)."""
+    lb = t.labels.c
+    out = dict.fromkeys((*scoring.LABELS, *scoring.LABELLED_BY), 0)
+    for col in (lb.label, lb.labelled_by):
+        for key, n in conn.execute(sa.select(col, sa.func.count()).group_by(col)):
+            out[key] = int(n)
+    return out
+
+
+JUDGED_COLUMNS = ["policy_id", "session_id", "label", "loop_first", "loop_last", "halt_at", "saved", "halt_run",
+                  "halt_seq"]
+
+
+def judged(conn: Connection, policy_ids: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One row per stored policy × session labelled loop or normal that the policy judged: the
+    label, the 1-based call position of the policy's first halt (None: never halted), calls saved.
+
+    Labelled sessions are a person's work, so this is small; the halt's call position is one
+    count over the session's calls through their primary key. loopledger.scoring does the rest."""
+    lb, st, ro, c = t.labels.c, t.session_stats.c, t.run_outcomes.c, t.calls.c
+    halt_idx = sa.case((ro.halt_idx < 0, 0), else_=ro.halt_idx)
+    before = (sa.select(sa.func.count()).select_from(t.calls)
+              .where(c.session_id == st.session_id,
+                     sa.or_(c.seq < ro.halt_seq, sa.and_(c.seq == ro.halt_seq, c.idx < halt_idx)))
+              .scalar_subquery())
+    halt_at = sa.case((ro.halt_seq.is_(None), None), else_=before + 1)
+    q = (sa.select(st.policy_id, st.session_id, lb.label, lb.loop_first, lb.loop_last, halt_at.label("halt_at"),
+                   st.saved, ro.run_idx.label("halt_run"), ro.halt_seq)
+         .select_from(t.session_stats.join(t.labels, lb.session_id == st.session_id)
+                      .outerjoin(t.run_outcomes, sa.and_(ro.session_id == st.session_id, ro.policy_id == st.policy_id,
+                                                         ro.outcome == vocab.HALTED,
+                                                         ro.halt_seq == st.first_halt_seq)))
+         .where(lb.label.in_((scoring.LOOP, scoring.NORMAL)))
+         .order_by(st.policy_id, st.session_id))
+    if policy_ids:
+        q = q.where(st.policy_id.in_(policy_ids))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=JUDGED_COLUMNS)
+
+
+def judged_rows(frame: pd.DataFrame) -> list[scoring.Judged]:
+    """judged()'s rows as scoring.Judged (pure)."""
+    def opt(v):
+        return None if v is None or pd.isna(v) else int(v)
+
+    return [scoring.Judged(r.policy_id, int(r.session_id), r.label, opt(r.loop_first), opt(r.loop_last),
+                           opt(r.halt_at), int(r.saved or 0), opt(r.halt_run), opt(r.halt_seq))
+            for r in frame.itertuples(index=False)]
+
+
+BRIEF_COLUMNS = ["id", "key", "title", "path", "n_calls"]
+
+
+def sessions_brief(conn: Connection, session_ids: list[int]) -> pd.DataFrame:
+    """Id, key, title, source path and call count of the given sessions (a page of a run list)."""
+    s, src = t.sessions.c, t.sources.c
+    if not session_ids:
+        return pd.DataFrame(columns=BRIEF_COLUMNS)
+    q = (sa.select(s.id, s.key, s.title, src.path, s.n_calls)
+         .select_from(t.sessions.join(t.sources, src.id == s.source_id))
+         .where(s.id.in_([int(i) for i in session_ids])).order_by(s.id))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=BRIEF_COLUMNS)
+
+
+LABEL_LIST_COLUMNS = ["session_id", "path", "key", "label", "loop_calls", "note", "labelled_by", "labelled_at"]
+
+
+def label_list(conn: Connection, labelled_by: str = "", limit: int = 200, offset: int = 0) -> pd.DataFrame:
+    """Who labelled what: every label with its session, newest first."""
+    lb, s, src = t.labels.c, t.sessions.c, t.sources.c
+    q = (sa.select(lb.session_id, src.path, s.key, lb.label, lb.loop_first, lb.loop_last, lb.note, lb.labelled_by,
+                   lb.created_at)
+         .select_from(t.labels.join(t.sessions, s.id == lb.session_id).join(t.sources, src.id == s.source_id))
+         .order_by(lb.created_at.desc().nulls_last(), lb.session_id).limit(limit).offset(offset))
+    if labelled_by:
+        q = q.where(lb.labelled_by == labelled_by)
+    rows = [dict(r) | {"loop_calls": scoring.format_loop_calls(r["loop_first"], r["loop_last"]),
+                       "labelled_at": r["created_at"]} for r in conn.execute(q).mappings()]
+    df = pd.DataFrame(rows, columns=LABEL_LIST_COLUMNS)
+    df["labelled_at"] = pd.to_datetime(df["labelled_at"], unit="s", utc=True)
+    return df
 
 
 # ── the Ingest health page ────────────────────────────────────────────────────────────────────
@@ -427,3 +539,11 @@ def ingest_errors(conn: Connection, limit: int = 200, offset: int = 0) -> pd.Dat
     df = pd.DataFrame(rows, columns=ERROR_COLUMNS)
     df["created_at"] = pd.to_datetime(df["created_at"], unit="s", utc=True)
     return df
+
+
+def scored_labels(conn: Connection) -> pd.DataFrame:
+    """The sessions a score counts (labelled loop or normal) with their loop's calls."""
+    lb = t.labels.c
+    q = (sa.select(lb.session_id, lb.label, lb.loop_first, lb.loop_last)
+         .where(lb.label.in_((scoring.LOOP, scoring.NORMAL))).order_by(lb.session_id))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["session_id", "label", "loop_first", "loop_last"])

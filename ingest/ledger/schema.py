@@ -202,8 +202,16 @@ labels = Table(
     Column("id", Integer, primary_key=True),
     Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
     Column("run_idx", Integer, nullable=False),
-    Column("label", String(20), nullable=False),  # real_loop | not_loop
-    Column("note", Text),
+    Column("label", String(20), nullable=False),  # loop | normal | unclear (loopledger.scoring)
+    Column("note", Text),  # the reason the person gave
     Column("created_at", Float),
+    # A label judges its session (one per session); run_idx is the run the person was looking at,
+    # SESSION_LEVEL when the whole session was judged (an import).
+    Column("loop_first", Integer),  # loop labels: 1-based positions of the loop's calls in the session
+    Column("loop_last", Integer),
+    Column("labelled_by", String(20), nullable=False, server_default="dashboard"),  # imported | dashboard
     UniqueConstraint("session_id", "run_idx", name="uq_labels_run"),
 )
+Index("uq_labels_session", labels.c.session_id, unique=True)
+
+SESSION_LEVEL = -1  # labels.run_idx of a label put on the whole session

@@ -56,6 +56,20 @@ def is_capped(text: str | None) -> bool:
     return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]
 
 
+def as_stored(events: Sequence[Event], max_text: int) -> list[Event]:
+    """The events with every answer's text capped as the ledger stores it (its digest kept): what
+    the detectors judge at ingest, so a recheck from the ledger judges exactly the same text
+    (progress reads answers, not only their digests)."""
+    out: list[Event] = []
+    for ev in events:
+        if isinstance(ev, Answers) and any(len(a.text) * 4 > max_text for a in ev.answers):
+            ev = Answers(tuple(a if len(a.text) * 4 <= max_text else
+                               Answer(a.call_id, cap_text(a.text, max_text, a.digest), a.is_error, a.ts, a.digest)
+                               for a in ev.answers), ev.line)
+        out.append(ev)
+    return out
+
+
 # ── bulk insert ──────────────────────────────────────────────────────────────────────────────
 
 

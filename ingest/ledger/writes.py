@@ -19,10 +19,11 @@ from sqlalchemy.engine import Engine
 OnSession = Callable[[int, list[Any], list[store.PolicyVerdicts]], None]
 
 
-def save_label(engine: Engine, session_id: int, run_idx: int, label: str, note: str = "") -> None:
-    """A person's verdict on a run (one per run, the latest wins), in its own transaction."""
+def save_label(engine: Engine, session_id: int, run_idx: int, label: str, note: str = "",
+               loop_first: int | None = None, loop_last: int | None = None) -> None:
+    """A person's label on a session (the latest wins; see read.write_label), in its own transaction."""
     with engine.begin() as conn:
-        read.write_label(conn, session_id, run_idx, label, note)
+        read.write_label(conn, session_id, run_idx, label, note, loop_first, loop_last)
 
 
 def judge_stored(engine: Engine, specs: Sequence[Any], session_ids: Iterable[int] | None = None,

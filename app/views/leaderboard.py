@@ -1,0 +1,194 @@
+"""Guard leaderboard: every stored policy side by side, scored against the labelled sessions.
+
+Deep links: ./leaderboard?policy=ID&cell=COLUMN lists the sessions behind one number (each opens
+Replay at the policy's halt); ./leaderboard?a=ID&b=ID lists the sessions where two policies
+disagree; &sort=COLUMN orders the table. The scoring rule is loopledger.scoring's, the numbers
+come from the read model (read.judged: one small row per policy × labelled session), so this
+page, `loopledger score` and the bench table cannot disagree. Label-dependent reads are uncached:
+a label saved here shows at once. Policy labels and transcript text appear only in tables,
+charts and st.text (app.safe).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+from loopledger import scoring
+from loopledger.app import charts_scores, data, safe
+from loopledger.app import replay_view as rv
+from loopledger.app.label_form import label_form
+from loopledger.ledger import read
+
+COLUMN_TITLES = {"loops": "loops", scoring.CAUGHT: "caught", scoring.EARLY: "early", scoring.MISSED: "missed",
+                 scoring.NORMAL: "normal", "false_halts": "false halts"}
+OUTCOME_WORDS = {scoring.CAUGHT: "caught", scoring.EARLY: "halted early", scoring.MISSED: "missed",
+                 scoring.FALSE_HALT: "false halt", scoring.CLEAN: "clean"}
+LIST_LIMIT = 500  # sessions listed behind one number
+
+
+def cell_link(policy_id: str, column: str, n: int) -> str:
+    """The link behind one number; it ends in the number, which the table shows as the link's text."""
+    return "./leaderboard?" + urlencode({"policy": policy_id, "cell": column, "n": n})
+
+
+def table_rows(ranked: list[scoring.PolicyScore]) -> pd.DataFrame:
+    rows = []
+    for s in ranked:
+        r = s.row()
+        row = {"policy": s.policy}
+        for col in scoring.COUNT_COLUMNS:
+            row[col] = cell_link(s.policy_id, col, r[col])
+        row |= {"precision": s.precision, "recall": s.recall, "saved": s.saved,
+                "into loop (median)": s.into_loop_median,
+                "into loop (each catch)": ", ".join(map(str, sorted(s.into_loop))), "policy_id": s.policy_id}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _replay_link(j: scoring.Judged) -> str:
+    return rv.replay_link(j.session_id, j.halt_run, j.policy_id, j.halt_seq)
+
+
+def session_rows(judged: list[scoring.Judged], brief: pd.DataFrame) -> pd.DataFrame:
+    """One row per judged session: what it is, where the policy halted, links to Replay and Session."""
+    info = {int(r.id): r for r in brief.itertuples(index=False)}
+    rows = []
+    for j in judged:
+        b = info.get(j.session_id)
+        rows.append({"session": j.session_id, "key": b.key if b else "", "title": b.title if b else "",
+                     "label": j.label, "loop calls": scoring.format_loop_calls(j.first, j.last),
+                     "outcome": OUTCOME_WORDS[j.outcome], "halt at call": j.halt_at, "calls into loop": j.into_loop,
+                     "replay": _replay_link(j), "session page": f"./session?session={j.session_id}"})
+    return pd.DataFrame(rows, columns=["session", "key", "title", "label", "loop calls", "outcome", "halt at call",
+                                       "calls into loop", "replay", "session page"])
+
+
+LINKS = {"replay": st.column_config.LinkColumn("replay", display_text="open in Replay"),
+         "session page": st.column_config.LinkColumn("session page", display_text="open session")}
+
+
+def _drill(policy_id: str, cell: str, by_policy: dict[str, list[scoring.Judged]], names: dict[str, str]) -> None:
+    if policy_id not in names or cell not in scoring.COUNT_COLUMNS:
+        st.warning("That link names no stored policy or no column of the leaderboard; showing the table.")
+        return
+    wanted = scoring.cell_outcomes(cell)
+    rows = [j for j in by_policy.get(policy_id, []) if j.outcome in wanted][:LIST_LIMIT]
+    st.subheader(f"The sessions behind {COLUMN_TITLES[cell]}: {len(rows)}")
+    safe.text(f"policy: {names[policy_id]}")
+    brief = data.fresh("sessions_brief", [j.session_id for j in rows])
+    table = session_rows(rows, brief)
+    safe.table(table, key="lb_cell_rows", column_config=LINKS)
+    if len(rows):
+        # The same links as buttons: a table cell is awkward to hit, a button is not.
+        c1, c2 = st.columns([3, 1])
+        pick = c1.selectbox("Open a session", range(len(rows)), key="lb_cell_pick",
+                            format_func=lambda i: f"session #{rows[i].session_id}: {OUTCOME_WORDS[rows[i].outcome]}"
+                            + (f" at call {rows[i].halt_at}" if rows[i].halt_at else ""))
+        c2.link_button("Replay at the halt" if rows[pick].halt_at else "Replay", table.iloc[pick]["replay"])
+        label_form([j.session_id for j in rows], "lb_cell")
+    st.page_link("views/leaderboard.py", label="Back to the whole leaderboard")
+
+
+def _disagree(a: str, b: str, by_policy: dict[str, list[scoring.Judged]], names: dict[str, str]) -> None:
+    pairs = scoring.disagreements(by_policy.get(a, []), by_policy.get(b, []))
+    st.subheader(f"Sessions where they disagree: {len(pairs)}")
+    if not pairs:
+        st.caption("Both policies did the same on every labelled session they both judged.")
+        return
+    brief = data.fresh("sessions_brief", [x.session_id for x, _ in pairs[:LIST_LIMIT]])
+    info = {int(r.id): r for r in brief.itertuples(index=False)}
+    rows = [{"session": x.session_id, "key": info[x.session_id].key if x.session_id in info else "",
+             "label": x.label, "loop calls": scoring.format_loop_calls(x.first, x.last),
+             "A": OUTCOME_WORDS[x.outcome], "A halts at call": x.halt_at,
+             "B": OUTCOME_WORDS[y.outcome], "B halts at call": y.halt_at,
+             "replay A": _replay_link(x), "replay B": _replay_link(y)} for x, y in pairs[:LIST_LIMIT]]
+    safe.table(pd.DataFrame(rows), key="lb_disagree", column_config={
+        "replay A": st.column_config.LinkColumn("replay A", display_text="open in Replay"),
+        "replay B": st.column_config.LinkColumn("replay B", display_text="open in Replay")})
+    label_form([x.session_id for x, _ in pairs], "lb_disagree")
+
+
+def main() -> None:
+    st.header("Guard leaderboard")
+    st.caption("Each stored policy scored against people's labels: a halt inside the labelled loop is caught, "
+               "before it early (it stopped good work), after it or none missed; any halt on a normal "
+               "session is a false halt. Unclear sessions are left out. Every number opens its sessions.")
+    totals = data.fresh("label_totals")
+    cols = st.columns(5)
+    for col, (key, title) in zip(cols, (("loop", "Loops"), ("normal", "Normal"), ("unclear", "Unclear"),
+                                        ("imported", "Imported labels"), ("dashboard", "Dashboard labels")),
+                                 strict=True):
+        col.metric(title, totals[key])
+    pols = data.q("policies")
+    names = dict(zip(pols["id"], pols["label"], strict=True))
+    judged = read.judged_rows(data.fresh("judged"))
+    by_policy: dict[str, list[scoring.Judged]] = {}
+    for j in judged:
+        by_policy.setdefault(j.policy_id, []).append(j)
+
+    params = st.query_params
+    if params.get("policy") or params.get("cell"):
+        _drill(params.get("policy", ""), params.get("cell", ""), by_policy, names)
+        return
+    if not totals["loop"] + totals["normal"]:
+        st.info("No session is labelled loop or normal yet. Import labels with "
+                "`loopledger labels import FILE.csv`, or label sessions from a list of runs.")
+    elif not names:
+        st.info("The ledger has no policies yet: ingest transcripts first.")
+    else:
+        sort_from_link = params.get("sort")
+        if sort_from_link in scoring.SORTABLE and "lb_sort" not in st.session_state:
+            st.session_state.lb_sort = sort_from_link
+        sort = st.selectbox("Sort by", scoring.SORTABLE, key="lb_sort",
+                            help="rank: most loops caught, then fewest false halts, fewest early halts.")
+        ranked = scoring.rank(scoring.score(judged, list(names.items())), sort)
+        rows = table_rows(ranked)
+        link_cols = {c: st.column_config.LinkColumn(COLUMN_TITLES[c], display_text=r"n=(\d+)$")
+                     for c in scoring.COUNT_COLUMNS}
+        safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | {
+            "precision": st.column_config.NumberColumn("precision", format="%.2f"),
+            "recall": st.column_config.NumberColumn("recall", format="%.2f"),
+            "into loop (median)": st.column_config.NumberColumn("into loop (median)", format="%g")})
+        # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
+        by_id = {s.policy_id: s for s in ranked}
+        o1, o2, o3 = st.columns([3, 2, 1])
+        pick = o1.selectbox("Sessions of policy", list(by_id), format_func=names.get,
+                            key="lb_open_policy")
+        cell = o2.selectbox("Behind the number", scoring.COUNT_COLUMNS, key="lb_open_cell",
+                            format_func=lambda c: f"{COLUMN_TITLES[c]}: {by_id[pick].row()[c]}")
+        o3.link_button("Open these sessions", cell_link(pick, cell, by_id[pick].row()[cell]))
+        bars = pd.DataFrame([{"policy": s.policy, **{p: s.row()[p] for p in charts_scores.PARTS},
+                              **{f"link_{p}": cell_link(s.policy_id, p, s.row()[p]) for p in charts_scores.PARTS}}
+                             for s in ranked])
+        st.altair_chart(charts_scores.outcome_bars(bars), key="lb_chart")
+
+        st.subheader("Where two policies disagree")
+        ids = [s.policy_id for s in ranked]
+        a0 = params.get("a") if params.get("a") in ids else ids[0]
+        b0 = params.get("b") if params.get("b") in ids else ids[min(1, len(ids) - 1)]
+        c1, c2 = st.columns(2)
+        a = c1.selectbox("Policy A", ids, index=ids.index(a0), format_func=names.get, key="lb_a")
+        b = c2.selectbox("Policy B", ids, index=ids.index(b0), format_func=names.get, key="lb_b")
+        if a == b:
+            st.caption("Choose two different policies.")
+        else:
+            _disagree(a, b, by_policy, names)
+
+        # ── ENFORCE SPOT (helper "enforce"): an "Enforce this setting" button goes here, wired to
+        # loopledger.enforce.set_enforced(conn, spec) for the chosen policy (spec from
+        # policies.detector + policies.params). Not built here on purpose.
+
+    st.subheader("Who labelled what")
+    by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")
+    labels = data.fresh("label_list", "" if by == "all" else by)
+    if len(labels):
+        labels.insert(0, "open", [f"./session?session={int(i)}" for i in labels["session_id"]])
+        safe.table(labels, key="lb_labels", column_config={
+            "open": st.column_config.LinkColumn("open", display_text="open")})
+    else:
+        st.caption("No labels yet.")
+
+
+main()

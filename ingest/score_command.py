@@ -1,0 +1,123 @@
+"""What `loopledger score` does: the guard leaderboard in the terminal (ingest/cli.py parses flags).
+
+Stored policies are read from the ledger (their first halts and saved counts, through the read
+model); `--policy` specs are replayed on the labelled sessions' stored events by the replay
+engine, as recheck and sweep do, without storing anything. Both are scored by loopledger.scoring.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from loopledger import scoring
+from loopledger.commands import EXIT_OK, EXIT_USAGE, open_ledger
+from loopledger.detectors.policy import PolicySpec
+from loopledger.ledger import read, store
+from loopledger.replay import replay, tally
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy.engine import Connection
+
+# Piped or captured (CI logs, files, tests) the table keeps its natural width: not cut to 80 columns.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+HEADERS = {"policy": "policy", "loops": "loops", "caught": "caught", "early": "early", "missed": "missed",
+           "normal": "normal", "false_halts": "false halts", "precision": "prec.", "recall": "recall",
+           "saved": "saved", "into_loop": "calls into loop"}
+
+
+def replay_judged(conn: Connection, specs: Sequence[PolicySpec]) -> list[scoring.Judged]:
+    """Each spec replayed on every session labelled loop or normal (events from the ledger)."""
+    out_rows: list[scoring.Judged] = []
+    for lab in read.scored_labels(conn).itertuples(index=False):
+        sid = int(lab.session_id)
+        events = store.load_events(conn, sid)
+        first = None if lab.loop_first is None or lab.loop_first != lab.loop_first else int(lab.loop_first)
+        last = None if lab.loop_last is None or lab.loop_last != lab.loop_last else int(lab.loop_last)
+        for spec in specs:
+            steps = list(replay(events, spec))
+            out_rows.append(scoring.judge_replay(spec.id, sid, lab.label, first, last, events, steps,
+                                                 tally(steps).saved))
+    return out_rows
+
+
+def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scoring.PolicyScore]:
+    """Every stored policy, then every spec not stored, scored against the ledger's labels."""
+    pols = read.policies(conn)
+    order = list(zip(pols["id"], pols["label"], strict=True))
+    judged = read.judged_rows(read.judged(conn))
+    stored = {pid for pid, _ in order}
+    extra = [s for s in dict.fromkeys(specs) if s.id not in stored]
+    if extra:
+        order += [(s.id, f"{s.label} (replayed)") for s in extra]
+        judged += replay_judged(conn, extra)
+    return scoring.score(judged, order)
+
+
+def table_of(scores: Sequence[scoring.PolicyScore], totals: dict[str, int]) -> Table:
+    title = (f"Guard leaderboard over {totals['loop']} loop and {totals['normal']} normal labelled session(s) "
+             f"({totals['unclear']} unclear left out)")
+    table = Table(title=title, title_justify="left")
+    for key, head in HEADERS.items():
+        # Numbers never wrap; the policy's label and the list of catches do, in a narrow terminal.
+        wraps = key in ("policy", "into_loop")
+        table.add_column(head, justify="left" if wraps else "right", no_wrap=not wraps,
+                         min_width=24 if key == "policy" else None if wraps else len(head))
+    for s in scores:
+        first, *rest = cells(s)
+        table.add_row(Text(first), *rest)
+    return table
+
+
+def cells(s: scoring.PolicyScore) -> list[str]:
+    r = s.row()
+    return [s.policy, *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
+            scoring.ratio(s.recall), str(s.saved), scoring.into_loop_text(s.into_loop)]
+
+
+def markdown_table(scores: Sequence[scoring.PolicyScore]) -> str:
+    """The same table as Markdown (BENCHMARKS.md); `|` in a policy label is escaped."""
+    head = "| " + " | ".join(HEADERS.values()) + " |"
+    rule = "|" + "|".join("---" if k == "policy" else "---:" for k in HEADERS) + "|"
+    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells(s)) + " |" for s in scores]
+    return "\n".join([head, rule, *rows]) + "\n"
+
+
+FORMATS = ("table", "markdown", "csv")
+
+
+def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: str = "table") -> int:
+    try:
+        specs = [PolicySpec.parse(p) for p in policy]
+        if sort not in scoring.SORTABLE:
+            raise ValueError(f"--sort {sort!r}: expected one of {', '.join(scoring.SORTABLE)}")
+        if fmt not in FORMATS:
+            raise ValueError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    engine = open_ledger(db)
+    try:
+        with engine.connect() as conn:
+            totals = read.label_totals(conn)
+            scores = leaderboard(conn, specs)
+    finally:
+        engine.dispose()
+    if not totals["loop"] + totals["normal"]:
+        err.print(Text("no session is labelled loop or normal yet: import labels with "
+                       "`loopledger labels import FILE.csv`, or label runs on the dashboard", style="yellow"))
+    ranked = scoring.rank(scores, sort)
+    if fmt == "markdown":
+        sys.stdout.write(markdown_table(ranked))
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["policy_id", *HEADERS])
+        w.writerows([s.policy_id, *cells(s)] for s in ranked)
+    else:
+        out.print(table_of(ranked, totals))
+    return EXIT_OK

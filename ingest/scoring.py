@@ -1,0 +1,321 @@
+"""Scoring loop guards against people's labels: THE rule behind the guard leaderboard page,
+`loopledger score` and the bench table (pure: no database, no Streamlit).
+
+A label judges a whole session: `loop` (with the loop's calls, 1-based positions `first..last`
+among the session's tool calls in order), `normal`, or `unclear`. A policy's FIRST halt in the
+session is placed at a call position: the first call it stopped (a per-call halt: that call; a
+batch-level halt: the batch's first call; a halt on a prose turn: the next call after it). Then
+
+    loop session:   halt in [first, last] → caught · halt before first → early (it stopped good
+                    work and never saw the loop) · no halt, or a halt after last → missed
+    normal session: any halt → false_halt · none → clean
+    unclear:        left out.
+
+Per policy: precision = caught / sessions it halted (loop and normal ones), recall = caught /
+loops, calls saved = the ledger's saved counts over the scored sessions, and for each catch how
+many calls into the loop it came (halt position − first + 1).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from loopledger import vocab
+from loopledger.events import Batch, Event
+
+LOOP, NORMAL, UNCLEAR = "loop", "normal", "unclear"
+LABELS = (LOOP, NORMAL, UNCLEAR)
+# The words the dashboard wrote before labels judged sessions (ledgers from before 0003).
+ALIASES = {"real_loop": LOOP, "not_loop": NORMAL}
+
+CAUGHT, EARLY, MISSED, FALSE_HALT, CLEAN = "caught", "early", "missed", "false_halt", "clean"
+OUTCOMES = (CAUGHT, EARLY, MISSED, FALSE_HALT, CLEAN)
+
+IMPORTED, DASHBOARD = "imported", "dashboard"  # who labelled: a CSV import, or a person in the dashboard
+LABELLED_BY = (IMPORTED, DASHBOARD)
+
+# The leaderboard's columns, in order; COUNT_COLUMNS are the numbers that link to their sessions.
+COUNT_COLUMNS = ("loops", CAUGHT, EARLY, MISSED, NORMAL, "false_halts")
+COLUMNS = ("policy", *COUNT_COLUMNS, "precision", "recall", "saved", "into_loop")
+
+
+def normalize_label(text: str) -> str:
+    """`loop` / `normal` / `unclear` (any case; the old `real_loop` / `not_loop` too)."""
+    word = (text or "").strip().lower()
+    word = ALIASES.get(word, word)
+    if word not in LABELS:
+        raise ValueError(f"unknown label {text!r}; expected one of {', '.join(LABELS)}")
+    return word
+
+
+_RANGE = re.compile(r"^\s*#?(\d+)\s*(?:[-–—]|\.\.)\s*#?(\d+)\s*$|^\s*#?(\d+)\s*$")
+
+
+def parse_loop_calls(text: str | None) -> tuple[int, int] | None:
+    """`133-147` (also `133..147`, `133–147`, or one call `12`) → (133, 147); empty → None."""
+    if text is None or not str(text).strip():
+        return None
+    m = _RANGE.match(str(text))
+    if not m:
+        raise ValueError(f"loop_calls {text!r}: expected FIRST-LAST, 1-based call positions, e.g. 6-12")
+    first, last = (int(m[1]), int(m[2])) if m[1] else (int(m[3]), int(m[3]))
+    if first < 1 or last < first:
+        raise ValueError(f"loop_calls {text!r}: positions start at 1 and the last is not before the first")
+    return first, last
+
+
+def format_loop_calls(first: int | None, last: int | None) -> str:
+    return "" if first is None or last is None else f"{first}-{last}"
+
+
+def check_label(label: str, first: int | None, last: int | None, n_calls: int | None = None) -> None:
+    """Raise ValueError unless (label, loop range) is one a session can carry."""
+    if label not in LABELS:
+        raise ValueError(f"unknown label {label!r}; expected one of {', '.join(LABELS)}")
+    if label == LOOP:
+        if first is None or last is None:
+            raise ValueError("a loop label needs the loop's calls (loop_calls FIRST-LAST)")
+        if first < 1 or last < first:
+            raise ValueError(f"loop calls {first}-{last}: positions start at 1 and the last is not before the first")
+        if n_calls is not None and last > n_calls:
+            raise ValueError(f"loop calls {first}-{last} go past the session's {n_calls} call(s)")
+    elif first is not None or last is not None:
+        raise ValueError(f"only a loop label has loop calls (this one is {label!r})")
+
+
+def outcome(label: str, first: int | None, last: int | None, halt_at: int | None) -> str | None:
+    """One session's outcome for one policy (None: unclear, left out of the score)."""
+    if label == LOOP:
+        if halt_at is None or last is None or halt_at > last:
+            return MISSED
+        return EARLY if first is not None and halt_at < first else CAUGHT
+    if label == NORMAL:
+        return CLEAN if halt_at is None else FALSE_HALT
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One policy on one labelled session: where it first halted (call position), and what it saved."""
+
+    policy_id: str
+    session_id: int
+    label: str
+    first: int | None = None  # the labelled loop's calls (loop only)
+    last: int | None = None
+    halt_at: int | None = None  # 1-based call position of the first halt; None: never halted
+    saved: int = 0
+    halt_run: int | None = None  # where Replay should open (the halting run and event seq)
+    halt_seq: int | None = None
+
+    @property
+    def outcome(self) -> str | None:
+        return outcome(self.label, self.first, self.last, self.halt_at)
+
+    @property
+    def into_loop(self) -> int | None:
+        """Calls into the loop when the halt came (a catch only): 1 = on the loop's first call."""
+        return self.halt_at - self.first + 1 if self.outcome == CAUGHT else None
+
+
+@dataclass(slots=True)
+class PolicyScore:
+    policy_id: str
+    policy: str
+    loops: int = 0
+    caught: int = 0
+    early: int = 0
+    missed: int = 0
+    normal: int = 0
+    false_halts: int = 0
+    halted: int = 0  # scored sessions it halted at all (precision's denominator)
+    saved: int = 0
+    into_loop: list[int] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float | None:
+        """caught / sessions halted (None: it halted no labelled loop or normal session)."""
+        return self.caught / self.halted if self.halted else None
+
+    @property
+    def recall(self) -> float | None:
+        """caught / loops (None: no loop among the sessions it judged)."""
+        return self.caught / self.loops if self.loops else None
+
+    @property
+    def into_loop_median(self) -> float | None:
+        return statistics.median(self.into_loop) if self.into_loop else None
+
+    def row(self) -> dict:
+        """The leaderboard's row (precision and recall as fractions, into_loop as the sorted list)."""
+        return {"policy_id": self.policy_id, "policy": self.policy, "loops": self.loops, CAUGHT: self.caught,
+                EARLY: self.early, MISSED: self.missed, NORMAL: self.normal, "false_halts": self.false_halts,
+                "precision": self.precision, "recall": self.recall, "saved": self.saved,
+                "into_loop": sorted(self.into_loop)}
+
+
+def score(judged: Iterable[Judged], policies: Mapping[str, str] | Sequence[tuple[str, str]]) -> list[PolicyScore]:
+    """Per policy (in the order given: id → label), its counts over the judged sessions.
+
+    A policy counts only the sessions it judged (a Judged row), so one added after some sessions
+    were ingested shows fewer loops/normal sessions rather than misses it never had a chance at.
+    """
+    order = list(policies.items()) if isinstance(policies, Mapping) else list(policies)
+    out = {pid: PolicyScore(pid, label) for pid, label in order}
+    for j in judged:
+        ps = out.get(j.policy_id)
+        if ps is None:
+            continue
+        o = j.outcome
+        if o is None:
+            continue
+        ps.saved += j.saved
+        if j.halt_at is not None:
+            ps.halted += 1
+        if j.label == LOOP:
+            ps.loops += 1
+            if o == CAUGHT:
+                ps.caught += 1
+                ps.into_loop.append(j.into_loop)
+            elif o == EARLY:
+                ps.early += 1
+            else:
+                ps.missed += 1
+        else:
+            ps.normal += 1
+            if o == FALSE_HALT:
+                ps.false_halts += 1
+    return list(out.values())
+
+
+def cell_outcomes(column: str) -> tuple[str, ...]:
+    """The session outcomes behind one leaderboard number (what its link lists)."""
+    return {"loops": (CAUGHT, EARLY, MISSED), CAUGHT: (CAUGHT,), EARLY: (EARLY,), MISSED: (MISSED,),
+            NORMAL: (FALSE_HALT, CLEAN), "false_halts": (FALSE_HALT,)}[column]
+
+
+def disagreements(a: Iterable[Judged], b: Iterable[Judged]) -> list[tuple[Judged, Judged]]:
+    """Sessions both policies judged where their outcomes differ (in session order)."""
+    by_a = {j.session_id: j for j in a}
+    out = []
+    for j in sorted(b, key=lambda x: x.session_id):
+        other = by_a.get(j.session_id)
+        if other is not None and other.outcome is not None and other.outcome != j.outcome:
+            out.append((other, j))
+    return out
+
+
+# ── positions from events (a policy replayed rather than read from the ledger) ─────────────────
+
+
+def call_position(events: Sequence[Event], seq: int, idx: int) -> int:
+    """1-based position of the call a check at (seq, idx) stopped: the calls before it, plus one.
+
+    idx < 0 (a batch-level check) is the batch's first call; a check on a prose turn stands for
+    the next call after it. The ledger's read model counts the same way in SQL."""
+    before = 0
+    for ev in events[:seq]:
+        if isinstance(ev, Batch):
+            before += len(ev.calls)
+    return before + max(idx, 0) + 1
+
+
+def first_halt(steps: Iterable) -> tuple[int, int, int] | None:
+    """(run, seq, idx) of a replay's first halt check, or None."""
+    for step in steps:
+        for c in step.checks:
+            if c.verdict == vocab.HALT:
+                return step.run, step.seq, c.idx
+    return None
+
+
+def judge_replay(policy_id: str, session_id: int, label: str, first: int | None, last: int | None,
+                 events: Sequence[Event], steps: Sequence, saved: int) -> Judged:
+    """A Judged row from a replay (`steps` from loopledger.replay, `saved` from its tally)."""
+    fh = first_halt(steps)
+    if fh is None:
+        return Judged(policy_id, session_id, label, first, last, None, saved)
+    run, seq, idx = fh
+    return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq)
+
+
+# ── runs (the dashboard labels from a run; Compare scores runs) ──────────────────────────────────
+
+
+def run_span(calls_per_run: Sequence[int], run: int) -> tuple[int, int] | None:
+    """The 1-based call positions of run `run`, given each run's call count (None: no calls)."""
+    if not 0 <= run < len(calls_per_run) or calls_per_run[run] <= 0:
+        return None
+    first = sum(calls_per_run[:run]) + 1
+    return first, first + calls_per_run[run] - 1
+
+
+def run_verdicts(label: str, first: int | None, last: int | None,
+                 calls_per_run: Sequence[int]) -> dict[int, bool]:
+    """Run → is it a real loop, from the session's label (Compare scores runs, labels judge sessions).
+
+    normal: every run is not a loop; loop: the runs holding any of the loop's calls are, the
+    others are not; unclear: no run is judged."""
+    if label == UNCLEAR:
+        return {}
+    out = {}
+    for run in range(len(calls_per_run)):
+        span = run_span(calls_per_run, run)
+        out[run] = (label == LOOP and span is not None and first is not None and last is not None
+                    and span[0] <= last and first <= span[1])
+    return out
+
+
+def ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+SORTABLE = ("rank", *COUNT_COLUMNS, "precision", "recall", "saved", "into_loop", "policy")
+
+
+def rank(scores: Iterable[PolicyScore], by: str = "rank") -> list[PolicyScore]:
+    """The leaderboard order. `rank`: most loops caught, then fewest false halts, fewest early
+    halts, most calls saved; any other column: highest first (policy: A→Z; into_loop: soonest
+    first, none last)."""
+    scores = list(scores)
+    if by == "rank":
+        return sorted(scores, key=lambda s: (-s.caught, s.false_halts, s.early, -s.saved, s.policy))
+    if by == "policy":
+        return sorted(scores, key=lambda s: s.policy)
+    if by == "into_loop":
+        return sorted(scores, key=lambda s: (s.into_loop_median is None, s.into_loop_median or 0, s.policy))
+    if by not in SORTABLE:
+        raise ValueError(f"cannot sort by {by!r}; expected one of {', '.join(SORTABLE)}")
+    return sorted(scores, key=lambda s: (-(s.row()[by] if s.row()[by] is not None else -1), s.policy))
+
+
+def into_loop_text(values: Sequence[int]) -> str:
+    """`2 (1, 2, 4)`: the median calls into the loop, then each catch's; empty when none."""
+    if not values:
+        return ""
+    med = statistics.median(values)
+    med_s = f"{med:g}"
+    return med_s if len(values) == 1 else f"{med_s} ({', '.join(map(str, sorted(values)))})"
+
+
+def any_of(judged: Iterable[Judged], policy_ids: Sequence[str], combined_id: str) -> list[Judged]:
+    """The set of policies as one guard: per session the earliest first halt of any of them, and the
+    calls that halting policy saved (every policy must have judged the session)."""
+    wanted = set(policy_ids)
+    by_session: dict[int, list[Judged]] = {}
+    for j in judged:
+        if j.policy_id in wanted:
+            by_session.setdefault(j.session_id, []).append(j)
+    out = []
+    for sid, js in sorted(by_session.items()):
+        if len({j.policy_id for j in js}) < len(wanted):
+            continue
+        halted = [j for j in js if j.halt_at is not None]
+        first = min(halted, key=lambda j: j.halt_at) if halted else js[0]
+        out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at if halted else None,
+                          first.saved if halted else 0, first.halt_run if halted else None,
+                          first.halt_seq if halted else None))
+    return out

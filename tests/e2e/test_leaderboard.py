@@ -1,0 +1,56 @@
+"""In a real browser: the guard leaderboard on the hand-worked ledger of tests/score_support.py
+shows its numbers; a number opens the sessions behind it, and a session opens Replay at the halt."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.e2e.conftest import start_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (score_support)
+from score_support import WINDOW, build  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def scored_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e_leaderboard")
+    url, _ = build(tmp)
+    with start_server(url, tmp / "server.log") as base:
+        yield base
+
+
+def test_follow_a_number_to_replay_at_the_halt(scored_server, page):
+    page.goto(f"{scored_server}/leaderboard")
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=60_000)
+    page.get_by_text("Guard leaderboard").first.wait_for(timeout=30_000)
+    # Pick WINDOW's "early" number (1, counted by hand) and open it.
+    page.get_by_test_id("stSelectbox").filter(has_text="Sessions of policy").first.click()
+    page.get_by_role("option", name=WINDOW.label).click()
+    page.get_by_test_id("stSelectbox").filter(has_text="Behind the number").first.click()
+    page.get_by_role("option", name="early: 1").click()
+    link = page.get_by_role("link", name="Open these sessions")
+    link.wait_for(timeout=30_000)
+    q = parse_qs(urlparse(link.get_attribute("href")).query)
+    assert q == {"policy": [WINDOW.id], "cell": ["early"], "n": ["1"]}
+    with page.context.expect_page() as opened:
+        link.click()
+    listing = opened.value
+    listing.wait_for_load_state()
+    listing.get_by_text("The sessions behind early: 1").wait_for(timeout=60_000)
+    replay = listing.get_by_role("link", name="Replay at the halt")
+    replay.wait_for(timeout=30_000)
+    with listing.context.expect_page() as opened2:
+        replay.click()
+    rp = opened2.value
+    rp.wait_for_load_state()
+    # task-2's halt under WINDOW is its 4th call: event seq 7 (user turn, then call/answer pairs).
+    rp.wait_for_url(re.compile(r"/replay\?.*step=7(&|$)"), timeout=60_000)
+    rp.get_by_text("▶ at the cursor").wait_for(timeout=60_000)
+    assert f"policy={WINDOW.id}" in rp.url
+    for pg in (page, listing, rp):
+        assert not pg.get_by_test_id("stException").count()

@@ -1,0 +1,115 @@
+"""A small labelled ledger whose leaderboard is worked out by hand (not a test module).
+
+Six tau-bench-shaped sessions in one file, ingested by the real worker under two policies chosen
+for rules simple enough to count on paper:
+- WINDOW = window:window=8,threshold=3 halts the 3rd call with the same tool and arguments
+  among the last 8 calls;
+- LADDER = ladder:…halt_at=4 halts the 4th identical call in a row (every tool here mutates).
+After a halt the run's later calls are "saved". X = the same failing `edit`, Y = the same
+`write_file`, T = the same `run_tests`, lower-case letters are distinct `note` calls.
+
+    session  calls (1-based)          label           WINDOW halts at      LADDER halts at
+    task-1   a b X X X X c            loop 3-6        5: caught, 3 in,     6: caught, 4 in,
+                                                      saves 2 (6, 7)       saves 1 (7)
+    task-2   Y a Y Y X X X X          loop 5-8        4: early (Y's 3rd),  8: caught, 4 in,
+                                                      saves 4 (5-8)        saves 0
+    task-3   a X b X c X d            loop 2-6        6: caught, 5 in,     never: missed
+                                                      saves 1 (7)
+    task-4   a b c d                  normal          never: clean         never: clean
+    task-5   a T b T c T              normal          6: false halt        never: clean
+    task-6   X X X X                  unclear         (left out)           (left out)
+
+    WINDOW: loops 3, caught 2, early 1, missed 0, normal 2, false halts 1, halted 4 →
+            precision 2/4 = 0.50, recall 2/3 = 0.67, saved 2+4+1 = 7, calls into loop 3 and 5
+    LADDER: loops 3, caught 2, early 0, missed 1, normal 2, false halts 0, halted 2 →
+            precision 1.00, recall 0.67, saved 1, calls into loop 4 and 4
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loopledger.detectors.policy import PolicySpec
+
+WINDOW = PolicySpec.parse("window:window=8,threshold=3")
+LADDER = PolicySpec.parse("ladder:warn_at=2,block_at=3,halt_at=4,read_only_warn_at=2,read_only_block_at=3,"
+                          "read_only_halt_at=4")
+FILE = "scored/tau-mini.json"
+
+SESSIONS = {
+    1: "a b X X X X c",
+    2: "Y a Y Y X X X X",
+    3: "a X b X c X d",
+    4: "a b c d",
+    5: "a T b T c T",
+    6: "X X X X",
+}
+CALLS = {"X": ("edit", {"path": "app.py", "old": "x", "new": "y"}, "Error: old string not found"),
+         "Y": ("write_file", {"path": "out.txt", "text": "hi"}, "Error: read-only file system"),
+         "T": ("run_tests", {"cmd": "pytest -q"}, None)}
+
+LABELS_CSV = f"""file,session_key,label,loop_calls,reason
+{FILE},task-1.trial-0,loop,3-6,"edit x4, same error"
+{FILE},task-2.trial-0,loop,5-8,edit x4 after two write_file retries
+{FILE},task-3.trial-0,loop,2-6,"edit, note, edit, note, edit: same error each time"
+{FILE},task-4.trial-0,normal,,no repeats
+{FILE},task-5.trial-0,normal,,edit/test cycle; the tests' output changes
+{FILE},task-6.trial-0,unclear,,too short to say
+"""
+
+# (loops, caught, early, missed, normal, false halts, precision, recall, saved, calls into loop)
+EXPECTED = {
+    WINDOW.id: (3, 2, 1, 0, 2, 1, "0.50", "0.67", 7, "4 (3, 5)"),
+    LADDER.id: (3, 2, 0, 1, 2, 0, "1.00", "0.67", 1, "4 (4, 4)"),
+}
+
+
+def _record(task: int, pattern: str) -> dict:
+    traj: list[dict] = [{"role": "system", "content": "You are an agent."},
+                        {"role": "user", "content": f"Task {task}: fix app.py"}]
+    for i, name in enumerate(pattern.split(), 1):
+        if name in CALLS:
+            tool, args, answer = CALLS[name]
+            # run_tests answers change every time (progress); the failing writes answer the same.
+            answer = answer or f"{i} passed, {9 - i} failed"
+        else:
+            tool, args, answer = "note", {"text": f"{name}-{i}"}, "ok"
+        cid = f"call_{task}_{i}"
+        traj.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}]})
+        traj.append({"role": "tool", "tool_call_id": cid, "name": tool, "content": answer})
+    traj.append({"role": "assistant", "content": "Done."})
+    return {"task_id": task, "trial": 0, "reward": 0.0, "info": {}, "traj": traj}
+
+
+def write_transcripts(root: Path) -> Path:
+    path = root / FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([_record(task, p) for task, p in SESSIONS.items()]), encoding="utf-8")
+    return path
+
+
+def build(root: Path, url: str | None = None, specs=(WINDOW, LADDER)) -> tuple[str, Path]:
+    """Ingest the transcripts under `specs` only (WINDOW and LADDER), import the labels into the
+    ledger at `url` (default: a SQLite file under root); (ledger URL, CSV path)."""
+    from loopledger import labels, worker
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
+
+    transcripts = write_transcripts(root / "transcripts")
+    csv_path = root / "labels.csv"
+    csv_path.write_text(LABELS_CSV, encoding="utf-8")
+    url = url or f"sqlite:///{root / 'ledger.sqlite'}"
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine)
+        opts = worker.Options(specs=list(specs), default_ids=frozenset(s.id for s in specs))
+        totals = worker.ingest_paths(engine, [transcripts], opts)
+        assert totals.sessions == 6 and totals.quarantined == 0, totals
+        with engine.begin() as conn:
+            report = labels.import_file(conn, csv_path)
+        assert report.labelled == 6 and not report.problems, report.messages
+    finally:
+        engine.dispose()
+    return url, csv_path

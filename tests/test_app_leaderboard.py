@@ -1,0 +1,137 @@
+"""The guard leaderboard page (AppTest) on the hand-worked ledger of tests/score_support.py:
+the numbers are the literal ones counted there, each links to its sessions, and each session
+opens Replay at the policy's halt."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import sqlalchemy as sa
+from app_support import app, charts, ledger_env, markdown_texts
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
+from score_support import EXPECTED, LADDER, WINDOW, build
+
+PAGE = "views/leaderboard.py"
+COUNTS = ("loops", "caught", "early", "missed", "normal", "false_halts")
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    url, _ = build(tmp_path_factory.mktemp("leaderboard"))
+    with ledger_env(url):
+        yield url
+
+
+def _frame(at, column: str):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _n(link: str) -> int:
+    return int(re.search(r"n=(\d+)$", link)[1])
+
+
+def _session_ids(url: str) -> dict[str, int]:
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        out = dict(conn.execute(sa.select(t.sessions.c.key, t.sessions.c.id)).all())
+    eng.dispose()
+    return out
+
+
+def test_the_table_shows_the_hand_counted_numbers(ledger):
+    at = app(PAGE)
+    assert not at.exception, at.exception
+    table = _frame(at, "false_halts")
+    assert len(table) == 2
+    got = {}
+    for row in table.itertuples(index=False):
+        pid = parse_qs(urlparse(row.loops).query)["policy"][0]
+        got[pid] = (*[_n(getattr(row, c)) for c in COUNTS], f"{row.precision:.2f}", f"{row.recall:.2f}",
+                    int(row.saved), f"{row[table.columns.get_loc('into loop (median)')]:g} "
+                    f"({row[table.columns.get_loc('into loop (each catch)')]})")
+    assert got == EXPECTED
+    # Ranked: both catch 2, LADDER has no false halt.
+    assert parse_qs(urlparse(table.iloc[0]["loops"]).query)["policy"] == [LADDER.id]
+    assert {m.label: m.value for m in at.metric} | {} == {"Loops": "3", "Normal": "2", "Unclear": "1",
+                                                          "Imported labels": "6", "Dashboard labels": "0"}
+    ((spec, bars),) = [c for c in charts(at) if "part" in c[1].columns]
+    assert dict(zip(bars[bars.policy == WINDOW.label].part, bars[bars.policy == WINDOW.label].sessions,
+                    strict=True)) == {"caught": 2, "early": 1, "false_halts": 1}
+    assert all(not any(p in m for p in (WINDOW.label, LADDER.label)) for m in markdown_texts(at)), \
+        "policy labels are shown as text, never as markdown"
+
+
+def test_sorting_by_a_column(ledger):
+    at = app(PAGE)
+    at.selectbox(key="lb_sort").set_value("saved").run()
+    assert not at.exception, at.exception
+    assert list(_frame(at, "false_halts")["saved"]) == [7, 1]
+
+
+def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):
+    keys = _session_ids(ledger)
+    at = app(PAGE, policy=WINDOW.id, cell="early", n="1")
+    assert not at.exception, at.exception
+    rows = _frame(at, "halt at call")
+    assert list(rows["key"]) == ["task-2.trial-0"] and list(rows["halt at call"]) == [4]
+    link = parse_qs(urlparse(rows.iloc[0]["replay"]).query)
+    # task-2: system prompt is not an event; user turn = seq 0, then call/answer pairs: call 4 is seq 7.
+    assert link == {"session": [str(keys["task-2.trial-0"])], "run": ["0"], "policy": [WINDOW.id], "step": ["7"]}
+    caught = _frame(app(PAGE, policy=LADDER.id, cell="caught", n="2"), "halt at call")
+    assert sorted(zip(caught["key"], caught["halt at call"], caught["calls into loop"], strict=True)) == [
+        ("task-1.trial-0", 6, 4), ("task-2.trial-0", 8, 4)]
+    loops = _frame(app(PAGE, policy=LADDER.id, cell="loops", n="3"), "outcome")
+    assert sorted(loops["outcome"]) == ["caught", "caught", "missed"]
+
+
+def test_two_policies_show_where_they_disagree(ledger):
+    at = app(PAGE)
+    at.selectbox(key="lb_a").set_value(WINDOW.id).run()
+    at.selectbox(key="lb_b").set_value(LADDER.id).run()
+    assert not at.exception, at.exception
+    rows = _frame(at, "B halts at call")
+    got = sorted(zip(rows["key"], rows["A"], rows["B"], strict=True))
+    assert got == [("task-2.trial-0", "halted early", "caught"), ("task-3.trial-0", "caught", "missed"),
+                   ("task-5.trial-0", "false halt", "clean")]
+
+
+def test_labelling_from_a_list_moves_the_numbers(tmp_path):
+    url, _ = build(tmp_path)
+    keys = _session_ids(url)
+    with ledger_env(url):
+        at = app(PAGE, policy=WINDOW.id, cell="normal", n="2")
+        sid = keys["task-5.trial-0"]
+        # Inside a form the values are sent with the submit, not one by one.
+        at.selectbox(key="lb_cell_session").set_value(sid)
+        at.radio(key="lb_cell_label").set_value("loop")
+        at.text_input(key="lb_cell_loop_calls").input("4-6")
+        at.text_input(key="lb_cell_reason").input("the tests never pass")
+        at.button(key="FormSubmitter:label_form_lb_cell-Save label").click().run()
+        assert not at.exception, at.exception
+        assert any("Saved" in s.value for s in at.success)
+        at = app(PAGE)
+        table = _frame(at, "false_halts")
+        window = next(r for r in table.itertuples(index=False) if WINDOW.id in r.loops)
+        # task-5 is now a loop at 4-6 and WINDOW halted it at call 6: 3 caught of 4 loops, no false halt.
+        assert (_n(window.loops), _n(window.caught), _n(window.false_halts)) == (4, 3, 0)
+        who = _frame(at, "labelled_by")
+        assert sorted(who["labelled_by"]) == ["dashboard"] + ["imported"] * 5
+
+
+def test_no_labels_says_how_to_get_some(tmp_path):
+    from app_support import make_ledger
+
+    url, _ = make_ledger(tmp_path / "l.sqlite", sessions=5, calls=200)
+    with ledger_env(url):
+        at = app(PAGE)
+        assert not at.exception, at.exception
+        assert any("loopledger labels import" in i.value for i in at.info)
+
+
+def test_a_bad_link_is_a_warning(ledger):
+    at = app(PAGE, policy="nope", cell="caught")
+    assert not at.exception, at.exception
+    assert at.warning

@@ -1,0 +1,389 @@
+"""The progress detector: one test (at least) per rule of docs/architecture.md, "progress"."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
+from loopledger.detectors.progress import ERROR_PATTERNS, VOLATILE_PATTERNS
+from loopledger.events import Answer, Answers, Batch, Call, UserTurn
+from loopledger.replay import Replayer, replay
+
+FAIL = "Error: flight HAT030 not available on date 2024-05-13"
+
+
+def run(d: ProgressDetector, calls) -> list[tuple[str, int, str]]:
+    """Check each (name, args, answer[, is_error]) in turn, record its answer; the verdicts."""
+    out = []
+    for name, args, answer, *err in calls:
+        v = d.check(name, args)
+        out.append((v.action, v.count, v.rule))
+        if answer is not None:
+            d.record_answer(answer, bool(err and err[0]))
+    return out
+
+
+def actions(d: ProgressDetector, calls) -> list[str]:
+    return [a for a, _, _ in run(d, calls)]
+
+
+# ── rule 1: stale repeat ──────────────────────────────────────────────────────────────────────
+
+
+def test_identical_call_with_the_same_successful_answer_halts_at_ok_halt_at():
+    # Judged before it runs: the 4th identical call, after three equal answers, never executes.
+    got = run(ProgressDetector(), [("read", {"p": "a"}, "same")] * 5)
+    assert got[:4] == [("allow", 1, ""), ("warn", 2, "repeat"), ("warn", 3, "repeat"), ("halt", 4, "repeat")]
+
+
+def test_identical_call_with_the_same_failure_halts_at_halt_at():
+    got = run(ProgressDetector(), [("submit", {"f": "x"}, "Error: wrong flag")] * 3)
+    assert got == [("allow", 1, ""), ("warn", 2, "repeat"), ("halt", 3, "repeat")]
+
+
+def test_a_changed_answer_is_progress_and_clears_the_count():
+    d = ProgressDetector()
+    got = run(d, [("test", {}, "3 failed"), ("test", {}, "3 failed"), ("test", {}, "1 failed"),
+                  ("test", {}, "1 failed"), ("test", {}, "1 failed")])
+    assert [c for _, c, _ in got] == [1, 2, 3, 2, 3]  # the 3rd answer changed: the run restarts at it
+    assert "halt" not in [a for a, _, _ in got]
+
+
+def test_repeats_count_across_other_calls_inside_the_window():
+    # Not only back to back: the django fix.patch written 4x with a sed between.
+    calls = [("bash", {"c": "write"}, "ok"), ("bash", {"c": "write"}, "ok"), ("bash", {"c": "sed 1"}, "x"),
+             ("bash", {"c": "write"}, "ok"), ("bash", {"c": "write"}, "ok")]
+    assert actions(ProgressDetector(), calls)[-1] == "halt"
+
+
+def test_repeats_further_apart_than_the_window_are_forgotten():
+    filler = [("grep", {"n": i}, f"hit {i}") for i in range(4)]
+    calls = [("read", {}, "same"), *filler, ("read", {}, "same"), *filler, ("read", {}, "same"),
+             *filler, ("read", {}, "same")]
+    assert actions(ProgressDetector(window=20), calls)[-1] == "halt"
+    # window=4 holds the 4 calls between two reads, not the read before them
+    assert set(actions(ProgressDetector(window=4), calls)) == {"allow"}
+    assert actions(ProgressDetector(window=5), calls)[5] == "warn"
+
+
+# ── rule 2: stale retry ───────────────────────────────────────────────────────────────────────
+
+
+def _update(*flights: str, payment: str = "gift_card_1") -> dict:
+    return {"flights": [{"flight_number": f, "date": "2024-05-13"} for f in flights],
+            "payment_id": payment, "reservation_id": "XEWRD9"}
+
+
+def test_same_error_with_arguments_that_keep_what_the_error_names_is_a_stale_retry():
+    # tau-bench task 13: the agent adds a segment, HAT030 stays, the error stays.
+    calls = [("update", _update("HAT030", "HAT223"), FAIL),
+             ("update", _update("HAT030", "HAT223", "HAT052"), FAIL),
+             ("update", _update("HAT030", "HAT052"), FAIL)]
+    assert run(ProgressDetector(), calls) == [("allow", 1, ""), ("warn", 2, "retry"), ("halt", 3, "retry")]
+
+
+def test_going_back_to_arguments_already_tried_with_that_error_is_a_stale_retry():
+    err = "Error: payment amount does not add up"  # names nothing in the arguments
+    calls = [("book", {"amount": 299}, err), ("book", {"amount": 310}, err), ("book", {"amount": 299}, err),
+             ("book", {"amount": 310}, err)]
+    assert [c for _, c, _ in run(ProgressDetector(), calls)] == [1, 1, 2, 3]
+
+
+def test_trying_something_new_each_time_is_not_a_loop():
+    # tau-bench task 23 (normal): a different payment method each time, the same error.
+    err = "Error: gift card balance is not enough"
+    calls = [("update", _update("HAT072", payment=f"gift_card_{i}"), err) for i in range(6)]
+    assert actions(ProgressDetector(), calls) == ["allow"] * 6
+
+
+def test_a_new_attempt_ends_the_run_of_stale_retries():
+    err = "Error: payment amount does not add up"
+    calls = [("book", {"a": 1}, err), ("book", {"a": 1}, err), ("book", {"a": 2}, err), ("book", {"a": 2}, err)]
+    assert [c for _, c, _ in run(ProgressDetector(), calls)] == [1, 2, 1, 2]
+
+
+def test_a_success_of_the_tool_ends_the_retry_run():
+    calls = [("update", _update("HAT030"), FAIL), ("update", _update("HAT030", "X"), FAIL),
+             ("update", _update("HAT052"), '{"ok": true}'), ("update", _update("HAT030", "Y"), FAIL)]
+    assert [c for _, c, _ in run(ProgressDetector(), calls)] == [1, 2, 1, 1]
+
+
+def test_other_tools_failing_the_same_way_are_not_retries_of_this_one():
+    calls = [("a", {"x": "HAT030"}, FAIL), ("b", {"x": "HAT030"}, FAIL), ("c", {"x": "HAT030"}, FAIL)]
+    assert actions(ProgressDetector(), calls) == ["allow"] * 3
+
+
+def test_values_shorter_than_four_characters_are_not_named_by_an_error():
+    err = "Error: seat 12 is taken"
+    calls = [("book", {"seat": 12, "n": i}, err) for i in range(4)]
+    assert actions(ProgressDetector(), calls) == ["allow"] * 4
+
+
+# ── rule 3: what a failure is ─────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(("text", "is_error", "failed"), [
+    ("anything", True, True),  # the reader's flag (Claude Code, OpenHands, Codex)
+    ("Error: flight HAT030 not available", False, True),  # tau-bench
+    ("ERROR:\nNo replacement was performed", False, True),  # OpenHands str_replace_editor
+    ("  error : disk full", False, True),
+    ("<returncode>1</returncode>\n<output>\nTraceback", False, True),  # mini-swe-agent
+    ("<returncode>-9</returncode>", False, True),
+    ("<returncode>0</returncode>\n<output>\nerror: x</output>", False, False),
+    ("Errors found: 0", False, False),  # "error" must be the word, followed by a colon
+    ("all good, no error: none", False, False),  # only the opening counts
+    ("x" * 300 + "Error: late", False, False),
+])
+def test_failure_is_the_flag_or_an_error_pattern_at_the_start(text, is_error, failed):
+    assert ProgressDetector().is_failure(text, is_error) is failed
+
+
+def test_failure_patterns_are_configurable():
+    d = ProgressDetector(errors=[r"\AWrong flag"])
+    assert d.is_failure("Wrong flag!") and not d.is_failure("Error: x")
+    spec = PolicySpec.parse("progress:errors=re:\\AWrong flag")
+    assert make_policy(spec).detector.is_failure("Wrong flag!")
+
+
+def test_an_answer_object_brings_its_error_flag():
+    d = ProgressDetector()
+    for _ in range(2):
+        d.check("Bash", {"command": "git commit"})
+        d.record_answer(Answer("1", "hook failed", is_error=True))
+    assert d.check("Bash", {"command": "git commit"}).action == "halt"
+
+
+# ── volatile parts ────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(("name", "a", "b", "different"), [
+    ("timestamp", "at 2024-05-13T15:29:59.374Z ok", "at 2024-05-14T01:02:03Z ok", "at 2024-05-14T01:02:03Z KO"),
+    ("timestamp", "2024-05-13 15:29+02:00 ok", "2025-01-01 00:00:00 ok", "2025-01-01 00:00:00 no"),
+    ("clock", "[15:29:59] started", "[09:01:02.5] started", "[09:01:02.5] stopped"),
+    ("duration", "1 failed in 0.12s", "1 failed in 3.40s", "2 failed in 3.40s"),
+    ("duration", "done in 0m12.09s", "done in 1h2m3s", "done in 1h2m3s!"),
+    ("duration", "took 250 ms", "took 3 seconds", "took 3 seconds twice"),
+    ("uuid", "id 3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3", "id 019C5242-3FCB-7495-B540-31AD8B29F740", "ID x"),
+    ("hex_id", "[main 1a2b3c4d5e6f7a8b] done", "[main 9f8e7d6c5b4a3f2e] done", "[dev 9f8e7d6c5b4a3f2e] done"),
+    ("hex_id", "<object at 0x7f3a2b1c4d50>", "<object at 0x7f3a2b1c9999>", "<thing at 0x7f3a2b1c9999>"),
+    ("temp_path", "wrote /tmp/pytest-of-ana/pytest-3/out.txt", "wrote /tmp/tmpx81_q/out.txt", "read /tmp/a"),
+    ("temp_path", "in /var/folders/x1/T/tmpab12/f", "in /private/var/folders/zz/T/tmpq/f", "in /home/f"),
+    ("temp_path", r"C:\Users\ana\AppData\Local\Temp\tmp1\f.txt", r"C:\Users\bo\AppData\Local\Temp\t2", "C:\\x"),
+])
+def test_each_volatile_pattern_removes_only_what_changes_without_meaning(name, a, b, different):
+    only = ProgressDetector(volatile=[VOLATILE_PATTERNS[name]])
+    assert only.digest(a) == only.digest(b)
+    assert only.digest(b) != only.digest(different)
+    assert ProgressDetector(volatile=[]).digest(a) != ProgressDetector(volatile=[]).digest(b)
+
+
+@pytest.mark.parametrize("text", [
+    "flight 12:30",  # hh:mm is data (a departure), not a clock reading
+    "order 123456789012345",  # digits only: a number, not a hex id
+    "commit abc1234",  # a short sha: shorter than 12
+    "deadbeefcafe",  # letters only
+    "sum 3 + 4",
+])
+def test_volatile_patterns_leave_data_alone(text):
+    assert ProgressDetector().normalize(text) == text
+
+
+def test_a_timestamp_in_every_answer_does_not_hide_a_loop():
+    calls = [("status", {}, f"2024-05-13T15:29:{s:02d}Z build failed: missing key") for s in range(4)]
+    assert actions(ProgressDetector(), calls)[-1] == "halt"
+    assert "halt" not in actions(ProgressDetector(volatile=[]), calls)
+
+
+# ── unknown answers, batches ──────────────────────────────────────────────────────────────────
+
+
+def test_an_unknown_answer_neither_breaks_nor_joins_a_run():
+    d = ProgressDetector()
+    got = run(d, [("r", {}, "x"), ("r", {}, None), ("r", {}, "x"), ("r", {}, "x")])
+    assert [c for _, c, _ in got] == [1, 2, 2, 3]  # the unanswered 2nd call is not counted
+
+
+def test_calls_of_one_batch_are_judged_before_any_answer_exists():
+    events = [Batch(tuple(Call(f"c{i}", "read", {"p": 1}) for i in range(5))),
+              Answers(tuple(Answer(f"c{i}", "same") for i in range(5)))]
+    checks = [c.verdict for s in replay(events, PolicySpec("progress")) for c in s.checks]
+    assert checks == ["allow"] * 5
+
+
+def test_a_halt_stops_the_rest_of_its_batch():
+    events = []
+    for i in range(3):
+        events += [Batch((Call(f"a{i}", "f", {}), Call(f"b{i}", "g", {"i": i}))),
+                   Answers((Answer(f"a{i}", "Error: no"), Answer(f"b{i}", "ok")))]
+    steps = list(replay(events, PolicySpec("progress")))
+    assert [c.verdict for c in steps[4].checks] == ["halt", "after_halt"]
+
+
+# ── progress elsewhere ────────────────────────────────────────────────────────────────────────
+
+
+def test_a_repeated_call_answered_differently_clears_every_count():
+    # A polled job: the status line moves only in its age (a duration), the logs move for real.
+    calls = []
+    for i in range(6):
+        calls += [("shell", {"c": "kubectl get job"}, f"job 0/1 {i}m{10 + i}s"),
+                  ("shell", {"c": "kubectl logs"}, f"batch {40 * i}/200 written")]
+    assert "halt" not in actions(ProgressDetector(), calls)
+    # Without the moving logs the status poll halts on its 4th identical answer.
+    assert actions(ProgressDetector(), calls[::2])[3] == "halt"
+
+
+# ── user turns ────────────────────────────────────────────────────────────────────────────────
+
+
+def _turns(d: ProgressDetector, answer: str) -> list[str]:
+    out = []
+    for _ in range(4):
+        out += actions(d, [("update", {"seg": "HAT030"}, answer)])
+        d.user_turn()
+    return out
+
+
+def test_across_turns_errors_keeps_failures_but_forgets_successes():
+    assert _turns(ProgressDetector(), FAIL)[2] == "halt"  # "try again" from the user changes nothing
+    assert "halt" not in _turns(ProgressDetector(), '{"flights": []}')  # a re-search after user input
+
+
+def test_across_turns_none_forgets_everything_and_all_keeps_everything():
+    assert "halt" not in _turns(ProgressDetector(across_turns="none"), FAIL)
+    assert _turns(ProgressDetector(across_turns="all"), '{"flights": []}')[3] == "halt"
+
+
+def test_user_turns_in_replay_reach_the_detector():
+    events = []
+    for i in range(3):
+        events += [UserTurn("try again"), Batch((Call(f"c{i}", "update", {"seg": "HAT030"}),)),
+                   Answers((Answer(f"c{i}", FAIL),))]
+    verdicts = [c.verdict for s in replay(events, PolicySpec("progress")) for c in s.checks]
+    assert verdicts == ["allow", "warn", "halt"]
+    verdicts = [c.verdict for s in replay(events, PolicySpec.parse("progress:across_turns=none"))
+                for c in s.checks]
+    assert verdicts == ["allow", "allow", "allow"]
+
+
+# ── thresholds and validation ─────────────────────────────────────────────────────────────────
+
+
+def test_thresholds_are_parameters():
+    calls = [("r", {}, "same")] * 6
+    assert actions(ProgressDetector(warn_at=3, ok_halt_at=5), calls)[:5] == [
+        "allow", "allow", "warn", "warn", "halt"]
+    assert actions(ProgressDetector(warn_at=4, halt_at=4), [("r", {}, "Error: x")] * 4) == [
+        "allow", "allow", "allow", "halt"]
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ("progress:window=1", "window"),
+    ("progress:window=10001", "window"),
+    ("progress:warn_at=1", "warn_at"),
+    ("progress:halt_at=2", "halt_at"),
+    ("progress:ok_halt_at=2", "ok_halt_at"),
+    ("progress:warn_at=4,halt_at=3", "halt_at"),
+    ("progress:warn_at=5,halt_at=5,ok_halt_at=4", "ok_halt_at"),
+    ("progress:across_turns=sometimes", "across_turns"),
+    ("progress:volatile=timestmap", "volatile"),
+    ("progress:volatile=re:(unclosed", "volatile"),
+    ("progress:volatile=re:x*", "volatile"),  # matches the empty string
+    ("progress:errors=warning", "errors"),
+    ("progress:window=many", "window"),
+])
+def test_bad_parameters_are_config_errors_naming_the_field(spec, field):
+    with pytest.raises(ConfigError) as e:
+        PolicySpec.parse(spec)
+    assert e.value.field == field
+
+
+def test_spec_defaults_round_trip_and_name_the_patterns():
+    spec = PolicySpec("progress")
+    assert spec.params["volatile"] == tuple(VOLATILE_PATTERNS)
+    assert spec.params["errors"] == tuple(ERROR_PATTERNS)
+    assert PolicySpec.parse(spec.text) == spec
+    assert PolicySpec.parse("progress:volatile=uuid|re:pid \\d+").params["volatile"] == ("uuid", "re:pid \\d+")
+
+
+# ── state, snapshots, the policy ──────────────────────────────────────────────────────────────
+
+
+def test_state_shows_each_tracked_call_its_answer_digest_and_stale_count():
+    d = ProgressDetector()
+    run(d, [("read", {"p": 1}, "same"), ("read", {"p": 1}, "same"), ("update", {"x": 1}, "Error: no")])
+    d.check("read", {"p": 1})
+    s = json.loads(json.dumps(d.state()))
+    assert [c["tool"] for c in s["calls"]] == ["read", "read", "update", "read"]
+    assert [c["stale"] for c in s["calls"]] == [1, 2, 1, 3]
+    assert s["calls"][0]["answer"] == s["calls"][1]["answer"] and len(s["calls"][0]["answer"]) == 8
+    assert s["calls"][2]["answer"].endswith("!") and s["calls"][3]["answer"] is None
+    assert s["calls"][0]["args"] == s["calls"][3]["args"] != s["calls"][2]["args"]
+    assert (s["count"], s["rule"], s["window"], s["halt_at"], s["ok_halt_at"]) == (3, "repeat", 20, 3, 4)
+
+
+def test_a_deep_copy_is_an_independent_snapshot():
+    d = ProgressDetector()
+    run(d, [("r", {}, "same"), ("r", {}, "same")])
+    snap = copy.deepcopy(d)
+    d.check("r", {})
+    d.record_answer("changed")
+    assert snap.state()["calls"] != d.state()["calls"]
+    assert snap.check("r", {}).count == 3
+
+
+def test_the_policy_reads_answers_per_call_and_steps_like_a_replay():
+    p = make_policy("progress")
+    assert p.reads_answers and p.per_call
+    events = []
+    for i in range(5):
+        events += [Batch((Call(f"c{i}", "read", {"p": 1}),)), Answers((Answer(f"c{i}", "same"),))]
+    scratch = list(replay(events, PolicySpec("progress"), with_state=True))
+    r = Replayer(events, PolicySpec("progress"), snapshot_every=2)
+    for target in (9, 3, 7, 1, 10):
+        r.jump_to(target)
+        assert r.current == scratch[target - 1]
+    halt = next(c for s in scratch for c in s.checks if c.verdict == "halt")
+    assert (halt.count, halt.threshold) == (4, 4) and "same answer 3 times" in halt.reason
+
+
+# ── the labelled corpus (../shared, when present) ─────────────────────────────────────────────
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+
+
+@pytest.mark.skipif(not (CORPUS / "labels.csv").exists(), reason="../shared/corpus is not here")
+def test_progress_halts_the_labelled_loops_inside_and_no_normal_session():
+    """The measured result docs/detection.md reports, as a regression check against a person's
+    labels (not against anything the detector computed)."""
+    from loopledger.formats import read
+    from loopledger.replay_table import sessions_of
+
+    inside, early, normal = [], [], []
+    files: dict[str, dict[str, list]] = {}
+    for row in csv.DictReader((CORPUS / "labels.csv").open()):
+        if row["label"] not in ("loop", "normal"):
+            continue
+        if row["file"] not in files:
+            files[row["file"]] = {(i.key if i else ""): ev for i, ev, _ in sessions_of(read(CORPUS / row["file"]))}
+        sessions = files[row["file"]]
+        events = sessions.get(row["session_key"]) or next(iter(sessions.values()))
+        position, halt = 0, None
+        for step in replay(events, PolicySpec("progress")):
+            if isinstance(step.event, Batch):
+                halt = next((position + c.idx + 1 for c in step.checks if c.verdict == "halt"), None)
+                if halt:
+                    break
+                position += len(step.event.calls)
+        name = f"{row['file']}#{row['session_key']}"
+        if row["label"] == "normal" and halt:
+            normal.append(name)
+        elif row["label"] == "loop" and halt:
+            first, last = map(int, row["loop_calls"].split("-"))
+            (inside if first <= halt <= last else early).append(name)
+    assert normal == [] and early == []
+    assert len(inside) >= 10

@@ -1,0 +1,89 @@
+"""`loopledger score` (the console script, for real) on the hand-worked ledger of score_support:
+the same literal numbers the leaderboard page shows (tests/test_app_leaderboard.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from score_support import EXPECTED, LADDER, WINDOW, build
+
+BIN = Path(sys.executable).with_name("loopledger")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=120)
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """The rich table's data rows, keyed by the policy cell."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.strip("│").split("│")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _expected_cells(pid: str) -> list[str]:
+    return [str(v) for v in EXPECTED[pid]]
+
+
+def test_score_prints_the_hand_counted_table(tmp_path):
+    url, _ = build(tmp_path)
+    out = _run("score", "--db", url)
+    assert out.returncode == 0, out.stderr
+    assert "over 3 loop and 2 normal labelled session(s) (1 unclear left out)" in out.stdout
+    rows = _table_rows(out.stdout)
+    assert rows[WINDOW.label] == _expected_cells(WINDOW.id)
+    assert rows[LADDER.label] == _expected_cells(LADDER.id)
+    assert list(rows) == [LADDER.label, WINDOW.label], "ranked: same catches, LADDER has no false halt"
+    by_saved = _table_rows(_run("score", "--db", url, "--sort", "saved").stdout)
+    assert list(by_saved) == [WINDOW.label, LADDER.label]
+
+
+def test_a_policy_replayed_from_the_ledger_scores_like_a_stored_one(tmp_path):
+    # Only LADDER is stored; WINDOW is replayed on the labelled sessions' stored events.
+    url, _ = build(tmp_path, specs=(LADDER,))
+    out = _run("score", "--db", url, "--policy", WINDOW.text, "--format", "csv")
+    assert out.returncode == 0, out.stderr
+    rows = {r["policy_id"]: r for r in csv.DictReader(io.StringIO(out.stdout))}
+    assert set(rows) == {LADDER.id, WINDOW.id}
+    assert rows[WINDOW.id]["policy"] == f"{WINDOW.label} (replayed)"
+    for pid in (LADDER.id, WINDOW.id):
+        got = [rows[pid][k] for k in ("loops", "caught", "early", "missed", "normal", "false_halts", "precision",
+                                      "recall", "saved", "into_loop")]
+        assert got == _expected_cells(pid)
+    md = _run("score", "--db", url, "--format", "markdown").stdout
+    assert md.splitlines()[0].startswith("| policy | loops | caught |")
+    assert f"| {LADDER.label} | 3 | 2 | 0 | 1 | 2 | 0 | 1.00 | 0.67 | 1 | 4 (4, 4) |" in md
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--policy", "nosuch"), "nosuch"),
+    (("--sort", "speed"), "--sort 'speed'"),
+    (("--format", "xml"), "--format 'xml'"),
+])
+def test_bad_usage_is_one_line_exit_2(tmp_path, args, message):
+    out = _run("score", "--db", str(tmp_path / "l.sqlite"), *args)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_unlabelled_ledger_says_how_to_label(tmp_path):
+    out = _run("score", "--db", str(tmp_path / "empty.sqlite"))
+    assert out.returncode == 0
+    assert "loopledger labels import" in out.stderr
+
+
+def test_help_explains_score_and_labels():
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "TERM": "dumb"}
+    score = subprocess.run([str(BIN), "score", "--help"], capture_output=True, text=True, env=env).stdout
+    assert "--db" in score and "--policy" in score and "false halt" in score
+    imp = subprocess.run([str(BIN), "labels", "import", "--help"], capture_output=True, text=True, env=env).stdout
+    assert "session_key" in imp and "loop_calls" in imp and "Exit status" in imp
+    exp = subprocess.run([str(BIN), "labels", "export", "--help"], capture_output=True, text=True, env=env).stdout
+    assert "--full-paths" in exp

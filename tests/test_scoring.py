@@ -1,0 +1,136 @@
+"""loopledger.scoring by hand: every outcome, the per-policy counts, call positions, run spans."""
+
+from __future__ import annotations
+
+import pytest
+from loopledger import scoring
+from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
+from loopledger.scoring import CAUGHT, CLEAN, EARLY, FALSE_HALT, LOOP, MISSED, NORMAL, UNCLEAR, Judged
+
+
+@pytest.mark.parametrize(("label", "halt_at", "want"), [
+    (LOOP, 5, CAUGHT), (LOOP, 8, CAUGHT), (LOOP, 6, CAUGHT),  # the loop is calls 5..8, both ends inside
+    (LOOP, 4, EARLY), (LOOP, 1, EARLY),
+    (LOOP, 9, MISSED), (LOOP, None, MISSED),
+    (NORMAL, None, CLEAN), (NORMAL, 1, FALSE_HALT), (NORMAL, 40, FALSE_HALT),
+    (UNCLEAR, 3, None), (UNCLEAR, None, None),
+])
+def test_outcome_of_a_first_halt(label, halt_at, want):
+    first, last = (5, 8) if label == LOOP else (None, None)
+    assert scoring.outcome(label, first, last, halt_at) == want
+
+
+def test_scores_worked_by_hand():
+    # Policy A on 4 loops (calls 3-6, 10-12, 2-2, 7-9), 3 normal, 1 unclear:
+    #   caught at 4 (2 calls in) and at 2 (1 call in), early at 8 on 10-12, missed 7-9;
+    #   one false halt; the unclear halt is ignored.  → loops 4, caught 2, early 1, missed 1,
+    #   normal 3, false halts 1, halted 4 → precision 2/4, recall 2/4, saved 5+1+7+4 = 17
+    #   (unclear's 100 is left out).
+    # Policy B: halts only after the loops (missed) and never on normal: precision 0/1.
+    a = [Judged("A", 1, LOOP, 3, 6, 4, 5), Judged("A", 2, LOOP, 10, 12, 8, 1), Judged("A", 3, LOOP, 2, 2, 2, 7),
+         Judged("A", 4, LOOP, 7, 9, None, 0), Judged("A", 5, NORMAL, None, None, 3, 4),
+         Judged("A", 6, NORMAL), Judged("A", 7, NORMAL), Judged("A", 8, UNCLEAR, None, None, 1, 100)]
+    b = [Judged("B", 1, LOOP, 3, 6, 7, 2), Judged("B", 5, NORMAL)]
+    sa, sb, sc = scoring.score(a + b, [("A", "policy a"), ("B", "policy b"), ("C", "never ran")])
+    assert (sa.loops, sa.caught, sa.early, sa.missed, sa.normal, sa.false_halts) == (4, 2, 1, 1, 3, 1)
+    assert (sa.precision, sa.recall, sa.saved) == (0.5, 0.5, 17)
+    assert sorted(sa.into_loop) == [1, 2] and sa.into_loop_median == 1.5
+    assert (sb.loops, sb.caught, sb.missed, sb.normal, sb.false_halts, sb.precision, sb.recall) == (1, 0, 1, 1, 0, 0.0, 0.0)
+    assert (sc.loops, sc.normal, sc.precision, sc.recall, sc.policy) == (0, 0, None, None, "never ran")
+    assert [s.policy_id for s in scoring.rank([sb, sc, sa])] == ["A", "B", "C"]
+    assert [s.policy_id for s in scoring.rank([sa, sb], "missed")] == ["A", "B"]  # 1 vs 1: A→Z
+    assert [s.policy_id for s in scoring.rank([sa, sb, sc], "recall")] == ["A", "B", "C"]
+    assert scoring.into_loop_text(sa.into_loop) == "1.5 (1, 2)" and scoring.into_loop_text([3]) == "3"
+    with pytest.raises(ValueError, match="cannot sort"):
+        scoring.rank([sa], "bogus")
+
+
+def test_disagreements_are_the_sessions_whose_outcomes_differ():
+    a = [Judged("A", 1, LOOP, 3, 6, 4), Judged("A", 2, NORMAL), Judged("A", 3, NORMAL, None, None, 2)]
+    b = [Judged("B", 1, LOOP, 3, 6, 5), Judged("B", 2, NORMAL, None, None, 1), Judged("B", 3, NORMAL, None, None, 9)]
+    pairs = scoring.disagreements(a, b)
+    assert [(x.session_id, x.outcome, y.outcome) for x, y in pairs] == [(2, CLEAN, FALSE_HALT)]
+
+
+def test_cells_name_the_outcomes_behind_each_number():
+    assert scoring.cell_outcomes("loops") == (CAUGHT, EARLY, MISSED)
+    assert scoring.cell_outcomes("false_halts") == (FALSE_HALT,)
+    assert scoring.cell_outcomes(NORMAL) == (FALSE_HALT, CLEAN)
+
+
+def _call(name: str, i: int) -> Call:
+    return Call(f"c{i}", name, {"i": i})
+
+
+EVENTS = [
+    UserTurn("go"),                                            # seq 0
+    Batch((_call("a", 1), _call("b", 2))),                     # seq 1: calls 1, 2
+    Answers((Answer("c1", "x"), Answer("c2", "y"))),           # seq 2
+    Prose("thinking"),                                         # seq 3: before call 3
+    Batch((_call("c", 3),)),                                   # seq 4: call 3
+    UserTurn("again"),                                         # seq 5
+    Batch((_call("d", 4), _call("e", 5), _call("f", 6))),      # seq 6: calls 4, 5, 6
+]
+
+
+@pytest.mark.parametrize(("seq", "idx", "want"), [
+    (1, 0, 1), (1, 1, 2), (1, -1, 1),   # a batch-level halt stands on the batch's first call
+    (3, -1, 3),                          # a halt on a prose turn: the next call it stopped
+    (4, 0, 3), (6, -1, 4), (6, 2, 6),
+])
+def test_call_position(seq, idx, want):
+    assert scoring.call_position(EVENTS, seq, idx) == want
+
+
+def test_judge_replay_places_the_first_halt():
+    from loopledger.detectors.policy import Check
+    from loopledger.replay import Step
+
+    steps = [Step(s, 0 if s < 5 else 1, ev) for s, ev in enumerate(EVENTS)]
+    steps[6] = steps[6]._replace(checks=(Check(0, "allow"), Check(1, "halt")))
+    steps[4] = steps[4]._replace(checks=(Check(0, "warn"),))
+    j = scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps, saved=1)
+    assert (j.halt_at, j.halt_run, j.halt_seq, j.outcome, j.into_loop, j.saved) == (5, 1, 6, CAUGHT, 2, 1)
+    clean = scoring.judge_replay("P", 9, NORMAL, None, None, EVENTS, steps[:5], saved=0)
+    assert (clean.halt_at, clean.outcome) == (None, CLEAN)
+
+
+def test_run_spans_and_run_verdicts():
+    per_run = [2, 0, 3, 1]  # calls 1-2 | none | 3-5 | 6
+    assert [scoring.run_span(per_run, r) for r in range(5)] == [(1, 2), None, (3, 5), (6, 6), None]
+    assert scoring.run_verdicts(LOOP, 4, 6, per_run) == {0: False, 1: False, 2: True, 3: True}
+    assert scoring.run_verdicts(NORMAL, None, None, per_run) == dict.fromkeys(range(4), False)
+    assert scoring.run_verdicts(UNCLEAR, None, None, per_run) == {}
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("133-147", (133, 147)), (" 6 - 12 ", (6, 12)), ("4–6", (4, 6)), ("10..13", (10, 13)), ("#5-#9", (5, 9)),
+    ("7", (7, 7)), ("", None), (None, None),
+])
+def test_parse_loop_calls(text, want):
+    assert scoring.parse_loop_calls(text) == want
+
+
+@pytest.mark.parametrize("text", ["0-3", "9-4", "a-b", "1-2-3", "-4"])
+def test_parse_loop_calls_rejects(text):
+    with pytest.raises(ValueError, match="loop_calls"):
+        scoring.parse_loop_calls(text)
+
+
+def test_labels_and_their_ranges_are_checked():
+    assert scoring.normalize_label(" Loop ") == LOOP and scoring.normalize_label("not_loop") == NORMAL
+    with pytest.raises(ValueError, match="unknown label"):
+        scoring.normalize_label("maybe")
+    scoring.check_label(LOOP, 2, 4, n_calls=4)
+    for args, msg in (((LOOP, None, None), "needs the loop's calls"), ((NORMAL, 1, 2), "only a loop label"),
+                      ((LOOP, 3, 9, 8), "past the session's 8 call")):
+        with pytest.raises(ValueError, match=msg):
+            scoring.check_label(*args)
+
+
+def test_a_set_of_policies_halts_where_its_first_member_does():
+    js = [Judged("A", 1, LOOP, 3, 6, 5, 2), Judged("B", 1, LOOP, 3, 6, 4, 3),
+          Judged("A", 2, NORMAL), Judged("B", 2, NORMAL),
+          Judged("A", 3, NORMAL, None, None, 2, 9)]  # B never judged session 3: the set did not either
+    got = scoring.any_of(js, ["A", "B"], "A+B")
+    assert [(j.session_id, j.halt_at, j.saved, j.outcome) for j in got] == [(1, 4, 3, CAUGHT), (2, None, 0, CLEAN)]
