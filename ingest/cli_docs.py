@@ -28,9 +28,20 @@ def reference() -> str:
 
     group = typer.main.get_command(app)
     parts = [START, "", "```text", _help(group, "loopledger"), "```"]
-    for name, cmd in group.commands.items():
-        parts += ["", f"#### `loopledger {name}`", "", "```text", _help(cmd, f"loopledger {name}"), "```"]
+    for name, cmd in commands(group):
+        parts += ["", f"#### `{name}`", "", "```text", _help(cmd, name), "```"]
     return "\n".join(parts + ["", END])
+
+
+def commands(group: click.Group, prefix: str = "loopledger") -> list[tuple[str, click.Command]]:
+    """Every command and subcommand ("loopledger labels import"), in the order --help lists them."""
+    out: list[tuple[str, click.Command]] = []
+    for name, cmd in group.commands.items():
+        full = f"{prefix} {name}"
+        out.append((full, cmd))
+        if getattr(cmd, "commands", None):  # a group (typer's own click, so no isinstance)
+            out += commands(cmd, full)
+    return out
 
 
 def update(readme: Path) -> bool:

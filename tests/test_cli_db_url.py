@@ -33,7 +33,8 @@ def _env():
 
 @pytest.mark.parametrize("args", [
     ["ingest", "{tmp}"], ["watch", "{tmp}"], ["recheck", "--policy", "window"], ["policies"],
-    ["sweep", "--detector", "window", "--param", "threshold=2..3"],
+    ["sweep", "--detector", "window", "--param", "threshold=2..3"], ["score"], ["labels", "export"],
+    ["receive", "--port", "0", "--spool", "{tmp}"],
 ])
 def test_commands_never_print_the_password(tmp_path, args):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
