@@ -25,13 +25,17 @@ def label_form(session_ids: Sequence[int], key: str, runs: dict[int, int] | None
         st.write("Label a session of this list (the leaderboard scores against labels):")
         c1, c2, c3 = st.columns([1, 1, 1])
         sid = c1.selectbox("Session", ids, key=f"{key}_session", format_func=lambda i: f"#{i}")
-        label = c2.radio("Label", scoring.LABELS, horizontal=True, key=f"{key}_label")
+        # Nothing chosen until the person chooses: a pre-selected label gets saved by accident.
+        label = c2.radio("Label", scoring.LABELS, index=None, horizontal=True, key=f"{key}_label")
         loop_calls = c3.text_input("Loop calls (FIRST-LAST)", key=f"{key}_loop_calls",
                                    help="1-based positions of the looping calls in the session; loop only. "
                                         "Empty: the calls of the run shown in the list.")
         reason = st.text_input("Reason", key=f"{key}_reason")
         if not st.form_submit_button("Save label"):
             return False
+    if label is None:
+        st.error("Not saved: choose loop, normal or unclear.")
+        return False
     try:
         rng = scoring.parse_loop_calls(loop_calls) if label == scoring.LOOP else None
         run = runs.get(int(sid), t.SESSION_LEVEL)

@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-SECTIONS = ("bench_detectors", "bench_readers", "bench_ingest", "bench_pages", "bench_replay", "bench_sweep",
-            "bench_receive", "bench_scores")
+SECTIONS = ("bench_detectors", "bench_readers", "bench_ingest", "bench_append", "bench_pages", "bench_replay",
+            "bench_sweep", "bench_receive", "bench_scores")
 ROOT = Path(__file__).resolve().parent.parent
 
 

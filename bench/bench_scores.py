@@ -1,7 +1,7 @@
-"""The guard leaderboard on the shared corpus: ../shared/corpus ingested under the default
-policies, its labels.csv imported, every policy scored by loopledger.scoring (the same code as
-`loopledger score` and the leaderboard page), plus the default set taken as one guard (its
-earliest halt). Then docs/detection.md, if present: why the defaults are what they are.
+"""The guard leaderboard on the shared corpus: ../shared/corpus ingested under every built-in
+detector at its defaults, its labels.csv imported, every policy scored by loopledger.scoring (the
+same code as `loopledger score` and the leaderboard page), plus the default policy set taken as
+one guard (its earliest halt). Then docs/detection.md, if present: why the defaults are what they are.
 
 Seconds, not minutes: 64 sessions, about 1,300 calls. Skipped (with a note) when the corpus is absent.
 """
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from loopledger import labels, scoring, worker
-from loopledger.detectors.policy import DEFAULT_SPECS
+from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS
 from loopledger.ledger import migrate, read
 from loopledger.ledger.engine import make_engine
 from loopledger.score_command import leaderboard, markdown_table
@@ -31,7 +31,8 @@ def table(corpus: Path = CORPUS) -> tuple[str, dict]:
         try:
             migrate.upgrade(engine)
             t0 = time.perf_counter()
-            totals = worker.ingest_paths(engine, [corpus], worker.Options())
+            specs = list(dict.fromkeys((*DEFAULT_SPECS, *BUILTIN_SPECS)))
+            totals = worker.ingest_paths(engine, [corpus], worker.Options(specs=specs))
             t1 = time.perf_counter()
             with engine.begin() as conn:
                 report = labels.import_file(conn, corpus / "labels.csv")
@@ -58,13 +59,13 @@ def run(quick: bool = False) -> str:
     else:
         md, f = table()
         out.append(
-            f"{f['sessions']} sessions / {f['calls']:,} calls ingested under the default policies in "
+            f"{f['sessions']} sessions / {f['calls']:,} calls ingested under every built-in detector in "
             f"{f['ingest_s']:.1f} s; labels.csv: {f['labelled']} sessions labelled, {f['unmatched']} rows "
             f"unmatched; scored in {f['score_s']:.2f} s. {f['loop']} loops, {f['normal']} normal, "
             f"{f['unclear']} unclear (left out). A halt scores as caught only inside the labelled loop "
-            "(loopledger.scoring; docs/architecture.md, \"Scoring against labels\"). `calls into loop`: "
-            "the median, then each catch's. The first row takes the default set as one guard: its "
-            "earliest halt in each session.\n")
+            "(loopledger.scoring; docs/architecture.md, \"Labels and scoring\"). `calls into loop`: "
+            "the median, then each catch's. The first row takes the default policy set (what `ingest` and "
+            "`make run` use) as one guard: its earliest halt in each session.\n")
         out.append(md)
     if DETECTION.is_file():
         out.append(f"\n### Why these defaults (docs/detection.md)\n\n{DETECTION.read_text(encoding='utf-8')}\n")

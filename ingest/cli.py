@@ -127,7 +127,8 @@ def _run_child(cmd: list[str], **kw) -> int:
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the defaults (each detector at its defaults).", show_default=False),
+                 "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
+                 show_default=False),
 ]
 ConfigOption = Annotated[
     Path | None,
@@ -144,6 +145,11 @@ RedactOption = Annotated[
 CreateOption = Annotated[
     bool, typer.Option("--create/--no-create", metavar="", help="Create the SQLite ledger's folder if it does not exist "
                        "(without it, a missing folder is an error: a typo should not scatter ledgers).")
+]
+LogFileOption = Annotated[
+    Path | None, typer.Option("--log-file", metavar="FILE", help="Append warnings and errors, with tracebacks, to this file "
+                              "(standard logging). The terminal gets one line per problem either way.",
+                              show_default=False)
 ]
 MaxTextOption = Annotated[
     int, typer.Option("--max-text", min=256, help="Store at most this many bytes of each text (answers, "
@@ -165,14 +171,17 @@ def ingest(
                                       "add up to more than 64 MB, else 1 (starting processes costs more "
                                       "than it saves on small inputs).")] = 0,
     create: CreateOption = False,
+    log_file: LogFileOption = None,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
 
     Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
-    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined.
+    Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined,
+    4 the ledger stayed locked by another writer for some file (left as it was; run again).
     """
-    from loopledger.commands import run_ingest
+    from loopledger.commands import run_ingest, setup_logging
 
+    setup_logging(log_file)
     raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs, create=create))
 
 
@@ -189,6 +198,7 @@ def watch(
     max_text: MaxTextOption = 64 * 1024,
     interval: Annotated[float, typer.Option(help="Seconds between looks at the files.")] = 0.5,
     create: CreateOption = False,
+    log_file: LogFileOption = None,
 ) -> None:
     """Keep the ledger current while agents write: new files and appended lines within seconds.
 
@@ -196,8 +206,9 @@ def watch(
     Exit status (once stopped), as ingest's: 0 ok, 1 a file could not be read, 2 bad flags,
     3 some lines were quarantined.
     """
-    from loopledger.commands import run_watch
+    from loopledger.commands import run_watch, setup_logging
 
+    setup_logging(log_file)
     raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval,
                               create=create))
 
@@ -260,7 +271,8 @@ def recheck(
 
 @app.command()
 def policies(db: DbOption = None) -> None:
-    """List the policies stored in the ledger."""
+    """List the policies stored in the ledger, and every detector a --policy may name (built-ins
+    and installed plugins, with their parameters' defaults)."""
     from loopledger.commands import run_policies
 
     raise typer.Exit(run_policies(db))
@@ -270,7 +282,9 @@ def policies(db: DbOption = None) -> None:
 def replay(
     file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
     policy: Annotated[str, typer.Option(
-        "--policy", help="DETECTOR[:NAME=VALUE,...]: run-length, stagnation, ladder, window or cycle, e.g. "
+        "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (run-length, "
+        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, plugins; a plugin by import path "
+        "as module:factory), e.g. "
         "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
         "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
         "parameters take their defaults.")] = "run-length",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loopledger import formats, worker
+from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
@@ -57,6 +58,23 @@ def open_ledger(db: str | None, create: bool = False):
     return engine
 
 
+def setup_logging(log_file: Path | None) -> None:
+    """Warnings and errors with their tracebacks (a file that could not be ingested, a busy
+    ledger, a sniffer that failed) go to `log_file` through standard logging; without one they
+    are kept out of the terminal, where each problem already gets its one line."""
+    import logging
+
+    logger = logging.getLogger("loopledger")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    if log_file is None:
+        logger.addHandler(logging.NullHandler())
+        return
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+
+
 def summary_table(t: worker.Totals, title: str = "Ingest summary", files: bool = True) -> Table:
     """The totals; `files=False` (recheck: no file is read) leaves the file rows out."""
     # One row per figure: it stays readable in an 80-column terminal and in CI logs.
@@ -67,7 +85,8 @@ def summary_table(t: worker.Totals, title: str = "Ingest summary", files: bool =
     judged = (("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
               ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
               ("halts", t.halts))
-    rows = (file_rows + judged + (("quarantined lines", t.quarantined), ("files with errors", t.errors))
+    rows = (file_rows + judged + (("quarantined lines", t.quarantined), ("files with errors", t.errors),
+                                        ("files left: ledger busy", t.locked))
             if files else judged)
     for name, value in rows:
         table.add_row(name, f"{value:,}")
@@ -239,4 +258,21 @@ def run_policies(db: str | None) -> int:
     for r in rows:
         table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
     out.print(table)
+    out.print(detectors_table())
+    for name, why in sorted(registry.broken_plugins().items()):
+        err.print(Text(f"plugin {name!r} (entry point group {registry.ENTRY_POINT_GROUP}) failed to load: {why}",
+                       style="yellow"))
     return EXIT_OK
+
+
+def detectors_table() -> Table:
+    """Every detector a --policy may name: built-ins (run by default) and installed plugins."""
+    table = Table(title="Detectors (--policy DETECTOR[:NAME=VALUE,...])", title_justify="left")
+    for name in ("detector", "source", "parameters [defaults]", "what it catches"):
+        table.add_column(name)
+    builtin = set(registry.builtin_names())
+    for name in registry.names():
+        params = PolicySpec(name).text.partition(":")[2].replace(",", ", ")
+        table.add_row(Text(name), "built-in" if name in builtin else "plugin", Text(params),
+                      Text(registry.get(name).summary))
+    return table

@@ -26,6 +26,14 @@ def text_digest(text: str) -> str:
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
+TRUNCATED = "…[truncated: "  # start of the marker ending a text the ledger capped (ledger/store.py)
+
+
+def is_capped(text: str | None) -> bool:
+    """A text the ledger stored capped: its head, then a marker with the full length and digest."""
+    return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]
+
+
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
     """What a reader knows about a session before its events."""
@@ -151,3 +159,17 @@ def excerpt(raw: str | bytes, limit: int = EXCERPT_CHARS) -> str:
         raw = raw[: limit * 4 + EXCERPT_MARGIN]
     raw = redact_text(raw).replace("\n", "\\n")
     return raw if len(raw) <= limit else raw[:limit] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a reader can continue a file from (`formats.read_from`): bytes through `offset`
+    (line `line`) are read; `state` (picklable) is the reader's own, taken just before its
+    end-of-file flush. Items a resumed read yields are exactly those a whole read yields after
+    this point; the events the whole read flushed after it (`flushed` per session key, e.g. a
+    message whose lines may continue) are provisional and yielded again. Not an event: only
+    `read_from` yields it, as its last-but-flush item."""
+
+    offset: int
+    line: int
+    state: Any

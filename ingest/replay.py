@@ -162,6 +162,11 @@ class _Driver:
         return _new(Step, (seq, self.run, event, tuple(checks), tuple(results),
                            self.state() if with_state else None))
 
+    def finish(self) -> tuple[Result, ...]:
+        """End of the session so far: judge the pending batch with unknowns (what `feed(...,
+        last=True)` adds). A resumable snapshot is taken BEFORE this, since it forgets the batch."""
+        return tuple(self._judge()) if self.pending is not None else ()
+
     def state(self) -> dict[str, Any]:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
 
@@ -307,24 +312,34 @@ _RANK = {vocab.CLEAN: 0, vocab.WARNED: 1, vocab.BLOCKED: 2, vocab.HALTED: 3}
 _OUTCOME = {vocab.WARN: vocab.WARNED, vocab.BLOCK: vocab.BLOCKED, vocab.HALT: vocab.HALTED}
 
 
-def tally(steps: Iterable[Step]) -> Tally:
-    """Per-run outcomes (worst verdict wins) and session totals for one policy's steps.
+class Tallier:
+    """`tally` as a fold: add steps one at a time (a resumed session adds only its new ones).
 
-    saved = calls in after_halt checks: one per per-call check, the batch's calls per
-    batch-level check; strikes = `repeated` results (counted in the run of the judged batch)."""
-    out = Tally()
-    by_run: dict[int, RunTally] = {}
-    batch_run: dict[int, int] = {}
-    for step in steps:
-        rt = by_run.get(step.run)
+    Its state is small (the session's RunTally rows and the runs of the last two batches, the
+    only ones a result can judge), so it is kept in a resume snapshot (loopledger.resume)."""
+
+    __slots__ = ("out", "by_run", "batch_run")
+
+    def __init__(self) -> None:
+        self.out = Tally()
+        self.by_run: dict[int, RunTally] = {}
+        self.batch_run: dict[int, int] = {}  # batch seq -> run, for the last batches only
+
+    def add(self, step: Step) -> None:
+        out = self.out
+        rt = self.by_run.get(step.run)
         if rt is None:
-            rt = by_run[step.run] = RunTally(step.run)
+            rt = self.by_run[step.run] = RunTally(step.run)
             out.runs.append(rt)
         event = step.event
         if isinstance(event, Batch):
             rt.calls += len(event.calls)
             out.calls += len(event.calls)
-            batch_run[step.seq] = step.run
+            batch_run = self.batch_run
+            if event.calls:
+                batch_run[step.seq] = step.run
+            if len(batch_run) > 2:  # a result judges the pending batch: the last one with calls
+                del batch_run[next(iter(batch_run))]
         for c in step.checks:
             v = c.verdict
             if v == vocab.ALLOW:
@@ -350,9 +365,25 @@ def tally(steps: Iterable[Step]) -> Tally:
             outcome = _OUTCOME[v]
             if _RANK[outcome] > _RANK[rt.outcome]:
                 rt.outcome = outcome
-        for r in step.results:
+        if step.results:
+            self.add_results(step.run, step.results)
+
+    def add_results(self, run: int, results: Iterable[Result]) -> None:
+        """Results judged at a step of `run` (also: the end-of-session judging, `finish`)."""
+        rt = self.by_run[run]
+        for r in results:
             if r.outcome == vocab.REPEATED:
-                target = by_run.get(batch_run.get(r.seq, step.run), rt)
+                target = self.by_run.get(self.batch_run.get(r.seq, run), rt)
                 target.strikes += 1
-                out.strikes += 1
-    return out
+                self.out.strikes += 1
+
+
+def tally(steps: Iterable[Step]) -> Tally:
+    """Per-run outcomes (worst verdict wins) and session totals for one policy's steps.
+
+    saved = calls in after_halt checks: one per per-call check, the batch's calls per
+    batch-level check; strikes = `repeated` results (counted in the run of the judged batch)."""
+    t = Tallier()
+    for step in steps:
+        t.add(step)
+    return t.out

@@ -87,23 +87,13 @@ def rows(steps: Iterable[Step], detector: str) -> list[tuple[str, ...]]:
              results_text(s), state_summary(detector, s.state)) for s in steps]
 
 
-def sessions_of(items: Iterable[Any]) -> Iterable[tuple[Any, list[Event], list[Any]]]:
-    """Group a reader's item stream into (SessionInfo | None, events, read errors) per session."""
-    from loopledger.events import ReadError, SessionStart
+def sessions_of(items: Iterable[Any], path: Any = "") -> Iterable[tuple[Any, list[Event], list[Any]]]:
+    """(SessionInfo | None, events, read errors) per session, grouped and keyed exactly as the
+    worker stores them (loopledger.sessions), so `--session` takes the keys the dashboard shows."""
+    from loopledger.sessions import group_sessions
 
-    info, events, errors = None, [], []
-    started = False
-    for item in items:
-        if isinstance(item, SessionStart):
-            if started or events or errors:
-                yield info, events, errors
-            info, events, errors, started = item.info, [], [], True
-        elif isinstance(item, ReadError):
-            errors.append(item)
-        else:
-            events.append(item)
-    if started or events or errors:
-        yield info, events, errors
+    for g in group_sessions(items, path):
+        yield g.info, g.events, g.errors
 
 
 _STYLES = (("halt", "bold red"), ("block", "red"), ("warn", "yellow"), ("after_halt", "dim"))
@@ -133,7 +123,7 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
         err.print(Text(f"error: {e}"))
         return 2
     try:
-        groups = list(sessions_of(read(path, format)))
+        groups = list(sessions_of(read(path, format), path))
     except (OSError, UnknownFormat, KeyError, ValueError) as e:
         err.print(Text(f"error: {plain(str(e), 1000)}"))
         return 1

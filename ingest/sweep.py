@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopledger import vocab
-from loopledger.detectors.policy import BUILTIN_SPECS, PolicySpec, make_policy
+from loopledger.detectors.errors import ConfigError
+from loopledger.detectors.policy import PolicySpec, make_policy
 from loopledger.events import Event
 from loopledger.replay import Tally, replay_many, tally
 
@@ -140,11 +141,11 @@ def parse_axis(text: str) -> Axis:
 
 
 def default_params(detector: str) -> dict[str, Any]:
-    for spec in BUILTIN_SPECS:
-        if spec.detector == detector:
-            return dict(spec.params)
-    known = ", ".join(s.detector for s in BUILTIN_SPECS)
-    raise SweepError(f"unknown detector {detector!r}; known: {known}")
+    """Every registered detector's defaults: built-ins, installed plugins, `module:factory`."""
+    try:
+        return dict(PolicySpec(detector).params)
+    except ConfigError as e:
+        raise SweepError(str(e)) from None
 
 
 def make_grid(detector: str, axes: Sequence[Axis], base: dict[str, Any] | None = None) -> Grid:

@@ -50,7 +50,7 @@ def sample_files(root: Path) -> list[Path]:
 
 def sessions(path: Path) -> Iterator[tuple[SessionInfo, list[Event], list[ReadError]]]:
     """A file's sessions as (info, events, read errors), grouped as `loopledger replay` does."""
-    yield from sessions_of(read(path))
+    yield from sessions_of(read(path), path)
 
 
 def where_cell(steps: list, n_runs: int) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from loopledger import worker
+from loopledger.detectors.policy import BUILTIN_SPECS
 from loopledger.ledger import schema as t
 from loopledger.ledger import store
 from loopledger.ledger.engine import make_engine
@@ -28,11 +29,12 @@ def open_page(page: str, **params: str):
 
 
 def pipeline_ledger(db_path: Path, paths: list[Path] | None = None) -> str:
-    """A SQLite ledger filled by the ingest worker (readers → replay → writer) from sample_data."""
+    """A SQLite ledger filled by the ingest worker (readers → replay → writer) from sample_data,
+    with every built-in detector at its defaults stored (the default set is a subset of them)."""
     url = f"sqlite:///{db_path}"
     eng = make_engine(url)
     upgrade(eng)
-    totals = worker.ingest_paths(eng, paths or [SAMPLE_DATA], worker.Options())
+    totals = worker.ingest_paths(eng, paths or [SAMPLE_DATA], worker.Options(specs=BUILTIN_SPECS))
     eng.dispose()
     assert totals.sessions > 0 and not totals.errors, totals
     return url
@@ -40,7 +42,7 @@ def pipeline_ledger(db_path: Path, paths: list[Path] | None = None) -> str:
 
 def ingest(url: str, paths: list[Path]) -> None:
     eng = make_engine(url)
-    worker.ingest_paths(eng, paths, worker.Options())
+    worker.ingest_paths(eng, paths, worker.Options(specs=BUILTIN_SPECS))
     eng.dispose()
 
 

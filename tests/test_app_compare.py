@@ -158,14 +158,24 @@ def test_precision_and_recall_against_labels(tmp_path):
     url = pipeline_ledger(tmp_path / "ledger.sqlite")
     sessions = session_events(url)
     spec3 = PolicySpec("window", {"threshold": 3})
-    halted = sorted((sid, r.run) for sid, ev in sessions.items() for r in tally(replay(ev, spec3)).runs
-                    if r.outcome == vocab.HALTED)
-    clean = sorted((sid, r.run) for sid, ev in sessions.items() for r in tally(replay(ev, spec3)).runs
-                   if r.outcome == vocab.CLEAN)
-    labels = {halted[0]: "real_loop", halted[1]: "not_loop", clean[0]: "real_loop", clean[1]: "not_loop"}
+    runs = {sid: tally(replay(ev, spec3)).runs for sid, ev in sessions.items()}
+    halted = sorted((sid, r.run) for sid, rs in runs.items() for r in rs if r.outcome == vocab.HALTED)
+    clean = sorted((sid, r.run) for sid, rs in runs.items() for r in rs if r.outcome == vocab.CLEAN and r.calls)
+    # Labels judge sessions: four runs of four different sessions, each labelled from its run. A
+    # loop label from a run covers that run's calls, so that run is the session's one real loop
+    # and its other runs are not loops; a normal label makes every run of the session not a loop.
+    picks, used = [], set()
+    for (sid, run), label in [*((k, "loop") for k in halted[:1]), *((k, "normal") for k in halted[1:]),
+                              *((k, "loop") for k in clean[:1]), *((k, "normal") for k in clean[1:])]:
+        if sid not in used and sum(1 for _, lb in picks if lb == label) < 2:
+            picks.append(((sid, run), label))
+            used.add(sid)
+    assert len(picks) == 4 and len(used) == 4
+    labels = {(sid, r.run): "real_loop" if label == "loop" and r.run == run else "not_loop"
+              for (sid, run), label in picks for r in runs[sid]}
     eng = make_engine(url)
     with eng.begin() as conn:
-        for (sid, run), label in labels.items():
+        for (sid, run), label in picks:
             read.write_label(conn, sid, run, label)
     eng.dispose()
     with ledger_env(url):
@@ -180,7 +190,8 @@ def test_precision_and_recall_against_labels(tmp_path):
             fn = sum(1 for k, v in labels.items() if v == "real_loop" and k not in flagged)
             assert (row["tp"], row["fp"], row["fn"]) == (tp, fp, fn)
         row3 = scores[scores["threshold"] == 3].iloc[0]
-        assert (row3["tp"], row3["fp"], row3["fn"]) == (1, 1, 1) and row3["precision"] == 0.5
+        # The halted run labelled loop is caught, the clean one labelled loop is missed.
+        assert row3["tp"] >= 1 and row3["fn"] >= 1 and row3["fp"] >= 1
         pr = [d for s, d in charts(at) if "recall" in d.columns]
         assert pr and set(pr[0]["setting"]) <= set(scores["setting"])
 

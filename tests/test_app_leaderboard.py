@@ -80,10 +80,14 @@ def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):
     link = parse_qs(urlparse(rows.iloc[0]["replay"]).query)
     # task-2: system prompt is not an event; user turn = seq 0, then call/answer pairs: call 4 is seq 7.
     assert link == {"session": [str(keys["task-2.trial-0"])], "run": ["0"], "policy": [WINDOW.id], "step": ["7"]}
-    caught = _frame(app(PAGE, policy=LADDER.id, cell="caught", n="2"), "halt at call")
+    at = app(PAGE, policy=LADDER.id, cell="caught", n="2")
+    assert not at.exception, at.exception
+    caught = _frame(at, "halt at call")
     assert sorted(zip(caught["key"], caught["halt at call"], caught["calls into loop"], strict=True)) == [
         ("task-1.trial-0", 6, 4), ("task-2.trial-0", 8, 4)]
-    loops = _frame(app(PAGE, policy=LADDER.id, cell="loops", n="3"), "outcome")
+    at = app(PAGE, policy=LADDER.id, cell="loops", n="3")
+    assert not at.exception, at.exception
+    loops = _frame(at, "outcome")
     assert sorted(loops["outcome"]) == ["caught", "caught", "missed"]
 
 
@@ -103,6 +107,7 @@ def test_labelling_from_a_list_moves_the_numbers(tmp_path):
     keys = _session_ids(url)
     with ledger_env(url):
         at = app(PAGE, policy=WINDOW.id, cell="normal", n="2")
+        assert not at.exception, at.exception
         sid = keys["task-5.trial-0"]
         # Inside a form the values are sent with the submit, not one by one.
         at.selectbox(key="lb_cell_session").set_value(sid)
@@ -113,6 +118,7 @@ def test_labelling_from_a_list_moves_the_numbers(tmp_path):
         assert not at.exception, at.exception
         assert any("Saved" in s.value for s in at.success)
         at = app(PAGE)
+        assert not at.exception, at.exception
         table = _frame(at, "false_halts")
         window = next(r for r in table.itertuples(index=False) if WINDOW.id in r.loops)
         # task-5 is now a loop at 4-6 and WINDOW halted it at call 6: 3 caught of 4 loops, no false halt.
@@ -135,3 +141,40 @@ def test_a_bad_link_is_a_warning(ledger):
     at = app(PAGE, policy="nope", cell="caught")
     assert not at.exception, at.exception
     assert at.warning
+
+
+def test_labelling_from_the_sessions_list(tmp_path):
+    url, _ = build(tmp_path)
+    keys = _session_ids(url)
+    with ledger_env(url):
+        at = app()  # the Sessions page
+        assert not at.exception, at.exception
+        sid = keys["task-6.trial-0"]
+        at.selectbox(key="sessions_session").set_value(sid)
+        at.radio(key="sessions_label").set_value("loop")
+        at.text_input(key="sessions_loop_calls").input("1-4")
+        at.button(key="FormSubmitter:label_form_sessions-Save label").click().run()
+        assert not at.exception, at.exception
+        assert any(s.value == f"Saved: session #{sid} is loop." for s in at.success)
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        row = conn.execute(sa.select(t.labels.c.label, t.labels.c.loop_first, t.labels.c.loop_last,
+                                     t.labels.c.labelled_by, t.labels.c.run_idx)
+                           .where(t.labels.c.session_id == sid)).one()
+    eng.dispose()
+    assert tuple(row) == ("loop", 1, 4, "dashboard", t.SESSION_LEVEL)
+
+
+def test_the_label_form_saves_nothing_until_a_label_is_chosen(tmp_path):
+    url, _ = build(tmp_path)
+    with ledger_env(url):
+        at = app(PAGE, policy=WINDOW.id, cell="normal", n="2")
+        assert not at.exception, at.exception
+        assert at.radio(key="lb_cell_label").value is None
+        at.button(key="FormSubmitter:label_form_lb_cell-Save label").click().run()
+        assert not at.exception, at.exception
+        assert any("choose loop, normal or unclear" in e.value for e in at.error)
+    with ledger_env(url):
+        at = app(PAGE)
+        assert not at.exception, at.exception
+        assert {m.label: m.value for m in at.metric}["Dashboard labels"] == "0"

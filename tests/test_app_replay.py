@@ -266,3 +266,16 @@ def test_a_policy_from_a_link_is_never_markdown(ledger, value):
         assert not at.exception, at.exception
         assert any("pwn" in p for p in plain_texts(at))  # the policy is shown, as plain text
         assert not any("pwn" in m for m in markdown_texts(at))
+
+
+def test_a_link_never_imports_a_module(ledger):
+    """`module:factory` names a plugin by import path; from a URL anyone can write, that would run
+    a module's callable (`os:abort`). A link may only name registered detectors or stored policies."""
+    from loopledger.detectors import registry
+
+    url, sessions = ledger
+    at = open_page(PAGE, session=str(min(sessions)), policy="os:getpid")
+    assert not at.exception, at.exception
+    assert "os:getpid" not in registry.names()
+    assert any("policy=os:getpid" in x for x in plain_texts(at))
+    assert at.session_state["rp_spec"].detector in registry.builtin_names()

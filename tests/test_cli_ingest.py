@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from loopledger.cli import app
-from loopledger.detectors.policy import PolicySpec
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.ledger import schema
 from loopledger.ledger.engine import make_engine
 from sqlalchemy import func, select
@@ -100,7 +100,7 @@ def test_policy_flags_and_config_file(tmp_path, fresh_db, monkeypatch):
         assert _count(fresh_db, schema.checks, schema.checks.c.policy_id == spec.id) > 0
     listed = runner.invoke(app, ["policies", "--db", fresh_db])
     assert listed.exit_code == 0
-    assert "window window=10 threshold=4" in listed.stdout and listed.stdout.count("yes") == 5
+    assert "window window=10 threshold=4" in listed.stdout and listed.stdout.count("yes") == len(DEFAULT_SPECS)
 
 
 def test_recheck_equals_ingesting_with_that_policy(tmp_path, db_url):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loopledger import labels, scoring
@@ -25,6 +24,7 @@ from loopledger.ledger.engine import make_engine
 from score_support import EXPECTED, FILE, LADDER, WINDOW, build
 
 BIN = Path(sys.executable).with_name("loopledger")
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"  # absent in a fresh clone
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -296,3 +296,21 @@ def test_per_run_labels_of_an_older_ledger_become_session_labels(tmp_path):
     with eng.begin() as conn, pytest.raises(sa.exc.IntegrityError):
         conn.execute(t.labels.insert().values(session_id=1, run_idx=0, label="normal"))  # one per session
     eng.dispose()
+
+
+def test_export_to_a_file_with_full_paths_imports_back(tmp_path):
+    url, _ = build(tmp_path)
+    target = tmp_path / "out.csv"
+    out = _run("labels", "export", str(target), "--db", url, "--full-paths")
+    assert out.returncode == 0 and "6 label(s) written" in out.stderr
+    with open(target, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["file"] for r in rows] == [str(tmp_path / "transcripts" / FILE)] * 6
+    assert [(r["session_key"], r["label"], r["loop_calls"], r["labelled_by"]) for r in rows][:2] == [
+        ("task-1.trial-0", "loop", "3-6", "imported"), ("task-2.trial-0", "loop", "5-8", "imported")]
+    before = _labels(url)
+    out = _run("labels", "import", str(target), "--db", url)
+    assert out.returncode == 0 and "6 session(s) labelled from 6 row(s)" in out.stdout
+    assert {k: v[:5] for k, v in _labels(url).items()} == {k: v[:5] for k, v in before.items()}
+    bad = _run("labels", "export", str(tmp_path / "no" / "such" / "dir.csv"), "--db", url)
+    assert bad.returncode == 1 and "cannot write" in bad.stderr and "Traceback" not in bad.stderr

@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.schema import metadata
-from sqlalchemy import inspect
+from sqlalchemy import inspect, select
 
 
 def test_upgrade_creates_exactly_the_schema(db_url):
@@ -35,7 +35,7 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
         migrate.upgrade(eng)
         migrate.upgrade(eng)  # a second run on a current ledger is a no-op, not an error
         with eng.begin() as conn:
-            assert migrate.current(conn) == migrate.head() == "0003_labels"
+            assert migrate.current(conn) == migrate.head() == "0003_resume"
         from alembic import command
 
         with eng.begin() as conn:
@@ -92,3 +92,19 @@ def test_wheel_ships_the_migrations(tmp_path):
     # Nothing generic at the top of site-packages: only loopledger/ and the dist-info.
     assert {n.split("/")[0] for n in names} - {"loopledger"} == {
         n.split("/")[0] for n in names if ".dist-info/" in n}
+
+
+def test_a_plugin_named_by_import_path_fits_the_policies_table(db_url):
+    """`mypkg.guards:make_guard` names are longer than the built-ins' 20 characters (0003)."""
+    from loopledger.ledger import schema
+
+    eng = make_engine(db_url)
+    try:
+        migrate.upgrade(eng)
+        name = "some_company.agent_guards.loops:make_same_tool_guard"
+        with eng.begin() as conn:
+            conn.execute(schema.policies.insert().values(id="p" * 32, detector=name, params="{}",
+                                                         label=name, is_default=False))
+            assert conn.execute(select(schema.policies.c.detector)).scalar_one() == name
+    finally:
+        eng.dispose()

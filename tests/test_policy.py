@@ -19,7 +19,8 @@ from loopledger.events import Answer, Batch, Call
 
 def test_builtin_specs_one_per_detector_with_complete_params():
     assert [s.detector for s in BUILTIN_SPECS] == list(DETECTORS)
-    assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle", "progress"}
+    assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle", "progress",
+                              "openhands", "gemini-cli", "roo"}
     for spec in BUILTIN_SPECS:
         assert set(spec.params) == {p.name for p in PARAMS[spec.detector]}
         assert spec == PolicySpec(spec.detector)  # each at its own defaults
@@ -111,7 +112,7 @@ def test_make_policy_gives_fresh_state_and_flags():
     assert len(a.state()["buffer"]) == 1 and b.state()["buffer"] == []
     assert {d: make_policy(d).per_call for d in DETECTORS} == {
         "run-length": False, "stagnation": False, "ladder": True, "window": True, "cycle": True,
-        "progress": True}
+        "progress": True, "openhands": False, "gemini-cli": True, "roo": True}
 
 
 @pytest.mark.parametrize("spec", BUILTIN_SPECS, ids=lambda s: s.detector)
@@ -150,9 +151,12 @@ def test_readme_guard_examples_run():
     end = readme.find("\n## ", start + 1)
     section = readme[start:end if end > 0 else None]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 — our own documentation
+        scope: dict = {}
+        exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 — our own documentation
+        if "ProgressDetector" in scope:  # the progress example halts the 3rd retry, as it says
+            assert (scope["v"].action, scope["v"].rule, scope["v"].count, scope["attempt"]) == ("halt", "retry", 3, 2)
     from loopledger.detectors import CycleDetector
 
     cycle = CycleDetector()

@@ -387,3 +387,21 @@ def test_progress_halts_the_labelled_loops_inside_and_no_normal_session():
             (inside if first <= halt <= last else early).append(name)
     assert normal == [] and early == []
     assert len(inside) >= 10
+
+
+def test_answers_are_judged_as_the_ledger_stores_them():
+    """A recheck from the ledger sees capped answers: ingest judges the same capped text, so two
+    long answers that differ only past the cap stay different (their digests differ) both ways."""
+    from loopledger.ledger.store import as_stored, is_capped
+
+    long_a, long_b = "x" * 3000 + " 12:00:01 a", "x" * 3000 + " 12:00:02 b"
+    events = [Batch((Call("1", "t", {}),)), Answers((Answer("1", long_a), Answer("2", "short")))]
+    stored = as_stored(events, 1024)
+    answer = stored[1].answers[0]
+    assert is_capped(answer.text) and answer.digest == Answer("1", long_a).digest
+    assert stored[1].answers[1] is events[1].answers[1] and stored[0] is events[0]
+    d = ProgressDetector()
+    for text in (long_a, long_b):
+        d.check("t", {})
+        d.record_answer(as_stored([Answers((Answer("1", text),))], 1024)[0].answers[0])
+    assert d.check("t", {}).count == 2  # the 2nd answer differs: the run restarted at it

@@ -86,3 +86,20 @@ def test_module_factory_that_cannot_import_is_a_config_error():
 
 def test_default_specs_are_registered_detectors():
     assert all(s.detector in registry.names() for s in DEFAULT_SPECS)
+
+
+def test_the_peer_ports_are_built_in_after_ours():
+    builtin = registry.builtin_names()
+    assert builtin[-3:] == ("openhands", "gemini-cli", "roo")
+    assert builtin.index("progress") < builtin.index("openhands")
+    assert set(builtin) <= set(registry.names())
+
+
+def test_a_module_factory_plugin_is_not_built_in_and_can_be_forgotten(plugin_module):
+    PolicySpec.parse(plugin_module)
+    assert plugin_module in registry.names() and plugin_module not in registry.builtin_names()
+    registry.unregister(plugin_module)
+    assert plugin_module not in registry.names()
+    with pytest.raises(ConfigError, match="built in"):
+        registry.unregister("window")
+    assert "window" in registry.names()

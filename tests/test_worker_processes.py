@@ -130,7 +130,8 @@ def test_read_only_connection_reads_while_the_worker_writes(fresh_db, tmp_path):
         (f,) = write_corpus(tmp_path / "b", 1, 50, seed=2)
         with writer.begin() as w:  # an open write transaction, mid-ingest
             row = worker._claim(w, str(f), "t")
-            worker.apply(w, row["id"], worker.compute(f, row, [], worker.Options()), worker.Options())
+            opts = worker.Options()
+            worker.apply(w, row["id"], worker.compute(f, worker.load_prior(w, row, opts), opts), opts)
             with reader.connect() as r:
                 assert r.execute(select(func.count()).select_from(schema.checks)).scalar() == before
                 with pytest.raises(Exception, match="readonly|read-only|attempt to write"):

@@ -73,7 +73,10 @@ st.caption(f"{len(session_ids)} session(s) selected.")
 detectors = list(PARAMS)
 c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 2])
 detector = c1.selectbox("Detector", detectors, key="cp_detector")
-numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]  # ranges are numbers
+numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]
+if not numeric:
+    st.info("This detector has no numeric parameter to sweep.")
+    st.stop()
 param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}")
 rng = c3.text_input("Range", _default_range(detector, param), key=f"cp_range_{detector}_{param}",
                     help="2..6, 2..12:2 or 3,5,8")

@@ -79,7 +79,8 @@ def _drill(policy_id: str, cell: str, by_policy: dict[str, list[scoring.Judged]]
     safe.text(f"policy: {names[policy_id]}")
     brief = data.fresh("sessions_brief", [j.session_id for j in rows])
     table = session_rows(rows, brief)
-    safe.table(table, key="lb_cell_rows", column_config=LINKS)
+    safe.table(table, key="lb_cell_rows", column_config=LINKS | {
+        "title": st.column_config.TextColumn("title", width="medium")})
     if len(rows):
         # The same links as buttons: a table cell is awkward to hit, a button is not.
         c1, c2 = st.columns([3, 1])
@@ -148,6 +149,7 @@ def main() -> None:
         link_cols = {c: st.column_config.LinkColumn(COLUMN_TITLES[c], display_text=r"n=(\d+)$")
                      for c in scoring.COUNT_COLUMNS}
         safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | {
+            "policy": st.column_config.TextColumn("policy", width="medium"),
             "precision": st.column_config.NumberColumn("precision", format="%.2f"),
             "recall": st.column_config.NumberColumn("recall", format="%.2f"),
             "into loop (median)": st.column_config.NumberColumn("into loop (median)", format="%g")})

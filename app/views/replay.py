@@ -17,7 +17,8 @@ from loopledger import vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
-from loopledger.detectors.policy import BUILTIN_SPECS, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
+from loopledger.detectors import registry
+from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
@@ -60,16 +61,33 @@ def _counters_spec(db_url: str, session_id: int, updated_at: float | None, n_eve
 
 
 def _spec_of(value: str | None, policies: list[dict[str, Any]]) -> PolicySpec | None:
-    """A policy id from the ledger, or a spec string (`window:threshold=4`), or None."""
+    """A policy id from the ledger, or a spec string (`window:threshold=4`) of a registered
+    detector, or None. A link never names a module to import: a `module:factory` plugin is
+    reached through its stored policy (the user's own ingest stored it) or once registered."""
     if not value:
         return None
-    for p in policies:
-        if p["id"] == value:
-            return PolicySpec(p["detector"], json.loads(p["params"]))
     try:
+        for p in policies:
+            if p["id"] == value:
+                return PolicySpec(p["detector"], json.loads(p["params"]))
+        if value.strip().partition(":")[0].strip() not in registry.names():
+            return None
         return PolicySpec.parse(value)
-    except ValueError:
+    except ValueError:  # ConfigError: a bad spec, or a stored plugin that is not installed here
         return None
+
+
+def _detector_names(policies: list[dict[str, Any]]) -> list[str]:
+    """Every registered detector, then stored policies' `module:factory` plugins loadable here."""
+    out = list(registry.names())
+    for p in policies:
+        if p["detector"] not in out:
+            try:
+                registry.get(p["detector"])
+            except ValueError:
+                continue
+            out.append(p["detector"])
+    return out
 
 
 def _int(value: Any) -> int | None:
@@ -177,14 +195,16 @@ if st.session_state.get("rp_scope") != (session_id, run_idx):
         st.session_state.rp_step = first
     st.session_state.rp_scope = (session_id, run_idx)
 
-detectors = [s.detector for s in BUILTIN_SPECS]  # every built-in, not only the default set
+detectors = _detector_names(policies)
 if "rp_spec" not in st.session_state:
-    st.session_state.rp_spec = BUILTIN_SPECS[0]
+    st.session_state.rp_spec = PolicySpec(detectors[0])
+if st.session_state.rp_spec.detector not in detectors:
+    detectors.append(st.session_state.rp_spec.detector)
 if st.session_state.get("rp_detector") not in detectors:
     st.session_state.rp_detector = st.session_state.rp_spec.detector
 detector = c3.selectbox("Detector", detectors, key="rp_detector")
 if st.session_state.rp_spec.detector != detector:
-    st.session_state.rp_spec = next(s for s in BUILTIN_SPECS if s.detector == detector)
+    st.session_state.rp_spec = PolicySpec(detector)
 spec: PolicySpec = st.session_state.rp_spec
 
 with st.form("rp_params"):
@@ -203,12 +223,13 @@ with st.form("rp_params"):
             elif p.kind == OPT_INT:
                 raw[p.name] = st.text_input(p.name, value="none" if value is None else str(value),
                                             help=p.help, key=f"rp_p_{detector}_{p.name}_{spec.id}")
-            elif p.kind == TEXT:
-                raw[p.name] = st.text_input(p.name, value=str(value), help=p.help,
-                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
-            else:
+            elif p.kind == INT:
                 raw[p.name] = st.number_input(p.name, value=int(value), step=1, help=p.help,
                                               key=f"rp_p_{detector}_{p.name}_{spec.id}")
+            else:  # a yes/no or decimal parameter: written as the spec grammar reads it
+                shown = ("true" if value else "false") if isinstance(value, bool) else str(value)
+                raw[p.name] = st.text_input(p.name, value=shown, help=p.help,
+                                            key=f"rp_p_{detector}_{p.name}_{spec.id}")
     if st.form_submit_button("Apply parameters"):
         try:
             new = PolicySpec(detector, raw)

@@ -11,6 +11,7 @@ import datetime as dt
 
 import streamlit as st
 from loopledger.app import charts, data, safe
+from loopledger.app.label_form import label_form
 from loopledger.ledger import read
 
 PAGE_SIZE = 50
@@ -87,6 +88,8 @@ def _live(f: read.SessionFilter) -> None:
     st.download_button("Download these rows (CSV)", rows.drop(columns=["open"]).to_csv(index=False),
                        file_name=f"loopledger-sessions-p{page}.csv", mime="text/csv", key="csv")
     st.caption(f"{head['sessions']:,} sessions · page {page} of {pages} · refreshes every {data.REFRESH_S} s")
+    with st.expander("Label a session of this page", expanded=False):
+        label_form(rows["id"].tolist(), "sessions")
 
 
 st.header("Sessions")

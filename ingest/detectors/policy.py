@@ -31,6 +31,12 @@ Detectors and parameters (defaults in brackets):
                  none | errors | all], volatile [timestamp|clock|duration|uuid|hex_id|temp_path],
                  errors [error_prefix|nonzero_returncode] (pattern names or re:<expression>;
                  see progress.py)
+    openhands    action_observation [4], action_error [3], monologue [3], alternating_pattern [6]
+                 (OpenHands' StuckDetectionThresholds, each >= 1; see openhands.py)
+    gemini-cli   repeats [5], max_cycle [5] (Gemini CLI's tool-call loop check; gemini_cli.py)
+    roo          limit [3; 0 = never refuse] (Roo Code's ToolRepetitionDetector; roo.py)
+
+Plugins bring their own (`loopledger policies` lists every registered detector; docs/plugins.md).
 
 Every policy speaks the shared words: checks `allow | warn | block | halt` (`after_halt` is the
 replay engine's), results `repeated | changed | not_comparable | not_current` (run-length only:
@@ -47,6 +53,14 @@ What a Check's numbers mean, per detector (idx -1 = the whole batch):
     progress     per call; count = the attempt this call would be without progress (stale
                  repeat or stale retry, whichever is nearer its halt), threshold = that rule's
                  halt threshold (halt_at, or ok_halt_at for a repeat of a successful answer)
+    openhands    idx -1 on batches and prose turns (asked before each agent step); allow:
+                 count = identical action+observation pairs in a row, threshold =
+                 action_observation; warn (the nudge) / halt: count and threshold of the rule
+                 that fired, named at the start of `reason`
+    gemini-cli   per call; count = repetitions of the best cycle, total = its length,
+                 threshold = repeats
+    roo          per call; count = identical repeats of the previous call, threshold = limit
+                 (a block when count reaches it)
 """
 
 from __future__ import annotations
@@ -254,7 +268,7 @@ def make_policy(spec: PolicySpec | str) -> Policy:
 
 
 # The built-in detectors, in display order (plugins are in `registry.names()` once loaded).
-DETECTORS: tuple[str, ...] = registry.names()
+DETECTORS: tuple[str, ...] = registry.builtin_names()
 
 # Every built-in detector at its own defaults (the seeds' exactly as the seeds define them):
 # what Replay lists and what the sample_data tables show.

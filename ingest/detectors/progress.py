@@ -55,7 +55,7 @@ from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, Policy, Re
 from loopledger.detectors.canonical import call_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
-from loopledger.events import Answer, Batch, text_digest
+from loopledger.events import Answer, Batch, is_capped, text_digest
 
 if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
     from loopledger.detectors.policy import PolicySpec
@@ -261,7 +261,9 @@ class ProgressDetector:
 
     def _norm(self, e: Entry) -> str:
         if e._norm is None:
-            e._norm = self.digest(e.text)
+            # A capped answer (as the ledger stores it) is only its head: its full digest, which
+            # the marker holds, decides — a hex id pattern must not erase that digest.
+            e._norm = e.raw or "" if is_capped(e.text) else self.digest(e.text)
         return e._norm
 
     def same_answer(self, a: Entry, b: Entry) -> bool:

@@ -42,6 +42,9 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "loopledger.detectors.window",
     "loopledger.detectors.cycle",
     "loopledger.detectors.progress",
+    "loopledger.detectors.openhands",
+    "loopledger.detectors.gemini_cli",
+    "loopledger.detectors.roo",
 )
 
 
@@ -96,16 +99,48 @@ def _load() -> None:
         for value in vars(mod).values():
             if isinstance(value, Detector) and value.name not in _registry:
                 register(value)
+                _builtin.append(value.name)
+    _scan_entry_points()
+    _loaded = True
+
+
+def _scan_entry_points() -> list[str]:
+    added = []
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             for det in _detectors_in(ep.load()):
                 if det.name not in _registry:
                     register(det)
+                    added.append(det.name)
+            _broken.pop(ep.name, None)
         except Exception as e:  # noqa: BLE001 — one broken plugin must not take the others down
             _broken[ep.name] = f"{type(e).__name__}: {e}"
-    _loaded = True
+    return added
 
 
+def rescan() -> tuple[str, ...]:
+    """Read the entry points again: a plugin installed (or put on sys.path) after the first
+    lookup in this process. Returns the names it added; known names are left as they are."""
+    _load()
+    return tuple(_scan_entry_points())
+
+
+def unregister(name: str) -> None:
+    """Forget a plugin (a reload, a test that installed one); built-ins stay."""
+    if name in _builtin:
+        raise ConfigError("detector", "a plugin", f"{name!r} is built in; it cannot be unregistered")
+    with _lock:
+        _registry.pop(name, None)
+
+
+def builtin_names() -> tuple[str, ...]:
+    """The detectors LoopLedger ships (seeds, ours, the peer ports), in display order: the
+    default policy set. `names()` adds the plugins."""
+    _load()
+    return tuple(_builtin)
+
+
+_builtin: list[str] = []
 _broken: dict[str, str] = {}
 
 

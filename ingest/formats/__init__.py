@@ -11,11 +11,12 @@ Order matters in READER_MODULES: more specific formats are sniffed before genera
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from loopledger.events import Item
+from loopledger.events import Checkpoint, Item
 from loopledger.printable import plain
 from loopledger.redact import redact_text
 
@@ -33,6 +34,7 @@ READER_MODULES = (
     "aider",
 )
 SNIFF_BYTES = 64 * 1024
+log = logging.getLogger("loopledger.formats")
 
 
 class UnknownFormat(ValueError):
@@ -70,6 +72,7 @@ def sniff(path: Path | str) -> str:
             if mod.sniff(head):
                 return name
         except Exception:  # a sniffer must never take the whole ingest down  # noqa: BLE001
+            log.warning("%s: the %s sniffer failed; trying the next format", path, name, exc_info=True)
             continue
     known = ", ".join(readers())
     raise UnknownFormat(f"{path}: not a transcript format LoopLedger reads ({_describe(head)}); "
@@ -91,3 +94,24 @@ def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
     if name not in mods:
         raise UnknownFormat(f"unknown format {name!r}; known formats: {', '.join(mods)}")
     return mods[name].read(path)
+
+
+def resumable(format: str) -> bool:
+    """Whether the format's reader can continue a file from a Checkpoint (an append then reads
+    only the new bytes); the others are re-read whole."""
+    mod = readers().get(format)
+    return mod is not None and hasattr(mod, "read_from")
+
+
+def read_from(path: Path | str, format: str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
+    """Items of `path` for a resumable format: with `checkpoint` None, the whole file, a
+    Checkpoint item just before the reader's end-of-file flush (when it can resume there);
+    with one, only what follows it. Formats without `read_from` give `read(path)`."""
+    mod = readers().get(format)
+    if mod is None:
+        raise UnknownFormat(f"unknown format {format!r}; known formats: {', '.join(readers())}")
+    if not hasattr(mod, "read_from"):
+        if checkpoint is not None:
+            raise ValueError(f"{format}: the reader cannot resume")
+        return mod.read(Path(path))
+    return mod.read_from(Path(path), checkpoint)

@@ -73,28 +73,49 @@ def json_error_message(raw: bytes | str, exc: Exception) -> str:
     return f"invalid JSON: {text}" + (f" (at character {pos + 1})" if isinstance(pos, int) else "")
 
 
-def iter_jsonl(path: Path | str, max_line_bytes: int | None = None) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(path: Path | str, max_line_bytes: int | None = None, start: tuple[int, int] = (0, 0),
+               pos: list[int] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield (line_no, parsed value | ReadError) for each non-blank line, 1-based.
-    `max_line_bytes` defaults to MAX_LINE_BYTES as it is when called (tests lower it)."""
+    `max_line_bytes` defaults to MAX_LINE_BYTES as it is when called (tests lower it).
+    `start` = (byte offset, lines before it): continue a file from a line boundary (a reader
+    resuming, see Checkpoint). `pos`, if given, is kept at [byte offset, line] just after the
+    last newline-terminated line read (where a later read can resume), + [bytes read]: the two
+    offsets differ when the file ends inside a line."""
     max_line_bytes = max_line_bytes or MAX_LINE_BYTES
+    offset, line_no = start
+    if pos is not None:
+        pos[:] = [offset, line_no, offset]
     with open(path, "rb") as fh:
-        line_no = 0
+        if offset:
+            fh.seek(offset)
         while True:
             raw = fh.readline(max_line_bytes + 1)
             if not raw:
                 return
             line_no += 1
+            offset += len(raw)
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 # Skip the rest of the line in chunks: never hold an enormous line in memory.
                 size = len(raw)
+                ended = False
                 while True:
                     rest = fh.readline(_CHUNK)
                     size += len(rest)
+                    offset += len(rest)
                     if not rest or rest.endswith(b"\n"):
+                        ended = rest.endswith(b"\n")
                         break
+                if pos is not None:
+                    pos[2] = offset
+                    if ended:
+                        pos[:2] = [offset, line_no]
                 yield line_no, bad(path, line_no, f"line too long ({size} bytes; the limit is "
                                    f"{max_line_bytes} bytes), skipped", raw[:400])
                 continue
+            if pos is not None:
+                pos[2] = offset
+                if raw.endswith(b"\n"):
+                    pos[:2] = [offset, line_no]
             if line_no == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             if not raw.strip():

@@ -21,7 +21,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Answer, Answers, Item, ReadError, SessionInfo, SessionStart, UserTurn
+from loopledger.events import (
+    Answer,
+    Answers,
+    Checkpoint,
+    Item,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+    UserTurn,
+)
 from loopledger.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.anthropic import assistant_events, user_events
 
@@ -82,11 +91,15 @@ def _skipped(rec: dict) -> bool:
     return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
 
 
-def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
-    """Title (summary or first prompt), model, start time: from the first lines of `ident`."""
+def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | None = None) -> SessionInfo:
+    """Title (summary or first prompt), model, start time: from the first lines of `ident`.
+    `done[0]` tells whether more lines could still change it (title or model not found yet
+    within the lines there are): a reader checkpoint is only taken once it cannot."""
     title = model = started = parent = key = version = None
+    final = False
     for n, (_, rec) in enumerate(iter_jsonl(path)):
         if n > _INFO_LINES or (title and model):
+            final = True
             break
         if not isinstance(rec, dict):
             continue
@@ -107,19 +120,33 @@ def _info(path: Path, ident: Ident, first_key: str | None) -> SessionInfo:
             if turns:
                 title = title_of(turns[0].text)
     meta = {"version": version} if version else {}
+    if done is not None:
+        done[:] = [final]
     return SessionInfo(key or first_key or "0", NAME, title or "", "claude-code", model, started,
                        parent, meta)
 
 
-def _session(path: Path, ident: Ident, report_errors: bool,
-             others: list[Ident] | None) -> Iterator[Item]:
-    """The items of one session (lines of `ident`); collects other sessions' idents seen."""
+_STATE = "claude-code/1"
+
+
+def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] | None,
+             checkpoint: bool = False, resume: Checkpoint | None = None) -> Iterator[Item]:
+    """The items of one session (lines of `ident`); collects other sessions' idents seen.
+    `checkpoint`: yield a Checkpoint before the end-of-file flush (when resumable: the file's
+    only session, ending on a complete line); `resume`: continue from one."""
     open_id: str | None = None
     blocks: list[Any] = []
     first: tuple[str | None, int] = (None, 0)
     held: list[Answer] = []
     held_line = 0
     started = False
+    start = (0, 0)
+    if resume is not None:
+        start = (resume.offset, resume.line)
+        _, ident, open_id, blocks, first, held, held_line, started = resume.state
+        blocks, held = list(blocks), list(held)
+    pos: list[int] = []
+    info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
 
     # Lists, not generators: this loop runs for every line of the file.
     def close() -> list[Item]:
@@ -134,10 +161,10 @@ def _session(path: Path, ident: Ident, report_errors: bool,
         nonlocal started
         if items and not started:
             started = True
-            return [SessionStart(_info(path, ident, None), getattr(items[0], "line", None)), *items]
+            return [SessionStart(_info(path, ident, None, info_final), getattr(items[0], "line", None)), *items]
         return items
 
-    for line, rec in iter_jsonl(path):
+    for line, rec in iter_jsonl(path, start=start, pos=pos):
         if isinstance(rec, ReadError):
             if report_errors:
                 yield rec
@@ -186,10 +213,27 @@ def _session(path: Path, ident: Ident, report_errors: bool,
                 held.extend(it.answers)
             continue
         yield from emit(close() + items)
+    if checkpoint and started and info_final[0] and not others and pos[0] == pos[2]:
+        yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
+                                          held_line, started))
     yield from emit(close())
 
 
-def read(path: Path | str) -> Iterator[Item]:
+def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
+    """`read`, plus a Checkpoint before the final flush; or continued from a checkpoint."""
+    if checkpoint is None:
+        yield from read(path, checkpoint=True)
+        return
+    if not (isinstance(checkpoint.state, tuple) and checkpoint.state[:1] == (_STATE,)):
+        raise ValueError(f"{path}: not a claude-code reader checkpoint")
+    path = Path(path)
+    others: list[Ident] = []
+    yield from _session(path, checkpoint.state[1], True, others, True, checkpoint)
+    for ident in others:
+        yield from _session(path, ident, False, None)
+
+
+def read(path: Path | str, checkpoint: bool = False) -> Iterator[Item]:
     path = Path(path)
     first: Ident | None = None
     for _, rec in iter_jsonl(path):
@@ -201,6 +245,6 @@ def read(path: Path | str) -> Iterator[Item]:
         yield from (rec for _, rec in iter_jsonl(path) if isinstance(rec, ReadError))
         return
     others: list[Ident] = []
-    yield from _session(path, first, True, others)
+    yield from _session(path, first, True, others, checkpoint)
     for ident in others:
         yield from _session(path, ident, False, None)

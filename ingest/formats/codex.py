@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Item, ReadError, SessionInfo, SessionStart
+from loopledger.events import Checkpoint, Item, ReadError, SessionInfo, SessionStart
 from loopledger.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.openai_responses import item_events
 
@@ -53,9 +53,11 @@ def is_injected(text: str) -> bool:
     return text.lstrip().startswith(_INJECTED)
 
 
-def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(line, Responses item | ReadError, timestamp) for both layouts; other lines dropped."""
-    for n, (line, rec) in enumerate(iter_jsonl(path)):
+def _items(path: Path, start: tuple[int, int] = (0, 0), pos: list[int] | None = None,
+           ) -> Iterator[tuple[int, Any, str | None]]:
+    """(line, Responses item | ReadError, timestamp) for both layouts; other lines dropped.
+    `start` / `pos`: as iter_jsonl's (a resumed read never sees the legacy header)."""
+    for n, (line, rec) in enumerate(iter_jsonl(path, start=start, pos=pos), 1 if start[0] else 0):
         if isinstance(rec, ReadError):
             yield line, rec, None
         elif not isinstance(rec, dict):
@@ -73,11 +75,15 @@ def _items(path: Path) -> Iterator[tuple[int, Any, str | None]]:
                             rec), None
 
 
-def _info(path: Path) -> SessionInfo:
+def _info(path: Path, done: list[bool] | None = None) -> SessionInfo:
+    """`done[0]`: whether later lines can no longer change it (model and title found, or the
+    look-ahead is used up): a reader checkpoint is only taken then."""
     key = started = model = title = None
     meta: dict[str, Any] = {}
+    final = False
     for n, (_, rec) in enumerate(iter_jsonl(path)):
         if n > _INFO_LINES or (model and title):
+            final = True
             break
         if not isinstance(rec, dict):
             continue
@@ -97,7 +103,12 @@ def _info(path: Path) -> SessionInfo:
             text = content_text(item.get("content"))
             if not title and not is_injected(text):
                 title = title_of(text)
+    if done is not None:
+        done[:] = [final]
     return SessionInfo(key or path.stem, NAME, title or "", "codex", model, started, None, meta)
+
+
+_STATE = "codex/1"
 
 
 def read(path: Path | str) -> Iterator[Item]:
@@ -106,5 +117,32 @@ def read(path: Path | str) -> Iterator[Item]:
     for item in item_events(_items(path), path, group=False, is_injected=is_injected):
         if not started and not isinstance(item, ReadError):
             yield SessionStart(_info(path), getattr(item, "line", None))
+            started = True
+        yield item
+
+
+def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
+    """`read` plus a Checkpoint before the final flush (the last call, whose answer may follow);
+    or continued from one. One rollout is one session."""
+    path = Path(path)
+    pos: list[int] = []
+    state = None
+    start = (0, 0)
+    started = checkpoint is not None
+    info_final = [checkpoint is not None]
+    if checkpoint is not None:
+        if not (isinstance(checkpoint.state, tuple) and checkpoint.state[:1] == (_STATE,)):
+            raise ValueError(f"{path}: not a codex reader checkpoint")
+        state, start = checkpoint.state[1], (checkpoint.offset, checkpoint.line)
+
+    def at_end(open_calls: tuple) -> Checkpoint | None:
+        if started and info_final[0] and pos and pos[0] == pos[2]:
+            return Checkpoint(pos[0], pos[1], (_STATE, open_calls))
+        return None
+
+    for item in item_events(_items(path, start, pos), path, group=False, is_injected=is_injected, state=state,
+                            at_end=at_end):
+        if not started and not isinstance(item, ReadError | Checkpoint):
+            yield SessionStart(_info(path, info_final), getattr(item, "line", None))
             started = True
         yield item

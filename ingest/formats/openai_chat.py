@@ -25,6 +25,7 @@ from loopledger.events import (
     Answers,
     Batch,
     Call,
+    Checkpoint,
     Item,
     Prose,
     ReadError,
@@ -163,12 +164,21 @@ def _is_conversation(value: Any) -> bool:
     return isinstance(value, dict) and "role" not in value and isinstance(value.get("messages"), list)
 
 
-def _jsonl(path: Path) -> Iterator[Item]:
+_STATE = "openai-chat/1"
+
+
+def _jsonl(path: Path, checkpoint: bool = False, resume: Checkpoint | None = None) -> Iterator[Item]:
     """JSONL of messages (one session), or of conversations {"messages": [...]} (one session per
-    line, as fine-tuning and eval logs are written); the first record decides which."""
+    line, as fine-tuning and eval logs are written); the first record decides which. Each line's
+    items depend on that line alone, so a Checkpoint is just the position (and the mode)."""
     started = False
     per_line: bool | None = None
-    for line, rec in iter_jsonl(path):
+    start = (0, 0)
+    if resume is not None:
+        _, started, per_line = resume.state
+        start = (resume.offset, resume.line)
+    pos: list[int] = []
+    for line, rec in iter_jsonl(path, start=start, pos=pos):
         if isinstance(rec, ReadError):
             yield rec
             continue
@@ -188,6 +198,8 @@ def _jsonl(path: Path) -> Iterator[Item]:
                 yield SessionStart(SessionInfo("0", NAME, title), line)
                 started = True
             yield item
+    if checkpoint and pos[0] == pos[2]:
+        yield Checkpoint(pos[0], pos[1], (_STATE, started, per_line))
 
 
 def _is_record(value: Any) -> bool:
@@ -198,3 +210,15 @@ def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
     doc = records_or_document(path, _is_record)
     return _jsonl(path) if doc is JSONL else _document(path, doc)
+
+
+def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
+    """`read`, plus a Checkpoint at the end of JSONL (documents are re-read whole); or continued
+    from a checkpoint."""
+    path = Path(path)
+    if checkpoint is not None:
+        if not (isinstance(checkpoint.state, tuple) and checkpoint.state[:1] == (_STATE,)):
+            raise ValueError(f"{path}: not an openai-chat reader checkpoint")
+        return _jsonl(path, checkpoint=True, resume=checkpoint)
+    doc = records_or_document(path, _is_record)
+    return _jsonl(path, checkpoint=True) if doc is JSONL else _document(path, doc)

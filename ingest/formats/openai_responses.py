@@ -12,7 +12,7 @@ batch because its rollouts do not say which calls were parallel.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +94,13 @@ def item_answer(item: dict, ts: str | None) -> Answer:
 
 
 def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group: bool,
-                is_injected=lambda text: False) -> Iterator[Item]:
-    """(line, item, ts) → events. `group`: consecutive calls form one batch."""
-    calls: list[Call] = []
-    at: tuple[str | None, int] = (None, 0)
+                is_injected=lambda text: False, state: tuple | None = None,
+                at_end: Callable[[tuple], Item | None] | None = None) -> Iterator[Item]:
+    """(line, item, ts) → events. `group`: consecutive calls form one batch. `state` continues
+    from a `at_end(state)` taken earlier: `at_end` is asked, before the final flush, for an item
+    to yield there (a reader's Checkpoint) given the calls still open."""
+    calls: list[Call] = list(state[0]) if state else []
+    at: tuple[str | None, int] = state[1] if state else (None, 0)
 
     def flush() -> Iterator[Item]:
         nonlocal calls
@@ -141,6 +144,10 @@ def item_events(items: Iterable[tuple[int, Any, str | None]], path: Path, group:
         elif kind is None:
             yield bad(path, line, "item without a \"type\"", item)
         # reasoning, web_search_call, ghost_snapshot, …: not turns, not calls
+    if at_end is not None:
+        extra = at_end((tuple(calls), at))
+        if extra is not None:
+            yield extra
     yield from flush()
 
 

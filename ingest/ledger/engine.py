@@ -19,7 +19,7 @@ from sqlalchemy.pool import QueuePool
 DEFAULT_SQLITE_PATH = "ledger.sqlite"
 ENV_URL = "LOOPLEDGER_DATABASE_URL"
 ENV_PATH = "LOOPLEDGER_DB"
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = int(os.environ.get("LOOPLEDGER_BUSY_TIMEOUT_MS", "30000"))  # SQLite waits this long for the write lock
 # A dashboard query that runs longer than this is cut off (datasette's habit): one runaway
 # aggregate must not pin a server thread. Override with $LOOPLEDGER_QUERY_TIMEOUT (seconds).
 READ_QUERY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_QUERY_TIMEOUT", "10"))

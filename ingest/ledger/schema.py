@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -119,7 +120,9 @@ policies = Table(
     "policies",
     metadata,
     Column("id", String(32), primary_key=True),  # hash of the canonical spec
-    Column("detector", String(20), nullable=False),
+    # Up to 200: a plugin named by import path (mypkg.guards:make_guard); migration 0003. SQLite
+    # ignores VARCHAR lengths, so its ledgers keep the declared 20 (no table rebuild).
+    Column("detector", String(200).with_variant(String(20), "sqlite"), nullable=False),
     Column("params", Text, nullable=False),  # canonical JSON
     Column("label", Text, nullable=False),
     Column("is_default", Boolean, nullable=False, default=False),
@@ -215,3 +218,30 @@ labels = Table(
 Index("uq_labels_session", labels.c.session_id, unique=True)
 
 SESSION_LEVEL = -1  # labels.run_idx of a label put on the whole session
+
+# Resume snapshots (loopledger.resume): each policy's replay state per session after `seq` events
+# (policy_id "" = the session's own writer context), so an append or a live hook replays only
+# what is new. Derived data: deleting a row only costs a full replay next time.
+resume_states = Table(
+    "resume_states",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("policy_id", String(32), primary_key=True),  # no FK: "" is the session's context
+    Column("seq", Integer, nullable=False),  # events applied: the next event's seq
+    Column("version", String(64), nullable=False),  # code fingerprint; another one = stale
+    Column("state", LargeBinary, nullable=False),  # signed pickle (see loopledger.resume)
+    Column("updated_at", Float),
+)
+
+# Where a reader can continue a file from (formats that support it): bytes through
+# `byte_offset` (line `line`) are read, `state` is the reader's own (signed pickle).
+reader_states = Table(
+    "reader_states",
+    metadata,
+    Column("source_id", Integer, ForeignKey("sources.id", ondelete="CASCADE"), primary_key=True),
+    Column("format", String(40), nullable=False),
+    Column("byte_offset", ByteCount, nullable=False),
+    Column("line", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("state", LargeBinary, nullable=False),
+)

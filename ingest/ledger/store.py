@@ -22,7 +22,19 @@ from typing import Any
 import orjson
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
-from loopledger.events import Answer, Answers, Batch, Call, Event, Prose, SessionInfo, UserTurn, text_digest
+from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
+    TRUNCATED,
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Event,
+    Prose,
+    SessionInfo,
+    UserTurn,
+    is_capped,
+    text_digest,
+)
 from loopledger.ledger import schema as s
 from loopledger.replay import PendingBatch, Step, Tally
 from sqlalchemy import delete, select, update
@@ -31,8 +43,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 DEFAULT_MAX_TEXT = 64 * 1024
-TRUNCATED = "…[truncated: "  # start of the marker ending a capped text
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"
+NO_ID = "(no id)"  # the id load_events gives the answer of an id-less call in a batch with ids
 
 
 # ── text caps ────────────────────────────────────────────────────────────────────────────────
@@ -50,10 +62,6 @@ def cap_text(text: str, max_bytes: int, digest: str | None = None) -> str:
         return text
     head = raw[:max_bytes].decode("utf-8", "ignore")
     return f"{head}{TRUNCATED}{len(raw)} bytes, digest {digest or text_digest(text)}]"
-
-
-def is_capped(text: str | None) -> bool:
-    return bool(text) and text.endswith("]") and TRUNCATED in text[-120:]
 
 
 def as_stored(events: Sequence[Event], max_text: int) -> list[Event]:
@@ -100,7 +108,7 @@ _STAT_COLS = ("session_id", "policy_id", "runs", "calls", "strikes", "warnings",
               "halted_runs", "first_halt_seq")
 _OUTCOME_COLS = ("session_id", "run_idx", "policy_id", "outcome", "halt_seq", "halt_idx", "strikes", "warnings",
                  "blocks", "saved")
-_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs)
+_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs, s.resume_states)
 
 
 # ── policies ─────────────────────────────────────────────────────────────────────────────────
@@ -165,41 +173,6 @@ def delete_sessions(conn: Connection, source_id: int, keep_keys: Iterable[str] =
     return len(gone)
 
 
-def _pair_answers(events: Sequence[Event]) -> dict[tuple[int, int], tuple[int, Answer]]:
-    """(batch seq, call idx) → (answers seq, answer), for joining answers onto call rows.
-
-    The pairing is the replay engine's own (its pending-batch slots), so the answers stored on a
-    call are the ones the detectors judged it with. An answer that came after its batch was
-    superseded (the detectors never saw it) is still joined by call id, for people to read; on
-    reload it sits in the same Answers event, where replay ignores it again."""
-    by_id: dict[str, tuple[int, int]] = {}
-    out: dict[tuple[int, int], tuple[int, Answer]] = {}
-    pending: PendingBatch | None = None
-    for seq, ev in enumerate(events):
-        if isinstance(ev, Batch) and ev.calls:
-            pending = PendingBatch(seq, ev)
-            for i, c in enumerate(ev.calls):
-                if c.id is not None:
-                    by_id[c.id] = (seq, i)
-        elif isinstance(ev, Answers):
-            for a in ev.answers:
-                if pending is not None and pending.missing:
-                    missing = pending.missing
-                    pending.add(a)
-                    if pending.missing < missing:  # it took a slot: find which, by identity
-                        for i, x in enumerate(pending.slots):
-                            if x is a and (pending.seq, i) not in out:
-                                out[(pending.seq, i)] = (seq, a)
-                                break
-                        continue
-                slot = by_id.get(a.call_id) if a.call_id is not None else None
-                if slot is not None and slot not in out and (pending is None or slot[0] != pending.seq):
-                    out[slot] = (seq, a)
-        elif isinstance(ev, UserTurn):
-            pending = None
-    return out
-
-
 def _args_text(call: Call, max_text: int) -> tuple[str, str]:
     """(stored args text, args hash): canonical JSON, or the raw string when malformed."""
     raw, digest = call_key(call)  # the detectors' cached canonical form: serialized once per call
@@ -225,65 +198,151 @@ class SessionRows:
     results: list[tuple]
     stats: list[tuple]
     outcomes: list[tuple]
+    resume: Any = None  # the session's resume snapshot after writing (None: drop any stored)
 
     @property
     def size(self) -> int:
         return len(self.events) + len(self.calls) + len(self.checks) + len(self.results)
 
 
-def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[int],
-                 verdicts: Sequence[PolicyVerdicts], *, max_text: int = DEFAULT_MAX_TEXT) -> SessionRows:
-    """The ledger rows of one session; `run_of[seq]` is event seq's run (as the replay engine numbers runs)."""
-    answers = _pair_answers(events)
-    ev_rows: list[tuple] = []
-    call_rows: list[tuple] = []
-    runs: dict[int, list] = {}
-    first_ts = last_ts = None
-    n_calls = 0
-    for seq, ev in enumerate(events):
-        run = run_of[seq]
+class RowBuilder:
+    """One session's event/call/run rows, built event by event: a whole session, or (resumed
+    from its `context()`) only the events after a resume snapshot.
+
+    Answers are joined onto their call rows with the replay engine's own pairing
+    (`PendingBatch`), so the answers stored on a call are the ones the detectors judged it with.
+    An answer that came after its batch was superseded (the detectors never saw it) is still
+    joined by call id, for people to read; on reload it sits in the same Answers event, where
+    replay ignores it again. In a resumed build, answers for calls stored earlier come out as
+    `updates` (the pending batch's calls) and `late` (by call id, resolved in the ledger)."""
+
+    def __init__(self, max_text: int = DEFAULT_MAX_TEXT, context: dict[str, Any] | None = None) -> None:
+        self.max_text = max_text
+        ctx = context or {}
+        self.pending: PendingBatch | None = ctx.get("pending")
+        self.runs: dict[int, list] = {k: list(v) for k, v in ctx.get("runs", {}).items()}
+        self.first_ts: str | None = ctx.get("first_ts")
+        self.last_ts: str | None = ctx.get("last_ts")
+        self.n_calls: int = ctx.get("n_calls", 0)
+        self.start_seq: int = ctx.get("seq", 0)
+        self.by_id: dict[str, tuple[int, int]] = {}  # calls of this build only
+        self.out: dict[tuple[int, int], tuple[int, Answer]] = {}
+        self.ev_rows: list[tuple] = []
+        self.calls: list[tuple[int, int, int, Call]] = []
+        self.updates: list[tuple[int, int, int, Answer]] = []  # (seq, idx, answers seq, answer)
+        self.late: list[tuple[str, int, int | None, Answer]] = []  # (call id, answers seq, pending seq, answer)
+
+    def context(self, seq: int) -> dict[str, Any]:
+        """What a later build resuming after event `seq - 1` needs (small: the pending batch and
+        the current run's row)."""
+        last = max(self.runs) if self.runs else None
+        return {"pending": self.pending, "runs": {last: list(self.runs[last])} if last is not None else {},
+                "first_ts": self.first_ts, "last_ts": self.last_ts, "n_calls": self.n_calls, "seq": seq}
+
+    def add(self, seq: int, ev: Event, run: int) -> None:
+        max_text = self.max_text
         ts = _ts(ev)
         if ts:
-            first_ts = first_ts or ts
-            last_ts = ts
-        r = runs.get(run)
+            self.first_ts = self.first_ts or ts
+            self.last_ts = ts
+        r = self.runs.get(run)
         if r is None:
-            r = runs[run] = [seq, seq, 0, ts, cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
+            r = self.runs[run] = [seq, seq, 0, ts, cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
         r[1] = seq
         if isinstance(ev, Batch):
-            n_calls += len(ev.calls)
-            r[2] += len(ev.calls)
+            n = len(ev.calls)
+            self.n_calls += n
+            r[2] += n
+            if n:
+                self.pending = PendingBatch(seq, ev)
             for i, c in enumerate(ev.calls):
-                args_text, a_hash = _args_text(c, max_text)
-                paired = answers.get((seq, i))
-                if paired is None:
-                    call_rows.append((seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
-                                      None, None, None, None, None, None))
-                else:
-                    aseq, a = paired
-                    call_rows.append((seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
-                                      cap_text(a.text, max_text, a.digest), a.digest, len(a.text), a.is_error,
-                                      aseq, a.ts))
-            ev_rows.append((seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
-                            text_digest(ev.text) if ev.text else None, ev.ts, ev.line))
+                self.calls.append((seq, i, run, c))
+                if c.id is not None:
+                    self.by_id[c.id] = (seq, i)
+            self.ev_rows.append((seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
+                                 text_digest(ev.text) if ev.text else None, ev.ts, ev.line))
         elif isinstance(ev, Answers):
-            ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None, ts, ev.line))
+            self._answers(seq, ev)
+            self.ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None, ts, ev.line))
         else:
+            if isinstance(ev, UserTurn):
+                self.pending = None
             kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
             digest = text_digest(ev.text)
-            ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
+            self.ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
+
+    def _answers(self, seq: int, ev: Answers) -> None:
+        pending, out = self.pending, self.out
+        for a in ev.answers:
+            if pending is not None and pending.missing:
+                missing = pending.missing
+                pending.add(a)
+                if pending.missing < missing:  # it took a slot: find which, by identity
+                    for i, x in enumerate(pending.slots):
+                        if x is a and (pending.seq, i) not in out:
+                            if pending.seq < self.start_seq:
+                                self.updates.append((pending.seq, i, seq, a))
+                            out[(pending.seq, i)] = (seq, a)
+                            break
+                    continue
+            if a.call_id is None:
+                continue
+            slot = self.by_id.get(a.call_id)
+            if slot is None:
+                if self.start_seq:  # maybe a call stored before: the ledger knows
+                    self.late.append((a.call_id, seq, pending.seq if pending is not None else None, a))
+            elif slot not in out and (pending is None or slot[0] != pending.seq):
+                out[slot] = (seq, a)
+
+    def provisional(self, cut: int) -> dict[str, list]:
+        """Answers events from seq `cut` on joined onto calls before it: a resumed build from
+        `cut` must take them off again (those events are read again)."""
+        slots = [slot for slot, (aseq, _) in self.out.items() if slot[0] < cut <= aseq]
+        slots += [(seq, i) for seq, i, aseq, _ in self.updates if aseq >= cut and (seq, i) not in slots]
+        return {"slots": slots, "ids": [cid for cid, aseq, _, _ in self.late if aseq >= cut]}
+
+    def answer_values(self, a: Answer, aseq: int) -> tuple:
+        return (cap_text(a.text, self.max_text, a.digest), a.digest, len(a.text), a.is_error, aseq, a.ts)
+
+    def call_rows(self) -> list[tuple]:
+        rows = []
+        out = self.out
+        for seq, i, run, c in self.calls:
+            args_text, a_hash = _args_text(c, self.max_text)
+            paired = out.get((seq, i))
+            if paired is None:
+                rows.append((seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
+                             None, None, None, None, None, None))
+            else:
+                aseq, a = paired
+                rows.append((seq, i, run, c.id, c.name, args_text, a_hash, c.args_malformed,
+                             *self.answer_values(a, aseq)))
+        return rows
+
+    def run_rows(self) -> list[tuple]:
+        return [(idx, *r) for idx, r in sorted(self.runs.items())]
+
+
+def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[int],
+                 verdicts: Sequence[PolicyVerdicts], *, max_text: int = DEFAULT_MAX_TEXT,
+                 builder: RowBuilder | None = None) -> SessionRows:
+    """The ledger rows of one session; `run_of[seq]` is event seq's run (as the replay engine
+    numbers runs). `builder`: one already fed (the caller wanted its context midway)."""
+    if builder is None:
+        builder = RowBuilder(max_text)
+        for seq, ev in enumerate(events):
+            builder.add(seq, ev, run_of[seq])
     meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
-            "model": info.model, "started_at": info.started_at or first_ts, "ended_at": last_ts,
+            "model": info.model, "started_at": info.started_at or builder.first_ts, "ended_at": builder.last_ts,
             "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
-            "n_calls": n_calls}
-    rows = SessionRows(info.key, meta, ev_rows, call_rows, [(idx, *r) for idx, r in sorted(runs.items())],
-                       [], [], [], [])
+            "n_calls": builder.n_calls}
+    rows = SessionRows(info.key, meta, builder.ev_rows, builder.call_rows(), builder.run_rows(), [], [], [], [])
     for pv in verdicts:
-        _verdict_rows(rows, pv)
+        verdict_rows(rows, pv)
     return rows
 
 
-def _verdict_rows(rows: SessionRows, pv: PolicyVerdicts) -> None:
+def verdict_rows(rows: SessionRows, pv: PolicyVerdicts) -> None:
     pid = pv.policy_id
     checks = rows.checks
     results = rows.results
@@ -318,14 +377,23 @@ def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]
             conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(updated_at=now, **rows.meta))
         sids.append(sid)
     for table, cols in _ROW_TABLES:
-        attr = {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table)
         for sid, rows in zip(sids, sessions, strict=True):
-            part = getattr(rows, attr)
-            if part:
-                # The session id goes into the statement as an integer literal (it is one: it
-                # came back from the database), so the row tuples are passed as built, uncopied.
-                conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
+            _insert_part(conn, table, cols, sid, rows)
     return sids
+
+
+def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, rows: SessionRows) -> None:
+    part = getattr(rows, {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table))
+    if part:
+        # The session id goes into the statement as an integer literal (it is one: it came back
+        # from the database), so the row tuples are passed as built, uncopied.
+        conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
+
+
+def insert_session_rows(conn: Connection, session_id: int, rows: SessionRows) -> None:
+    """Insert `rows` for an existing session without deleting anything (a resumed tail)."""
+    for table, cols in _ROW_TABLES:
+        _insert_part(conn, table, cols, session_id, rows)
 
 
 def write_session(
@@ -349,7 +417,7 @@ def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[Polic
             conn.execute(delete(t).where(t.c.session_id == session_id, t.c.policy_id == pv.policy_id))
     rows = SessionRows("", {}, [], [], [], [], [], [], [])
     for pv in verdicts:
-        _verdict_rows(rows, pv)
+        verdict_rows(rows, pv)
     for table, cols, part in (("checks", _CHECK_COLS, rows.checks), ("results", _RESULT_COLS, rows.results),
                               ("session_stats", _STAT_COLS, rows.stats),
                               ("run_outcomes", _OUTCOME_COLS, rows.outcomes)):
@@ -394,27 +462,39 @@ def _parse_args(text: str, malformed: bool, digest: str) -> Any:
         return json.loads(text)
 
 
-def load_events(conn: Connection, session_id: int) -> list[Event]:
-    """Rebuild a session's events, as the detectors saw them at ingest, from the ledger."""
+def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Event]:
+    """Rebuild a session's events, as the detectors saw them at ingest, from the ledger
+    (`from_seq`: only the events from that seq on, e.g. those after a resume snapshot)."""
     ev = s.events.c
     c = s.calls.c
     call_rows = conn.execute(
         select(c.seq, c.idx, c.call_id, c.tool, c.args, c.args_hash, c.args_malformed, c.answer, c.answer_hash,
                c.is_error, c.answer_seq, c.answer_ts)
-        .where(c.session_id == session_id).order_by(c.seq, c.idx)).all()
+        .where(c.session_id == session_id, (c.seq >= from_seq) | (c.answer_seq >= from_seq))
+        .order_by(c.seq, c.idx)).all()
     calls_of: dict[int, list[Call]] = {}
     answers_of: dict[int, list[Answer]] = {}
+    # In a batch where some calls have ids, an answer without one would go to the first free call
+    # of any kind; the answer an id-less call got at ingest must go to the first free id-less call
+    # (how it was paired: PendingBatch), so it carries an id that batch does not know.
+    with_ids = {row[0] for row in call_rows if row[2] is not None}
+    older = {row[0] for row in call_rows if row[0] < from_seq}
+    if older:  # batches before from_seq whose answers come later: their other calls were not read
+        with_ids |= set(conn.execute(select(c.seq).where(c.session_id == session_id, c.seq.in_(older),
+                                                         c.call_id.is_not(None)).distinct()).scalars())
     for (seq, _idx, call_id, tool, args, a_hash, malformed, answer, answer_hash, is_error, answer_seq,
          answer_ts) in call_rows:
-        calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
-                                                 bool(malformed)))
-        if answer_seq is not None:
+        if seq >= from_seq:
+            calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
+                                                     bool(malformed)))
+        if answer_seq is not None and answer_seq >= from_seq:
+            answer_id = NO_ID if call_id is None and seq in with_ids else call_id
             answers_of.setdefault(answer_seq, []).append(
-                Answer(call_id, answer or "", bool(is_error), answer_ts, answer_hash))
+                Answer(answer_id, answer or "", bool(is_error), answer_ts, answer_hash))
     out: list[Event] = []
     for seq, kind, text, ts, line in conn.execute(
             select(ev.seq, ev.kind, ev.text, ev.ts, ev.line)
-            .where(ev.session_id == session_id).order_by(ev.seq)):
+            .where(ev.session_id == session_id, ev.seq >= from_seq).order_by(ev.seq)):
         if kind == vocab.KIND_BATCH:
             out.append(Batch(tuple(calls_of.get(seq, ())), text or "", ts, line))
         elif kind == vocab.KIND_ANSWERS:

@@ -1,0 +1,61 @@
+"""Which files are transcripts: the files named, and transcript-looking files under folders.
+
+`discover(paths)` is the one entry point (the worker, `watch` and --jobs use it); a format whose
+sessions are folders rather than files extends it here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+# Extensions transcripts come in; anything else inside a folder is not tried (files named on
+# the command line always are).
+TRANSCRIPT_SUFFIXES = {".jsonl", ".ndjson", ".json", ".traj", ".md"}
+NOT_TRANSCRIPTS = ("readme", "changelog", "license", "contributing", "package.json", "package-lock.json",
+                   "tsconfig.json", "settings.json", "projects.json")
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".mypy_cache",
+             ".pytest_cache", ".ruff_cache"}
+DEFAULT_WATCH_DIRS = ("~/.claude/projects", "~/.codex/sessions", "~/.gemini/tmp")
+
+
+def _looks_like_transcript(p: Path) -> bool:
+    name = p.name.lower()
+    return p.suffix.lower() in TRANSCRIPT_SUFFIXES and not name.startswith(NOT_TRANSCRIPTS)
+
+
+def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -> list[Path]:
+    """Files named, plus transcript-looking files under folders (recursive), sorted, absolute.
+
+    What a folder holds but cannot be read (a folder without permission, a dangling link, a pipe
+    or socket named like a transcript) is left out and, when `unreadable` is given, described
+    there ("path: why"), so the caller can say so instead of skipping it without a word."""
+    out: set[Path] = set()
+
+    def skip(path: Path | str, why: str) -> None:
+        if unreadable is not None:
+            unreadable.append(f"{path}: {why}")
+
+    for raw in paths:
+        p = Path(raw).expanduser().absolute()
+        if p.is_file():
+            out.add(p)
+        elif p.is_dir():
+            for root, dirs, files in os.walk(p, onerror=lambda e: skip(e.filename, e.strerror or str(e))):
+                dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+                for f in files:
+                    fp = Path(root, f)
+                    if not _looks_like_transcript(fp):
+                        continue
+                    if not fp.is_file():
+                        skip(fp, "a dangling link" if fp.is_symlink() and not fp.exists() else "not a regular file")
+                    elif not os.access(fp, os.R_OK):
+                        skip(fp, "permission denied")
+                    else:
+                        out.add(fp)
+    return sorted(out)
+
+
+def default_watch_paths() -> list[Path]:
+    return [p for p in (Path(d).expanduser() for d in DEFAULT_WATCH_DIRS) if p.is_dir()]

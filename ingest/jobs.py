@@ -1,0 +1,185 @@
+"""Many files: `ingest_paths` over discovered files, in this process or in `--jobs` processes.
+
+With --jobs N, N spawned processes take paths from a queue; each computes a whole file before
+claiming it (as every ingest does), then claims and writes: the database serialises the short
+writes, the computing overlaps, only paths and reports cross processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import xxhash
+from loopledger import file_ingest
+from loopledger.config import Options
+from loopledger.discovery import discover
+from loopledger.file_ingest import FileReport, ingest_file, is_busy, log, one_line, recorded
+from loopledger.ledger import schema as s
+from loopledger.ledger import store
+from sqlalchemy.engine import Engine
+
+
+@dataclass
+class Totals:
+    files: int = 0
+    changed: int = 0  # files read this time (new, appended or rewritten)
+    unchanged: int = 0
+    errors: int = 0
+    locked: int = 0  # files left as they were: the ledger stayed busy
+    sessions: int = 0
+    runs: int = 0
+    calls: int = 0
+    checks: int = 0
+    warnings: int = 0
+    blocks: int = 0
+    halts: int = 0
+    quarantined: int = 0
+    error_messages: list[str] = field(default_factory=list)
+
+    def add(self, r: FileReport) -> None:
+        self.files += 1
+        if r.action in ("new", "appended", "rewritten"):
+            self.changed += 1
+        elif r.action in ("unchanged", "busy", "skipped"):
+            self.unchanged += 1
+        if r.action == "error":
+            self.errors += 1
+            self.error_messages.append(r.error or r.path)
+        elif r.action == "locked":
+            self.locked += 1
+            self.error_messages.append(r.error or r.path)
+        for name in ("sessions", "runs", "calls", "checks", "warnings", "blocks", "halts", "quarantined"):
+            setattr(self, name, getattr(self, name) + getattr(r, name))
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean · 1 some file could not be read · 4 the ledger was busy (locked) for some file,
+        which is left for the next run · 3 finished, but lines were quarantined."""
+        return 1 if self.errors else 4 if self.locked else (3 if self.quarantined else 0)
+
+
+def register_sources(engine: Engine, files: Sequence[Path]) -> None:
+    """Create the missing source rows up front, committed: on PostgreSQL a worker can then skip a
+    row another worker has locked instead of waiting on its uncommitted insert. Best effort: on
+    a ledger that stays busy, each file's own transaction creates its row instead."""
+    rows = [{"path": str(p), "size": 0, "byte_offset": 0, "status": "new"} for p in files]
+    for i in range(0, len(rows), 1000):
+        for delay in (*file_ingest.BUSY_RETRY_DELAYS, None):
+            try:
+                with engine.begin() as conn:
+                    store.insert_ignore(conn, s.sources, rows[i:i + 1000])
+                break
+            except Exception as exc:
+                if not is_busy(exc):
+                    raise
+                if delay is None:
+                    log.info("registering sources: ledger busy (%s); left to each file", one_line(exc))
+                    return
+                time.sleep(delay)
+
+
+def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
+                 on_file: Callable[[FileReport], None] | None = None) -> Totals:
+    """Ingest every file under `paths`; `on_file` is told after each one (the progress bar).
+
+    With `opts.jobs` > 1, that many processes take files from a queue; each computes a file before
+    claiming it and re-checks the source row under the claim (see ingest_file_optimistic)."""
+    totals = Totals()
+    files = discover(paths)
+    register_sources(engine, files)
+    if files:
+        # Several workers on one database start at different files instead of queueing behind
+        # each other's locks on the same one.
+        k = xxhash.xxh32_intdigest(opts.worker_id.encode()) % len(files)
+        files = files[k:] + files[:k]
+
+    def done(report: FileReport) -> None:
+        if report.action == "unchanged":
+            recorded(engine, report)
+        totals.add(report)
+        if on_file is not None:
+            on_file(report)
+
+    if opts.jobs <= 1 or len(files) < 2:
+        for p in files:
+            done(ingest_file(engine, p, opts))
+        return totals
+    _ingest_parallel(engine, files, opts, done)
+    return totals
+
+
+def ingest_file_optimistic(engine: Engine, path: Path, opts: Options) -> FileReport:
+    """ingest_file: it always computes before claiming now (kept for callers of this name)."""
+    return ingest_file(engine, path, opts)
+
+
+def _job_main(url: str, opts: Options, tasks, results) -> None:
+    """One --jobs process: its own engine; takes paths until the None sentinel."""
+    from loopledger.ledger.engine import make_engine
+
+    parent = os.getppid()
+    engine = make_engine(url)
+    try:
+        while (item := tasks.get()) is not None:
+            if os.getppid() != parent:  # the ingest that started us is gone: stop, do not orphan-write
+                return
+            try:
+                report = ingest_file_optimistic(engine, Path(item), opts)
+            except Exception as exc:  # noqa: BLE001
+                report = FileReport(item, action="error", error=f"{item}: {type(exc).__name__}: {exc}")
+            results.put(report)
+    finally:
+        results.put(None)
+        engine.dispose()
+
+
+def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
+                     done: Callable[[FileReport], None]) -> None:
+    """`opts.jobs` processes, each reading, replaying and writing whole files (one transaction per
+    file, as always): the database serialises the writes, the computing overlaps. No rows cross
+    process boundaries, only paths and reports."""
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    ctx = mp.get_context("spawn")  # not fork: a forked child would share this process's DB sockets
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for p in files:
+        tasks.put(str(p))
+    for _ in range(opts.jobs):
+        tasks.put(None)
+    url = engine.url.render_as_string(hide_password=False)
+    procs = [ctx.Process(target=_job_main, args=(url, opts, tasks, results), daemon=True)
+             for _ in range(opts.jobs)]
+    for proc in procs:
+        proc.start()
+    reported: set[str] = set()
+    try:
+        running = len(procs)
+        while running:
+            try:
+                report = results.get(timeout=1.0)
+            except queue_mod.Empty:
+                if not any(proc.is_alive() for proc in procs):
+                    break  # every job died without its sentinel (killed, or could not start)
+                continue
+            if report is None:
+                running -= 1
+            else:
+                reported.add(report.path)
+                done(report)
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+    # Files no job reported on (a job died; its open transaction rolled back): do them here.
+    for p in files:
+        if str(p) not in reported:
+            done(ingest_file(engine, p, opts))
+
+
+# ── watch ────────────────────────────────────────────────────────────────────────────────────
