@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from loopledger import scoring, sweep, vocab
-from loopledger.events import Batch, Event, Prose, UserTurn
+from loopledger.events import Batch, Event, Prose, Retry, UserTurn
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
 
@@ -151,6 +151,8 @@ def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
         return [f"[{seq}] user: {clip(ev.text, limit)}"]
     if isinstance(ev, Prose):
         return [f"[{seq}] assistant: {clip(ev.text, limit)}"]
+    if isinstance(ev, Retry):
+        return [f"[{seq}] provider retry: {clip(ev.text, limit)}"]
     if isinstance(ev, Batch):
         lines = [f"[{seq}] assistant: {clip(ev.text, limit)}"] if ev.text else []
         for i, c in enumerate(ev.calls):

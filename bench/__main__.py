@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 SECTIONS = ("bench_detectors", "bench_readers", "bench_ingest", "bench_append", "bench_pages", "bench_replay",
-            "bench_sweep", "bench_receive", "bench_scores")
+            "bench_sweep", "bench_receive", "bench_scores",
+            "bench_live")
 ROOT = Path(__file__).resolve().parent.parent
 
 

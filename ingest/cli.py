@@ -271,8 +271,8 @@ def recheck(
 
 @app.command()
 def policies(db: DbOption = None) -> None:
-    """List the policies stored in the ledger, and every detector a --policy may name (built-ins
-    and installed plugins, with their parameters' defaults)."""
+    """List the policies stored in the ledger, which one is enforced on live agents, and every
+    detector a --policy may name (built-ins and installed plugins, with their parameters' defaults)."""
     from loopledger.commands import run_policies
 
     raise typer.Exit(run_policies(db))
@@ -384,6 +384,110 @@ def score(
     from loopledger.score_command import run_score
 
     raise typer.Exit(run_score(db, policy, sort, format))
+
+
+# ── live enforcement: enforce · hook · guard (ingest/enforce.py, hooks.py, guard_server.py) ──
+
+
+@app.command()
+def enforce(
+    spec: Annotated[str | None, typer.Argument(
+        help="DETECTOR[:NAME=VALUE,...] to enforce, e.g. ladder:halt_at=5. Omit it to see what is enforced.",
+        show_default=False)] = None,
+    default: Annotated[bool, typer.Option("--default", help="Go back to the default (ladder at its defaults).")] = False,
+    db: DbOption = None,
+) -> None:
+    """Choose the policy the hooks, `loopledger guard` and Policy.enforced(db) use on live agents
+    (the Compare page's "Enforce this setting" does the same)."""
+    from loopledger.commands import run_enforce
+
+    raise typer.Exit(run_enforce(db, spec, default))
+
+
+hook_app = typer.Typer(
+    name="hook", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+    help="Guard Claude Code or Gemini CLI with the enforced policy: its hook command, and installing it.",
+)
+app.add_typer(hook_app)
+
+AgentArg = Annotated[str, typer.Argument(help="claude-code or gemini-cli.", show_default=False)]
+
+
+def _agent(agent: str) -> str:
+    if agent not in ("claude-code", "gemini-cli"):
+        typer.echo(f"error: unknown agent {agent!r}: claude-code or gemini-cli", err=True)
+        raise typer.Exit(2)
+    return agent
+
+
+@hook_app.command("claude-code")
+def hook_claude_code(
+    db: DbOption = None,
+    log: Annotated[str | None, typer.Option(help="Log file for events that could not be judged "
+                                            "(default: $LOOPLEDGER_HOOK_LOG, else ~/.local/state/loopledger/hook.log).")] = None,
+) -> None:
+    """Claude Code's hook: one event as JSON on stdin (PreToolUse, PostToolUse, PostToolUseFailure,
+    UserPromptSubmit, SessionStart); a refused call is answered with permissionDecision "deny", a
+    halt also with "continue": false. Always exits 0: a problem allows the call and is logged."""
+    from loopledger.hooks import run
+
+    raise typer.Exit(run("claude-code", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
+
+
+@hook_app.command("gemini-cli")
+def hook_gemini_cli(
+    db: DbOption = None,
+    log: Annotated[str | None, typer.Option(help="Log file for events that could not be judged.")] = None,
+) -> None:
+    """Gemini CLI's hook: one event as JSON on stdin (BeforeTool, AfterTool, BeforeAgent,
+    SessionStart); a refused call is answered with "decision": "deny", a halt also with
+    "continue": false. Always exits 0: a problem allows the call and is logged."""
+    from loopledger.hooks import run
+
+    raise typer.Exit(run("gemini-cli", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
+
+
+@hook_app.command("install")
+def hook_install(
+    agent: AgentArg,
+    project: Annotated[Path | None, typer.Option("--project", help="Install in PROJECT/.claude/settings.json "
+                                                 "(.gemini/ for Gemini CLI). Default: the current folder.")] = None,
+    user: Annotated[bool, typer.Option("--user", help="Install in ~/.claude/settings.json (every project).")] = False,
+    db: DbOption = None,
+) -> None:
+    """Add LoopLedger's hook entries to the agent's settings.json: merged with what is there, the
+    rest of the file left byte for byte, a backup kept; running it again changes nothing."""
+    from loopledger.commands import run_hook_install
+
+    raise typer.Exit(run_hook_install(_agent(agent), project, user, db))
+
+
+@hook_app.command("uninstall")
+def hook_uninstall(
+    agent: AgentArg,
+    project: Annotated[Path | None, typer.Option("--project", help="The project whose settings to clean "
+                                                 "(default: the current folder).")] = None,
+    user: Annotated[bool, typer.Option("--user", help="Clean ~/.claude/settings.json instead.")] = False,
+) -> None:
+    """Remove exactly LoopLedger's hook entries from the agent's settings.json."""
+    from loopledger.commands import run_hook_uninstall
+
+    raise typer.Exit(run_hook_uninstall(_agent(agent), project, user))
+
+
+@app.command()
+def guard(
+    db: DbOption = None,
+    policy: Annotated[str | None, typer.Option("--policy", help="Judge with this DETECTOR[:NAME=VALUE,...] "
+                                               "instead of the enforced policy.")] = None,
+    no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Judge only; write nothing.")] = False,
+) -> None:
+    """The enforced policy for any agent over JSON lines: one event per line on stdin
+    ({"session", "event": "call"|"answer"|"user", ...}), one verdict line per call on stdout.
+    See the README's "Guard any agent" for the protocol and a client."""
+    from loopledger.commands import run_guard
+
+    raise typer.Exit(run_guard(db, policy, no_ledger))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from loopledger import formats, worker
+from loopledger import enforce, formats, worker
 from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store, writes
@@ -56,6 +56,15 @@ def open_ledger(db: str | None, create: bool = False):
         err.print(Text(f"error: cannot open the ledger at {where}: {str(reason).splitlines()[0]}", style="red"))
         raise typer.Exit(EXIT_ERROR) from None
     return engine
+
+
+def _with_enforced(engine, opts: worker.Options) -> None:
+    """The enforced policy is replayed at ingest too, so the Session page can set its replayed
+    verdicts beside what it enforced live on the same calls."""
+    with engine.connect() as conn:
+        chosen = enforce.enforced(conn)
+    if chosen is not None and chosen not in opts.specs:
+        opts.specs = [*opts.specs, chosen]
 
 
 def setup_logging(log_file: Path | None) -> None:
@@ -118,6 +127,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db, create)
+    _with_enforced(engine, opts)
     try:
         unreadable: list[str] = []
         files = worker.discover(paths, unreadable)
@@ -161,6 +171,7 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
                        + " exists; name the folders to watch", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db, create)
+    _with_enforced(engine, opts)
     stop = threading.Event()
     worker.stop_on_signals(stop)
     err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {display_url(resolve_url(db))}); Ctrl-C to stop"))
@@ -250,6 +261,7 @@ def run_policies(db: str | None) -> int:
     try:
         with engine.connect() as conn:
             rows = store.stored_policies(conn)
+            chosen_id = enforce.enforced_id(conn)
     finally:
         engine.dispose()
     table = Table(title="Stored policies", title_justify="left")
@@ -258,6 +270,12 @@ def run_policies(db: str | None) -> int:
     for r in rows:
         table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
     out.print(table)
+    chosen = next((r for r in rows if r["id"] == chosen_id), None)
+    if chosen is not None:
+        out.print(Text(f"ENFORCED on live agents: {chosen['label']} (id {chosen['id'][:12]})"))
+    else:
+        out.print(Text(f"ENFORCED on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
+                       "with `loopledger enforce SPEC` or Compare's \"Enforce this setting\")"))
     out.print(detectors_table())
     for name, why in sorted(registry.broken_plugins().items()):
         err.print(Text(f"plugin {name!r} (entry point group {registry.ENTRY_POINT_GROUP}) failed to load: {why}",
@@ -276,3 +294,81 @@ def detectors_table() -> Table:
         table.add_row(Text(name), "built-in" if name in builtin else "plugin", Text(params),
                       Text(registry.get(name).summary))
     return table
+
+
+def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
+    try:
+        parsed = PolicySpec.parse(spec) if spec else None
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    engine = open_ledger(db)
+    try:
+        if parsed is not None or default:
+            with engine.begin() as conn:
+                enforce.set_enforced(conn, parsed, origin="cli")
+        with engine.connect() as conn:
+            chosen = enforce.enforced(conn)
+    finally:
+        engine.dispose()
+    current = chosen or enforce.DEFAULT_SPEC
+    out.print(Text(f"Enforced on live agents: {current.label}" + ("" if chosen else " (the default)")))
+    out.print(Text(f"spec: {current.text}"))
+    return EXIT_OK
+
+
+def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
+    from loopledger import hook_settings as hs
+
+    if project is not None and user:
+        err.print(Text("error: give --project DIR or --user, not both", style="red"))
+        return EXIT_USAGE
+    if project is not None and not project.is_dir():
+        err.print(Text(f"error: no such folder: {project}", style="red"))
+        return EXIT_USAGE
+    # The ledger must exist and be current before the agent's first call (a hook never creates it).
+    open_ledger(db).dispose()
+    path = hs.settings_path(agent, project, user)
+    try:
+        change = hs.install(agent, path, hs.hook_command(agent, db))
+    except (hs.SettingsError, OSError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
+    if change.changed:
+        out.print(Text(f"installed the {agent} hook in {path}" + (f" (backup: {change.backup})" if change.backup else "")))
+    else:
+        out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
+    out.print(Text(f"command: {change.command}"))
+    if agent == "gemini-cli":
+        out.print(Text("Gemini CLI runs hooks only when they are enabled in its settings (see its hooks docs)."))
+    return EXIT_OK
+
+
+def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
+    from loopledger import hook_settings as hs
+
+    if project is not None and user:
+        err.print(Text("error: give --project DIR or --user, not both", style="red"))
+        return EXIT_USAGE
+    path = hs.settings_path(agent, project, user)
+    try:
+        change = hs.uninstall(agent, path)
+    except (hs.SettingsError, OSError) as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR
+    out.print(Text(f"removed the {agent} hook from {path}" + (f" (backup: {change.backup})" if change.backup else "")
+                   if change.changed else f"no LoopLedger {agent} hook in {path}; nothing changed"))
+    return EXIT_OK
+
+
+def run_guard(db: str | None, policy: str | None, no_ledger: bool) -> int:
+    from loopledger import guard_server, live_db
+
+    try:
+        return guard_server.run(db, policy, no_ledger)
+    except ValueError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    except live_db.LedgerUnavailable as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_ERROR

@@ -10,6 +10,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from loopledger import formats
+
 # Extensions transcripts come in; anything else inside a folder is not tried (files named on
 # the command line always are).
 TRANSCRIPT_SUFFIXES = {".jsonl", ".ndjson", ".json", ".traj", ".md"}
@@ -26,7 +28,8 @@ def _looks_like_transcript(p: Path) -> bool:
 
 
 def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -> list[Path]:
-    """Files named, plus transcript-looking files under folders (recursive), sorted, absolute.
+    """Files named, plus transcript-looking files under folders (recursive), sorted, absolute;
+    the files of a folder-as-session (a Cline task folder) as the one file standing for it.
 
     What a folder holds but cannot be read (a folder without permission, a dangling link, a pipe
     or socket named like a transcript) is left out and, when `unreadable` is given, described
@@ -54,8 +57,9 @@ def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -
                         skip(fp, "permission denied")
                     else:
                         out.add(fp)
-    return sorted(out)
+    return formats.units(out)
 
 
 def default_watch_paths() -> list[Path]:
-    return [p for p in (Path(d).expanduser() for d in DEFAULT_WATCH_DIRS) if p.is_dir()]
+    defaults = [Path(d).expanduser() for d in DEFAULT_WATCH_DIRS] + formats.default_roots()
+    return [p for p in defaults if p.is_dir()]

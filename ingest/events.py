@@ -124,6 +124,17 @@ class Answers:
 
 
 @dataclass(frozen=True, slots=True)
+class Retry:
+    """The harness retrying a failed model request (rate limit, overload, network): neither a
+    turn nor a tool call. Stored and shown so a retry storm is visible; no detector reads it, and
+    it does not open or extend a run. `text` starts with what the transcript called it."""
+
+    text: str
+    ts: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReadError:
     """A malformed line or record: reading goes on, the caller decides where it is stored."""
 
@@ -137,8 +148,8 @@ class ReadError:
         return f"{where}: {self.message}"
 
 
-Event = UserTurn | Prose | Batch | Answers
-Item = SessionStart | UserTurn | Prose | Batch | Answers | ReadError
+Event = UserTurn | Prose | Batch | Answers | Retry
+Item = SessionStart | UserTurn | Prose | Batch | Answers | Retry | ReadError
 
 EXCERPT_CHARS = 200
 

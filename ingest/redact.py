@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import orjson
-from loopledger.events import Answer, Answers, Batch, Call, Prose, SessionInfo, UserTurn
+from loopledger.events import Answer, Answers, Batch, Call, Prose, Retry, SessionInfo, UserTurn
 
 # (kind, pattern); the whole match is replaced unless the pattern has a group named "secret".
 _PATTERNS: tuple[tuple[str, str], ...] = (
@@ -106,7 +106,7 @@ def redact_event(ev):
                 # The digest is recomputed from the redacted text: it is what gets stored.
                 answers.append(Answer(a.call_id, text, a.is_error, a.ts))
         return Answers(tuple(answers), ev.line) if changed else ev
-    if isinstance(ev, (UserTurn, Prose)):
+    if isinstance(ev, (UserTurn, Prose, Retry)):
         text = redact_text(ev.text)
         return ev if text is ev.text else type(ev)(text, ev.ts, ev.line)
     if isinstance(ev, SessionInfo):

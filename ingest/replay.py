@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from loopledger import vocab
 from loopledger.detectors.policy import BATCH, Check, Policy, PolicySpec, Result, make_policy
-from loopledger.events import Answer, Answers, Batch, Event, Prose, UserTurn
+from loopledger.events import Answer, Answers, Batch, Event, Prose, Retry, UserTurn
 
 
 class Step(NamedTuple):
@@ -145,6 +145,13 @@ class _Driver:
             results = self._judge()
             policy.user_turn()
             self.halted = False
+        elif isinstance(event, Retry):
+            # The harness retrying a request: no check, no judgement, and not part of a run's
+            # events (a retry before the first prompt must not make that prompt start run 1).
+            if last and self.pending is not None:
+                results = self._judge()
+            return _new(Step, (seq, self.run, event, (), tuple(results),
+                               self.state() if with_state else None))
         elif isinstance(event, Prose | Batch):
             if self.halted:
                 checks = self._after_halt(event)
@@ -154,7 +161,7 @@ class _Driver:
                     self.halted = True
         else:
             raise TypeError(f"replay: event {seq} is a {type(event).__name__}, not a session event "
-                            "(UserTurn, Prose, Batch, Answers); pass one session's events")
+                            "(UserTurn, Prose, Batch, Answers, Retry); pass one session's events")
         if last and self.pending is not None:
             results += self._judge()
         self.in_run += 1
@@ -169,6 +176,11 @@ class _Driver:
 
     def state(self) -> dict[str, Any]:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
+
+
+# The incremental walk of one policy, public for the live paths (hooks, `guard`, the Python API):
+# they feed one event at a time as the agent reports it, through the same code as every replay.
+Driver = _Driver
 
 
 def _as_policy(policy: Policy | PolicySpec | str) -> Policy:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from loopledger.detectors.canonical import canonical_json
-from loopledger.events import Answers, Batch, Event, Prose, UserTurn
+from loopledger.events import Answers, Batch, Event, Prose, Retry, UserTurn
 from loopledger.printable import plain
 from loopledger.replay import Step
 
@@ -19,11 +19,11 @@ CELL = 70
 
 
 def event_kind(event: Event) -> str:
-    return {UserTurn: "user", Prose: "prose", Batch: "batch", Answers: "answers"}[type(event)]
+    return {UserTurn: "user", Prose: "prose", Batch: "batch", Answers: "answers", Retry: "retry"}[type(event)]
 
 
 def event_summary(event: Event) -> str:
-    if isinstance(event, UserTurn | Prose):
+    if isinstance(event, UserTurn | Prose | Retry):
         return plain(event.text)
     if isinstance(event, Batch):
         if not event.calls:

@@ -19,3 +19,4 @@ RUN_OUTCOMES = (CLEAN, WARNED, BLOCKED, HALTED)
 
 # Event kinds as stored in the ledger.
 KIND_USER, KIND_PROSE, KIND_BATCH, KIND_ANSWERS = "user", "prose", "batch", "answers"
+KIND_RETRY = "retry"  # a provider retry (events.Retry): shown, never judged

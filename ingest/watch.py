@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from loopledger import formats
 from loopledger.config import Options
 from loopledger.discovery import _looks_like_transcript, default_watch_paths, discover
 from loopledger.file_ingest import FileReport, ingest_file
@@ -72,7 +73,8 @@ def watch(engine: Engine, paths: Sequence[Path | str], opts: Options, stop: thre
                 todo.update(discover(roots))
                 last_walk = now
             with lock:
-                todo.update(p for p in dirty if p in seen or _looks_like_transcript(p) or p in roots)
+                todo.update(formats.unit_of(p) for p in dirty
+                            if p in seen or _looks_like_transcript(p) or p in roots)
                 dirty.clear()
             todo.update(seen)
             for p in sorted(todo):

@@ -311,6 +311,177 @@ def claude_code_lines(s: Script, *, session_id: str, cwd: str, branch: str, mode
     return out
 
 
+CLINE_ENV = ("<environment_details>\n# VSCode Visible Files\n{file}\n\n# VSCode Open Tabs\n{file}\n\n"
+             "# Current Time\n{time}\n\n# Current Mode\nACT MODE\n</environment_details>")
+# Cline's ui names for its tools (ClineSayTool.tool); commands and MCP have their own kinds.
+CLINE_UI_TOOL = {"read_file": "readFile", "replace_in_file": "editedExistingFile",
+                 "write_to_file": "newFileCreated", "list_files": "listFilesRecursive",
+                 "search_files": "searchFiles"}
+
+
+def cline_task(s: Script, *, model: str, retries_before: dict[int, int] | None = None
+               ) -> tuple[list[dict], list[dict], dict]:
+    """A Cline task folder, older XML tool protocol (one tool per message): the API history
+    (assistant text with <tool> tags, `[tool for 'x'] Result:` answers, environment details),
+    the panel's ui messages (ts in ms, conversationHistoryIndex, api_req_retried before the
+    requests in `retries_before`: request number → retries) and task_metadata.json."""
+    ids = Ids(s.name, s.start, step_s=2.5)
+    retries_before = retries_before or {}
+    api: list[dict] = []
+    ui: list[dict] = []
+    requests = 0
+
+    def ms() -> int:
+        ids.tick()
+        return int(ids.t.timestamp() * 1000)
+
+    def say(kind: str, text: str | None = None, ask: bool = False, **kw: Any) -> None:
+        msg = {"ts": ms(), "type": "ask" if ask else "say", ("ask" if ask else "say"): kind}
+        if text is not None:
+            msg["text"] = text
+        ui.append({**msg, **kw, "conversationHistoryIndex": len(api) - 1})
+
+    def request() -> None:
+        nonlocal requests
+        requests += 1
+        say("api_req_started", dumps({"request": "…", "tokensIn": 8120 + 37 * requests,
+                                      "tokensOut": 212, "cacheReads": 7168, "cost": 0.0091}))
+        for _ in range(retries_before.get(requests, 0)):
+            say("api_req_retried")
+
+    def env(path: str) -> dict:
+        return {"type": "text", "text": CLINE_ENV.format(file=path, time=ids.t.strftime("%m/%d/%Y, %I:%M:%S %p (UTC)"))}
+
+    pending: list[dict] = []
+    last_file = "README.md"
+    for ev in s.events:
+        if ev[0] == "user":
+            if not api:
+                say("task", ev[1])
+                api.append({"role": "user", "content": [{"type": "text", "text": f"<task>\n{ev[1]}\n</task>"}, env(last_file)]})
+            else:
+                say("user_feedback", ev[1])
+                pending.append({"type": "text", "text": f"<feedback>\n{ev[1]}\n</feedback>"})
+                api.append({"role": "user", "content": [*pending, env(last_file)]})
+                pending = []
+            request()
+        elif ev[0] == "prose":
+            say("completion_result", ev[1])
+            api.append({"role": "assistant", "content": [{"type": "text", "text": f"<attempt_completion>\n<result>\n{ev[1]}\n</result>\n</attempt_completion>"}]})
+        else:
+            _, text, calls = ev
+            (c,) = calls  # Cline runs one tool per message
+            params = "".join(f"<{k}>{v}</{k}>\n" for k, v in c.args.items())
+            body = (f"<thinking>\n{text}\n</thinking>\n\n" if text else "") + f"<{c.name}>\n{params}</{c.name}>"
+            if text:
+                say("text", text)
+            api.append({"role": "assistant", "content": [{"type": "text", "text": body}]})
+            subject = c.args.get("path") or c.args.get("command") or ""
+            last_file = c.args.get("path", last_file)
+            if c.name == "execute_command":
+                say("command", c.args["command"])
+                say("command_output", c.answer)
+            else:
+                spec = {"tool": CLINE_UI_TOOL.get(c.name, c.name), **{k: v for k, v in c.args.items() if k != "diff"}}
+                say("tool", dumps(spec))
+                if c.error:
+                    say("error", c.answer)
+            answer = (f"The tool execution failed with the following error:\n<error>\n{c.answer}\n</error>"
+                      if c.error else c.answer)
+            api.append({"role": "user", "content": [
+                {"type": "text", "text": f"[{c.name} for '{subject}'] Result:"},
+                {"type": "text", "text": answer}, env(last_file)]})
+            request()
+    meta = {"files_in_context": [{"path": last_file, "record_state": "active", "record_source": "cline_edited",
+                                  "cline_read_date": ui[0]["ts"], "cline_edit_date": ui[-1]["ts"], "user_edit_date": None}],
+            "model_usage": [{"ts": ui[0]["ts"], "model_id": model, "model_provider_id": "anthropic", "mode": "act"}]}
+    return api, ui, meta
+
+
+def claude_export_md(s: Script, *, session_id: str, project: str) -> str:
+    """A Claude Code session exported to markdown ("# Claude Session Export"): one section per
+    transcript line, bodies as JSON arrays of content blocks, local US-style timestamps."""
+    ids = Ids(s.name, s.start, step_s=3.0)
+    sections: list[tuple[str, str, str]] = []
+
+    def stamp() -> str:
+        ids.tick()
+        return ids.t.strftime("%-m/%-d/%Y, %-I:%M:%S %p")
+
+    def blocks(b: list[dict]) -> str:
+        return json.dumps(b, indent=2, ensure_ascii=False)
+
+    for ev in s.events:
+        if ev[0] == "user":
+            sections.append(("User", stamp(), ev[1]))
+        elif ev[0] == "prose":
+            sections.append(("Assistant", stamp(), blocks([{"type": "text", "text": ev[1]}])))
+        else:
+            _, text, calls = ev
+            if text:
+                sections.append(("Assistant", stamp(), blocks([{"type": "text", "text": text}])))
+            uses = []
+            for c in calls:
+                u = {"type": "tool_use", "id": "toolu_01" + ids.hex(22), "name": c.name, "input": c.args}
+                uses.append(u)
+                sections.append(("Assistant", stamp(), blocks([u])))
+            for u, c in zip(uses, calls, strict=True):
+                sections.append(("User", stamp(), blocks([{"tool_use_id": u["id"], "type": "tool_result",
+                                                           "content": c.answer, "is_error": c.error}])))
+    users = sum(1 for r, _, _ in sections if r == "User")
+    head = ("# Claude Session Export\n\n## Session Information\n\n"
+            f"- **Session ID**: `{session_id}`\n- **Export Mode**: Full Conversation\n"
+            f"- **Total Messages**: {len(sections)} ({users} user, {len(sections) - users} assistant)\n"
+            f"- **First Message**: {sections[0][1]}\n- **Last Message**: {sections[-1][1]}\n"
+            f"- **Project Path**: `{project}`\n\n---\n\n## Conversation\n\n")
+    return head + "".join(f"### {r}\n> {t}\n\n{b}\n\n---\n\n" for r, t, b in sections)
+
+
+def openhands_v1_conversation(s: Script, *, conversation_id: str, model: str) -> tuple[dict, list[dict]]:
+    """An OpenHands V1 (software-agent-sdk) conversation folder: base_state.json and one event
+    per file (SystemPromptEvent, MessageEvent, ActionEvent with tool_call, ObservationEvent)."""
+    ids = Ids(s.name, s.start, step_s=2.0)
+    state = {"id": conversation_id, "agent": {"kind": "Agent", "llm": {"model": model, "usage_id": "agent"},
+                                              "tools": [{"name": "terminal"}, {"name": "file_editor"}]},
+             "workspace": {"kind": "LocalWorkspace", "working_dir": "/workspace/project"},
+             "max_iterations": 500, "stuck_detection": True, "execution_status": "finished",
+             "confirmation_policy": {"kind": "NeverConfirm"}}
+    events: list[dict] = []
+
+    def event(kind: str, source: str, **kw: Any) -> dict:
+        ids.tick()
+        row = {"id": ids.uuid(), "timestamp": ids.t.replace(tzinfo=None).isoformat(), "source": source, "kind": kind, **kw}
+        events.append(row)
+        return row
+
+    event("SystemPromptEvent", "agent", system_prompt={"type": "text", "text": "You are OpenHands agent, a helpful AI assistant."},
+          tools=[{"title": "terminal"}, {"title": "file_editor"}])
+    for ev in s.events:
+        if ev[0] == "user":
+            event("MessageEvent", "user", llm_message={"role": "user", "content": [{"type": "text", "text": ev[1]}]})
+        elif ev[0] == "prose":
+            event("MessageEvent", "agent", llm_message={"role": "assistant", "content": [{"type": "text", "text": ev[1]}]})
+        else:
+            _, text, calls = ev
+            rid = "chatcmpl-" + ids.hex(20)
+            actions = []
+            for n, c in enumerate(calls):
+                cid = "toolu_01" + ids.hex(22)
+                kind = "TerminalAction" if c.name == "terminal" else "FileEditorAction"
+                actions.append((cid, c, event("ActionEvent", "agent",
+                    thought=[{"type": "text", "text": text}] if text and n == 0 else [],
+                    action={"kind": kind, **c.args}, tool_name=c.name, tool_call_id=cid,
+                    tool_call={"id": cid, "name": c.name, "arguments": json.dumps(c.args), "origin": "completion"},
+                    llm_response_id=rid, security_risk="LOW")))
+            for cid, c, act in actions:
+                obs = {"kind": "TerminalObservation" if c.name == "terminal" else "FileEditorObservation",
+                       "content": [{"type": "text", "text": c.answer}], "is_error": c.error}
+                if c.name == "terminal":
+                    obs["exit_code"] = 1 if c.error else 0
+                event("ObservationEvent", "environment", tool_name=c.name, tool_call_id=cid, action_id=act["id"], observation=obs)
+    return state, events
+
+
 def codex_lines(s: Script, *, session_id: str, cwd: str, model: str) -> list[dict]:
     """Codex CLI rollout, current envelope (cli 0.58): session_meta, turn_context, items, events."""
     ids = Ids(s.name, s.start, step_s=2.5)
@@ -1264,6 +1435,73 @@ def mini_swe_scattered() -> Script:
     return s
 
 
+def cline_test_rerun() -> Script:
+    """Cline re-runs the same failing test command without changing anything in between."""
+    s = Script("cline-rerun", "2026-03-10T14:02:00")
+    s.user("The invoice PDF test fails since the font upgrade. Make it pass.")
+    s.calls(C("read_file", {"path": "src/pdf/render.ts"},
+              "import { registerFont } from './fonts'\n\nexport function render(inv: Invoice) {\n"
+              "  registerFont('Inter', 'fonts/Inter-Regular.ttf')\n  return layout(inv)\n}\n"),
+            text="I'll look at the renderer first.")
+    s.calls(C("replace_in_file", {"path": "src/pdf/render.ts", "diff": "------- SEARCH\n"
+              "  registerFont('Inter', 'fonts/Inter-Regular.ttf')\n=======\n"
+              "  registerFont('Inter', 'fonts/Inter-4.0-Regular.ttf')\n+++++++ REPLACE"},
+              "The content was successfully saved to src/pdf/render.ts."),
+            text="The font file was renamed in the upgrade.")
+    failing = ("FAIL test/pdf.test.ts\n  ● invoice PDF › matches the snapshot\n\n"
+               "    expect(received).toMatchSnapshot()\n    Snapshot name: `invoice PDF matches the snapshot 1`\n"
+               "    - Snapshot  - 1\n    + Received  + 1\n\nTests: 1 failed, 11 passed, 12 total")
+    for note in ("Let me run the PDF tests.", "Running the tests again to confirm.",
+                 "Let me run it once more.", "Re-running the test suite."):
+        s.calls(C("execute_command", {"command": "npm test -- test/pdf.test.ts", "requires_approval": "false"},
+                  failing), text=note)
+    s.user("It's a snapshot test: update the snapshot after checking the diff is only the font.")
+    s.calls(C("execute_command", {"command": "npm test -- test/pdf.test.ts -u", "requires_approval": "false"},
+              "PASS test/pdf.test.ts\n › 1 snapshot updated.\nTests: 12 passed, 12 total"))
+    s.say("The renderer now loads the renamed Inter 4.0 font file and the invoice snapshot is "
+          "updated; the only change in it is the font.")
+    return s
+
+
+def export_quiet_poll() -> Script:
+    """A background command polled with BashOutput: the same 'running' answer, over and over."""
+    s = Script("export-poll", "2026-03-09T09:14:02")
+    s.user("the staging deploy is stuck, watch it until it finishes")
+    s.calls(C("Bash", {"command": "./scripts/deploy-status.sh --follow staging", "run_in_background": True,
+                       "description": "Follow the staging deploy"},
+              "Command running in background with ID: 7c41e2"),
+            text="I'll follow the deploy in the background and poll it.")
+    for _ in range(9):
+        s.calls(C("BashOutput", {"bash_id": "7c41e2"},
+                  "<status>running</status>\n\n<stdout>\nwaiting for rollout: 1 of 3 pods updated\n</stdout>"))
+    s.calls(C("Bash", {"command": "kubectl -n staging get pods -l app=api"},
+              "NAME                   READY   STATUS             RESTARTS\napi-6d9f7c9b8-k2x4q   0/1     ImagePullBackOff   0"),
+            C("Bash", {"command": "kubectl -n staging get events --sort-by=.lastTimestamp | tail -5"},
+              "Failed to pull image \"registry.example.invalid/api:9f3c\": not found", error=True),
+            text="Still 1 of 3 pods. Checking the pods and the events in parallel:")
+    s.say("The rollout is stuck: the new pod cannot pull `registry.example.invalid/api:9f3c` "
+          "(ImagePullBackOff). The image tag in the deploy does not exist in the registry.")
+    return s
+
+
+def oh_v1_migration_retry() -> Script:
+    """The same failing migration, run again and again after reading the same log."""
+    s = Script("oh-v1-migrate", "2026-03-12T16:20:00")
+    s.user("`alembic upgrade head` fails on the staging copy. Get the schema current.")
+    err = ("sqlalchemy.exc.ProgrammingError: (psycopg.errors.DuplicateColumn) column \"currency\" of "
+           "relation \"orders\" already exists\n[SQL: ALTER TABLE orders ADD COLUMN currency VARCHAR(3)]")
+    s.calls(C("terminal", {"command": "alembic current"}, "0041_add_refunds (head is 0042_order_currency)"),
+            C("file_editor", {"command": "view", "path": "/workspace/project/migrations/versions/0042_order_currency.py"},
+              "     1\tdef upgrade():\n     2\t    op.add_column('orders', sa.Column('currency', sa.String(3)))"),
+            text="Let me see where the schema is and what the next migration does.")
+    for _ in range(3):
+        s.calls(C("terminal", {"command": "alembic upgrade head"}, err, error=True))
+        s.calls(C("terminal", {"command": "tail -n 5 logs/migrate.log"}, err, error=False))
+    s.say("The `currency` column was added by hand on staging before 0042 ran; the migration "
+          "needs to skip an existing column (or the column has to be dropped first).")
+    return s
+
+
 def long_refactor(target_calls: int = 2050) -> Script:
     """A long coding session (dashboard scale): many runs, mostly productive, a few loops.
 
@@ -1512,9 +1750,31 @@ def write_all(root: Path = HERE) -> list[Path]:
                               ("tidewater__pgmeter-502", oh_view_loop(), 0.27))], "jsonl")
     put("openhands/clone_no_ssh_key.json",
         openhands_events(openhands_stagnation(), model="claude-sonnet-4-5-20250929"))
+    api, ui, meta = cline_task(cline_test_rerun(), model="claude-sonnet-4-5-20250929",
+                               retries_before={4: 3})
+    task = f"cline/saoudrizwan.claude-dev/tasks/{CLINE_TASK}"
+    put(f"{task}/api_conversation_history.json", api, indent=None)
+    put(f"{task}/ui_messages.json", ui, indent=None)
+    put(f"{task}/task_metadata.json", meta, indent=None)
+    state, events = openhands_v1_conversation(oh_v1_migration_retry(), conversation_id=OH_V1_ID,
+                                              model="litellm_proxy/claude-sonnet-4-5-20250929")
+    conv = f"openhands_v1/{OH_V1_ID.replace('-', '')}"
+    put(f"{conv}/base_state.json", state, indent=2)
+    for i, ev in enumerate(events):
+        put(f"{conv}/events/event-{i:05d}-{ev['id']}.json", ev, indent=2)
+    (root / "claude_export").mkdir(parents=True, exist_ok=True)
+    (root / "claude_export/staging-deploy-export.md").write_text(
+        claude_export_md(export_quiet_poll(), session_id=EXPORT_SESSION, project="/home/dev/platform/deploy"),
+        encoding="utf-8")
+    written.append(root / "claude_export/staging-deploy-export.md")
     return written
 
 
+CLINE_TASK = "1773151320000"
+OH_V1_ID = "9a4e7c21-3b5d-4f86-a0c9-1e2d3f4a5b6c"
+OH_V1_FILE = f"openhands_v1/{OH_V1_ID.replace('-', '')}/base_state.json"
+EXPORT_SESSION = "4e2b7a90-1c3d-4f5e-8a6b-7c8d9e0f1a2b"
+CLINE_FILE = f"cline/saoudrizwan.claude-dev/tasks/{CLINE_TASK}/ui_messages.json"
 CC_FILE = f"claude_code/{CC_PARENT}.jsonl"
 CC_SUB = f"claude_code/{CC_PARENT}/subagents/agent-b71d0c4.jsonl"
 SHOWS: dict[tuple[str, str], str] = {
@@ -1573,6 +1833,16 @@ SHOWS: dict[tuple[str, str], str] = {
         "name is not read-only, so the mutating thresholds apply",
     ("openhands/clone_no_ssh_key.json", "0"):
         "prose stagnation: the agent repeats the same 'cannot clone' message 8× without a tool",
+    (CLINE_FILE, CLINE_TASK):
+        "run-length halt: Cline re-runs the same failing `npm test` 4× without changing anything "
+        "(XML tool tags in the API history; 3 provider retries are events, not calls); run 1, "
+        "after the person's feedback, is clean",
+    ("claude_export/staging-deploy-export.md", EXPORT_SESSION):
+        "quiet poll: `BashOutput` of a background deploy answers 'running' 9× (Claude markdown "
+        "export, one section per transcript line)",
+    (OH_V1_FILE, OH_V1_ID):
+        "A→B→A→B: `alembic upgrade head` fails, the agent reads the same log, and runs it again "
+        "(OpenHands V1 conversation folder, one event per file)",
     ("otlp/otel-collector-traces.jsonl", "conv_5f1c9a2e"):
         "quiet poll over OpenTelemetry: `kubectl rollout status` 7× with the same timeout "
         "(OTLP JSON from the Collector's file exporter, spans out of order)",

@@ -22,7 +22,7 @@ from pathlib import Path
 from loopledger import vocab
 from loopledger.detectors.policy import BUILTIN_SPECS, make_policy
 from loopledger.events import Batch, Event, Prose, ReadError, SessionInfo
-from loopledger.formats import read, sniff
+from loopledger.formats import read, sniff, units
 from loopledger.replay import replay, tally
 from loopledger.replay_table import sessions_of
 
@@ -43,9 +43,14 @@ class Row:
     counts: dict[str, str] = field(default_factory=dict)  # detector → "warn/block/halt/saved"
 
 
-def sample_files(root: Path) -> list[Path]:
+def all_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*")
                   if p.is_file() and p.name not in NOT_SAMPLES and p.suffix not in (".py", ".pyc"))
+
+
+def sample_files(root: Path) -> list[Path]:
+    """The files ingest would take: a Cline task folder is one file (its ui_messages.json)."""
+    return units(all_files(root))
 
 
 def sessions(path: Path) -> Iterator[tuple[SessionInfo, list[Event], list[ReadError]]]:

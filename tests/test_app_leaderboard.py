@@ -178,3 +178,20 @@ def test_the_label_form_saves_nothing_until_a_label_is_chosen(tmp_path):
         at = app(PAGE)
         assert not at.exception, at.exception
         assert {m.label: m.value for m in at.metric}["Dashboard labels"] == "0"
+
+
+def test_enforce_this_setting_from_the_leaderboard(tmp_path):
+    from loopledger import enforce
+
+    url, _ = build(tmp_path)
+    with ledger_env(url):
+        at = app(PAGE)
+        at.selectbox(key="lb_enforce_sel").set_value(WINDOW.id).run()
+        at.button(key="lb_enforce").click().run()
+        assert not at.exception, at.exception
+        assert any("Enforced" in s.value for s in at.success)
+    eng = make_engine(url)
+    with eng.connect() as conn:
+        assert enforce.enforced(conn) == WINDOW
+        assert enforce.history(conn)[0]["origin"] == "leaderboard"
+    eng.dispose()

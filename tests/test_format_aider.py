@@ -49,7 +49,7 @@ def test_edit_blocks_and_shell_suggestions_become_calls():
     assert edit.name == "edit" and edit.args["path"] == "app.py"
     assert edit.args["edits"][0][0] == '@app.route("/")\ndef index():'
     assert edit.args["edits"][0][1].startswith('@app.route("/health")')
-    assert shell.name == "shell" and shell.args == {"command": "curl -s localhost:5000/health"}
+    assert shell.name == "run" and shell.args == {"command": "curl -s localhost:5000/health"}
     assert first.text.startswith("I'll add the endpoint")
     answers = items[3]
     assert isinstance(answers, Answers)

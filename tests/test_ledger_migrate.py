@@ -9,6 +9,7 @@ import zipfile
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from loopledger import live_db
 from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.schema import metadata
@@ -35,7 +36,7 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
         migrate.upgrade(eng)
         migrate.upgrade(eng)  # a second run on a current ledger is a no-op, not an error
         with eng.begin() as conn:
-            assert migrate.current(conn) == migrate.head() == "0003_resume"
+            assert migrate.current(conn) == migrate.head() == live_db.head_revision() == "0007_enforce"
         from alembic import command
 
         with eng.begin() as conn:

@@ -14,7 +14,7 @@ import loopledger.formats._common as common
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loopledger.events import Answers, Batch, Prose, ReadError, SessionStart, UserTurn
+from loopledger.events import Answers, Batch, Prose, ReadError, Retry, SessionStart, UserTurn
 from loopledger.formats import read
 
 FIX = Path(__file__).parent / "fixtures" / "formats"
@@ -31,6 +31,8 @@ DOCS = {
                     "openai_chat/tau-bench-results.json"],
     "openai-responses": ["openai_responses/weather.json"],
     "anthropic": ["anthropic/request.json"],
+    "cline": ["cline/saoudrizwan.claude-dev/tasks/1772614800000/api_conversation_history.json",
+              "cline/kilocode.kilo-code/tasks/1772800000000/ui_messages.json"],
 }
 LIMIT = 4096  # the line limit while fuzzing, so "enormous" stays cheap to write
 BREAKING = ("truncate", "bad_bytes", "enormous", "too_deep")
@@ -87,7 +89,7 @@ def _check_stream(items: list, path: Path) -> list[ReadError]:
             assert item.line is None or item.line >= 1
             errors.append(item)
         else:
-            assert isinstance(item, UserTurn | Prose | Batch | Answers), item
+            assert isinstance(item, UserTurn | Prose | Batch | Answers | Retry), item
             assert started, f"{type(item).__name__} before any SessionStart"
     return errors
 
@@ -170,3 +172,17 @@ def test_deeply_nested_line_message(tmp_path):
     errors = [i for i in read(path, format="openai-chat") if isinstance(i, ReadError)]
     assert len(errors) == 1 and errors[0].line == 2
     assert errors[0].message == "JSON nested too deeply (more than 1024 levels)"
+
+
+def _all_fixtures() -> list[tuple[str, str]]:
+    return sorted({(fmt, rel) for table in (JSONL, DOCS) for fmt, rels in table.items() for rel in rels})
+
+
+def test_undamaged_fixtures_yield_sessions_calls_and_answers():
+    """What the fuzz tests damage reads as sessions, calls and answers when intact: a reader that
+    yields nothing (and so never raises) fails here."""
+    for fmt, rel in _all_fixtures():
+        items = list(read(FIX / rel, format=fmt))
+        assert not [i for i in items if isinstance(i, ReadError)], rel
+        kinds = {type(i) for i in items}
+        assert {SessionStart, Batch, Answers} <= kinds, (rel, kinds)

@@ -34,6 +34,7 @@ FOLDER_FORMAT = {
     "aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_code": "claude-code",
     "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
     "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent", "otlp": "otlp",
+    "cline": "cline", "claude_export": "claude-export", "openhands_v1": "openhands-v1",
 }
 CC_PARENT = "3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3"
 CC_MAIN = f"claude_code/{CC_PARENT}.jsonl"
@@ -263,7 +264,7 @@ def test_every_loop_kind_is_shown(rows, readme_where):
 
 def test_generator_writes_the_committed_files(tmp_path):
     written = generate.write_all(tmp_path)
-    committed = {p.relative_to(SAMPLE) for p in golden.sample_files(SAMPLE)}
+    committed = {p.relative_to(SAMPLE) for p in golden.all_files(SAMPLE)}
     assert {p.relative_to(tmp_path) for p in written} == committed
     changed = [str(p.relative_to(tmp_path)) for p in written
                if p.read_bytes() != (SAMPLE / p.relative_to(tmp_path)).read_bytes()]

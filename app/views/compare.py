@@ -8,13 +8,14 @@ ids with their versions, detector, grid): a live worker appending to a session i
 from __future__ import annotations
 
 import pandas as pd
+import sqlalchemy as sa
 import streamlit as st
-from loopledger import sweep, vocab
+from loopledger import enforce, sweep, vocab
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT
-from loopledger.ledger import read, store
+from loopledger.ledger import read, read_live, store
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
@@ -204,3 +205,20 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
     n = data.save_policies(specs, every, progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
     bar.empty()
     st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")
+
+# ── enforce ──────────────────────────────────────────────────────────────────────────────────
+st.subheader("Enforce on live agents")
+with _conn() as conn:
+    try:
+        now = read_live.enforced_label(conn)
+    except sa.exc.SQLAlchemyError:
+        now = None
+st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
+           "use the enforced setting. Enforced now:")
+safe.text(now or f"{enforce.DEFAULT_SPEC.label} (the default)")
+e1, e2 = st.columns([3, 1])
+to_enforce = e1.selectbox("Setting to enforce", labels, key="cp_enforce_sel")
+if e2.button("Enforce this setting", key="cp_enforce"):
+    with data._writer(data.url()).begin() as conn:
+        enforce.set_enforced(conn, valid[labels.index(to_enforce)].spec, origin="compare")
+    st.success("Enforced: live agents are judged by this setting from their next call.")

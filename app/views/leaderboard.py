@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-from loopledger import scoring
+from loopledger import enforce, scoring
 from loopledger.app import charts_scores, data, safe
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
@@ -178,9 +178,14 @@ def main() -> None:
         else:
             _disagree(a, b, by_policy, names)
 
-        # ── ENFORCE SPOT (helper "enforce"): an "Enforce this setting" button goes here, wired to
-        # loopledger.enforce.set_enforced(conn, spec) for the chosen policy (spec from
-        # policies.detector + policies.params). Not built here on purpose.
+        st.subheader("Enforce on live agents")
+        e1, e2 = st.columns([3, 1])
+        chosen = e1.selectbox("Policy to enforce", ids, format_func=names.get, key="lb_enforce_sel",
+                              help="The hooks, `loopledger guard` and Policy.enforced(db) judge live agents with it.")
+        if e2.button("Enforce this setting", key="lb_enforce"):
+            with data._writer(data.url()).begin() as conn:
+                enforce.set_enforced_id(conn, chosen, origin="leaderboard")
+            st.success("Enforced: live agents are judged by this policy from their next call.")
 
     st.subheader("Who labelled what")
     by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")

@@ -19,7 +19,7 @@ from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
 from loopledger.detectors import registry
 from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
-from loopledger.events import Answers, Batch, Prose, UserTurn, text_digest
+from loopledger.events import Answers, Batch, Prose, Retry, UserTurn, text_digest
 from loopledger.ledger.store import load_events
 from loopledger.replay import Replayer, replay
 
@@ -315,6 +315,9 @@ def _show_event(seq: int, ev: Any) -> None:
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Prose):
         st.caption(f"step {seq} · assistant")
+        safe.text(rv.clip(ev.text))
+    elif isinstance(ev, Retry):
+        st.caption(f"step {seq} · provider retry")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Batch):
         st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s)")

@@ -10,16 +10,18 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pandas as pd
+import sqlalchemy as sa
 import streamlit as st
 from loopledger import scoring, vocab
 from loopledger.app import charts, data, safe
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
-from loopledger.ledger import read
+from loopledger.ledger import read, read_live
 
 CONTEXT = 6  # events shown before and after the focused step
 RUN_LENGTH_DEFAULT = PolicySpec("run-length")
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
+LIVE_REFRESH_S = 1  # enforced decisions re-read this often: a live decision shows within 2 s
 
 
 def _int_param(name: str) -> int | None:
@@ -131,6 +133,23 @@ def _labels(session_id: int, run: int) -> None:
         safe.table(labels, key="labels_table")
 
 
+@st.fragment(run_every=LIVE_REFRESH_S)
+def _enforced(session_id: int) -> None:
+    """What a hook or `loopledger guard` enforced in this session, beside the replayed verdict of
+    the same policy on the same call (read uncached: it must move while the agent runs)."""
+    try:
+        with data.connect() as conn:
+            df = read_live.enforced(conn, session_id)
+    except sa.exc.SQLAlchemyError:
+        return  # a ledger from before live enforcement: nothing was enforced in it
+    if not len(df):
+        return
+    st.subheader("Enforced on the live agent")
+    st.caption(f"{len(df)} decision(s) a hook or guard made, newest first; 'replayed' is the same policy's "
+               f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s.")
+    safe.table(df, key="enforced_table")
+
+
 def main() -> None:
     sid = _int_param("session")
     if sid is None:
@@ -149,6 +168,7 @@ def main() -> None:
     st.subheader("Runs × policies")
     long = data.q("run_outcomes", sid)
     safe.table(read.outcome_matrix(long), key="outcomes")
+    _enforced(sid)
 
     if head["n_runs"] == 0:
         return

@@ -97,6 +97,15 @@ def call_key(call: Call) -> tuple[bytes, str]:
     return canon, h
 
 
+def remember_key(call: Call, canon: bytes, digest: str) -> None:
+    """Give call_key the canonical form of a call rebuilt from it (the live paths store it beside
+    the call), so rebuilding a session's state does not serialize and hash every call again."""
+    if len(canon) <= _CACHE_MAX_BYTES:
+        if len(_CALL_CACHE) >= _CACHE_CALLS:
+            _CALL_CACHE.clear()
+        _CALL_CACHE[id(call)] = (call, canon, digest)
+
+
 def name_args(call: Any) -> tuple[str, Any]:
     """(name, args) of an `loopledger.events.Call`, a `(name, args)` pair or a `{"name", "args"}` dict."""
     if type(call) is Call:

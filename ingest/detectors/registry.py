@@ -23,7 +23,6 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from loopledger.detectors.base import Param
@@ -60,6 +59,7 @@ class Detector:
 _registry: dict[str, Detector] = {}
 _lock = threading.Lock()
 _loaded = False
+_builtins_loaded = False
 
 
 def register(detector: Detector, *, replace: bool = False) -> Detector:
@@ -89,10 +89,10 @@ def _detectors_in(obj: Any) -> list[Detector]:
     raise ConfigError("detector", "a Detector", f"{obj!r} is not a Detector (nor returns one)")
 
 
-def _load() -> None:
-    """Built-ins and entry points, once per process (lazily: importing the registry is cheap)."""
-    global _loaded
-    if _loaded:
+def _load_builtins() -> None:
+    """The built-in detectors only: all a live hook needs when a built-in policy is enforced."""
+    global _builtins_loaded
+    if _builtins_loaded:
         return
     for modname in BUILTIN_MODULES:
         mod = importlib.import_module(modname)
@@ -100,11 +100,24 @@ def _load() -> None:
             if isinstance(value, Detector) and value.name not in _registry:
                 register(value)
                 _builtin.append(value.name)
+    _builtins_loaded = True
+
+
+def _load() -> None:
+    """Built-ins and entry points, once per process (lazily: importing the registry is cheap)."""
+    global _loaded
+    if _loaded:
+        return
+    _load_builtins()
     _scan_entry_points()
     _loaded = True
 
 
 def _scan_entry_points() -> list[str]:
+    # Imported here: importlib.metadata and the scan of every installed distribution cost a
+    # `loopledger hook` process (one per tool call) more than its whole decision.
+    from importlib import metadata
+
     added = []
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
@@ -121,7 +134,9 @@ def _scan_entry_points() -> list[str]:
 def rescan() -> tuple[str, ...]:
     """Read the entry points again: a plugin installed (or put on sys.path) after the first
     lookup in this process. Returns the names it added; known names are left as they are."""
-    _load()
+    global _loaded
+    _load_builtins()
+    _loaded = True  # this scan is the process's first look at the entry points, or a second one
     return tuple(_scan_entry_points())
 
 
@@ -136,7 +151,7 @@ def unregister(name: str) -> None:
 def builtin_names() -> tuple[str, ...]:
     """The detectors LoopLedger ships (seeds, ours, the peer ports), in display order: the
     default policy set. `names()` adds the plugins."""
-    _load()
+    _load_builtins()  # no plugin scan: the hook's path
     return tuple(_builtin)
 
 
@@ -167,8 +182,11 @@ def _from_factory(name: str) -> Detector:
 
 
 def get(name: str) -> Detector:
-    _load()
+    _load_builtins()
     det = _registry.get(name)
+    if det is None:
+        _load()  # not built in: the plugins' entry points are scanned only now
+        det = _registry.get(name)
     if det is not None:
         return det
     if ":" in name:

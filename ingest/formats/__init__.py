@@ -5,6 +5,10 @@ Each reader module exposes:
     DESCRIPTION: str                    one line for `--help` and error messages
     sniff(head: bytes) -> bool          True when the first bytes look like this format
     read(path: Path) -> Iterator[Item]  SessionStart, events…, ReadError anywhere; streaming
+and, for a format whose session is a folder of files (Cline task folders):
+    unit_of(path: Path) -> Path | None  the one file standing for the folder `path` belongs to
+                                        (None: `path` is not a member of such a folder)
+    default_roots() -> list[Path]       where the tool keeps its folders (for `watch`)
 Order matters in READER_MODULES: more specific formats are sniffed before general ones.
 """
 
@@ -12,11 +16,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 
 from loopledger.events import Checkpoint, Item
+from loopledger.formats._portable import portable
 from loopledger.printable import plain
 from loopledger.redact import redact_text
 
@@ -27,10 +32,13 @@ READER_MODULES = (
     "atif",
     "otlp",
     "swe_agent",
+    "openhands_v1",
     "openhands",
+    "cline",
     "openai_responses",
     "anthropic",
     "openai_chat",
+    "claude_export",
     "aider",
 )
 SNIFF_BYTES = 64 * 1024
@@ -63,8 +71,27 @@ def _describe(head: bytes) -> str:
     return f"content starting '{text}'"
 
 
+def _folder_unit(folder: Path) -> Path:
+    """The unit file of a folder-as-session named itself (a Cline task folder, an OpenHands V1
+    conversation folder)."""
+    # the folder's own files, then those one level down (OpenHands keeps its events in events/)
+    candidates = sorted(p for p in folder.iterdir() if p.is_file())
+    candidates += sorted(p for d in sorted(folder.iterdir()) if d.is_dir() for p in d.iterdir() if p.is_file())
+    for mod in readers().values():
+        unit = getattr(mod, "unit_of", None)
+        if unit is not None:
+            for p in candidates:
+                found = unit(p)
+                if found is not None:
+                    return found
+    raise UnknownFormat(f"{folder}: a folder, not a transcript; name its files, or a task folder "
+                        "of a format read as a folder")
+
+
 def sniff(path: Path | str) -> str:
     path = Path(path)
+    if path.is_dir():
+        path = _folder_unit(path)
     with open(path, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
     for name, mod in readers().items():
@@ -86,14 +113,45 @@ def check_name(name: str | None) -> None:
                             f"{', '.join(readers())}")
 
 
+def unit_of(path: Path) -> Path:
+    """What discovery hands the worker for `path`: the path itself, or, for any file of a
+    folder-as-session format, the one file standing for its folder (so a Cline task folder is
+    one source, not two or three)."""
+    for mod in readers().values():
+        unit = getattr(mod, "unit_of", None)
+        if unit is not None:
+            found = unit(path)
+            if found is not None:
+                return found
+    return path
+
+
+def units(paths: Iterable[Path]) -> list[Path]:
+    """`paths` with each folder-as-session reduced to its one unit file (sorted, no duplicates)."""
+    return sorted({unit_of(p) for p in paths})
+
+
+def default_roots() -> list[Path]:
+    """Folders each format's tool writes to by default (for `watch`), whether they exist or not."""
+    out: list[Path] = []
+    for mod in readers().values():
+        roots = getattr(mod, "default_roots", None)
+        if roots is not None:
+            out.extend(roots())
+    return out
+
+
 def read(path: Path | str, format: str | None = None) -> Iterator[Item]:
     """Stream the items of one file; `format` overrides sniffing."""
     path = Path(path)
+    if path.is_dir():
+        path = _folder_unit(path)
     mods = readers()
     name = format or sniff(path)
     if name not in mods:
         raise UnknownFormat(f"unknown format {name!r}; known formats: {', '.join(mods)}")
-    return mods[name].read(path)
+    # Timestamps to ISO 8601 UTC, NUL characters out: the same values on every ledger backend.
+    return portable(mods[name].read(path), path)
 
 
 def resumable(format: str) -> bool:
@@ -113,5 +171,6 @@ def read_from(path: Path | str, format: str, checkpoint: Checkpoint | None = Non
     if not hasattr(mod, "read_from"):
         if checkpoint is not None:
             raise ValueError(f"{format}: the reader cannot resume")
-        return mod.read(Path(path))
-    return mod.read_from(Path(path), checkpoint)
+        return portable(mod.read(Path(path)), Path(path))
+    # The same normalization as `read`, so a continued read equals a whole one.
+    return portable(mod.read_from(Path(path), checkpoint), Path(path))

@@ -19,12 +19,14 @@
     records_or_document(path, is_record) -> JSONL | value | ReadError
                                                                JSONL of records, or a whole document
     title_of(text, limit=100) -> str                           a session title from a prompt
+    iso_utc(value) -> str | None                               a timestamp as ISO 8601 UTC ("…Z")
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +313,47 @@ def records_or_document(path: Path | str, is_record) -> Any:
     if isinstance(doc, ReadError) and _record_lines(path, is_record, skip_bare=False):
         return JSONL
     return doc
+
+
+# Already normalized: most transcripts (Claude Code, Codex, Gemini) write exactly this.
+_CANON_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\Z")
+_ZONE_NAME = re.compile(r"\s*\[[^\]]*\]\Z")  # Java / Temporal style "…+01:00[Europe/Berlin]"
+_LONG_FRACTION = re.compile(r"(\.\d{6})\d+")  # nanoseconds: datetime keeps microseconds
+
+
+def iso_utc(value: Any) -> str | None:
+    """A transcript's timestamp as ISO 8601 in UTC ("2026-03-04T09:00:00.123Z").
+
+    Offsets are applied ("…+01:00[Europe/Berlin]" → the same instant in UTC, the zone name
+    dropped); epoch numbers are seconds, or milliseconds when too large for seconds; a time
+    without any zone is kept as ISO 8601 without one (the zone is unknown, so it is not
+    invented); text that is not a time at all is kept as written."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        seconds = value / 1000 if abs(value) >= 1e11 else value
+        try:
+            dt = datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            return str(value)
+        return _format(dt, isinstance(value, float) or seconds != int(seconds) or abs(value) >= 1e11)
+    if not isinstance(value, str):
+        return as_text(value)
+    text = value.strip()
+    if _CANON_TS.match(text):
+        return text
+    core = _LONG_FRACTION.sub(r"\1", _ZONE_NAME.sub("", text))
+    try:
+        dt = datetime.fromisoformat(core)
+    except ValueError:
+        return value
+    if dt.tzinfo is None:
+        return dt.isoformat()
+    return _format(dt.astimezone(UTC), dt.microsecond != 0 or "." in core)
+
+
+def _format(dt: datetime, fraction: bool) -> str:
+    if not fraction:
+        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    spec = "milliseconds" if dt.microsecond % 1000 == 0 else "microseconds"
+    return dt.replace(tzinfo=None).isoformat(timespec=spec) + "Z"

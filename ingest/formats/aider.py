@@ -6,16 +6,27 @@ The markup, as aider writes it:
 - `> <text>` lines are aider's own output (added files, "Applied edit to …", commits, errors);
 - everything else is the assistant's reply.
 
-Aider has no structured tool calls, so the reader derives them from the reply:
-- edit blocks (a file name line, then `<<<<<<< SEARCH` / `ORIGINAL`, `=======`,
-  `>>>>>>> REPLACE` / `UPDATED`) become one `edit` call per file per reply — aider applies a
-  reply's blocks together, one "Applied edit to <file>" per block — with args
-  {"path": file, "edits": [[search, replace], …]} in reply order;
-- fenced ```bash / sh / shell / console blocks become a `shell` call {"command": block}.
-A reply with calls is a Batch (its prose as the text), one without is Prose. The `>` lines after
-a reply answer its edit calls: the lines naming the file (or an edit-format failure, is_error).
-Shell suggestions get no answer (aider only runs them after asking; the output is not tied to
-the block).
+Aider has no structured tool calls, so the reader derives them from the reply, in every edit
+format aider writes: one `edit` call per file per reply, however the edit was written —
+- diff / diff-fenced / editor-diff: SEARCH/REPLACE blocks (a file name line, then `<<<<<<< SEARCH`
+  / `ORIGINAL`, `=======`, `>>>>>>> REPLACE` / `UPDATED`; the name before the fence or inside it),
+  args {"path": file, "edits": [[search, replace], …]} in reply order;
+- udiff: fenced unified diffs (`--- f` / `+++ f` / `@@`), each hunk an edit [old, new];
+- whole / editor-whole: a file name line and a fenced listing, args {"path", "content"}; counted
+  only for files aider applied (a listing is otherwise indistinguishable from an example);
+- any file aider says it applied (`> Applied edit to F`) with nothing parsed: {"path": F}.
+aider's own lines are the ground truth: an edit is answered by its "Applied edit" lines, by the
+failure lines naming it (or naming no file) as an error, and an edit shown in the reply that
+aider never reported applying is an error answer ("not applied"). No aider line after the reply
+at all (a history cut short) leaves the edits unanswered.
+Shell commands — each line of a fenced ```bash / sh / shell / console block, and each
+`> Running CMD` line aider writes when it runs one — are `run` calls {"command": CMD}, answered
+by the `>` output lines after their "Running" line (a suggestion declined is unanswered).
+Architect mode logs the architect's reply, then hands it to the editor model as a message with
+the person's `####` prefix: that echo is not a user turn, and the editor's reply is a reply of
+its own. Rate-limit / overload retries ("Retrying in N seconds...") are Retry events with the
+error line before them, never calls.
+A reply with calls is a Batch (its prose as the text), one without is Prose.
 
 Jekyll front matter and `<div>` wrappers (aider's website examples) are skipped. Non-UTF-8 bytes
 are reported with their line and replaced; an edit block left open at the end of a reply is
@@ -38,6 +49,7 @@ from loopledger.events import (
     Item,
     Prose,
     ReadError,
+    Retry,
     SessionInfo,
     SessionStart,
     UserTurn,
@@ -57,7 +69,15 @@ _DIVIDER = re.compile(r"^={5,9}\s*$")
 _TAIL_MARK = re.compile(r"^>{5,9} (REPLACE|UPDATED)\s*$")
 _WRAPPER = re.compile(r"^\s*</?div\b[^>]*>\s*$")
 _SHELL_LANGS = frozenset({"bash", "sh", "shell", "console", "zsh"})
-_EDIT_FAILURES = ("did not conform", "malformed", "failed to apply", "searchreplacenoexactmatch",
+_APPLIED = re.compile(r"^Applied edit to (.+?)\s*$")
+_RUNNING = re.compile(r"^Running (.+?)\s*$")
+_AFTER_OUTPUT = re.compile(r"^(Add (\S+ tokens of )?command output to the chat|Added \d+ lines? of output|"
+                           r"Run shell commands?\?|Tokens: |Applied edit to |Commit [0-9a-f]{7} )")
+_RETRYING = re.compile(r"^Retrying in [\d.]+ seconds")
+_RATE_LIMIT = re.compile(r"(?i)rate.?limit|overloaded|RateLimitError|APIError|ServiceUnavailable|timed? ?out|"
+                         r"InternalServerError|APIConnectionError|\b429\b|\b529\b|\b50[023]\b")
+_PATHLIKE = re.compile(r"^[`*]{0,2}[\w./\\-]+\.[\w]+[`*]{0,2}$|^[`*]{0,2}[\w.-]*/[\w./\\-]+[`*]{0,2}$")
+_EDIT_FAILURES = ("did not conform", "malformed", "failed to apply", "failed to match", "did not apply edit", "searchreplacenoexactmatch",
                   "does not match", "doesn't match", "no exact match")
 
 
@@ -81,7 +101,7 @@ class _Reply:
 
     line: int
     text: list[tuple[int, str]] = field(default_factory=list)  # (file line, text)
-    notes: list[str] = field(default_factory=list)  # aider's `>` lines, prefix stripped
+    notes: list[tuple[int, str]] = field(default_factory=list)  # aider's `>` lines: (line, text)
     last_note: int = 0  # file line of the last `>` line
 
 
@@ -97,15 +117,18 @@ def read(path: Path | str) -> Iterator[Item]:
     in_fence = False
     front_matter = False
 
+    echo = ""  # the last reply's text: architect mode hands it to the editor as a #### message
+
     def flush() -> Iterator[Item]:
-        nonlocal held, reply, user
+        nonlocal held, reply, user, echo
         if held is not None:
             yield held
             held = None
         if reply is not None:
             yield from _reply_events(path, reply)
+            echo = _words(" ".join(t for _, t in reply.text))
             reply = None
-        yield from _user_event(user, user_line)
+        yield from _user_event(user, user_line, echo)
         user = []
 
     with open(path, "rb") as fh:
@@ -155,14 +178,14 @@ def read(path: Path | str) -> Iterator[Item]:
                     user.append(line[5:].rstrip())
                     continue
             if user:
-                yield from _user_event(user, user_line)
+                yield from _user_event(user, user_line, echo)
                 user = []
             if not started:
                 continue  # preamble before the first session or user message
             if reply is None:
                 reply = _Reply(line_no)
             if not in_fence and (line.startswith("> ") or line == ">"):
-                reply.notes.append(line[2:].strip())
+                reply.notes.append((line_no, line[2:].strip()))
                 reply.last_note = line_no
                 continue
             if not in_fence and _WRAPPER.match(line):
@@ -197,9 +220,19 @@ def _escapes_fence(line: str) -> bool:
     return line.endswith("  ") and (line.startswith("#### ") or line.startswith("> "))
 
 
-def _user_event(user: list[str], line: int) -> Iterator[Item]:
-    if user:
-        yield UserTurn("\n".join(user).strip(), None, line)
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _user_event(user: list[str], line: int, echo: str = "") -> Iterator[Item]:
+    if not user:
+        return
+    text = "\n".join(user).strip()
+    if echo and _words(text.replace("<blank>", "")) == echo:
+        # Architect mode: aider passes the architect's reply to the editor model as a message
+        # of its own, logged with the person's #### prefix. It is not the person speaking.
+        return
+    yield UserTurn(text, None, line)
 
 
 def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
@@ -208,61 +241,160 @@ def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
     # re-reads exactly the sessions with an item past the old end, and a reply or a multi-line
     # user message that grew must be one of them.
     end = reply.text[-1][0] if reply.text else reply.line
+    first_text = next((n for n, t in reply.text if t.strip()), None)
     text = "\n".join(t for _, t in reply.text).strip()
-    calls, errors = _calls(path, reply)
+    retries = _retries(reply.notes)
+    # retries before the reply's text happened while waiting for it; later ones after it
+    yield from (r for r in retries if first_text is None or (r.line or 0) < first_text)
+    calls, answers, errors = _calls(path, reply)
     yield from errors
-    if not calls:
-        if text:
-            yield Prose(text, None, end)
-        return
-    yield Batch(tuple(calls), text, None, end)
-    answers = [a for a in (_answer(c, reply.notes) for c in calls) if a is not None]
-    if answers:
-        # aider writes its "Applied edit" lines after the reply: the answers' line is the last of
-        # them, so a history file appended to since the last ingest re-reads this session
-        yield Answers(tuple(answers), reply.last_note or end)
+    if calls:
+        yield Batch(tuple(calls), text, None, end)
+        if answers:
+            # aider writes its "Applied edit" lines after the reply: the answers' line is the last
+            # of them, so a history file appended to since the last ingest re-reads this session
+            yield Answers(tuple(answers), max(reply.last_note, end))
+    elif text:
+        yield Prose(text, None, end)
+    yield from (r for r in retries if first_text is not None and (r.line or 0) > first_text)
 
 
-def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[ReadError]]:
-    """Edit blocks grouped per file (first-appearance order), then shell blocks, as calls."""
-    edits: dict[str, list[list[str]]] = {}
-    shells: list[str] = []
-    errors: list[ReadError] = []
-    lines = [t for _, t in reply.text]
+def _retries(notes: list[tuple[int, str]]) -> list[Retry]:
+    """aider's "Retrying in N seconds..." lines, each with the error line(s) just before it."""
+    out: list[Retry] = []
+    for i, (line, note) in enumerate(notes):
+        if _RETRYING.match(note):
+            cause = [n for _, n in notes[max(0, i - 3):i] if n and _RATE_LIMIT.search(n)]
+            out.append(Retry("\n".join([*cause[-1:], note]), None, line))
+    return out
+
+
+def _fenced(reply: _Reply) -> Iterator[tuple[int, str, list[str], str | None]]:
+    """(file line of the fence, language, body lines, last non-blank line before the fence)."""
+    lines = reply.text
     i = 0
-    outside: str | None = None  # the last non-blank line outside fences: newer aider's file name
+    outside: str | None = None
     while i < len(lines):
-        fence = _FENCE.match(lines[i].strip())
+        fence = _FENCE.match(lines[i][1].strip())
         if not fence:
-            if lines[i].strip():
-                outside = lines[i].strip()
+            if lines[i][1].strip():
+                outside = lines[i][1].strip()
             i += 1
             continue
-        body_start = i + 1
-        end = body_start
-        while end < len(lines) and not _FENCE.match(lines[end].strip()):
+        end = i + 1
+        while end < len(lines) and not _FENCE.match(lines[end][1].strip()):
             end += 1
-        body = lines[body_start:end]
-        if fence.group(2).lower() in _SHELL_LANGS and body:
-            shells.append("\n".join(body).strip())
-        else:
-            problem = _edit_blocks(body, edits, outside)
-            if problem:
-                errors.append(bad(path, reply.text[i][0], problem, "\n".join(body[:5])))
+        yield lines[i][0], fence.group(2).lower(), [t for _, t in lines[i + 1:end]], outside
         i = end + 1
+
+
+def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[ReadError]]:
+    """One `edit` call per file (first-appearance order) however the reply wrote it, then one
+    `run` call per shell command; with the answers aider's own output gives them."""
+    edits: dict[str, dict] = {}
+    shells: list[str] = []
+    errors: list[ReadError] = []
+    wholes: list[tuple[str, str]] = []  # (file, content): counted only where aider applied them
+    for line, lang, body, before in _fenced(reply):
+        if lang in _SHELL_LANGS:
+            shells += [c.strip() for c in body if c.strip() and not c.strip().startswith("#")]
+            continue
+        if any(_HEAD_MARK.match(b) for b in body):
+            problem = _edit_blocks(body, edits, before)
+            if problem:
+                errors.append(bad(path, line, problem, "\n".join(body[:5])))
+            continue
+        if lang == "diff" or (body and body[0].startswith("--- ") and len(body) > 1 and body[1].startswith("+++ ")):
+            _udiff(body, edits)
+            continue
+        name = before if before and _PATHLIKE.match(before) else None
+        if name is None and body and _PATHLIKE.match(body[0].strip()):
+            name, body = body[0].strip(), body[1:]  # the whole-file format with the name inside
+        if name:
+            wholes.append((name.strip("`*"), "\n".join(body)))
+    notes = [n for _, n in reply.notes]
+    applied = [m.group(1).strip() for n in notes if (m := _APPLIED.match(n))]
+    for name, content in wholes:
+        if name in applied and name not in edits:
+            edits[name] = {"path": name, "content": content}
+    for name in applied:
+        edits.setdefault(name, {"path": name})  # aider applied it: an edit, whatever we parsed
+    runs = _runs(notes)
+    specs = [("edit", args) for args in edits.values()]
+    declared = list(shells)
+    for command, _ in runs:
+        if command in declared:
+            declared.remove(command)
+        else:
+            shells.append(command)  # run without a block we saw (an architect's editor, /test)
+    specs += [("run", {"command": c}) for c in shells]
     # Aider has no call ids; ids made from the reply's line pair each answer with its own call
     # (an id-less answer would be paired with the oldest open call, maybe the wrong one).
-    specs = [("edit", {"path": p, "edits": blocks}) for p, blocks in edits.items()]
-    specs += [("shell", {"command": c}) for c in shells if c]
     calls = [Call(f"aider-{reply.line}-{n}", name, args) for n, (name, args) in enumerate(specs, 1)]
-    return calls, errors
+    answers = [a for a in (_edit_answer(c, notes, applied) for c in calls if c.name == "edit") if a]
+    outputs = dict(runs)  # the last run of a command answers it
+    answers += [Answer(c.id, outputs[c.args["command"]]) for c in calls
+                if c.name == "run" and c.args["command"] in outputs]
+    return calls, answers, errors
 
 
-def _edit_blocks(body: list[str], edits: dict[str, list[list[str]]],
-                 before: str | None) -> str | None:
+def _runs(notes: list[str]) -> list[tuple[str, str]]:
+    """(command, output) for each "Running CMD" line and the output lines after it."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(notes):
+        m = _RUNNING.match(notes[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(notes) and not _RUNNING.match(notes[j]) and not _AFTER_OUTPUT.match(notes[j]):
+            j += 1
+        out.append((m.group(1).strip(), "\n".join(notes[i + 1:j]).strip()))
+        i = j
+    return out
+
+
+def _udiff(body: list[str], edits: dict[str, dict]) -> None:
+    """A unified diff (aider's udiff format): each `+++ file` starts a file, `@@` a hunk."""
+    name: str | None = None
+    hunk: tuple[list[str], list[str]] | None = None
+
+    def close() -> None:
+        if name and hunk and (hunk[0] or hunk[1]):
+            edits.setdefault(name, {"path": name, "edits": []}).setdefault("edits", []).append(
+                ["\n".join(hunk[0]), "\n".join(hunk[1])])
+
+    for line in body:
+        if line.startswith("--- ") and not line.startswith("--- -"):
+            continue
+        if line.startswith("+++ "):
+            close()
+            name = _strip_prefix(line[4:].strip())
+            hunk = ([], [])
+        elif line.startswith("@@"):
+            close()
+            hunk = ([], [])
+        elif hunk is not None and name:
+            if line.startswith("-"):
+                hunk[0].append(line[1:])
+            elif line.startswith("+"):
+                hunk[1].append(line[1:])
+            else:
+                ctx = line[1:] if line.startswith(" ") else line
+                hunk[0].append(ctx)
+                hunk[1].append(ctx)
+    close()
+
+
+def _strip_prefix(name: str) -> str:
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def _edit_blocks(body: list[str], edits: dict[str, dict], before: str | None) -> str | None:
     """Collect the SEARCH/REPLACE blocks of one fenced body into `edits`; a problem message or
     None. The file name is the non-blank line just before a block's head marker: inside the
-    fence (older aider), else the line before the fence (`before`, current aider)."""
+    fence (older aider, diff-fenced), else the line before the fence (`before`, current aider)."""
     i = 0
     filename = before
     while i < len(body):
@@ -286,20 +418,25 @@ def _edit_blocks(body: list[str], edits: dict[str, list[list[str]]],
             return "edit block not closed (no ======= / >>>>>>> REPLACE line): dropped"
         if not filename:
             return "edit block without a file name line before it: dropped"
-        edits.setdefault(filename, []).append(["\n".join(search), "\n".join(replace)])
+        edits.setdefault(filename, {"path": filename, "edits": []}).setdefault("edits", []).append(
+            ["\n".join(search), "\n".join(replace)])
         i = k + 1
     return None
 
 
-def _answer(call: Call, notes: list[str]) -> Answer | None:
-    if call.name != "edit" or not notes:
+def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | None:
+    """aider's word on one file's edit: its "Applied edit to" lines; the failure lines naming
+    it (or naming no file); or, when aider said something after the reply but never that it
+    applied this file, an error. No word at all (a history cut short) is no answer."""
+    if not notes:
         return None
     path = call.args["path"]
+    names = re.compile(rf"(^|\s){re.escape(path)}(\s|$|[.:,])")
+    mine = [n for n in notes if names.search(n) and not _RUNNING.match(n)]
     failures = [n for n in notes if any(f in n.lower() for f in _EDIT_FAILURES)]
-    names = re.compile(rf"(^|\s){re.escape(path)}(\s|$)")
-    mine = [n for n in notes if names.search(n)]
-    if failures:
-        return Answer(call.id, "\n".join(failures + [n for n in mine if n not in failures]), True)
-    if mine:
+    named_failures = [n for n in failures if names.search(n)]
+    if named_failures or (failures and path not in applied):
+        return Answer(call.id, "\n".join(dict.fromkeys(failures + mine)), True)
+    if path in applied:
         return Answer(call.id, "\n".join(mine))
-    return None
+    return Answer(call.id, f"not applied: aider did not report an edit to {path}", True)

@@ -9,7 +9,11 @@ reader). What this reader adds:
   emitted after the joined batch; a different message id or a real user turn closes it.
 - Tool-result-only user lines are Answers, not user turns; meta lines (isMeta), compact
   summaries, local-command echoes and "[Request interrupted by user]" markers are not user turns.
-- summary, file-history-snapshot, progress, queue-operation and system lines are skipped.
+- Every other line type Claude Code writes is metadata and skipped on purpose (see LINE_TYPES:
+  titles, permission modes, file snapshots, hooks, queue bookkeeping, system notes, API retry
+  notes). A `system` line of subtype api_error (a request retried) is a Retry event. An `attachment` line of kind `queued_command` is the person typing while the agent
+  works: a user turn. A line type not in LINE_TYPES is skipped too and counted (logged once per
+  file with its count): newer versions add types, and a new type must never fail a file.
 - Subagent lines (isSidechain) are their own session keyed by agentId, parent_key = sessionId.
   A file mixing both (older versions wrote sidechains inline) is read once per session so that
   sessions never interleave and memory stays flat.
@@ -17,6 +21,8 @@ reader). What this reader adds:
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,18 +33,52 @@ from loopledger.events import (
     Checkpoint,
     Item,
     ReadError,
+    Retry,
     SessionInfo,
     SessionStart,
     UserTurn,
 )
-from loopledger.formats._common import as_text, bad, head_records, iter_jsonl, str_or_none, title_of
+from loopledger.formats._common import (
+    as_text,
+    bad,
+    content_text,
+    head_records,
+    iter_jsonl,
+    str_or_none,
+    title_of,
+)
 from loopledger.formats.anthropic import assistant_events, user_events
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl, subagents too)"
 
-_KNOWN_TYPES = ("user", "assistant", "summary", "file-history-snapshot", "progress", "system",
-                "queue-operation")
+log = logging.getLogger(__name__)
+
+# Every line type seen in Claude Code files, and what the reader does with it. "read": becomes
+# events; "skip": metadata, skipped on purpose. Anything else is skipped and counted.
+LINE_TYPES = {
+    "user": "read",
+    "assistant": "read",
+    "attachment": "read",  # only its queued_command kind (a user turn); hooks, reminders skipped
+    "summary": "skip",  # the session's title (used for SessionInfo.title)
+    "custom-title": "skip",  # a title the person typed (used for SessionInfo.title)
+    "ai-title": "skip",
+    "agent-name": "skip",
+    "cost-state": "skip",
+    "permission-mode": "skip",
+    "mode": "skip",
+    "last-prompt": "skip",
+    "worktree-state": "skip",
+    "pr-link": "skip",
+    "tag": "skip",
+    "file-history-snapshot": "skip",
+    "queue-operation": "skip",  # enqueue/dequeue bookkeeping; the prompt arrives as an attachment
+    "progress": "skip",  # hook and subagent progress
+    "system": "skip",  # turn_duration, compact_boundary, local_command, …; api_error → Retry
+}
+_TITLE_FIELDS = {"custom-title": "customTitle", "summary": "summary", "ai-title": "aiTitle"}
+_METADATA_EVIDENCE = ("sessionId", "leafUuid", "snapshot", "messageId")
+_SNIFF_RECORDS = 32
 _NOT_A_TURN = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>",
                "<local-command-caveat>")
 # How far to look ahead for the title and model before the first event (bounded: streaming).
@@ -48,12 +88,22 @@ Ident = tuple[bool, str | None]  # (is sidechain, agentId or sessionId for sidec
 
 
 def sniff(head: bytes) -> bool:
-    recs = head_records(head)
+    """Look past any number of leading metadata lines (permission-mode, titles, snapshots…)
+    to the first user/assistant line; a file of metadata only is claimed when those lines carry
+    Claude Code's own keys. A line without a string `type` is not Claude Code."""
+    recs = head_records(head, limit=_SNIFF_RECORDS)
+    evidence = False
     for rec in recs:
-        if not isinstance(rec, dict) or rec.get("type") not in _KNOWN_TYPES:
+        if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
             return False
-        if "sessionId" in rec or "leafUuid" in rec or "snapshot" in rec:
-            return True
+        kind = rec["type"]
+        if kind in ("user", "assistant"):
+            return isinstance(rec.get("message"), dict) and any(
+                k in rec for k in ("sessionId", "parentUuid", "isSidechain"))
+        if kind in LINE_TYPES or "sessionId" in rec:
+            evidence = evidence or any(k in rec for k in _METADATA_EVIDENCE)
+    if evidence:
+        return True
     # A first line longer than the sniffed head (a pasted screenshot) parses as nothing:
     # recognise the envelope's own keys instead.
     return not recs and head.lstrip().startswith(b"{") and all(
@@ -71,7 +121,8 @@ def _conversational(rec: Any) -> bool:
             and isinstance(rec.get("message"), dict))
 
 
-def _is_turn_text(text: str) -> bool:
+def is_turn_text(text: str) -> bool:
+    """Whether a user text is the person speaking (not an interruption marker or a local-command echo)."""
     return bool(text.strip()) and not text.lstrip().startswith(_NOT_A_TURN)
 
 
@@ -84,27 +135,62 @@ def _user_items(rec: dict, line: int) -> list[Answers | UserTurn]:
         # Some versions flag a failed tool only in toolUseResult ("Error: ..."), not is_error.
         a = items[0].answers[0]
         items = [Answers((Answer(a.call_id, a.text, True, a.ts, a.digest),), line)]
-    return [it for it in items if not isinstance(it, UserTurn) or _is_turn_text(it.text)]
+    return [it for it in items if not isinstance(it, UserTurn) or is_turn_text(it.text)]
 
 
 def _skipped(rec: dict) -> bool:
     return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
 
 
+def _queued_prompt(rec: dict) -> str | None:
+    """The text of an `attachment` line that is the person typing while the agent works
+    (kind queued_command, mode prompt, origin human); None for hooks, reminders, notifications."""
+    att = rec.get("attachment")
+    if not isinstance(att, dict) or att.get("type") != "queued_command":
+        return None
+    origin = att.get("origin")
+    kind = origin.get("kind") if isinstance(origin, dict) else None
+    prompt = att.get("prompt")
+    if att.get("commandMode") not in (None, "prompt") or kind not in (None, "human"):
+        return None
+    text = content_text(prompt) if isinstance(prompt, str | list) else ""
+    return text if is_turn_text(text) else None
+
+
+def _retry(rec: dict, line: int) -> Retry:
+    """A `system` line of subtype api_error: Claude Code retrying a failed request."""
+    err = rec.get("error")
+    status = err.get("status") if isinstance(err, dict) else None
+    message = err.get("message") if isinstance(err, dict) else err
+    if isinstance(message, dict | list):
+        message = None
+    parts = ["api_error", str(status) if status is not None else "", as_text(message or rec.get("content") or "")]
+    attempt, most = rec.get("retryAttempt"), rec.get("maxRetries")
+    if attempt is not None:
+        parts.append(f"(attempt {as_text(attempt)}" + (f"/{as_text(most)})" if most is not None else ")"))
+    return Retry(" ".join(p for p in parts if p), str_or_none(rec.get("timestamp")), line)
+
+
 def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | None = None) -> SessionInfo:
-    """Title (summary or first prompt), model, start time: from the first lines of `ident`.
-    `done[0]` tells whether more lines could still change it (title or model not found yet
-    within the lines there are): a reader checkpoint is only taken once it cannot."""
-    title = model = started = parent = key = version = None
+    """Title, model, start time: from the first lines of `ident`. The title is the one the
+    person gave (custom-title), else Claude Code's summary, its ai-title, the first prompt.
+    `done[0]` tells whether a reader checkpoint may be taken: the model and a title are known
+    (or the look-ahead limit was reached). A custom title given after that shows after the
+    file's next whole read, not on an append."""
+    titles: dict[str, str] = {}
+    model = started = parent = key = version = None
     final = False
     for n, (_, rec) in enumerate(iter_jsonl(path)):
-        if n > _INFO_LINES or (title and model):
+        if n > _INFO_LINES or ("custom-title" in titles and model):
             final = True
             break
         if not isinstance(rec, dict):
             continue
-        if rec.get("type") == "summary" and not ident[0] and not title:
-            title = title_of(as_text(rec.get("summary")))
+        kind = rec.get("type") if isinstance(rec.get("type"), str) else None
+        if kind in _TITLE_FIELDS and not ident[0] and kind not in titles:
+            text = title_of(as_text(rec.get(_TITLE_FIELDS[kind])))
+            if text:
+                titles[kind] = text
         if not _conversational(rec) or _ident(rec) != ident:
             continue
         started = started or str_or_none(rec.get("timestamp"))
@@ -115,14 +201,15 @@ def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | No
         msg = rec["message"]
         if rec["type"] == "assistant" and not model and msg.get("model") not in (None, "<synthetic>"):
             model = str_or_none(msg.get("model"))
-        if rec["type"] == "user" and not title and not _skipped(rec):
+        if rec["type"] == "user" and "prompt" not in titles and not _skipped(rec):
             turns = [it for it in _user_items(rec, 0) if isinstance(it, UserTurn)]
             if turns:
-                title = title_of(turns[0].text)
+                titles["prompt"] = title_of(turns[0].text)
+    title = next((titles[k] for k in ("custom-title", "summary", "ai-title", "prompt") if titles.get(k)), "")
     meta = {"version": version} if version else {}
     if done is not None:
-        done[:] = [final]
-    return SessionInfo(key or first_key or "0", NAME, title or "", "claude-code", model, started,
+        done[:] = [final or (model is not None and bool(titles))]
+    return SessionInfo(key or first_key or "0", NAME, title, "claude-code", model, started,
                        parent, meta)
 
 
@@ -130,10 +217,12 @@ _STATE = "claude-code/1"
 
 
 def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] | None,
-             checkpoint: bool = False, resume: Checkpoint | None = None) -> Iterator[Item]:
+             checkpoint: bool = False, resume: Checkpoint | None = None,
+             counts: Counter[str] | None = None) -> Iterator[Item]:
     """The items of one session (lines of `ident`); collects other sessions' idents seen.
     `checkpoint`: yield a Checkpoint before the end-of-file flush (when resumable: the file's
-    only session, ending on a complete line); `resume`: continue from one."""
+    only session, ending on a complete line); `resume`: continue from one; `counts` receives
+    the line types skipped as unknown."""
     open_id: str | None = None
     blocks: list[Any] = []
     first: tuple[str | None, int] = (None, 0)
@@ -147,6 +236,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
         blocks, held = list(blocks), list(held)
     pos: list[int] = []
     info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
+    unknown: Counter[str] = Counter()
 
     # Lists, not generators: this loop runs for every line of the file.
     def close() -> list[Item]:
@@ -174,8 +264,17 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
                 yield bad(path, line, f"expected a JSON object, got {type(rec).__name__}", rec)
             continue
         if not _conversational(rec):
-            if rec.get("type") in ("user", "assistant") and report_errors:
+            kind = rec.get("type") if isinstance(rec.get("type"), str) else f"<{type(rec.get('type')).__name__}>"
+            if kind in ("user", "assistant") and report_errors:
                 yield bad(path, line, f"{rec['type']} line without a message object", rec)
+            elif kind == "system" and rec.get("subtype") == "api_error" and _ident(rec) == ident:
+                yield from emit(close() + [_retry(rec, line)])
+            elif kind == "attachment" and _ident(rec) == ident:
+                prompt = _queued_prompt(rec)
+                if prompt is not None:
+                    yield from emit(close() + [UserTurn(prompt, str_or_none(rec.get("timestamp")), line)])
+            elif kind not in LINE_TYPES and report_errors:
+                unknown[kind] += 1
             continue
         this = _ident(rec)
         if this != ident:
@@ -217,6 +316,11 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
         yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
                                           held_line, started))
     yield from emit(close())
+    if unknown:
+        log.info("%s: skipped lines of types this reader does not know: %s", path,
+                 ", ".join(f"{k} ×{n}" for k, n in unknown.most_common()))
+        if counts is not None:
+            counts.update(unknown)
 
 
 def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterator[Item]:
@@ -233,11 +337,13 @@ def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterato
         yield from _session(path, ident, False, None)
 
 
-def read(path: Path | str, checkpoint: bool = False) -> Iterator[Item]:
+def read(path: Path | str, checkpoint: bool = False, unknown_types: Counter[str] | None = None) -> Iterator[Item]:
+    """`unknown_types`, when given, receives the count of each line type skipped as unknown."""
     path = Path(path)
     first: Ident | None = None
     for _, rec in iter_jsonl(path):
-        if _conversational(rec) and not _skipped(rec):
+        if (_conversational(rec) and not _skipped(rec)) or (
+                isinstance(rec, dict) and rec.get("type") == "attachment" and _queued_prompt(rec)):
             first = _ident(rec)
             break
     if first is None:
@@ -245,6 +351,6 @@ def read(path: Path | str, checkpoint: bool = False) -> Iterator[Item]:
         yield from (rec for _, rec in iter_jsonl(path) if isinstance(rec, ReadError))
         return
     others: list[Ident] = []
-    yield from _session(path, first, True, others, checkpoint)
+    yield from _session(path, first, True, others, checkpoint, counts=unknown_types)
     for ident in others:
         yield from _session(path, ident, False, None)

@@ -10,6 +10,13 @@ User turns are response_item messages with role user, except the ones Codex inje
 (<environment_context>, <user_instructions>, AGENTS.md instructions). Shell outputs are often a
 JSON string {"output": ..., "metadata": {"exit_code": ...}}: unwrapped, non-zero exit = error.
 A rollout does not record which calls were parallel, so one call = one batch.
+
+Process tools: `exec_command` starts a process (its output may say "Process running with session
+ID N") and `write_stdin` writes to it; with empty `chars` it only polls. A poll's call keeps just
+what it targets, {"session_id": N, "chars": ""} (the wait and token limits it also carries are
+not what is polled), and both tools' outputs lose their per-call header lines ("Chunk ID: …",
+"Wall time: … seconds"), so a quiet poll that never moves repeats exactly for the guards.
+`apply_patch` is a custom_tool_call whose input is the raw patch: {"input": patch}.
 """
 
 from __future__ import annotations
@@ -19,7 +26,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopledger.events import Checkpoint, Item, ReadError, SessionInfo, SessionStart
+from loopledger.events import (
+    Answer,
+    Answers,
+    Batch,
+    Call,
+    Checkpoint,
+    Item,
+    ReadError,
+    SessionInfo,
+    SessionStart,
+)
 from loopledger.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
 from loopledger.formats.openai_responses import item_events
 
@@ -109,12 +126,35 @@ def _info(path: Path, done: list[bool] | None = None) -> SessionInfo:
 
 
 _STATE = "codex/1"
+_PROCESS_TOOLS = ("exec_command", "write_stdin")
+_VOLATILE = re.compile(r"^(Chunk ID: \S+|Wall time: [\d.]+ seconds)\n", re.M)
+
+
+def _poll(call: Call) -> Call:
+    """A write_stdin with nothing to write is a poll: keyed on the process it polls."""
+    args = call.args
+    if call.name != "write_stdin" or not isinstance(args, dict) or args.get("chars") not in (None, ""):
+        return call
+    return Call(call.id, call.name, {"session_id": args.get("session_id"), "chars": ""}, call.args_malformed)
+
+
+def _process_tools(items: Iterator[Item]) -> Iterator[Item]:
+    """Polls keyed on their process; the process tools' "Chunk ID" / "Wall time" lines dropped.
+    Stateless item by item (only those tools print such lines), so a read continued from a
+    checkpoint transforms exactly what a whole read does."""
+    for item in items:
+        if isinstance(item, Batch) and any(c.name in _PROCESS_TOOLS for c in item.calls):
+            item = Batch(tuple(_poll(c) for c in item.calls), item.text, item.ts, item.line)
+        elif isinstance(item, Answers) and any(_VOLATILE.search(a.text) for a in item.answers):
+            item = Answers(tuple(Answer(a.call_id, _VOLATILE.sub("", a.text), a.is_error, a.ts)
+                                 if _VOLATILE.search(a.text) else a for a in item.answers), item.line)
+        yield item
 
 
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
     started = False
-    for item in item_events(_items(path), path, group=False, is_injected=is_injected):
+    for item in _process_tools(item_events(_items(path), path, group=False, is_injected=is_injected)):
         if not started and not isinstance(item, ReadError):
             yield SessionStart(_info(path), getattr(item, "line", None))
             started = True
@@ -140,8 +180,8 @@ def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterato
             return Checkpoint(pos[0], pos[1], (_STATE, open_calls))
         return None
 
-    for item in item_events(_items(path, start, pos), path, group=False, is_injected=is_injected, state=state,
-                            at_end=at_end):
+    for item in _process_tools(item_events(_items(path, start, pos), path, group=False, is_injected=is_injected,
+                                           state=state, at_end=at_end)):
         if not started and not isinstance(item, ReadError | Checkpoint):
             yield SessionStart(_info(path, info_final), getattr(item, "line", None))
             started = True

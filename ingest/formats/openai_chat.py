@@ -2,7 +2,11 @@
 
 - a JSON list of messages, or {"messages": [...]} (a request body);
 - JSONL, one message per line, or one conversation {"messages": [...]} per line;
-- mini-swe-agent trajectories {"info": ..., "messages": [...]} (one session);
+- mini-swe-agent trajectories {"info": ..., "messages": [...]} (one session); v1 trajectories act
+  through fenced ```bash blocks in the assistant's text: one `bash` call per block, the next
+  user message its answer;
+- Claude Code / Codex sessions converted to {"messages": [...], "meta": {...}}: keyed by
+  `meta.session_id` (or `meta.session_meta.session_id`);
 - tau-bench result lists [{"task_id", "reward", "info", "traj", "trial"}, ...]: one session per
   record, emitted record by record.
 
@@ -150,14 +154,77 @@ def _document(path: Path, doc: Any) -> Iterator[Item]:
         yield from _session(path, doc, SessionInfo("0", NAME), 1)
     elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
         info = doc.get("info")
-        key = str_or_none(doc.get("instance_id")) or "0"
+        key = str_or_none(doc.get("instance_id")) or _meta_session_id(doc) or "0"
         agent = "mini-swe-agent" if "trajectory_format" in doc or isinstance(info, dict) else None
         meta = {"trajectory_format": doc["trajectory_format"]} if "trajectory_format" in doc else {}
-        yield from _session(path, doc["messages"], SessionInfo(key, NAME, "", agent, _model(info),
-                                                               None, None, meta), 1)
+        info = SessionInfo(key, NAME, "", agent, _model(info), None, None, meta)
+        if agent and _text_actions(doc["messages"]):
+            yield from _mini_v1(path, doc["messages"], info)
+        else:
+            yield from _session(path, doc["messages"], info, 1)
     else:
         yield bad(path, 1, "expected a list of messages, {\"messages\": [...]} or a tau-bench "
                   f"result list, got {type(doc).__name__}")
+
+
+def _meta_session_id(doc: dict) -> str | None:
+    """Claude Code / Codex sessions converted to {"messages", "meta"}: the session id in meta."""
+    meta = doc.get("meta")
+    if not isinstance(meta, dict):
+        return None
+    inner = meta.get("session_meta")
+    sid = meta.get("session_id") or (inner.get("session_id") if isinstance(inner, dict) else None)
+    return str_or_none(sid) if isinstance(sid, str | int) and not isinstance(sid, bool) else None
+
+
+# mini-swe-agent v1 acts through one fenced bash block in the assistant's text (no tool_calls);
+# the next user message is the observation, "<returncode>N</returncode><output>…</output>".
+_BASH_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n(.*?)```", re.S)
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+def _text_actions(messages: list) -> bool:
+    """No tool_calls anywhere and fenced bash blocks in the assistant's text: a v1 trajectory."""
+    has_blocks = False
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        if m.get("tool_calls") or m.get("function_call"):
+            return False
+        has_blocks = has_blocks or bool(_BASH_BLOCK.search(content_text(m.get("content"))))
+    return has_blocks
+
+
+def _mini_v1(path: Path, messages: list, info: SessionInfo) -> Iterator[Item]:
+    """One `bash` call per fenced block; the next user message answers them (an error when its
+    returncode is not 0). Only the first user message is the person: every later one is the
+    harness (observations, format errors, step-limit notices)."""
+    task = next((content_text(m.get("content")) for m in messages
+                 if isinstance(m, dict) and m.get("role") == "user"), "")
+    yield SessionStart(SessionInfo(info.key, info.format, title_of(task), info.agent, info.model,
+                                   info.started_at, info.parent_key, info.meta), 1)
+    pending: list[Call] = []
+    seen_task = False
+    for n, msg in enumerate(messages, 1):
+        if not isinstance(msg, dict):
+            yield bad(path, n, f"expected a message object, got {type(msg).__name__}", msg)
+            continue
+        role, text = msg.get("role"), content_text(msg.get("content"))
+        ts = str_or_none(msg.get("timestamp"))
+        if role == "assistant":
+            blocks = [b.strip() for b in _BASH_BLOCK.findall(text)]
+            pending = [Call(f"mini-{n}-{i}", "bash", {"command": b}) for i, b in enumerate(blocks, 1)]
+            yield Batch(tuple(pending), text, ts, n) if pending else Prose(text, ts, n)
+        elif role == "user" and not seen_task:
+            seen_task = True
+            yield UserTurn(text, ts, n)
+        elif role == "user" and pending:
+            code = _RETURNCODE.search(text)
+            failed = bool(code and code.group(1) != "0")
+            yield Answers(tuple(Answer(c.id, text, failed, ts) for c in pending), n)
+            pending = []
+        elif role not in (*_SKIPPED_ROLES, "user"):
+            yield bad(path, n, f"unknown message role {role!r}", msg)
 
 
 def _is_conversation(value: Any) -> bool:
@@ -186,7 +253,8 @@ def _jsonl(path: Path, checkpoint: bool = False, resume: Checkpoint | None = Non
             per_line = _is_conversation(rec)
         if per_line:
             if _is_conversation(rec):
-                yield from _session(path, rec["messages"], SessionInfo(f"line-{line}", NAME), line, True)
+                key = _meta_session_id(rec) or f"line-{line}"
+                yield from _session(path, rec["messages"], SessionInfo(key, NAME), line, True)
             else:
                 yield bad(path, line, "expected a conversation {\"messages\": [...]} on every line, "
                           "as on the first", rec)

@@ -12,39 +12,22 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from loopledger.ledger.urls import (  # noqa: F401 (re-exported)
+    DEFAULT_SQLITE_PATH,
+    ENV_PATH,
+    ENV_URL,
+    resolve_url,
+    sqlite_url,
+)
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
-DEFAULT_SQLITE_PATH = "ledger.sqlite"
-ENV_URL = "LOOPLEDGER_DATABASE_URL"
-ENV_PATH = "LOOPLEDGER_DB"
 BUSY_TIMEOUT_MS = int(os.environ.get("LOOPLEDGER_BUSY_TIMEOUT_MS", "30000"))  # SQLite waits this long for the write lock
 # A dashboard query that runs longer than this is cut off (datasette's habit): one runaway
 # aggregate must not pin a server thread. Override with $LOOPLEDGER_QUERY_TIMEOUT (seconds).
 READ_QUERY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_QUERY_TIMEOUT", "10"))
 PROGRESS_STEPS = 20_000  # SQLite VM instructions between deadline checks (~1 ms of work)
-
-
-def resolve_url(db: str | None = None) -> str:
-    """`--db` wins, then LOOPLEDGER_DATABASE_URL, then LOOPLEDGER_DB (a path), then ./ledger.sqlite.
-
-    A plain path means a SQLite file; anything with `://` is a SQLAlchemy URL
-    (`postgresql+psycopg://user:pw@host/db`; a bare `postgresql://` gets the psycopg 3 driver).
-    """
-    value = db or os.environ.get(ENV_URL) or os.environ.get(ENV_PATH) or DEFAULT_SQLITE_PATH
-    if "://" not in value:
-        return sqlite_url(Path(value).expanduser().resolve())
-    if value.startswith("postgresql://") or value.startswith("postgres://"):
-        value = "postgresql+psycopg://" + value.split("://", 1)[1]
-    return value
-
-
-def sqlite_url(path: Path | str) -> str:
-    """The URL of a SQLite file, quoted: a `#`, `?`, `%`, space or non-ASCII letter in the path
-    survives the round trip through make_url (a bare f"sqlite:///{path}" loses what follows `#`
-    or `?` and decodes a literal `%20`)."""
-    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
 
 
 def display_url(url: str) -> str:

@@ -30,6 +30,10 @@ metadata = MetaData()
 # already 64-bit, and keeping it INTEGER there avoids rebuilding a table that others cascade from.
 ByteCount = BigInteger().with_variant(Integer(), "sqlite")
 
+# Transcript times: TEXT on PostgreSQL (migration 0003: VARCHAR(40) refused longer values there).
+# SQLite never enforces a declared length, and rebuilding its tables to change the declaration
+# would copy every event, so its columns keep the VARCHAR(40) they were created with.
+TIME_TEXT = String(40).with_variant(Text(), "postgresql")
 BATCH_LEVEL = -1  # checks.idx / results.idx of a check on a whole batch (run-length)
 
 sources = Table(
@@ -59,8 +63,9 @@ sessions = Table(
     Column("title", Text, nullable=False, default=""),
     Column("agent", Text),
     Column("model", Text),
-    Column("started_at", String(40)),
-    Column("ended_at", String(40)),
+    Column("started_at", TIME_TEXT),  # ISO 8601 UTC as the readers normalize it
+    Column("ended_at", TIME_TEXT),
+    Column("started_at_original", Text),  # as the transcript wrote it, where that said more
     Column("parent_id", Integer, ForeignKey("sessions.id", ondelete="SET NULL")),
     Column("parent_key", Text),
     Column("n_events", Integer, nullable=False, default=0),
@@ -78,7 +83,7 @@ runs = Table(
     Column("first_seq", Integer, nullable=False),
     Column("last_seq", Integer, nullable=False),
     Column("n_calls", Integer, nullable=False, default=0),
-    Column("started_at", String(40)),
+    Column("started_at", TIME_TEXT),
     Column("user_text", Text),  # capped
 )
 
@@ -91,7 +96,7 @@ events = Table(
     Column("kind", String(10), nullable=False),  # user|prose|batch|answers (loopledger.vocab)
     Column("text", Text),  # capped; for answers events NULL (answers live on calls)
     Column("text_hash", String(32)),  # digest of the full text (stagnation compares it)
-    Column("ts", String(40)),
+    Column("ts", TIME_TEXT),
     Column("line", Integer),
 )
 
@@ -112,7 +117,7 @@ calls = Table(
     Column("answer_len", Integer),
     Column("is_error", Boolean),
     Column("answer_seq", Integer),  # the answers event that carried it
-    Column("answer_ts", String(40)),
+    Column("answer_ts", TIME_TEXT),
 )
 Index("ix_calls_tool", calls.c.tool)
 
@@ -245,3 +250,52 @@ reader_states = Table(
     Column("version", String(64), nullable=False),
     Column("state", LargeBinary, nullable=False),
 )
+
+# ── live enforcement (migration 0007_enforce) ────────────────────────────────────────────────
+# Not derived from a transcript: a re-ingest of the session's file keeps these rows.
+
+# Which stored policy the hooks, `guard` and Policy.enforced(db) use: the newest row wins;
+# policy_id NULL = back to the default (loopledger.enforce.DEFAULT_SPEC).
+enforcements = Table(
+    "enforcements",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE")),
+    Column("set_at", Float, nullable=False),
+    Column("origin", Text),  # compare | leaderboard | cli | api
+)
+
+# What a live agent reported, in arrival order: the enforced policy's state is a replay of these.
+live_events = Table(
+    "live_events",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("kind", String(10), nullable=False),  # call | answer | user
+    Column("at", Float, nullable=False),  # unix time the hook or guard saw it
+    Column("call_id", Text),
+    Column("tool", Text),
+    Column("args", Text),  # canonical JSON (capped) of a call
+    Column("text", Text),  # an answer's or user turn's text (capped)
+    Column("text_hash", String(32)),  # digest of the full text
+    Column("is_error", Boolean),
+)
+
+# Every decision a hook or `guard` made (enforced, not replayed): one per live call.
+enforced_checks = Table(
+    "enforced_checks",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the live_events row of the call
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), nullable=False),
+    Column("origin", String(20), nullable=False),  # claude-code | gemini-cli | guard | python
+    Column("call_id", Text),  # the agent's tool call id (Claude Code: the transcript's tool_use id)
+    Column("tool", Text, nullable=False),
+    Column("verdict", String(12), nullable=False),  # allow|warn|block|halt|after_halt
+    Column("count", Integer),
+    Column("threshold", Integer),
+    Column("reason", Text),
+    Column("at", Float, nullable=False),
+    Column("elapsed_ms", Float),  # time the decision took inside the process
+)
+Index("ix_enforced_checks_call", enforced_checks.c.session_id, enforced_checks.c.call_id)

@@ -23,45 +23,29 @@ import orjson
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key
 from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
-    TRUNCATED,
+    TRUNCATED,  # noqa: F401 (re-exported: store.TRUNCATED)
     Answer,
     Answers,
     Batch,
     Call,
     Event,
     Prose,
+    Retry,
     SessionInfo,
     UserTurn,
     is_capped,
     text_digest,
 )
 from loopledger.ledger import schema as s
+from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text  # noqa: F401 (re-exported)
 from loopledger.replay import PendingBatch, Step, Tally
 from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-DEFAULT_MAX_TEXT = 64 * 1024
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"
 NO_ID = "(no id)"  # the id load_events gives the answer of an id-less call in a batch with ids
-
-
-# ── text caps ────────────────────────────────────────────────────────────────────────────────
-
-
-def cap_text(text: str, max_bytes: int, digest: str | None = None) -> str:
-    """`text` cut to at most `max_bytes` UTF-8 bytes, plus a marker naming the full length and digest.
-
-    The digest in the marker keeps equality exact for the detectors that compare text (stagnation).
-    """
-    if len(text) * 4 <= max_bytes:  # cannot exceed the cap even at 4 bytes per character
-        return text
-    raw = text.encode("utf-8", "surrogatepass")
-    if len(raw) <= max_bytes:
-        return text
-    head = raw[:max_bytes].decode("utf-8", "ignore")
-    return f"{head}{TRUNCATED}{len(raw)} bytes, digest {digest or text_digest(text)}]"
 
 
 def as_stored(events: Sequence[Event], max_text: int) -> list[Event]:
@@ -161,9 +145,13 @@ def delete_session_rows(conn: Connection, session_id: int) -> None:
 
 
 def delete_sessions(conn: Connection, source_id: int, keep_keys: Iterable[str] = ()) -> int:
-    """Remove the source's sessions whose key is not in `keep_keys` (a rewritten file lost them)."""
+    """Remove the source's sessions whose key is not in `keep_keys` (a rewritten file lost them).
+
+    A session a live hook reported (live_events) stays: its transcript may simply not have
+    written its first line yet, and what was enforced is not the file's to take away."""
     keep = set(keep_keys)
-    rows = conn.execute(select(s.sessions.c.id, s.sessions.c.key).where(s.sessions.c.source_id == source_id))
+    live = select(s.live_events.c.session_id).where(s.live_events.c.session_id == s.sessions.c.id).exists()
+    rows = conn.execute(select(s.sessions.c.id, s.sessions.c.key).where(s.sessions.c.source_id == source_id, ~live))
     gone = [sid for sid, key in rows if key not in keep]
     for sid in gone:
         delete_session_rows(conn, sid)
@@ -267,7 +255,8 @@ class RowBuilder:
         else:
             if isinstance(ev, UserTurn):
                 self.pending = None
-            kind = vocab.KIND_USER if isinstance(ev, UserTurn) else vocab.KIND_PROSE
+            kind = (vocab.KIND_USER if isinstance(ev, UserTurn)
+                    else vocab.KIND_RETRY if isinstance(ev, Retry) else vocab.KIND_PROSE)
             digest = text_digest(ev.text)
             self.ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
 
@@ -334,6 +323,7 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
             builder.add(seq, ev, run_of[seq])
     meta = {"format": info.format, "title": cap_text(info.title or "", 1024), "agent": info.agent,
             "model": info.model, "started_at": info.started_at or builder.first_ts, "ended_at": builder.last_ts,
+            "started_at_original": info.meta.get("started_at_original") if info.meta else None,
             "parent_key": info.parent_key, "n_events": len(events), "n_runs": (max(run_of) + 1) if run_of else 0,
             "n_calls": builder.n_calls}
     rows = SessionRows(info.key, meta, builder.ev_rows, builder.call_rows(), builder.run_rows(), [], [], [], [])
@@ -501,6 +491,8 @@ def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Ev
             out.append(Answers(tuple(answers_of.get(seq, ())), line))
         elif kind == vocab.KIND_USER:
             out.append(UserTurn(text or "", ts, line))
+        elif kind == vocab.KIND_RETRY:
+            out.append(Retry(text or "", ts, line))
         else:
             out.append(Prose(text or "", ts, line))
     return out

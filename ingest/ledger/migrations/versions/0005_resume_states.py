@@ -1,5 +1,5 @@
 """Resume snapshots: per (session, policy) replay state and per source reader state, so an
-appended transcript (and a live hook) replays only what is new. Revision ID: 0003_resume.
+appended transcript (and a live hook) replays only what is new. Revision ID: 0005_resume.
 """
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_resume"
-down_revision = "0004_peers"  # re-chained after the migrations that landed on main first
+revision = "0005_resume"
+down_revision = "0004_peers"
 branch_labels = None
 depends_on = None
 

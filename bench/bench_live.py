@@ -1,0 +1,186 @@
+"""Live enforcement: one `loopledger hook claude-code` PreToolUse end to end, and one `guard`
+verdict on a running subprocess.
+
+Hook: wall time from starting the process to its exit (reading the event, opening the ledger,
+rebuilding the enforced policy's state from the session's 1,000 stored calls, deciding, writing
+the event and the decision, answering), through the installed console script, as Claude Code
+starts it. Baseline in the same run: starting the same Python and exiting (`python -c pass`),
+the floor no hook process can go under. Budget (design.md, "Budgets"): median ≤ 80 ms, p95 ≤ 150 ms.
+
+Guard: one call line written to a running `loopledger guard` and its verdict line read back
+(round trip, ledger write included), after 1,000 calls in the same session. Budget ≤ 2 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from loopledger import live, live_db
+from loopledger.ledger import migrate
+
+BIN = Path(sys.executable).parent / "loopledger"
+HOOK_MEDIAN_MS, HOOK_P95_MS, GUARD_MS = 80.0, 150.0, 2.0
+LIVE_REFRESH_S = 1  # app/views/session.py's enforced fragment
+TOOLS = ("Read", "Bash", "Edit", "Grep")
+
+
+def _p95(xs: list[float]) -> float:
+    return sorted(xs)[max(0, int(round(0.95 * len(xs))) - 1)]
+
+
+def _seed_session(db: str, key: str, n_calls: int, transcript: str | None, origin: str) -> None:
+    """A live session of n_calls varied calls with their answers, written as the hooks write it."""
+    conn = live_db.open_db(db)
+    try:
+        conn.begin_write()
+        sid = live.attach(conn, origin, key, transcript)
+        state = live.load(conn, sid)
+        for i in range(n_calls):
+            tool = TOOLS[i % len(TOOLS)]
+            cid = f"toolu_seed{i:05d}"
+            state.call(tool, {"path": f"src/m{i % 97}.py", "n": i % 5}, cid)
+            state.answer(cid, f"output {i % 7}")
+        live.save(conn, sid, state, origin)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _child_cpu_ms() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r.ru_utime + r.ru_stime) * 1000
+
+
+def bench_hook(db: str, runs: int) -> tuple[list[float], ...]:
+    transcript = str(Path(db).parent / "session.jsonl")
+    _seed_session(db, "bench-hook", 1000, transcript, "claude-code")
+    base = {"session_id": "bench-hook", "transcript_path": transcript, "cwd": "/tmp", "permission_mode": "default",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash"}
+    hook, bare, hook_cpu, bare_cpu, empty = [], [], [], [], []
+    for i in range(runs):
+        # The fixed cost: the same hook on a session with nothing to rebuild.
+        event = json.dumps({**base, "session_id": f"bench-empty-{i}", "tool_input": {"command": "ls"},
+                            "tool_use_id": f"toolu_empty{i:04d}"}).encode()
+        t0 = time.perf_counter()
+        subprocess.run([str(BIN), "hook", "claude-code", "--db", db], input=event, capture_output=True)
+        empty.append((time.perf_counter() - t0) * 1000)
+        event = json.dumps({**base, "tool_input": {"command": f"pytest -k case{i}"},
+                            "tool_use_id": f"toolu_bench{i:04d}"}).encode()
+        c0, t0 = _child_cpu_ms(), time.perf_counter()
+        proc = subprocess.run([str(BIN), "hook", "claude-code", "--db", db], input=event, capture_output=True)
+        hook.append((time.perf_counter() - t0) * 1000)
+        hook_cpu.append(_child_cpu_ms() - c0)
+        assert proc.returncode == 0 and not proc.stderr, proc.stderr
+        c0, t0 = _child_cpu_ms(), time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], capture_output=True)
+        bare.append((time.perf_counter() - t0) * 1000)
+        bare_cpu.append(_child_cpu_ms() - c0)
+    return hook, bare, hook_cpu, bare_cpu, empty
+
+
+def bench_guard(db: str, warm: int, runs: int) -> tuple[list[float], list[float]]:
+    proc = subprocess.Popen([str(BIN), "guard", "--db", db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    assert proc.stdin is not None and proc.stdout is not None
+    trips, inside = [], []
+    try:
+        for i in range(warm + runs):
+            cid = f"g{i}"
+            line = json.dumps({"session": "bench-guard", "event": "call", "id": cid, "tool": TOOLS[i % 4],
+                               "args": {"path": f"src/m{i % 97}.py", "n": i % 5}})
+            t0 = time.perf_counter()
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            verdict = json.loads(proc.stdout.readline())
+            dt = (time.perf_counter() - t0) * 1000
+            assert verdict["id"] == cid, verdict
+            proc.stdin.write(json.dumps({"session": "bench-guard", "event": "answer", "id": cid,
+                                         "text": f"output {i % 7}"}) + "\n")
+            if i >= warm:
+                trips.append(dt)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    conn = live_db.open_db(db)
+    try:
+        rows = conn.exec_driver_sql("SELECT elapsed_ms FROM enforced_checks e JOIN sessions s ON s.id = e.session_id "
+                                    "WHERE s.key = 'bench-guard' ORDER BY e.seq").fetchall()
+        inside = [r[0] for r in rows[warm:] if r[0] is not None]
+    finally:
+        conn.close()
+    return trips, inside
+
+
+def bench_visible(db: str, runs: int) -> list[float]:
+    """Hook process exit → the decision in the Session page's query (read_live.enforced on the
+    dashboard's read-only engine). The page re-runs that query every LIVE_REFRESH_S on top."""
+    from loopledger.ledger import read_live
+    from loopledger.ledger.engine import make_engine
+
+    transcript = str(Path(db).parent / "visible.jsonl")
+    base = {"session_id": "bench-visible", "transcript_path": transcript, "cwd": "/tmp",
+            "hook_event_name": "PreToolUse", "tool_name": "Read"}
+    subprocess.run([str(BIN), "hook", "claude-code", "--db", db], capture_output=True,
+                   input=json.dumps({**base, "tool_input": {"file_path": "/x"}, "tool_use_id": "warm"}).encode())
+    reader = make_engine("sqlite:///" + db, readonly=True)
+    with reader.connect() as conn:
+        sid = conn.exec_driver_sql("SELECT id FROM sessions WHERE key = 'bench-visible'").scalar_one()
+    out = []
+    try:
+        for i in range(runs):
+            cid = f"toolu_vis{i}"
+            subprocess.run([str(BIN), "hook", "claude-code", "--db", db], capture_output=True,
+                           input=json.dumps({**base, "tool_input": {"file_path": f"/f{i}"}, "tool_use_id": cid}).encode())
+            t0 = time.perf_counter()
+            while True:
+                with reader.connect() as conn:
+                    if cid in set(read_live.enforced(conn, sid, limit=5)["call"]):
+                        break
+            out.append((time.perf_counter() - t0) * 1000)
+    finally:
+        reader.dispose()
+    return out
+
+
+def run(quick: bool) -> str:
+    runs = 15 if quick else 60
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "ledger.sqlite")
+        migrate.upgrade("sqlite:///" + db)
+        hook, bare, hook_cpu, bare_cpu, empty = bench_hook(db, runs)
+        trips, inside = bench_guard(db, 1000, 200 if quick else 1000)
+        visible = bench_visible(db, 10 if quick else 30)
+    hm, hp = statistics.median(hook), _p95(hook)
+    bm, bp = statistics.median(bare), _p95(bare)
+    gm, gp = statistics.median(trips), _p95(trips)
+    im = statistics.median(inside) if inside else float("nan")
+    load = os.getloadavg()[0]
+    return "\n".join([
+        "## Live: one hook call, one guard verdict\n",
+        f"A `loopledger hook claude-code` PreToolUse process on a session of 1,000 calls, {runs} runs "
+        "(start to exit, ledger write included), beside starting the same Python and exiting; "
+        f"{len(trips)} `loopledger guard` verdicts (round trip on a running subprocess, after 1,000 calls).\n",
+        f"Load average when it ended: {load:.1f} on {os.cpu_count()} cores (other agents share the machine).\n",
+        "| figure | median | p95 | baseline median (p95) | budget |",
+        "|---|---|---|---|---|",
+        f"| hook PreToolUse, end to end | {hm:.1f} ms | {hp:.1f} ms | `python -c pass`: {bm:.1f} ms ({bp:.1f} ms) "
+        f"| median ≤ {HOOK_MEDIAN_MS:.0f} ms, p95 ≤ {HOOK_P95_MS:.0f} ms |",
+        f"| the same hook on a new session (nothing to rebuild) | {statistics.median(empty):.1f} ms | "
+        f"{_p95(empty):.1f} ms | | |",
+        f"| hook PreToolUse, CPU time (user + system) | {statistics.median(hook_cpu):.1f} ms | "
+        f"{_p95(hook_cpu):.1f} ms | `python -c pass`: {statistics.median(bare_cpu):.1f} ms "
+        f"({_p95(bare_cpu):.1f} ms) | (wall time is what counts) |",
+        f"| guard verdict, round trip | {gm:.2f} ms | {gp:.2f} ms | time inside the guard: {im:.2f} ms | "
+        f"≤ {GUARD_MS:.0f} ms |",
+        f"| decision readable by the Session page after the hook exits | {statistics.median(visible):.1f} ms | "
+        f"{_p95(visible):.1f} ms | + the page's refresh period, {LIVE_REFRESH_S} s | on the dashboard ≤ 2 s |",
+        "",
+    ])

@@ -1,0 +1,144 @@
+"""`loopledger guard`: the enforced policy for any agent, in any language, over JSON lines.
+
+One event per line on stdin, one verdict line on stdout for every call (nothing for answers and
+user turns), flushed at once, so an agent can write a call and read its verdict:
+
+    in   {"session": "s1", "event": "call", "id": "c1", "tool": "Bash", "args": {"command": "npm test"}}
+    out  {"session": "s1", "id": "c1", "verdict": "block", "message": "LoopLedger blocked …", …}
+    in   {"session": "s1", "event": "answer", "id": "c1", "text": "1 failing", "error": true}
+    in   {"session": "s1", "event": "user", "text": "try again"}
+
+Verdicts: allow | warn (run it, show `message` with its result) | block (do not run it; give the
+model `message` as its result) | halt and after_halt (do not run it; stop the agent, show
+`message` to the person). A line that cannot be read gets `{"line": N, "error": …, "verdict":
+"allow"}`: a caller waiting for a verdict is never left hanging, and never refused by our bug.
+
+Optional fields: `transcript` (the agent's transcript file: decisions land in the session the
+transcript reader gives it) and `format` on any event of a session.
+
+Sessions stay in memory while the process runs (a verdict costs no reload); each event is
+written to the ledger in its own transaction, under the same lock the hooks take. A session
+seen for the first time, or written meanwhile by another process, is rebuilt from the ledger.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO, Any
+
+import orjson
+from loopledger import live, live_db
+from loopledger.detectors.policy import PolicySpec
+from loopledger.enforce import DEFAULT_SPEC, enforced_or_default
+
+ORIGIN = "guard"
+
+
+class Guard:
+    """The JSON-lines loop's state: one LiveSession per session, the ledger (or None)."""
+
+    def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | None = None, origin: str = ORIGIN) -> None:
+        self.db = db
+        self.fixed = spec
+        self.origin = origin
+        self.sessions: dict[str, tuple[int | None, live.LiveSession]] = {}
+        self.last: live.LiveSession | None = None
+
+    def _spec(self) -> PolicySpec:
+        if self.fixed is not None:
+            return self.fixed
+        if self.db is None:
+            return DEFAULT_SPEC
+        return enforced_or_default(self.db)
+
+    def event(self, msg: dict[str, Any], started: float) -> dict[str, Any] | None:
+        key = msg.get("session")
+        kind = msg.get("event")
+        if not isinstance(key, str) or not key:
+            raise ValueError("'session' must be a non-empty string")
+        if kind not in ("call", "answer", "user"):
+            raise ValueError("'event' must be call, answer or user")
+        call_id = msg.get("id")
+        call_id = str(call_id) if call_id is not None else None
+        if self.db is None:
+            _, state = self.sessions.get(key) or (None, live.LiveSession(self._spec()))
+            self.sessions[key] = (None, state)
+            self.last = state
+            return self._apply(state, kind, msg, call_id, started)
+        db = self.db
+        db.begin_write()
+        try:
+            transcript = msg.get("transcript") if isinstance(msg.get("transcript"), str) else None
+            fmt = msg.get("format") if isinstance(msg.get("format"), str) else None
+            known = self.sessions.get(key)
+            sid = known[0] if known else live.attach(db, self.origin, key, transcript, fmt)
+            db.lock_session(sid)  # type: ignore[arg-type]
+            spec = self._spec()
+            state = known[1] if known else None
+            if state is None or state.spec != spec or live.next_seq(db, sid) != state.seq:  # type: ignore[arg-type]
+                state = live.load(db, sid, spec)  # type: ignore[arg-type]
+            out = self._apply(state, kind, msg, call_id, started)
+            self.last = state
+            live.save(db, sid, state, self.origin)  # type: ignore[arg-type]
+            db.commit()
+        except BaseException:
+            db.rollback()
+            self.sessions.pop(key, None)  # rebuilt from the ledger next time
+            raise
+        self.sessions[key] = (sid, state)
+        return out
+
+    @staticmethod
+    def _apply(state: live.LiveSession, kind: str, msg: dict[str, Any], call_id: str | None,
+               started: float) -> dict[str, Any] | None:
+        if kind == "call":
+            tool = msg.get("tool")
+            if not isinstance(tool, str) or not tool:
+                raise ValueError("a call needs 'tool' (the tool's name)")
+            d = state.call(tool, msg.get("args"), call_id, started=started)
+            return {"session": msg["session"], **d.as_json()}
+        if kind == "answer":
+            state.answer(call_id, live._text(msg.get("text")), bool(msg.get("error")))
+        else:
+            state.user(live._text(msg.get("text")))
+        return None
+
+
+def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None = None) -> int:
+    """Read events until stdin closes; returns the number of lines that could not be read."""
+    bad = 0
+    for n, line in enumerate(stdin, 1):
+        if not line.strip():
+            continue
+        started = time.perf_counter()
+        msg: Any = None
+        try:
+            msg = orjson.loads(line)
+            if not isinstance(msg, dict):
+                raise ValueError(f"expected a JSON object, got {type(msg).__name__}")
+            out = guard.event(msg, started)
+        except Exception as exc:  # noqa: BLE001  (one bad line must not end the agent's guard)
+            bad += 1
+            out = {"line": n, "error": f"{type(exc).__name__}: {exc}", "verdict": "allow"}
+            if isinstance(msg, dict):
+                out["session"] = msg.get("session")
+                out["id"] = msg.get("id")
+            if log is not None:
+                print(f"loopledger guard: line {n}: {out['error']}", file=log, flush=True)
+        if out is not None:
+            stdout.write(orjson.dumps(out).decode() + "\n")
+            stdout.flush()
+    return bad
+
+
+def run(db: str | None, policy: str | None, no_ledger: bool) -> int:
+    """The `loopledger guard` command."""
+    spec = PolicySpec.parse(policy) if policy else None
+    conn = None if no_ledger else live_db.open_db(db, busy_timeout_s=30)
+    try:
+        serve(Guard(conn, spec), sys.stdin.buffer, sys.stdout, sys.stderr)
+    finally:
+        if conn is not None:
+            conn.close()
+    return 0

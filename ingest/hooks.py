@@ -1,0 +1,213 @@
+"""`loopledger hook claude-code | gemini-cli`: one hook event on stdin, the enforced policy's
+answer on stdout in the agent's own hook format, every decision in the ledger.
+
+Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `session_id`,
+`transcript_path`, `cwd`, `hook_event_name`, plus `tool_name`, `tool_input`, `tool_use_id`
+(PreToolUse), `tool_response` (PostToolUse), `error` (PostToolUseFailure), `prompt`
+(UserPromptSubmit), `source` (SessionStart).
+- PreToolUse: allow → no output; block → hookSpecificOutput.permissionDecision "deny" with the
+  reason the model reads; halt → the same deny plus `"continue": false` and a stopReason the
+  person sees (Claude Code stops; the conversation is kept).
+- PostToolUse / PostToolUseFailure: the answer is recorded; a warned call gets its notice as
+  hookSpecificOutput.additionalContext.
+- UserPromptSubmit: a run boundary. SessionStart: the session is registered.
+
+Gemini CLI (docs/hooks/reference.md in google-gemini/gemini-cli): `BeforeTool` (tool_name,
+tool_input; no call id) answers `{"decision": "deny", "reason": …}` to refuse, plus
+`"continue": false, "stopReason"` to halt; `AfterTool` (tool_response {llmContent,
+returnDisplay, error}) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
+(prompt) is a run boundary; an allow prints `{}` (its stdout must be JSON).
+
+Never in the agent's way: malformed input, a missing ledger, a busy database or any internal
+error allows the call (exit 0, nothing refused) and says why in the log file
+($LOOPLEDGER_HOOK_LOG, default ~/.local/state/loopledger/hook.log).
+
+Speed: this module is imported by loopledger.entry before typer, rich, pandas or SQLAlchemy are
+(a SQLite ledger is written with the stdlib sqlite3; see loopledger.live_db).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+AGENTS = ("claude-code", "gemini-cli")
+ENV_LOG = "LOOPLEDGER_HOOK_LOG"
+
+
+def default_log() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "loopledger", "hook.log")
+
+
+def log(path: str | None, agent: str, message: str) -> None:
+    """One line per problem; a log that cannot be written is not the agent's problem either."""
+    try:
+        path = path or os.environ.get(ENV_LOG) or default_log()
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} pid={os.getpid()} {agent}: {message}\n")
+    except OSError:
+        pass
+
+
+# ── the agents' formats ──────────────────────────────────────────────────────────────────────
+
+
+def _answer_text(agent: str, response: Any) -> tuple[str, bool]:
+    """(text, is_error) of a tool's result as the hook receives it."""
+    from loopledger.live import _text
+
+    if agent == "gemini-cli" and isinstance(response, dict):
+        error = response.get("error")
+        content = response.get("llmContent", response.get("returnDisplay"))
+        text = _text(content)
+        if error:
+            err = error.get("message") if isinstance(error, dict) else error
+            text = f"{text}\n{_text(err)}" if text else _text(err)
+        return text, bool(error)
+    if isinstance(response, dict):
+        if "stdout" in response or "stderr" in response:  # Bash
+            parts = [p for p in (response.get("stdout"), response.get("stderr")) if isinstance(p, str) and p]
+            return "\n".join(parts), bool(response.get("is_error") or response.get("interrupted"))
+        return _text(response), bool(response.get("is_error") or response.get("isError"))
+    if isinstance(response, list):  # MCP content blocks
+        texts = [b.get("text") for b in response if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        return ("\n".join(texts) if texts else _text(response)), False
+    return _text(response), False
+
+
+def _deny(agent: str, event: str, d: Any) -> dict[str, Any]:
+    reason = d.message()
+    if agent == "gemini-cli":
+        out: dict[str, Any] = {"decision": "deny", "reason": reason}
+    else:
+        out = {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
+                                      "permissionDecisionReason": reason}}
+    if d.stops:
+        out = {"continue": False, "stopReason": reason, **out}
+    return out
+
+
+def _context(event: str, text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+CALL_EVENTS = {"claude-code": ("PreToolUse",), "gemini-cli": ("BeforeTool",)}
+ANSWER_EVENTS = {"claude-code": ("PostToolUse", "PostToolUseFailure"), "gemini-cli": ("AfterTool",)}
+USER_EVENTS = {"claude-code": ("UserPromptSubmit",), "gemini-cli": ("BeforeAgent",)}
+START_EVENTS = ("SessionStart",)
+
+
+class HookInputError(ValueError):
+    pass
+
+
+def parse(raw: bytes) -> dict[str, Any]:
+    import orjson
+
+    try:
+        payload = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise HookInputError(f"stdin is not JSON ({exc}): {raw[:200]!r}") from None
+    if not isinstance(payload, dict):
+        raise HookInputError(f"stdin is a JSON {type(payload).__name__}, not an object")
+    for name in ("session_id", "hook_event_name"):
+        if not isinstance(payload.get(name), str) or not payload[name]:
+            raise HookInputError(f"the event has no {name}")
+    return payload
+
+
+def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) -> dict[str, Any] | None:
+    """The output for one event (None: say nothing), the decision written to the ledger."""
+    from loopledger import live, live_db
+    from loopledger.enforce import DEFAULT_SPEC
+
+    event = payload["hook_event_name"]
+    kind = ("call" if event in CALL_EVENTS[agent] else "answer" if event in ANSWER_EVENTS[agent]
+            else "user" if event in USER_EVENTS[agent] else "start" if event in START_EVENTS else None)
+    if kind is None:
+        return None  # an event we were not installed for: nothing to judge
+    session = payload["session_id"]
+    transcript = payload.get("transcript_path") if isinstance(payload.get("transcript_path"), str) else None
+    conn = live_db.open_db(db)
+    try:
+        conn.begin_write()
+        sid = live.attach(conn, agent, session, transcript)
+        conn.lock_session(sid)
+        out: dict[str, Any] | None = None
+        if kind == "call":
+            tool = payload.get("tool_name")
+            if not isinstance(tool, str) or not tool:
+                raise HookInputError(f"{event} without tool_name")
+            state = live.load(conn, sid)
+            d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
+            live.save(conn, sid, state, agent)
+            if d.refused:
+                out = _deny(agent, event, d)
+        elif kind == "answer":
+            call_id = _call_id(payload)
+            if event == "PostToolUseFailure":
+                text, is_error = live._text(payload.get("error")), True
+            else:
+                text, is_error = _answer_text(agent, payload.get("tool_response"))
+            state = live.LiveSession(DEFAULT_SPEC, seq=live.next_seq(conn, sid))
+            state.answer(call_id, text, is_error)
+            live.save(conn, sid, state, agent)
+            d = live.decision_of(conn, sid, call_id, payload.get("tool_name"))
+            if d is not None and d.verdict == "warn":
+                out = _context(event, d.message())
+        elif kind == "user":
+            prompt = payload.get("prompt")
+            state = live.LiveSession(DEFAULT_SPEC, seq=live.next_seq(conn, sid))
+            state.user(prompt if isinstance(prompt, str) else "")
+            live.save(conn, sid, state, agent)
+        conn.commit()
+        return out
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        conn.close()
+
+
+def _call_id(payload: dict[str, Any]) -> str | None:
+    value = payload.get("tool_use_id")
+    return value if isinstance(value, str) and value else None
+
+
+def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
+    """The whole hook process: read, decide, answer; always exit status 0."""
+    started = time.perf_counter()
+    db = log_path = None
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a == "--db" and args:
+            db = args.pop(0)
+        elif a.startswith("--db="):
+            db = a.split("=", 1)[1]
+        elif a == "--log" and args:
+            log_path = args.pop(0)
+        elif a.startswith("--log="):
+            log_path = a.split("=", 1)[1]
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout
+    out: dict[str, Any] | None = None
+    try:
+        payload = parse(stdin.read())
+        out = handle(agent, payload, db, started)
+    except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
+        log(log_path, agent, f"allowed without judging: {type(exc).__name__}: {exc}")
+        out = None
+    if out is None and agent == "gemini-cli":
+        out = {}  # Gemini CLI parses stdout as JSON: an empty object allows
+    if out is not None:
+        import orjson
+
+        stdout.write(orjson.dumps(out).decode() + "\n")
+        stdout.flush()
+    return 0

@@ -1,0 +1,43 @@
+"""What was enforced on a live agent, for the dashboard: one session's enforced decisions with
+the step of the transcript call they were made on and the same policy's replayed verdict there.
+
+Read uncached by the Session page every LIVE_REFRESH_S (a decision must show within 2 s), so
+it reads one session's rows through enforced_checks' primary key and the calls' call ids.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import sqlalchemy as sa
+from loopledger.ledger import schema as t
+from sqlalchemy.engine import Connection
+
+COLUMNS = ["when", "call", "tool", "enforced", "replayed", "step", "count", "reason", "policy", "by",
+           "decided in (ms)"]
+
+
+def enforced(conn: Connection, session_id: int, limit: int = 500) -> pd.DataFrame:
+    """Newest first: when (UTC), the agent's call id, tool, the enforced verdict, the replayed
+    verdict of the same policy on the same call (once the transcript is ingested), its step."""
+    e, p, c, ch = t.enforced_checks.c, t.policies.c, t.calls.c, t.checks.c
+    call = sa.and_(c.session_id == e.session_id, c.call_id == e.call_id)
+    replayed = (sa.select(ch.verdict).where(ch.session_id == e.session_id, ch.policy_id == e.policy_id,
+                                            ch.seq == c.seq, ch.idx.in_([c.idx, -1]))
+                .limit(1).scalar_subquery())
+    q = (sa.select(e.at, e.call_id, e.tool, e.verdict, replayed.label("replayed"), c.seq, e.count, e.reason,
+                   p.label, e.origin, e.elapsed_ms)
+         .select_from(t.enforced_checks.join(t.policies, p.id == e.policy_id).outerjoin(t.calls, call))
+         .where(e.session_id == session_id).order_by(e.seq.desc()).limit(limit))
+    rows = conn.execute(q).all()
+    df = pd.DataFrame([(dt.datetime.fromtimestamp(r[0], dt.UTC).strftime("%Y-%m-%d %H:%M:%S"), *r[1:])
+                       for r in rows], columns=COLUMNS)
+    return df
+
+
+def enforced_label(conn: Connection) -> str | None:
+    """The label of the policy enforced now (None: none chosen, the default applies)."""
+    q = (sa.select(t.policies.c.label).select_from(t.enforcements.outerjoin(
+        t.policies, t.policies.c.id == t.enforcements.c.policy_id)).order_by(t.enforcements.c.id.desc()).limit(1))
+    return conn.execute(q).scalar()

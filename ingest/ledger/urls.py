@@ -1,0 +1,41 @@
+"""Where the ledger is: `--db`, the environment, or ./ledger.sqlite. Stdlib only, so the live
+hook can find its ledger without importing SQLAlchemy (see loopledger.live_db)."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+
+DEFAULT_SQLITE_PATH = "ledger.sqlite"
+ENV_URL = "LOOPLEDGER_DATABASE_URL"
+ENV_PATH = "LOOPLEDGER_DB"
+
+
+def resolve_url(db: str | None = None) -> str:
+    """`--db` wins, then LOOPLEDGER_DATABASE_URL, then LOOPLEDGER_DB (a path), then ./ledger.sqlite.
+
+    A plain path means a SQLite file; anything with `://` is a SQLAlchemy URL
+    (`postgresql+psycopg://user:pw@host/db`; a bare `postgresql://` gets the psycopg 3 driver).
+    """
+    value = db or os.environ.get(ENV_URL) or os.environ.get(ENV_PATH) or DEFAULT_SQLITE_PATH
+    if "://" not in value:
+        return sqlite_url(os.path.realpath(os.path.expanduser(value)))
+    if value.startswith("postgresql://") or value.startswith("postgres://"):
+        value = "postgresql+psycopg://" + value.split("://", 1)[1]
+    return value
+
+
+def sqlite_url(path: str | os.PathLike) -> str:
+    """The URL of a SQLite file, percent-quoted: a `#`, `?`, `%`, space or non-ASCII letter in the
+    path survives the round trip through SQLAlchemy's make_url (which unquotes the database part;
+    a bare f"sqlite:///{path}" loses what follows `#` or `?` and decodes a literal `%20`)."""
+    return "sqlite:///" + urllib.parse.quote(os.fspath(path), safe="/")
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a `sqlite:///PATH` URL (None for other databases and in-memory SQLite),
+    unquoted as make_url unquotes it."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = urllib.parse.unquote(url[len("sqlite:///"):].split("?", 1)[0])
+    return path if path and path != ":memory:" else None

@@ -1,0 +1,299 @@
+"""Live enforcement: the enforced policy judging a running agent's calls, one event at a time,
+and every decision written to the ledger as enforced (not replayed).
+
+The hooks (loopledger.hooks), `loopledger guard` (loopledger.guard_server) and the Python API
+(loopledger.guards.LiveGuard) all go through `LiveSession` for the deciding and `record_*` for
+the ledger. Deciding is the replay engine's own walk (loopledger.replay.Driver), fed the events
+the agent reports in arrival order: a tool call is a batch of one call, its result an Answers
+event, a prompt a user turn. So a live session of single calls gets exactly the verdicts the
+same policy's replay gives its transcript (parallel calls are judged one by one as they arrive).
+
+Live semantics (design.md, "ladder"): warn lets the call run and adds a notice to its result;
+block refuses the call and stands in a synthetic error result for it (one result per call id);
+halt refuses it and stops the agent, history kept; calls after a halt in the same run are
+refused the same way (`after_halt`) until the next user turn.
+
+State between processes (every hook event is a new process): the session's live events are
+stored (`live_events`) and replayed to rebuild the policy's state; the write lock (SQLite
+BEGIN IMMEDIATE, a PostgreSQL row lock on the session) is held from loading to saving, so two
+hook processes of one session never lose or double-count a call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from loopledger import vocab
+from loopledger.detectors.canonical import call_key, remember_key
+from loopledger.detectors.policy import PolicySpec, make_policy
+from loopledger.enforce import enforced_or_default, ensure_policy
+from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, text_digest
+from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text, is_capped
+from loopledger.live_db import LiveDB, sql
+from loopledger.replay import Driver
+
+KIND_CALL, KIND_ANSWER, KIND_USER = "call", "answer", "user"
+ORIGINS = ("claude-code", "gemini-cli", "guard", "python")
+REFUSED = (vocab.BLOCK, vocab.HALT, vocab.AFTER_HALT)
+ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"  # as loopledger.ledger.store reads capped args
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The enforced policy's verdict on one live call, and the words an agent shows for it."""
+
+    verdict: str  # allow | warn | block | halt | after_halt
+    tool: str = ""
+    call_id: str | None = None
+    reason: str = ""
+    count: int | None = None
+    threshold: int | None = None
+    policy: str = ""  # the policy's label
+    seq: int = -1  # the call's live event number in its session
+
+    @property
+    def refused(self) -> bool:
+        """The call must not run (block, halt, or a call after a halt)."""
+        return self.verdict in REFUSED
+
+    @property
+    def stops(self) -> bool:
+        """The agent must stop (halt, or a call after a halt in the same run)."""
+        return self.verdict in (vocab.HALT, vocab.AFTER_HALT)
+
+    def message(self) -> str:
+        """What the model reads (block, warn) or the person sees (halt); "" for allow."""
+        why = self.reason or f"{self.tool} repeated"
+        policy = self.policy.split(" ", 1)[0]  # the detector: the full label is in the ledger
+        if self.verdict == vocab.WARN:
+            return (f"LoopLedger warning ({policy}): {why}. This call keeps coming back; if its "
+                    "result is not changing, try a different approach instead of repeating it.")
+        if self.verdict == vocab.BLOCK:
+            return (f"LoopLedger blocked this {self.tool} call ({policy}): {why}. It was not run. "
+                    "Repeating the same call will not change its result; change the approach or ask the user.")
+        if self.stops:
+            return (f"LoopLedger halted the agent ({policy}): {why}. The {self.tool} call was not run; "
+                    "the conversation is kept. Send a new message to continue.")
+        return ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "tool": self.tool, "id": self.call_id, "reason": self.reason,
+                "message": self.message(), "count": self.count, "threshold": self.threshold,
+                "policy": self.policy}
+
+
+@dataclass(slots=True)
+class _Row:
+    kind: str
+    at: float
+    call_id: str | None = None
+    tool: str | None = None
+    args: str | None = None
+    text: str | None = None
+    text_hash: str | None = None
+    is_error: bool | None = None
+    decision: Decision | None = None
+    elapsed_ms: float | None = None
+
+
+@dataclass
+class LiveSession:
+    """One session's enforced policy and the events fed to it so far.
+
+    `call`, `answer` and `user` feed one event each; the rows they add wait in `unsaved` until
+    `save` writes them (or forever, for a guard without a ledger)."""
+
+    spec: PolicySpec
+    seq: int = 0  # the next live event's number
+    unsaved: list[tuple[int, _Row]] = field(default_factory=list)
+    _driver: Any = None
+    _step: int = 0  # events fed to the driver (its seq numbering)
+
+    def __post_init__(self) -> None:
+        self._driver = Driver(make_policy(self.spec))
+
+    # ── feeding ─────────────────────────────────────────────────────────────────────────────
+
+    def _feed(self, event: Event) -> Any:
+        step = self._driver.feed(self._step, event)
+        self._step += 1
+        return step
+
+    def _add(self, row: _Row) -> int:
+        seq = self.seq
+        self.unsaved.append((seq, row))
+        self.seq += 1
+        return seq
+
+    def call(self, tool: str, args: Any, call_id: str | None = None, at: float | None = None,
+             started: float | None = None) -> Decision:
+        """Judge one tool call before it runs; a refused call gets its synthetic error result."""
+        tool = str(tool or "")
+        c = Call(call_id, tool, args if args is not None else {})
+        step = self._feed(Batch((c,)))
+        check = step.checks[0] if step.checks else None
+        at = time.time() if at is None else at
+        canon, digest = call_key(c)
+        seq = self.seq
+        d = Decision(check.verdict if check else vocab.ALLOW, tool, call_id, (check.reason or "") if check else "",
+                     check.count if check else None, check.threshold if check else None, self.spec.label, seq)
+        elapsed = (time.perf_counter() - started) * 1000 if started is not None else None
+        self._add(_Row(KIND_CALL, at, call_id, tool, cap_text(canon.decode("utf-8", "surrogatepass"),
+                                                             DEFAULT_MAX_TEXT, digest), None, digest,
+                       None, d, elapsed))
+        if d.refused:
+            # The agent will not run it: its result is our refusal (design.md: one result per id).
+            self.answer(call_id, d.message(), True, at)
+        return d
+
+    def answer(self, call_id: str | None, text: str, is_error: bool = False, at: float | None = None) -> None:
+        """A call's result came back (result-aware policies judge it)."""
+        text = text if isinstance(text, str) else _text(text)
+        a = Answer(call_id, text, bool(is_error))
+        self._feed(Answers((a,)))
+        self._add(_Row(KIND_ANSWER, time.time() if at is None else at, call_id, None, None,
+                       cap_text(text, DEFAULT_MAX_TEXT, a.digest), a.digest, bool(is_error)))
+
+    def user(self, text: str = "", at: float | None = None) -> None:
+        """The person spoke: a new run, every policy starts fresh."""
+        text = text if isinstance(text, str) else _text(text)
+        self._feed(UserTurn(text))
+        self._add(_Row(KIND_USER, time.time() if at is None else at, text=cap_text(text, DEFAULT_MAX_TEXT),
+                       text_hash=text_digest(text)))
+
+    # ── the seam to stored state ─────────────────────────────────────────────────────────────
+
+    def replay(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Rebuild the state from stored live events (kind, call_id, tool, args, text, text_hash,
+        is_error), oldest first, without adding rows."""
+        for kind, call_id, tool, args, text, text_hash, is_error in rows:
+            if kind == KIND_CALL:
+                call = Call(call_id, tool, _parse_args(args, text_hash))
+                if args is not None and text_hash and not is_capped(args):
+                    remember_key(call, args.encode("utf-8", "surrogatepass"), text_hash)
+                self._feed(Batch((call,)))
+            elif kind == KIND_ANSWER:
+                self._feed(Answers((Answer(call_id, text or "", bool(is_error), None, text_hash or ""),)))
+            elif kind == KIND_USER:
+                self._feed(UserTurn(text or ""))
+            self.seq += 1
+
+
+def _parse_args(args: str | None, digest: str | None) -> Any:
+    if args is None:
+        return {}
+    if is_capped(args):
+        return {ARGS_TRUNCATED_KEY: digest}
+    try:
+        return orjson.loads(args)
+    except orjson.JSONDecodeError:  # integers beyond 64 bits: valid JSON orjson refuses
+        import json
+
+        return json.loads(args)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return str(value)
+
+
+# ── the ledger ───────────────────────────────────────────────────────────────────────────────
+
+
+def source_path(origin: str, key: str, transcript_path: str | None) -> str:
+    """The source a live session belongs to: its transcript file (as the worker names files:
+    absolute, not resolved), or a `live:` name for an agent without one."""
+    if transcript_path:
+        return os.path.abspath(os.path.expanduser(transcript_path))
+    return f"live:{origin}:{key}"
+
+
+def attach(conn: Any, origin: str, key: str, transcript_path: str | None = None,
+           fmt: str | None = None) -> int:
+    """The ledger session of a live session: the one the transcript reader gives its file (same
+    source path, same key), created empty if the file was not ingested yet; the worker fills
+    it in when it reads the file. Returns the session id."""
+    path = source_path(origin, key, transcript_path)
+    conn.exec_driver_sql(sql(conn, "INSERT INTO sources (path, size, byte_offset, status) VALUES (?, 0, 0, 'new') "
+                                   "ON CONFLICT (path) DO NOTHING"), (path,))
+    source_id = conn.exec_driver_sql(sql(conn, "SELECT id FROM sources WHERE path = ?"), (path,)).fetchone()[0]
+    conn.exec_driver_sql(sql(conn,
+        "INSERT INTO sessions (source_id, key, format, title, agent, n_events, n_runs, n_calls, updated_at) "
+        "VALUES (?, ?, ?, '', ?, 0, 0, 0, ?) ON CONFLICT (source_id, key) DO NOTHING"),
+        (source_id, key, fmt or origin, origin if origin in ("claude-code", "gemini-cli") else None, time.time()))
+    return conn.exec_driver_sql(sql(conn, "SELECT id FROM sessions WHERE source_id = ? AND key = ?"),
+                                (source_id, key)).fetchone()[0]
+
+
+def load(conn: Any, session_id: int, spec: PolicySpec | None = None) -> LiveSession:
+    """The session's live state under `spec` (default: the enforced policy), from its stored
+    live events. Hold the write lock (LiveDB.begin_write + lock_session) until `save`."""
+    spec = spec or enforced_or_default(conn)
+    live = LiveSession(spec)
+    live.replay(conn.exec_driver_sql(sql(conn,
+        "SELECT kind, call_id, tool, args, text, text_hash, is_error FROM live_events "
+        "WHERE session_id = ? ORDER BY seq"), (session_id,)))
+    return live
+
+
+def next_seq(conn: Any, session_id: int) -> int:
+    row = conn.exec_driver_sql(sql(conn, "SELECT MAX(seq) FROM live_events WHERE session_id = ?"),
+                               (session_id,)).fetchone()
+    return 0 if row is None or row[0] is None else row[0] + 1
+
+
+def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
+    """Write the rows `live` added since the last save: events, and each call's decision as an
+    enforced check of the live policy."""
+    if not live.unsaved:
+        return
+    events, checks = [], []
+    for seq, r in live.unsaved:
+        events.append((session_id, seq, r.kind, r.at, r.call_id, r.tool, r.args, r.text, r.text_hash, r.is_error))
+        d = r.decision
+        if d is not None:
+            checks.append((session_id, seq, live.spec.id, origin, d.call_id, d.tool, d.verdict, d.count,
+                           d.threshold, d.reason or None, r.at, r.elapsed_ms))
+    ev_sql = sql(conn, "INSERT INTO live_events (session_id, seq, kind, at, call_id, tool, args, text, text_hash, "
+                       "is_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    ck_sql = sql(conn, "INSERT INTO enforced_checks (session_id, seq, policy_id, origin, call_id, tool, verdict, "
+                       "count, threshold, reason, at, elapsed_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    if checks:
+        ensure_policy(conn, live.spec)
+    if isinstance(conn, LiveDB):  # the DB-API cursor's executemany
+        cur = conn.raw.cursor()
+        cur.executemany(ev_sql, events)
+        if checks:
+            cur.executemany(ck_sql, checks)
+    else:  # a SQLAlchemy Connection: a list of tuples is an executemany there too
+        conn.exec_driver_sql(ev_sql, events)
+        if checks:
+            conn.exec_driver_sql(ck_sql, checks)
+    live.unsaved.clear()
+
+
+def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | None = None) -> Decision | None:
+    """The enforced decision on a call, by its id (or, for agents without call ids, the newest
+    decision on a call of `tool`)."""
+    if call_id is not None:
+        q, params = "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks " \
+                    "WHERE session_id = ? AND call_id = ? ORDER BY seq DESC LIMIT 1", (session_id, call_id)
+    else:
+        q, params = "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks " \
+                    "WHERE session_id = ? AND tool = ? ORDER BY seq DESC LIMIT 1", (session_id, tool or "")
+    row = conn.exec_driver_sql(sql(conn, q), params).fetchone()
+    if row is None:
+        return None
+    label = conn.exec_driver_sql(sql(conn, "SELECT label FROM policies WHERE id = ?"), (row[7],)).fetchone()
+    return Decision(row[0], row[1], row[2], row[3] or "", row[4], row[5], label[0] if label else "", row[6])

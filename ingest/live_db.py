@@ -1,0 +1,159 @@
+"""The live paths' connection to the ledger: a hook runs once per tool call, so it must not pay
+for importing SQLAlchemy (about a second on a loaded machine) just to write two rows.
+
+A SQLite ledger is opened with the stdlib `sqlite3` and the same pragmas as the engine factory
+(loopledger.ledger.engine); PostgreSQL goes through the engine factory and uses its psycopg
+connection. Either way the caller gets a `LiveDB` that speaks the small part of SQLAlchemy's
+Connection the live code needs (`exec_driver_sql`, `dialect.name`, `dialect.paramstyle`), so
+loopledger.enforce and loopledger.live run unchanged on a SQLAlchemy Connection too.
+
+SQL here is written with `?` placeholders; `sql()` turns them into `%s` for psycopg.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from loopledger.ledger.urls import resolve_url, sqlite_file
+
+# os.path, not pathlib: the hook imports only what it needs (pathlib pulls in urllib and more).
+VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ledger", "migrations", "versions")
+# A hook waits this long for another writer (an ingest) before it gives up and allows the call:
+# an agent must not hang behind a long ingest transaction.
+HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
+_REVISION = re.compile(r'^(down_revision|revision)\s*=\s*["\']([^"\']+)["\']', re.M)
+
+
+class LedgerUnavailable(Exception):
+    """The ledger is missing, not a LoopLedger ledger, or cannot be reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    name: str  # sqlite | postgresql
+    paramstyle: str  # qmark | format
+
+
+def sql(conn: Any, text: str) -> str:
+    """`text` with its `?` placeholders in the connection's paramstyle."""
+    return text if conn.dialect.paramstyle == "qmark" else text.replace("?", "%s")
+
+
+def head_revision() -> str | None:
+    """The newest migration, read from the version files without importing alembic: the
+    revision no other revision names as its parent."""
+    revs, parents = set(), set()
+    for name in os.listdir(VERSIONS):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(VERSIONS, name), encoding="utf-8") as fh:
+            found = dict(_REVISION.findall(fh.read()))
+        if "revision" in found:
+            revs.add(found["revision"])
+            if "down_revision" in found:
+                parents.add(found["down_revision"])
+    heads = revs - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+class LiveDB:
+    """One DB-API connection with an explicit transaction per decision."""
+
+    def __init__(self, raw: Any, dialect: Dialect, url: str, closer: Any = None) -> None:
+        self.raw = raw
+        self.dialect = dialect
+        self.url = url
+        self._closer = closer
+
+    def exec_driver_sql(self, statement: str, params: Any = ()) -> Any:
+        cur = self.raw.cursor()
+        cur.execute(statement, params)
+        return cur
+
+    def begin_write(self) -> None:
+        """Start a transaction that holds the database write lock (SQLite) from its first
+        statement, so two hook processes of one session run one after the other."""
+        if self.dialect.name == "sqlite":
+            self.raw.execute("BEGIN IMMEDIATE")
+
+    def lock_session(self, session_id: int) -> None:
+        """PostgreSQL: the session row's lock serialises its hook processes (SQLite already holds
+        the database write lock)."""
+        if self.dialect.name == "postgresql":
+            self.exec_driver_sql("SELECT id FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+
+    def commit(self) -> None:
+        self.raw.commit() if self.dialect.name != "sqlite" else self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        try:
+            if self.dialect.name == "sqlite":
+                if self.raw.in_transaction:
+                    self.raw.execute("ROLLBACK")
+            else:
+                self.raw.rollback()
+        except Exception:  # noqa: BLE001 (closing after a failure: nothing more to do)
+            pass
+
+    def close(self) -> None:
+        self.raw.close()
+        if self._closer is not None:
+            self._closer()
+
+    def __enter__(self) -> LiveDB:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
+    if not os.path.isfile(path):
+        raise LedgerUnavailable(f"no ledger at {path} (create it with `loopledger ingest … --db {path}`)")
+    raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+    # The engine factory's pragmas (see loopledger.ledger.engine for why each is set).
+    raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    raw.execute("PRAGMA foreign_keys = ON")
+    raw.execute("PRAGMA synchronous = NORMAL")
+    try:
+        version = raw.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raw.close()
+        raise LedgerUnavailable(f"{path} is not a LoopLedger ledger ({exc})") from None
+    if version is None or version[0] != head_revision():
+        raw.close()
+        if not upgrade:
+            raise LedgerUnavailable(f"{path}: schema {version and version[0]} is not the newest")
+        # Once per schema change: the slow path through alembic, then the fast path again.
+        from loopledger.ledger import migrate
+
+        migrate.upgrade(url)
+        return _open_sqlite(url, path, busy_timeout_s, upgrade=False)
+    return LiveDB(raw, Dialect("sqlite", "qmark"), url)
+
+
+def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_S,
+            upgrade: bool = True) -> LiveDB:
+    """The ledger named by `db` (a path or URL; default as for every command), migrated to the
+    newest schema. A missing SQLite file is LedgerUnavailable: the live paths never create one."""
+    url = resolve_url(db)
+    path = sqlite_file(url)
+    if path is not None:
+        return _open_sqlite(url, path, busy_timeout_s, upgrade)
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        engine = make_engine(url)
+        if upgrade:
+            migrate.upgrade(engine)
+        fairy = engine.raw_connection()
+    except (SQLAlchemyError, OSError) as exc:
+        where = url.split("@")[-1]
+        raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
+    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)

@@ -1,0 +1,74 @@
+"""A Claude Code session that loops on `npm test`, as its transcript file and as the hook events
+Claude Code sends for it (field names from the Claude Code hooks reference), and a way to run
+the real `loopledger hook` process on one event."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent / "loopledger"
+SESSION = "7f3c9b2e-5d41-4e8a-9c07-1b2d3e4f5a60"
+CWD = "/home/dev/shop"
+FAILING = ("> shop@1.4.0 test\n> jest\n\nFAIL src/cart.test.js\n  ● total › adds tax\n\n"
+           "    expect(received).toBe(expected)\n    Expected: 10.8\n    Received: 10\n\n"
+           "Tests: 1 failed, 11 passed, 12 total")
+COMMAND = {"command": "npm test", "description": "Run the test suite"}
+
+
+@dataclass(frozen=True)
+class Loop:
+    transcript: Path
+    call_ids: list[str]
+    events: list[dict]  # hook events, in the order Claude Code sends them (answers for every call)
+
+
+def npm_test_loop(folder: Path, calls: int = 6, session: str = SESSION) -> Loop:
+    """The transcript an unguarded agent writes (every call answered with the same failure),
+    and the hook events for it."""
+    path = folder / f"{session}.jsonl"
+    lines: list[dict] = []
+    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": CWD, "sessionId": session,
+            "version": "2.1.40", "gitBranch": "main"}
+    prompt = "The cart tests fail, fix them"
+    lines.append({**base, "uuid": "u-0", "timestamp": "2026-11-30T10:00:00Z", "type": "user",
+                  "message": {"role": "user", "content": prompt}})
+    hook_base = {"session_id": session, "transcript_path": str(path), "cwd": CWD, "permission_mode": "default"}
+    events: list[dict] = [{**hook_base, "hook_event_name": "SessionStart", "source": "startup"},
+                          {**hook_base, "hook_event_name": "UserPromptSubmit", "prompt": prompt}]
+    ids = []
+    for i in range(calls):
+        tid = f"toolu_01{i:04d}AbCdEf"
+        ids.append(tid)
+        ts = f"2026-11-30T10:00:{2 * i + 1:02d}Z"
+        lines.append({**base, "uuid": f"a-{i}", "timestamp": ts, "type": "assistant", "requestId": f"req_{i}",
+                      "message": {"model": "claude-sonnet-4-5", "id": f"msg_{i}", "type": "message",
+                                  "role": "assistant",
+                                  "content": [{"type": "tool_use", "id": tid, "name": "Bash", "input": COMMAND}],
+                                  "stop_reason": "tool_use", "usage": {"input_tokens": 10}}})
+        lines.append({**base, "uuid": f"r-{i}", "timestamp": f"2026-11-30T10:00:{2 * i + 2:02d}Z", "type": "user",
+                      "message": {"role": "user", "content": [{"tool_use_id": tid, "type": "tool_result",
+                                                               "content": FAILING, "is_error": True}]},
+                      "toolUseResult": {"stdout": FAILING, "stderr": "", "interrupted": False, "isImage": False}})
+        events.append({**hook_base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": COMMAND,
+                       "tool_use_id": tid})
+        events.append({**hook_base, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+                       "tool_input": COMMAND, "tool_use_id": tid, "error": FAILING, "is_interrupt": False})
+    path.write_text("".join(json.dumps(rec) + "\n" for rec in lines), encoding="utf-8")
+    return Loop(path, ids, events)
+
+
+def run_hook(event: dict | bytes, db: str, agent: str = "claude-code", log: Path | None = None,
+             env: dict | None = None) -> subprocess.CompletedProcess:
+    """One hook process, as the agent starts it: the event on stdin, the answer on stdout."""
+    raw = event if isinstance(event, bytes) else json.dumps(event).encode()
+    cmd = [str(BIN), "hook", agent, "--db", db] + (["--log", str(log)] if log else [])
+    return subprocess.run(cmd, input=raw, capture_output=True, timeout=120, env=env)
+
+
+def output(proc: subprocess.CompletedProcess) -> dict | None:
+    text = proc.stdout.decode().strip()
+    return json.loads(text) if text else None

@@ -1,0 +1,93 @@
+"""Enforcing from the dashboard and seeing what was enforced (AppTest on real ledgers; the hook is
+the real `loopledger hook claude-code` process)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from app_support import app, ledger_env
+from loopledger import enforce, worker
+from loopledger.detectors.policy import PolicySpec
+from loopledger.ledger import migrate, schema
+from loopledger.ledger.engine import make_engine
+from replay_support import open_page
+from sqlalchemy import select
+
+from tests.live_support import BIN, SESSION, npm_test_loop, run_hook
+
+
+@pytest.fixture
+def live_ledger(tmp_path):
+    """A session guarded live by the default policy (ladder), its transcript ingested after."""
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    eng = make_engine(url)
+    migrate.upgrade(eng)
+    loop = npm_test_loop(tmp_path, calls=5)
+    refused: set[str] = set()
+    for ev in loop.events:
+        if ev["hook_event_name"] == "PostToolUseFailure" and ev["tool_use_id"] in refused:
+            continue
+        if run_hook(ev, url).stdout.strip():
+            refused.add(ev.get("tool_use_id"))
+    worker.ingest_paths(eng, [loop.transcript], worker.Options(specs=[enforce.DEFAULT_SPEC]))
+    with eng.connect() as conn:
+        sid = conn.execute(select(schema.sessions.c.id).where(schema.sessions.c.key == SESSION)).scalar_one()
+    eng.dispose()
+    with ledger_env(url):
+        yield url, sid, loop
+
+
+def test_session_page_shows_enforced_beside_replayed(live_ledger):
+    url, sid, loop = live_ledger
+    at = app("views/session.py", session=str(sid))
+    assert not at.exception, at.exception
+    assert "Enforced on the live agent" in [s.value for s in at.subheader]
+    (table,) = [d.value for d in at.dataframe if "enforced" in d.value.columns]
+    table = table.set_index("call")
+    assert list(table.loc[loop.call_ids, "enforced"]) == ["allow", "warn", "block", "halt", "after_halt"]
+    assert list(table.loc[loop.call_ids, "replayed"]) == list(table.loc[loop.call_ids, "enforced"])
+    assert set(table["by"]) == {"claude-code"} and table["when"].notna().all()
+    # The call's transcript step: where the Session page's transcript shows it.
+    assert table.loc[loop.call_ids, "step"].is_monotonic_increasing
+
+
+def test_a_new_decision_shows_on_the_next_refresh(live_ledger):
+    url, sid, loop = live_ledger
+    at = app("views/session.py", session=str(sid))
+    (before,) = [d.value for d in at.dataframe if "enforced" in d.value.columns]
+    prompt = next(ev for ev in loop.events if ev["hook_event_name"] == "UserPromptSubmit")
+    pre = next(ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse")
+    run_hook({**prompt, "prompt": "again"}, url)
+    run_hook({**pre, "tool_use_id": "toolu_new"}, url)
+    at.run()  # what the fragment's 1 s timer does
+    (after,) = [d.value for d in at.dataframe if "enforced" in d.value.columns]
+    assert len(after) == len(before) + 1 and after.iloc[0]["call"] == "toolu_new"
+    assert after.iloc[0]["enforced"] == "allow"
+
+
+def test_enforce_this_setting_on_compare(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    eng = make_engine(url)
+    migrate.upgrade(eng)
+    worker.ingest_paths(eng, [npm_test_loop(tmp_path, calls=6).transcript], worker.Options())
+    with ledger_env(url):
+        at = open_page("views/compare.py")
+        at.selectbox(key="cp_detector").set_value("ladder").run()
+        at.selectbox(key="cp_param_ladder").set_value("halt_at").run()
+        at.text_input(key="cp_range_ladder_halt_at").input("4..6").run()
+        at.button(key="cp_run").click().run()
+        assert not at.exception, at.exception
+        labels = at.selectbox(key="cp_enforce_sel").options
+        choice = next(lb for lb in labels if "halt_at=5" in lb)
+        at.selectbox(key="cp_enforce_sel").set_value(choice).run()
+        at.button(key="cp_enforce").click().run()
+        assert not at.exception, at.exception
+        assert at.success and "Enforced" in at.success[0].value
+    with eng.connect() as conn:
+        assert enforce.enforced(conn) == PolicySpec.parse("ladder:halt_at=5")
+        assert enforce.history(conn)[0]["origin"] == "compare"
+    eng.dispose()
+    shown = subprocess.run([str(BIN), "policies", "--db", url], capture_output=True, text=True, check=True).stdout
+    line = next(ln for ln in shown.splitlines() if "ENFORCED" in ln)
+    assert "ladder" in line and PolicySpec.parse("ladder:halt_at=5").id[:12] in line
