@@ -89,5 +89,11 @@ def test_the_sample_data_examples_run(tmp_path):
 
 @pytest.mark.parametrize("index", range(len(_blocks("python"))))
 def test_the_python_examples_run(index, tmp_path, monkeypatch):
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine, sqlite_url
+
     monkeypatch.chdir(tmp_path)
+    eng = make_engine(sqlite_url(tmp_path / "ledger.sqlite"))  # the ./ledger.sqlite examples name
+    migrate.upgrade(eng)
+    eng.dispose()
     exec(compile(_blocks("python")[index], f"README.md python block {index}", "exec"), {})
