@@ -2,8 +2,10 @@
 
 One read-only engine per ledger URL (st.cache_resource) and one cached call per read-model query
 (st.cache_data with a short ttl: the live pages refresh every REFRESH_S and must see new rows).
-All SQL lives in ingest/ledger/read.py; this module only adds caching and the one write the
-dashboard makes (a person's label on a run), through its own writer engine.
+All SQL lives in ingest/ledger/read.py; this module only adds caching. The dashboard writes two
+things, both through loopledger.ledger.writes in short transactions on its own writer engine: a
+person's label on a run, and "Save as policies" on Compare (each session judged and stored in its
+own transaction, so a running watcher is never locked out for long).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from typing import Any
 
 import sqlalchemy as sa
 import streamlit as st
-from loopledger.ledger import read
-from loopledger.ledger.engine import make_engine, resolve_url
+from loopledger.ledger import read, writes
+from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
 TTL_S = REFRESH_S  # a cached read never outlives one refresh
@@ -36,7 +38,8 @@ def connect():
 
 @st.cache_resource(show_spinner=False)
 def _writer(db_url: str):
-    # Only labels go through it; the ingest worker stays the ledger's main writer.
+    # Labels and saved policies go through it (see save_label / save_policies); the ingest worker
+    # stays the ledger's main writer.
     return make_engine(db_url)
 
 
@@ -63,7 +66,7 @@ def problem() -> str | None:
         with reader(url()).connect() as conn:
             conn.execute(sa.text("SELECT 1 FROM sessions LIMIT 1")).all()
     except sa.exc.SQLAlchemyError as exc:
-        where = url().split("@")[-1]  # never show a password from the URL
+        where = display_url(url())
         return (f"Cannot read the ledger at {where}: {exc.orig if getattr(exc, 'orig', None) else exc}. "
                 "Ingest transcripts first: `loopledger ingest PATH --db LEDGER`.")
     return None
@@ -72,8 +75,12 @@ def problem() -> str | None:
 def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first: int | None = None,
                loop_last: int | None = None) -> None:
     """A person's label on a session from the dashboard (ValueError: a label it cannot carry)."""
-    with _writer(url()).begin() as conn:
-        read.write_label(conn, session_id, run_idx, label, note, loop_first, loop_last)
+    writes.save_label(_writer(url()), session_id, run_idx, label, note, loop_first, loop_last)
+
+
+def save_policies(specs, session_ids, progress=None) -> int:
+    """Store settings as policies with their verdicts on the given sessions (one transaction each)."""
+    return writes.judge_stored(_writer(url()), specs, session_ids, progress=progress)
 
 
 def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:

@@ -33,7 +33,9 @@ def serve() -> None:
     current = st.navigation(pages())
     problem = data.problem()
     if problem:
-        st.error(problem)
+        st.error("The ledger cannot be shown:")
+        # It quotes a path and a database's own error text: plain text, never markdown.
+        st.text(problem)
         st.stop()
     current.run()
 

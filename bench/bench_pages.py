@@ -1,4 +1,9 @@
-"""Server render time of each dashboard page (AppTest) on a 10k-session / 1M-call ledger.
+"""Server render time of each dashboard page (AppTest) on a 10k-session / 1M-call ledger, on
+SQLite and on PostgreSQL (a team's shared ledger must meet the same page budget).
+
+PostgreSQL: the server named by $LOOPLEDGER_BENCH_PG_URL (else $LOOPLEDGER_TEST_PG_URL); the
+generated ledger is a database of its own (ll_bench_pages_…), kept between runs like the SQLite
+file. Without a server the PostgreSQL table says so instead of a figure.
 
 Baseline, same run: an AppTest script that takes the pages' cached read-only engine and shows
 `SELECT 1` as a metric (the fixed cost of a Streamlit script run plus a connection). The ledger's
@@ -47,6 +52,43 @@ def _ledger(sessions: int, calls: int) -> str:
     return f"sqlite:///{path}"
 
 
+PG_ENV = ("LOOPLEDGER_BENCH_PG_URL", "LOOPLEDGER_TEST_PG_URL")
+
+
+def _pg_ledger(server: str, sessions: int, calls: int) -> str:
+    """A database on `server` holding the generated ledger (generated once, then reused)."""
+    from sqlalchemy.engine import make_url
+
+    name = f"ll_bench_pages_{sessions}x{calls}_big{BIG_SESSION}_v2"
+    url = make_url(server).set(database=name).render_as_string(hide_password=False)
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).scalar()
+            if exists:
+                done = sa.create_engine(url)
+                try:
+                    with done.connect() as c:  # complete only if the generator's last step ran
+                        ok = c.execute(sa.text("SELECT count(*) FROM sessions")).scalar() == sessions
+                except sa.exc.SQLAlchemyError:
+                    ok = False
+                done.dispose()
+                if ok:
+                    return url
+                conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    t0 = time.perf_counter()
+    generate(url, sessions=sessions, calls=calls, seed=1, big=BIG_SESSION)
+    eng = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with eng.connect() as conn:
+        conn.execute(sa.text("VACUUM ANALYZE"))  # fresh statistics, as autovacuum would give a live ledger
+    eng.dispose()
+    print(f"[bench] generated PostgreSQL {name} in {time.perf_counter() - t0:.0f}s", flush=True)
+    return url
+
+
 def _targets(url: str) -> dict:
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
@@ -91,14 +133,12 @@ def _baseline() -> float:
     return time.perf_counter() - t0
 
 
-def run(quick: bool) -> str:
-    sessions, calls = (1_000, 100_000) if quick else (10_000, 1_000_000)
-    url = _ledger(sessions, calls)
+def _measure(url: str, reps: int) -> tuple[list[str], float]:
+    """One table row per page on the ledger at `url`, and the baseline it was measured against."""
     old = os.environ.get("LOOPLEDGER_DATABASE_URL")
     os.environ["LOOPLEDGER_DATABASE_URL"] = url
     try:
         tg = _targets(url)
-        reps = 3 if quick else 5
         _baseline()  # imports and first connection outside the measurement
         base = statistics.median(_baseline() for _ in range(reps))
         pages = [
@@ -121,15 +161,33 @@ def run(quick: bool) -> str:
             os.environ.pop("LOOPLEDGER_DATABASE_URL", None)
         else:
             os.environ["LOOPLEDGER_DATABASE_URL"] = old
+    return rows, base
+
+
+HEAD = ["| page | cold | warm | baseline | cold / baseline | budget |", "|---|---|---|---|---|---|"]
+
+
+def run(quick: bool) -> str:
+    sessions, calls = (1_000, 100_000) if quick else (10_000, 1_000_000)
+    reps = 3 if quick else 5
+    sqlite_rows, _ = _measure(_ledger(sessions, calls), reps)
+    server = next((os.environ[k] for k in PG_ENV if os.environ.get(k)), None)
+    if server:
+        from loopledger.ledger.engine import display_url
+
+        pg_rows, _ = _measure(_pg_ledger(server, sessions, calls), reps)
+        pg = [f"PostgreSQL ({sa.__name__} {sa.__version__}, psycopg 3; server {display_url(server)}), the same "
+              "generated ledger, the same pages, read through the same read-only engine "
+              "(default_transaction_read_only, statement_timeout):\n", *HEAD, *pg_rows]
+    else:
+        pg = ["PostgreSQL: not measured (set LOOPLEDGER_BENCH_PG_URL or LOOPLEDGER_TEST_PG_URL to a server).\n"]
     return "\n".join([
         "## Dashboard pages (server render time, AppTest)\n",
-        f"Ledger: {sessions:,} sessions / {calls:,} tool calls, 5 default policies (bench/gen_ledger.py, SQLite). "
+        f"Ledger: {sessions:,} sessions / {calls:,} tool calls, 5 default policies (bench/gen_ledger.py). "
         f"Median of {reps} runs; cold = st.cache_data cleared before the run (a first view), warm = cached. "
-        "Baseline: an AppTest script showing `SELECT 1` through the pages' cached read-only engine. "
-        f"The largest session holds {BIG_SESSION:,} calls (its timeline is drawn one run at a time).\n",
-        "| page | cold | warm | baseline | cold / baseline | budget |",
-        "|---|---|---|---|---|---|",
-        *rows, "",
+        "Baseline: an AppTest script showing `SELECT 1` through the pages' cached read-only engine, on the "
+        f"same backend. The largest session holds {BIG_SESSION:,} calls (its timeline is drawn one run at a time).\n",
+        "SQLite:\n", *HEAD, *sqlite_rows, "", *pg, "",
     ])
 
 

@@ -228,6 +228,8 @@ def generate(url: str, sessions: int, calls: int, *, seed: int = 7, hostile: boo
                 plan = _plan_run(rng, bounds[r + 1] - bounds[r])
                 first_seq = seq
                 user_text = f"Please fix the failing tests in module {rng.randrange(300)}"
+                if hostile and s == 1 and r == 0:
+                    user_text += " user said " + HOSTILE
                 rows.add(schema.events, {"session_id": s, "seq": seq, "run_idx": r, "kind": vocab.KIND_USER,
                                          "text": user_text, "text_hash": text_digest(user_text), "ts": _iso(t), "line": seq + 1})
                 seq += 1
@@ -263,7 +265,11 @@ def generate(url: str, sessions: int, calls: int, *, seed: int = 7, hostile: boo
                         looping = rep > 1 or cyc > 0
                         answer = "ok: 3 passed" if not looping else "FAILED tests/test_x.py::test_y - AssertionError"
                         if hostile and s == 1 and r == 0 and idx == 0 and bseq <= 3:
+                            # Every transcript text a page shows: the answer, the tool's name, its
+                            # arguments (the key above was taken first, so the verdicts stay put).
                             answer = "tool said " + HOSTILE
+                            tool = "hostile_tool " + HOSTILE
+                            args = json.dumps({"arg said": HOSTILE}, separators=(",", ":"))
                         is_err = looping and rng.random() < 0.5
                         rows.add(schema.calls, {"session_id": s, "seq": bseq, "idx": idx, "run_idx": r,
                                                 "call_id": f"call_{s}_{bseq}_{idx}", "tool": tool, "args": args,

@@ -20,13 +20,16 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    # Plain help (click's): flags read `--save / --no-save`, values carry their own metavar, and a
+    # help text is shown as written ([[policy]] needs no escaping). Typer's rich panels print a
+    # `<bool>` type beside every flag, --help included.
+    rich_markup_mode=None,
 )
 
 DbOption = Annotated[
     str | None,
     typer.Option(
-        "--db",
+        "--db", metavar="PATH|URL",
         help="Ledger: a SQLite file path or a SQLAlchemy URL (postgresql://…). "
         "Default: $LOOPLEDGER_DATABASE_URL, else $LOOPLEDGER_DB, else ./ledger.sqlite.",
         show_default=False,
@@ -43,7 +46,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool, typer.Option("--version", callback=_version, is_eager=True, metavar="", help="Print the version and exit.")
     ] = False,
 ) -> None:
     """LoopLedger: every loop guard's verdict on every step of your agents' sessions."""
@@ -56,7 +59,7 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
-    from loopledger.ledger.engine import resolve_url
+    from loopledger.ledger.engine import display_url, resolve_url
 
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
     from loopledger import app as app_pkg
@@ -70,35 +73,81 @@ def dashboard(
         # The same as .streamlit/config.toml, which Streamlit only reads from the current folder.
         "--client.toolbarMode", "minimal",
     ]
-    typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {env['LOOPLEDGER_DATABASE_URL']})")
+    typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {display_url(env['LOOPLEDGER_DATABASE_URL'])})")
+    if not _is_loopback(host):
+        typer.echo(f"warning: --host {host} serves the dashboard beyond this machine, and it has no "
+                   "authentication: anyone who reaches the port reads every transcript in the ledger.", err=True)
     # Run from the project folder: `python -m` puts the current folder first on sys.path, where a
     # stray click.py or pandas.py of the user's would shadow the real package; and Streamlit reads
     # .streamlit/config.toml from there. The ledger URL is already absolute.
-    raise typer.Exit(subprocess.call(cmd, env=env, cwd=root))
+    raise typer.Exit(_run_child(cmd, env=env, cwd=root))
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def _run_child(cmd: list[str], **kw) -> int:
+    """Run the server and pass SIGTERM / SIGINT / SIGHUP on to it: stopping `loopledger dashboard`
+    stops the server (subprocess.call would leave it running, still answering on the port)."""
+    import signal
+
+    child = subprocess.Popen(cmd, **kw)
+    forwarded: list[int] = []
+
+    def forward(signum, _frame):
+        forwarded.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=10 if forwarded else None)
+                break
+            except subprocess.TimeoutExpired:
+                child.kill()  # it ignored the signal for 10 s
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    # Stopped on request: exit as the signal's conventional status, not the child's.
+    return 128 + forwarded[0] if forwarded else code
 
 
 # ── ingest · watch · recheck · policies (implemented in ingest/commands.py) ────────────────────
 
 PolicyOption = Annotated[
     list[str],
-    typer.Option("--policy", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
+    typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
                  "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
                  show_default=False),
 ]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="A loopledger.toml with \\[\\[policy]] tables (default: ./loopledger.toml if present).",
+    typer.Option("--config", metavar="FILE", help="A loopledger.toml with [[policy]] tables (default: ./loopledger.toml if present).",
                  show_default=False),
 ]
 FormatOption = Annotated[
-    str | None, typer.Option("--format", help="Force a reader instead of sniffing (e.g. claude-code).")
+    str | None, typer.Option("--format", metavar="NAME", help="Force a reader instead of sniffing (e.g. claude-code).")
 ]
 RedactOption = Annotated[
-    bool, typer.Option("--redact/--no-redact", help="Replace API keys, tokens, private keys and URL passwords "
+    bool, typer.Option("--redact/--no-redact", metavar="", help="Replace API keys, tokens, private keys and URL passwords "
                        "before anything is stored or judged.")
 ]
+CreateOption = Annotated[
+    bool, typer.Option("--create/--no-create", metavar="", help="Create the SQLite ledger's folder if it does not exist "
+                       "(without it, a missing folder is an error: a typo should not scatter ledgers).")
+]
 LogFileOption = Annotated[
-    Path | None, typer.Option("--log-file", help="Append warnings and errors, with tracebacks, to this file "
+    Path | None, typer.Option("--log-file", metavar="FILE", help="Append warnings and errors, with tracebacks, to this file "
                               "(standard logging). The terminal gets one line per problem either way.",
                               show_default=False)
 ]
@@ -118,7 +167,10 @@ def ingest(
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
     jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
-                                      "writer; 0 = one per core for large inputs.")] = 0,
+                                      "writer. 0 (the default): one per core, at most 4, when the files "
+                                      "add up to more than 64 MB, else 1 (starting processes costs more "
+                                      "than it saves on small inputs).")] = 0,
+    create: CreateOption = False,
     log_file: LogFileOption = None,
 ) -> None:
     """Read transcripts, run every policy over every step, store each check in the ledger.
@@ -130,7 +182,7 @@ def ingest(
     from loopledger.commands import run_ingest, setup_logging
 
     setup_logging(log_file)
-    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs))
+    raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs, create=create))
 
 
 @app.command()
@@ -145,16 +197,20 @@ def watch(
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
     interval: Annotated[float, typer.Option(help="Seconds between looks at the files.")] = 0.5,
+    create: CreateOption = False,
     log_file: LogFileOption = None,
 ) -> None:
     """Keep the ledger current while agents write: new files and appended lines within seconds.
 
     Stops cleanly on Ctrl-C / SIGTERM; a restart resumes from the offsets stored in the ledger.
+    Exit status (once stopped), as ingest's: 0 ok, 1 a file could not be read, 2 bad flags,
+    3 some lines were quarantined.
     """
     from loopledger.commands import run_watch, setup_logging
 
     setup_logging(log_file)
-    raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval))
+    raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval,
+                              create=create))
 
 
 @app.command()
@@ -184,13 +240,30 @@ def receive(
     raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text))
 
 
+RecheckPolicyOption = Annotated[
+    list[str],
+    typer.Option("--policy", metavar="SPEC", help="A policy to judge every stored session with, DETECTOR[:NAME=VALUE,...], "
+                 "e.g. window:window=10,threshold=4. Repeatable. (The defaults are not added: they "
+                 "were judged at ingest.)", show_default=False),
+]
+RecheckConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="A loopledger.toml whose [[policy]] tables are rechecked "
+                 "(default: ./loopledger.toml if present).", show_default=False),
+]
+
+
 @app.command()
 def recheck(
-    policy: PolicyOption = [],  # noqa: B006
-    config: ConfigOption = None,
+    policy: RecheckPolicyOption = [],  # noqa: B006
+    config: RecheckConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Judge every stored session with new policies, from the ledger alone (no file is re-read)."""
+    """Judge every stored session with the policies given, from the ledger alone (no file is
+    re-read): --policy, --config, or ./loopledger.toml's [[policy]] tables.
+
+    Exit status: 0 ok, 1 the ledger cannot be opened, 2 no policy given or a bad one.
+    """
     from loopledger.commands import run_recheck
 
     raise typer.Exit(run_recheck(db, policy, config))
@@ -221,6 +294,7 @@ def replay(
     format: FormatOption = None,
     session: Annotated[str | None, typer.Option(
         "--session", help="Only the session with this key (files such as tau-bench hold many).")] = None,
+    redact: RedactOption = True,
 ) -> None:
     """Step one policy through a transcript and print every step: event, verdict, result, state.
 
@@ -229,19 +303,19 @@ def replay(
     """
     from loopledger.replay_table import run_replay
 
-    raise typer.Exit(run_replay(str(file), policy, param, format, session))
+    raise typer.Exit(run_replay(str(file), policy, param, format, session, redact=redact))
 
 
 @app.command()
 def sweep(
-    detector: Annotated[str, typer.Option("--detector", help="run-length, stagnation, ladder, window or cycle.")],
-    param: Annotated[str, typer.Option("--param", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
+    detector: Annotated[str, typer.Option("--detector", metavar="NAME", help="run-length, stagnation, ladder, window or cycle.")],
+    param: Annotated[str, typer.Option("--param", metavar="NAME=RANGE", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
                                        "window=4,8,12.")],
-    param2: Annotated[str | None, typer.Option("--param2", help="A second NAME=RANGE (a grid).")] = None,
-    fixed: Annotated[list[str], typer.Option("--set", help="Hold NAME=VALUE fixed (default: the detector's "
+    param2: Annotated[str | None, typer.Option("--param2", metavar="NAME=RANGE", help="A second NAME=RANGE (a grid).")] = None,
+    fixed: Annotated[list[str], typer.Option("--set", metavar="NAME=VALUE", help="Hold NAME=VALUE fixed (default: the detector's "
                                              "default). Repeatable.", show_default=False)] = [],  # noqa: B006
-    save: Annotated[bool, typer.Option("--save", help="Store every valid setting as a policy, with its "
-                                       "verdicts on every session.")] = False,
+    save: Annotated[bool, typer.Option("--save/--no-save", metavar="", help="Store every valid setting as a "
+                                       "policy, with its verdicts on every session.")] = False,
     db: DbOption = None,
 ) -> None:
     """Replay every stored session under each setting of a parameter range; print halts, warnings,

@@ -11,11 +11,12 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from loopledger import enforce, worker
+from loopledger import enforce, formats, worker
 from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
-from loopledger.ledger import migrate, store
-from loopledger.ledger.engine import make_engine, resolve_url
+from loopledger.ledger import migrate, store, writes
+from loopledger.ledger.engine import display_url, make_engine, resolve_url
+from loopledger.printable import plain
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -29,11 +30,14 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def _options(policy: Sequence[str], config: Path | None, format: str | None, redact: bool,
              max_text: int) -> worker.Options:
+    # A usage error, said before any file is touched (else every file would be recorded as
+    # failed, and skipped as unchanged by the next, correct run).
+    formats.check_name(format)
     specs = worker.policy_specs(policy, config)
     return worker.Options(specs=specs, format=format, redact=redact, max_text=max_text)
 
 
-def open_ledger(db: str | None):
+def open_ledger(db: str | None, create: bool = False):
     """The writer engine on an up-to-date ledger, or a one-line error and exit status 1.
 
     A ledger that cannot be opened (a folder that does not exist, no permission, a PostgreSQL
@@ -43,9 +47,9 @@ def open_ledger(db: str | None):
     from sqlalchemy.exc import SQLAlchemyError
 
     url = resolve_url(db)
-    where = url.split("@")[-1] if "@" in url else url  # never print a password from the URL
+    where = display_url(url)
     try:
-        engine = make_engine(url)
+        engine = make_engine(url, create_dirs=create)
         migrate.upgrade(engine)
     except (SQLAlchemyError, OSError) as exc:
         reason = getattr(exc, "orig", None) or exc
@@ -80,16 +84,19 @@ def setup_logging(log_file: Path | None) -> None:
     logger.addHandler(handler)
 
 
-def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
+def summary_table(t: worker.Totals, title: str = "Ingest summary", files: bool = True) -> Table:
+    """The totals; `files=False` (recheck: no file is read) leaves the file rows out."""
     # One row per figure: it stays readable in an 80-column terminal and in CI logs.
     table = Table(title=title, title_justify="left")
     table.add_column("")
     table.add_column("count", justify="right")
-    rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged),
-            ("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
-            ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
-            ("halts", t.halts), ("quarantined lines", t.quarantined), ("files with errors", t.errors),
-            ("files left: ledger busy", t.locked))
+    file_rows = (("files", t.files), ("  read this time", t.changed), ("  unchanged", t.unchanged))
+    judged = (("sessions (re)judged", t.sessions), ("runs", t.runs), ("calls", t.calls),
+              ("checks (all policies)", t.checks), ("warnings", t.warnings), ("blocks", t.blocks),
+              ("halts", t.halts))
+    rows = (file_rows + judged + (("quarantined lines", t.quarantined), ("files with errors", t.errors),
+                                        ("files left: ledger busy", t.locked))
+            if files else judged)
     for name, value in rows:
         table.add_row(name, f"{value:,}")
     return table
@@ -97,8 +104,9 @@ def summary_table(t: worker.Totals, title: str = "Ingest summary") -> Table:
 
 def _print_errors(t: worker.Totals) -> None:
     for msg in t.error_messages:
-        # Text(), not markup: a file name or message may contain [brackets].
-        err.print(Text(f"error: {msg}", style="red"))
+        # Text(), not markup: a file name or message may contain [brackets]; plain(): it may
+        # quote raw bytes (escape sequences, binary) that must not reach the terminal as they are.
+        err.print(Text(f"error: {plain(msg, 1000)}", style="red"))
     if t.quarantined:
         err.print(Text(f"{t.quarantined} malformed line(s) quarantined: see the Ingest health page "
                        "or the ingest_errors table", style="yellow"))
@@ -108,7 +116,7 @@ AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs
 
 
 def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
-               format: str | None, redact: bool, max_text: int, jobs: int = 1) -> int:
+               format: str | None, redact: bool, max_text: int, jobs: int = 1, create: bool = False) -> int:
     try:
         opts = _options(policy, config, format, redact, max_text)
     except ValueError as exc:
@@ -118,10 +126,11 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     if missing:
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_ledger(db, create)
     _with_enforced(engine, opts)
     try:
-        files = worker.discover(paths)
+        unreadable: list[str] = []
+        files = worker.discover(paths, unreadable)
         sizes = {str(f): _size(f) for f in files}
         opts.jobs = jobs or (min(os.cpu_count() or 1, 4) if sum(sizes.values()) > AUTO_JOBS_BYTES else 1)
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
@@ -134,6 +143,8 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
             totals = worker.ingest_paths(engine, files, opts, on_file=advance)
     finally:
         engine.dispose()
+    totals.errors += len(unreadable)
+    totals.error_messages += [f"cannot read {u}" for u in unreadable]
     out.print(summary_table(totals))
     _print_errors(totals)
     return totals.exit_code
@@ -147,7 +158,7 @@ def _size(p: Path) -> int:
 
 
 def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
-              format: str | None, redact: bool, max_text: int, interval: float) -> int:
+              format: str | None, redact: bool, max_text: int, interval: float, create: bool = False) -> int:
     try:
         opts = _options(policy, config, format, redact, max_text)
     except ValueError as exc:
@@ -159,11 +170,11 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
         err.print(Text("error: nothing to watch: none of " + ", ".join(worker.DEFAULT_WATCH_DIRS)
                        + " exists; name the folders to watch", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_ledger(db, create)
     _with_enforced(engine, opts)
     stop = threading.Event()
     worker.stop_on_signals(stop)
-    err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {resolve_url(db)}); Ctrl-C to stop"))
+    err.print(Text(f"watching {', '.join(map(str, roots))} (ledger: {display_url(resolve_url(db))}); Ctrl-C to stop"))
 
     def report(r: worker.FileReport) -> None:
         line = f"{r.action:9} {r.path}: {r.sessions} session(s), {r.calls} call(s), {r.halts} halt(s)"
@@ -171,14 +182,16 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
             line += f", {r.quarantined} quarantined"
         if r.error:
             line += f" — {r.error}"
-        err.print(Text(line))
+        err.print(Text(plain(line, 1000)))
 
     try:
         totals = worker.watch(engine, roots, opts, stop, interval=interval, on_file=report)
     finally:
         engine.dispose()
     out.print(summary_table(totals, "Watch summary"))
-    return EXIT_OK
+    _print_errors(totals)
+    # As ingest's: 1 if some file could not be read, 3 if lines were quarantined, else 0.
+    return totals.exit_code
 
 
 def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_body: int,
@@ -209,37 +222,36 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
     """Judge every stored session with new policies, from the ledger alone (no file is read)."""
     try:
         specs: list[PolicySpec] = [PolicySpec.parse(t) for t in policy]
+        if config is None and (Path.cwd() / worker.CONFIG_NAME).is_file():
+            config = Path.cwd() / worker.CONFIG_NAME  # as ingest and watch read it
         if config is not None:
             specs += worker.load_config(config)
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
     if not specs:
-        err.print(Text("error: give at least one --policy SPEC (or --config FILE)", style="red"))
+        err.print(Text(f"error: no policy to recheck: give --policy SPEC, --config FILE, or run next to a "
+                       f"{worker.CONFIG_NAME} with [[policy]] tables", style="red"))
         return EXIT_USAGE
     engine = open_ledger(db)
     totals = worker.Totals()
+
+    def count(sid: int, events, verdicts) -> None:
+        r = worker.FileReport(str(sid))
+        worker.count_verdicts(r, events, verdicts)
+        totals.add(r)
+
     try:
-        with engine.begin() as conn:
-            store.ensure_policies(conn, specs)
         with engine.connect() as conn:
             ids = store.session_ids(conn)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       console=err, transient=True) as progress:
             task = progress.add_task("rechecking sessions", total=len(ids))
-            for sid in ids:
-                with engine.begin() as conn:
-                    events = store.load_events(conn, sid)
-                    _, verdicts = worker.replay_session(events, specs)
-                    store.replace_verdicts(conn, sid, verdicts)
-                r = worker.FileReport(str(sid))
-                worker.count_verdicts(r, events, verdicts)
-                totals.add(r)
-                progress.advance(task)
+            writes.judge_stored(engine, specs, ids, on_session=count,
+                                progress=lambda *_: progress.advance(task))
     finally:
         engine.dispose()
-    totals.files = 0
-    table = summary_table(totals, f"Recheck: {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}")
+    table = summary_table(totals, f"Recheck: {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}", files=False)
     out.print(table)
     return EXIT_OK
 

@@ -27,20 +27,35 @@ def _looks_like_transcript(p: Path) -> bool:
     return p.suffix.lower() in TRANSCRIPT_SUFFIXES and not name.startswith(NOT_TRANSCRIPTS)
 
 
-def discover(paths: Iterable[Path | str]) -> list[Path]:
+def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -> list[Path]:
     """Files named, plus transcript-looking files under folders (recursive), sorted, absolute;
-    the files of a folder-as-session (a Cline task folder) as the one file standing for it."""
+    the files of a folder-as-session (a Cline task folder) as the one file standing for it.
+
+    What a folder holds but cannot be read (a folder without permission, a dangling link, a pipe
+    or socket named like a transcript) is left out and, when `unreadable` is given, described
+    there ("path: why"), so the caller can say so instead of skipping it without a word."""
     out: set[Path] = set()
+
+    def skip(path: Path | str, why: str) -> None:
+        if unreadable is not None:
+            unreadable.append(f"{path}: {why}")
+
     for raw in paths:
         p = Path(raw).expanduser().absolute()
         if p.is_file():
             out.add(p)
         elif p.is_dir():
-            for root, dirs, files in os.walk(p):
+            for root, dirs, files in os.walk(p, onerror=lambda e: skip(e.filename, e.strerror or str(e))):
                 dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
                 for f in files:
                     fp = Path(root, f)
-                    if _looks_like_transcript(fp):
+                    if not _looks_like_transcript(fp):
+                        continue
+                    if not fp.is_file():
+                        skip(fp, "a dangling link" if fp.is_symlink() and not fp.exists() else "not a regular file")
+                    elif not os.access(fp, os.R_OK):
+                        skip(fp, "permission denied")
+                    else:
                         out.add(fp)
     return formats.units(out)
 

@@ -12,26 +12,10 @@ from typing import Any
 
 from loopledger.detectors.canonical import canonical_json
 from loopledger.events import Answers, Batch, Event, Prose, Retry, UserTurn
+from loopledger.printable import plain
 from loopledger.replay import Step
 
 CELL = 70
-
-
-def plain(text: str, limit: int = CELL) -> str:
-    """One line of inert text: control characters escaped, at most `limit` characters."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("⏎")
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029":
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-        if len(out) > limit:
-            break
-    s = "".join(out)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def event_kind(event: Event) -> str:
@@ -73,7 +57,8 @@ def state_summary(detector: str, state: dict[str, Any] | None) -> str:
             text = "no run"
         else:
             text = (f"count {s['count']}/{s.get('effective_max')} total {s['total']}/{s.get('ceiling')}"
-                    + (" exempt" if s.get("exempt") else "") + (" costly" if s.get("costly") else ""))
+                    + (" exempt" if s.get("exempt") else "") + (" costly" if s.get("costly") else "")
+                    + "".join(f" read-only via '{p}' inside {n}" for n, p in (s.get("inside_word") or {}).items()))
     elif detector == "ladder":
         text = f"{s['tool']} ×{s['count']} ({s['class']})" if s.get("tool") else "no key"
     elif detector == "window":
@@ -115,10 +100,11 @@ _STYLES = (("halt", "bold red"), ("block", "red"), ("warn", "yellow"), ("after_h
 
 
 def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
-               session: str | None, console: Any = None) -> int:
+               session: str | None, console: Any = None, redact: bool = True) -> int:
     """`loopledger replay`: print the step table for each session of FILE. Exit codes as the CLI's."""
     from loopledger.detectors import ConfigError, PolicySpec
-    from loopledger.formats import UnknownFormat, read
+    from loopledger.formats import UnknownFormat, check_name, read
+    from loopledger.redact import redact_event
     from loopledger.replay import replay, tally
     from rich.console import Console
     from rich.table import Table
@@ -132,9 +118,14 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
         err.print(Text(f"error: --policy {spec_text!r}: {e}"))
         return 2
     try:
+        check_name(format)
+    except UnknownFormat as e:
+        err.print(Text(f"error: {e}"))
+        return 2
+    try:
         groups = list(sessions_of(read(path, format), path))
     except (OSError, UnknownFormat, KeyError, ValueError) as e:
-        err.print(Text(f"error: {e}"))
+        err.print(Text(f"error: {plain(str(e), 1000)}"))
         return 1
     read_errors = [e for _, _, errs in groups for e in errs]
     for e in read_errors:
@@ -147,6 +138,11 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
             return 1
     console.print(Text(f"policy: {spec.label}  (id {spec.id[:12]})"))
     for info, events, _ in groups:
+        if redact:
+            # As ingest does: the same text judged (a secret that differs between two answers must
+            # not make them differ here when the ledger saw them equal), and no secret printed.
+            info = redact_event(info) if info is not None else None
+            events = [redact_event(ev) for ev in events]
         steps = list(replay(events, spec, with_state=True))
         title = f"session {info.key}" + (f" · {info.title}" if info and info.title else "") if info else "session"
         table = Table(title=Text(plain(title, 100)), show_lines=False)

@@ -16,9 +16,7 @@ from loopledger import vocab
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import PolicySpec, make_policy
 from loopledger.events import Event
-from loopledger.ledger import store
-from loopledger.replay import Tally, replay, replay_many, tally
-from sqlalchemy.engine import Connection
+from loopledger.replay import Tally, replay_many, tally
 
 REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
 LABELS = (REAL_LOOP, NOT_LOOP)
@@ -327,28 +325,3 @@ def score_rows(result: SweepResult, labels: dict[tuple[int, int], str],
                    precision=sc.precision, recall=sc.recall)
         rows.append(row)
     return rows
-
-
-# ── saving a sweep as policies ─────────────────────────────────────────────────────────────────
-
-
-def save_policies(conn: Connection, specs: Sequence[PolicySpec], session_ids: Iterable[int],
-                  progress: Callable[[int, int, str], None] | None = None) -> int:
-    """Store each spec as a policy with its verdicts on every given session (call in a transaction).
-
-    The verdicts are the replay engine's on the ledger's own events, written by the ledger's own
-    writer, so a saved setting looks exactly like a policy the worker ran at ingest.
-    """
-    specs = list({sp.id: sp for sp in specs}.values())
-    ids = list(session_ids)
-    store.ensure_policies(conn, specs)
-    for n, sid in enumerate(ids, 1):
-        events = store.load_events(conn, sid)
-        verdicts = []
-        for sp in specs:
-            steps = list(replay(events, make_policy(sp)))
-            verdicts.append(store.PolicyVerdicts(sp.id, steps, tally(steps)))
-        store.replace_verdicts(conn, sid, verdicts)
-        if progress is not None:
-            progress(n, len(ids), str(sid))
-    return len(specs)

@@ -46,6 +46,23 @@ def assert_survives(module: ModuleType, data: bytes, suffix: str = ".json") -> l
     return items
 
 
+def assert_fuzz(module: ModuleType, original: bytes, cut: int, pos: int, junk: bytes, suffix: str = ".json",
+                free_text: bool = False) -> list:
+    """The fuzz property with teeth (a reader that yields nothing must fail it): whatever the
+    damage, read() never raises and yields well-formed items; a damaged file that is not blank
+    yields something (content, or a ReadError naming the damage), never silence; and an
+    undamaged one reads exactly as the original does, calls included. (`free_text`: a markdown
+    log whose every prefix is valid text may legitimately hold no session at all.)"""
+    data = mutate(original, cut, pos, junk)
+    items = assert_survives(module, data, suffix)
+    if data.strip() and not free_text:
+        assert items, "a non-blank file read as nothing, without a word"
+    if data == original:
+        assert kinds(items) == kinds(assert_survives(module, original, suffix))
+        assert calls(items), "the fixture's calls were not read"
+    return items
+
+
 def mutate(data: bytes, cut: int, pos: int, junk: bytes) -> bytes:
     """Truncate at `cut`, then splice `junk` in at `pos` (both clamped)."""
     data = data[: max(0, min(cut, len(data)))]

@@ -95,7 +95,7 @@ def test_two_parameters_make_a_heatmap_and_skip_invalid_pairs(ledger):
     assert len(halts) == 7  # 8 pairs, threshold 5 > window 4 is invalid
     row = halts[(halts["threshold"] == 3) & (halts["window"] == 4)].iloc[0]
     assert row["halts"] == _direct(sessions, PolicySpec("window", {"threshold": 3, "window": 4}))["halts"]
-    assert any("threshold" in c.value and "window (4)" in c.value for c in at.caption)
+    assert any("threshold" in t.value and "window (4)" in t.value for t in at.text)
 
 
 def test_flipped_runs_link_to_replay(ledger):
@@ -151,7 +151,7 @@ def test_filters_narrow_the_sessions(ledger):
 
 def test_bad_range_is_an_error_not_a_crash(ledger):
     at = _sweep(open_page(PAGE), "window", "threshold", "6..2")
-    assert any("below the start" in e.value for e in at.error)
+    assert [e.value for e in at.error] == ["Cannot sweep:"] and any("below the start" in t.value for t in at.text)
 
 
 def test_precision_and_recall_against_labels(tmp_path):

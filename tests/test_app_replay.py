@@ -234,7 +234,9 @@ def test_invalid_parameters_are_shown_in_place(ledger):
     _apply(at)
     assert not at.exception, at.exception
     errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "threshold" in errors[0] and "window" in errors[0]
+    # The reason quotes the values typed, so it is plain text under the error, never markdown.
+    assert errors == ["Not applied:"]
+    assert any("threshold" in p and "window" in p for p in plain_texts(at))
     assert at.session_state["rp_spec"] == base
 
 
@@ -330,6 +332,21 @@ def test_bad_link_values_are_named_not_fatal(ledger):
     assert at.selectbox(key="rp_session").value in sessions  # the page still works on a real session
     at.run()  # the page has written its own, valid link: the warning was about the one followed
     assert not at.exception and not at.warning
+
+
+HOSTILE_LINK_VALUES = ["![x](http://127.0.0.1:9/pwn.png)", "<img src=http://127.0.0.1:9/pwn.png>",
+                       ":red[pwn] $x^2$ **bold** [pwn](http://127.0.0.1:9/pwn.png)"]
+
+
+@pytest.mark.parametrize("value", HOSTILE_LINK_VALUES)
+def test_a_policy_from_a_link_is_never_markdown(ledger, value):
+    """A link anyone can write puts its text into the live policy's label and parameters."""
+    url, sessions = ledger
+    with ledger_env(url):
+        at = open_page(PAGE, session=str(next(iter(sessions))), policy=f"run-length:observation_tools={value}")
+        assert not at.exception, at.exception
+        assert any("pwn" in p for p in plain_texts(at))  # the policy is shown, as plain text
+        assert not any("pwn" in m for m in markdown_texts(at))
 
 
 def test_a_link_never_imports_a_module(ledger):

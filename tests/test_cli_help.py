@@ -66,5 +66,5 @@ def test_an_unreachable_postgresql_ledger_names_the_server_not_the_password():
     url = "postgresql://someone:s3cret-pw@127.0.0.1:1/ledger"
     out = subprocess.run([str(BIN), "policies", "--db", url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
-    assert "cannot open the ledger at 127.0.0.1:1/ledger" in out.stderr
+    assert "cannot open the ledger at postgresql+psycopg://someone:***@127.0.0.1:1/ledger" in out.stderr
     assert "s3cret-pw" not in out.stderr + out.stdout

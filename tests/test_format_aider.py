@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loopledger.events import Answers, Batch, ReadError, SessionStart, UserTurn
 from loopledger.formats import aider
 from reader_checks_b import (
+    assert_fuzz,
     assert_growth_shows_past_the_old_end,
-    assert_survives,
     calls,
     errors,
     kinds,
     ledger_sessions,
-    mutate,
 )
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "aider" / ".aider.chat.history.md"
@@ -147,8 +146,9 @@ def test_sniff():
        junk=st.sampled_from([b"", b"\xff\xfe", b"```", b"\n#### x\n", b"\n<<<<<<< SEARCH\n",
                              b"\n=======\n", b"\n>>>>>>> REPLACE\n", b"\n> Applied edit to app.py\n",
                              b"\n# aider chat started at now\n", b"x" * 100_000]))
+@example(cut=10**7, pos=0, junk=b"")
 def test_fuzz_never_raises(cut, pos, junk):
-    assert_survives(aider, mutate(FIX.read_bytes(), cut, pos, junk), ".md")
+    assert_fuzz(aider, FIX.read_bytes(), cut, pos, junk, ".md", free_text=True)
 
 
 def test_appended_aider_output_reaches_the_ledger(tmp_path):

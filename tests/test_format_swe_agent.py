@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loopledger.events import Answers, Batch, UserTurn
 from loopledger.formats import swe_agent
 from reader_checks_b import (
     JUNK_VALUES,
+    assert_fuzz,
     assert_survives,
     calls,
     errors,
     kinds,
-    mutate,
     replace_node,
 )
 
@@ -105,9 +105,10 @@ def test_sniff():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cut=st.integers(0, 9000), pos=st.integers(0, 9000),
        junk=st.sampled_from([b"", b"\xc3\x28", b"}", b'"action": 3,', b'"history": 1,', b"{" * 2000]))
+@example(cut=10**7, pos=0, junk=b"")
 def test_fuzz_never_raises(cut, pos, junk):
     for source in (COMMANDS, FUNCTIONS):
-        assert_survives(swe_agent, mutate(source.read_bytes(), cut, pos, junk), ".traj")
+        assert_fuzz(swe_agent, source.read_bytes(), cut, pos, junk, ".traj")
 
 
 @settings(max_examples=150, deadline=None)

@@ -55,7 +55,7 @@ def test_equal_specs_have_equal_ids_however_written():
 def test_parse_syntax_none_and_lists():
     spec = PolicySpec.parse("run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep")
     assert spec.params == {"max_strikes": 3, "max_observation_steps": None,
-                           "observation_tools": ("read", "grep")}
+                           "observation_tools": ("read", "grep"), "match": "substring"}
     assert spec.label == "run-length max_strikes=3 max_observation_steps=none observation_tools=read|grep"
     empty = PolicySpec.parse("run-length:observation_tools=")
     assert empty.params["observation_tools"] == ()

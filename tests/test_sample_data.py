@@ -5,6 +5,8 @@ rows come from sample_data/golden.py (readers → replay with every built-in det
 defaults → tally) and from a real `ingest` into a fresh ledger (session_stats: the default set's
 columns). A difference is a bug in a reader, a detector,
 the replay engine or the worker — or a data change whose table was not regenerated and checked.
+The first table is also checked against tests/oracle_detectors.py, written from design.md apart
+from the pipeline, so a regression cannot be accepted by regenerating the table.
 """
 
 from __future__ import annotations
@@ -272,3 +274,27 @@ def test_generator_writes_the_committed_files(tmp_path):
 def test_sample_data_stays_small():
     total = sum(p.stat().st_size for p in golden.sample_files(SAMPLE))
     assert total < 1_000_000, f"sample_data is {total:,} bytes"
+
+
+# ── the README's table against an independent oracle (not the pipeline it checks) ───────────
+
+
+def test_every_where_cell_agrees_with_the_design_oracle(readme_where):
+    """tests/oracle_detectors.py re-implements each detector at its defaults from design.md, apart
+    from loopledger.detectors and loopledger.replay: regenerating the table from a regressed
+    pipeline cannot make this pass. Checked per detector at its defaults, whatever the default set."""
+    import oracle_detectors as oracle
+    from loopledger.detectors.policy import BUILTIN_SPECS, PolicySpec
+
+    # The table's columns are the built-in detectors, each at its defaults (whatever the default
+    # set is): check every column the oracle knows.
+    at_defaults = {sp.detector for sp in BUILTIN_SPECS if sp == PolicySpec(sp.detector)}
+    checked = sorted(set(oracle.ORACLES) & at_defaults)
+    assert set(oracle.ORACLES) <= at_defaults, "a detector the oracle knows is no longer a column at its defaults"
+    wrong = []
+    for (file, session), row in readme_where.items():
+        events = _events(file, session)
+        for det in checked:
+            if det in row and row[det] != oracle.where_cell(events, det):
+                wrong.append(f"{file} {session} {det}: README {row[det]!r}, oracle {oracle.where_cell(events, det)!r}")
+    assert not wrong, "\n".join(wrong)

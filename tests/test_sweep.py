@@ -12,7 +12,7 @@ from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.ledger import schema as t
-from loopledger.ledger import store
+from loopledger.ledger import store, writes
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
 from loopledger.replay import replay, tally
@@ -217,12 +217,45 @@ def _ledger_with(db_url: str, sessions: list[list]) -> list[int]:
     return ids
 
 
+def test_saving_policies_is_one_short_transaction_per_session(db_url, tmp_path):
+    """The dashboard's "Save as policies" and `sweep --save` hold the write lock for one session at
+    a time: another writer gets in between sessions (it used to wait for the whole ledger)."""
+    import sqlite3
+
+    ids = _ledger_with(db_url, [repeat_session(6), abab_session(5), repeat_session(4), abab_session(3)])
+    eng = make_engine(db_url)
+    commits: list[int] = []
+    sa.event.listen(eng, "commit", lambda conn: commits.append(1))
+    others: list[str] = []
+
+    def another_writer(done: int, total: int, _sid: str) -> None:
+        if not db_url.startswith("sqlite"):
+            return
+        other = sqlite3.connect(sa.engine.make_url(db_url).database, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # takes the write lock at once, or fails: no waiting
+            other.execute("ROLLBACK")
+            others.append("ok")
+        except sqlite3.OperationalError as exc:
+            others.append(str(exc))
+        finally:
+            other.close()
+
+    specs = [PolicySpec("window", {"threshold": 3}), PolicySpec("cycle")]
+    try:
+        assert writes.judge_stored(eng, specs, ids, progress=another_writer) == 2
+    finally:
+        eng.dispose()
+    assert len(commits) == 1 + len(ids)  # the policies, then each session on its own
+    if db_url.startswith("sqlite"):
+        assert others == ["ok"] * len(ids)
+
+
 def test_save_policies_writes_what_replay_computes(db_url):
     ids = _ledger_with(db_url, [repeat_session(6), abab_session(5)])
     eng = make_engine(db_url)
     specs = [PolicySpec("window", {"threshold": th}) for th in (3, 5)]
-    with eng.begin() as conn:
-        assert sweep.save_policies(conn, specs + specs[:1], ids) == 2
+    assert writes.judge_stored(eng, specs + specs[:1], ids) == 2
     with eng.connect() as conn:
         stored = {r.id: r for r in conn.execute(sa.select(t.policies))}
         assert set(stored) == {sp.id for sp in specs}

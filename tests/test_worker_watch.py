@@ -17,6 +17,7 @@ import pytest
 from loopledger import worker
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 
 from bench.gen_chat import session_lines
@@ -36,7 +37,7 @@ def _wait(url: str, predicate, what: str) -> float:
                 with eng.connect() as conn:
                     if predicate(conn):
                         return time.monotonic() - t0
-            except Exception:  # the ledger file may not exist yet  # noqa: BLE001
+            except sa_exc.OperationalError:  # the ledger file or its tables may not exist yet
                 pass
             if time.monotonic() - t0 > HANG:
                 pytest.fail(f"watch never got to: {what}")

@@ -123,7 +123,8 @@ try:
         axes.append(sweep.parse_axis(f"{param2}={rng2}"))
     grid = sweep.make_grid(detector, axes)
 except ValueError as exc:
-    st.error(f"Cannot sweep: {exc}")
+    st.error("Cannot sweep:")
+    safe.text(str(exc))  # it quotes the values typed: plain text, never markdown
     st.stop()
 n_points = len(sweep.grid_points(grid))
 if n_points > 400:
@@ -199,7 +200,8 @@ st.caption(f"{len(endings)} of {len(session_ids)} selected sessions record how t
            f"({len(ended_well)} succeeded or submitted).")
 for s in result.settings:
     if s.error:
-        st.caption(f"Skipped {explain.short_setting(dict(zip(axis_names, s.values, strict=True)))}: {s.error}")
+        # Inert text: the error quotes user-typed values.
+        safe.text(f"Skipped {explain.short_setting(dict(zip(axis_names, s.values, strict=True)))}: {s.error}")
 
 if not valid:
     st.stop()
@@ -294,9 +296,7 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
     with _conn() as conn:
         every = store.session_ids(conn)
     bar = st.progress(0.0, text="Saving…")
-    with data._writer(data.url()).begin() as conn:
-        n = sweep.save_policies(conn, specs, every,
-                                progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
+    n = data.save_policies(specs, every, progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
     bar.empty()
     st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")
 

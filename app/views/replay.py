@@ -258,7 +258,8 @@ with st.form("rp_params"):
         try:
             new = PolicySpec(detector, raw)
         except ValueError as exc:  # ConfigError names the field and the rule it broke
-            st.error(f"Not applied — {exc}")
+            st.error("Not applied:")
+            safe.text(str(exc))  # it quotes the values typed (or prefilled from a link)
         else:
             new_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, new.text)
             # Said once, right after Apply: where the halt went (or that it is gone, and where the next one is).
@@ -277,8 +278,9 @@ if changed and changed[1] == spec.id:
 
 stored_ids = {p["id"] for p in policies}
 stored_same_detector = [p for p in policies if p["detector"] == detector]
-st.caption(f"Live policy: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
-                                                    " (not stored: verdicts computed live)"))
+# The label holds whatever a link said (e.g. observation_tools=![x](http://…)): plain text only.
+safe.text(f"Live policy: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
+                                                  " (not stored: verdicts computed live)"))
 
 rp = _replayer(session, spec)
 events = rp.events
@@ -307,6 +309,10 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
         flags = {k: state.get(k) for k in ("observation", "exempt", "costly")}
         st.dataframe(pd.DataFrame([flags]), hide_index=True, key="rp_flags", column_config={
             k: st.column_config.CheckboxColumn(k, help=STATE_HELP[k]) for k in flags})
+        if state.get("inside_word"):
+            st.warning("Read-only here only through a pattern inside a word (seed 000's substring rule; "
+                       "match=name-parts would not count it):")
+            safe.text("  ".join(f"{name}: '{pat}' inside it" for name, pat in state["inside_word"].items()))
         last_result = next((r.outcome for _, r in reversed(step_results)), None)
         safe.table(pd.DataFrame([{"signature": state.get("signature") or "—",
                                   "last answers hash": state.get("answers") or "—",

@@ -15,10 +15,13 @@ import streamlit as st
 from loopledger import explain, scoring, vocab
 from loopledger.app import charts, data, safe
 from loopledger.app import session_view as sv
+from loopledger.detectors.policy import PolicySpec
+from loopledger.detectors.run_length import SUBSTRING, inside_word
 from loopledger.ledger import read, read_live
 
 CONTEXT = 6  # events shown before and after the focused step
 MAX_EXCERPT = 60  # events in one excerpt; a longer repeat shows its start and its end
+RUN_LENGTH_DEFAULT = PolicySpec("run-length")
 TIMELINE_ROWS = 6000  # checks drawn at most; a bigger session is drawn one run at a time
 LIVE_REFRESH_S = 1  # enforced decisions re-read this often: a live decision shows within 2 s
 
@@ -190,6 +193,15 @@ def _timeline(sid: int, head: dict, run: int, bounds: tuple[int, int], n_policie
     return tl[tl["run_idx"] == run] if len(tl) else tl
 
 
+def _read_only_by_accident(tool: str) -> str:
+    """A note when run-length (at its defaults: seed 000's substring rule) counts this tool as
+    read-only only through a pattern inside a word (`read` in `reply_to_thread`)."""
+    pattern = inside_word(tool, RUN_LENGTH_DEFAULT.params["observation_tools"])
+    if pattern is None or RUN_LENGTH_DEFAULT.params["match"] != SUBSTRING:
+        return ""
+    return f"run-length counts it read-only only through '{pattern}' inside a word (match=name-parts would not)"
+
+
 def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dict) -> None:
     for row in rows.itertuples(index=False):
         if row.kind == "gap":
@@ -201,8 +213,9 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dic
             mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
             note = notes.get(key, "")
             same_args, same_answer = marks.get(key, ("", ""))
+            accident = _read_only_by_accident(str(row.tool))
             safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{same_args}⟩" if same_args else "")
-                      + (f"   ⟨{note}⟩" if note else ""))
+                      + (f"   ⟨{note}⟩" if note else "") + (f"   ⟨{accident}⟩" if accident else ""))
             safe.code(row.args, language="json")
             if row.answer is not None and not (isinstance(row.answer, float) and pd.isna(row.answer)):
                 safe.text("answer" + (" (error)" if row.is_error else "") + (f" ⟨{same_answer}⟩" if same_answer else "")

@@ -26,8 +26,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 import xxhash
 from loopledger import vocab
-from loopledger.detectors.base import BATCH, INT, NAMES, OPT_INT, Check, Param, Policy, Result, signature
+from loopledger.detectors.base import (
+    BATCH,
+    INT,
+    NAMES,
+    OPT_INT,
+    TEXT,
+    Check,
+    Param,
+    Policy,
+    Result,
+    signature,
+)
 from loopledger.detectors.canonical import answers_hash, batch_signature, call_key, fast_canonical, name_args
+from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
 from loopledger.events import Answer, Batch, Call, text_digest
 
@@ -41,10 +53,19 @@ DEFAULT_OBSERVATION_TOOLS: tuple[str, ...] = (
     "navigate", "snapshot", "screenshot",
 )
 DEFAULT_STAGNATION_MAX_STEPS = 5
+# How observation patterns meet a tool name. `substring` is seed 000's rule, kept as the default
+# for fidelity: a pattern anywhere in the name, even inside a word (`reply_to_thread` holds
+# "read", `submit_review` "view", `set_budget_limit` "get_"), so such mutating tools count as
+# read-only and get no ceiling. `name-parts` matches whole parts of the name (split on `_ - .`
+# and lower→upper case changes): `read_file`, `NotebookRead`, `get_issue`, not `reply_to_thread`.
+SUBSTRING, NAME_PARTS = "substring", "name-parts"
+MATCHES = (SUBSTRING, NAME_PARTS)
+DEFAULT_MATCH = SUBSTRING
 
 # Tools whose repetition is never free even when read-only (a page load, a click, a fetch).
 _COSTLY_PARTS = (("navigate",), ("click",), ("fetch", "webpage"))
 _SPLIT = re.compile(r"[_.\-]+")
+_CASE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _new = tuple.__new__
 _dumps, _SORT, _hash = orjson.dumps, orjson.OPT_SORT_KEYS, xxhash.xxh3_128_hexdigest
 
@@ -95,10 +116,43 @@ def _is_costly_name(name: str) -> bool:
     return False
 
 
-def is_observation_batch(calls: Iterable[Any], patterns: Sequence[str]) -> bool:
-    """Non-empty patterns and EVERY call's name contains some pattern (case-insensitive)."""
+def _word_parts(text: str) -> tuple[str, ...]:
+    """A name's words: split on `_ - .` and where lower case turns to upper, lowercased."""
+    return tuple(p for p in _SPLIT.split(_CASE.sub("_", text).lower()) if p)
+
+
+def _parts_match(name: str, pattern: str) -> bool:
+    """The pattern's words occur as a contiguous run of the name's words (`get_` is `get`)."""
+    want, parts = _word_parts(pattern), _word_parts(name)
+    n = len(want)
+    return bool(n) and any(parts[i:i + n] == want for i in range(len(parts) - n + 1))
+
+
+def name_matches(name: str, patterns: Sequence[str], match: str = DEFAULT_MATCH) -> bool:
+    """Does one tool name match some observation pattern under the `match` rule?"""
+    if match == NAME_PARTS:
+        return any(_parts_match(name, p) for p in patterns)
+    low = name.lower()
+    return any(p.lower() in low for p in patterns)
+
+
+def inside_word(name: str, patterns: Sequence[str]) -> str | None:
+    """The pattern that makes `name` read-only under the substring rule only from inside a word
+    (`read` in `reply_to_thread`), or None when some pattern matches whole name parts or none
+    matches at all. What Replay and the Session page point out."""
+    if not patterns or not name_matches(name, patterns, SUBSTRING) or name_matches(name, patterns, NAME_PARTS):
+        return None
+    low = name.lower()
+    return next(p for p in patterns if p.lower() in low)
+
+
+def is_observation_batch(calls: Iterable[Any], patterns: Sequence[str], match: str = DEFAULT_MATCH) -> bool:
+    """Non-empty patterns and EVERY call's name matches some pattern (case-insensitive; as a
+    substring, seed 000's rule, or as whole name parts)."""
     if not patterns:
         return False
+    if match == NAME_PARTS:
+        return all(name_matches(name_args(c)[0], patterns, NAME_PARTS) for c in calls)
     lowered = [p.lower() for p in patterns]
     for call in calls:
         name = name_args(call)[0].lower()
@@ -136,19 +190,19 @@ class Limits:
 
 
 def limits(calls: Sequence[Any], max_strikes: int, observation_tools: Sequence[str],
-           max_observation_steps: int | None) -> Limits:
+           max_observation_steps: int | None, match: str = DEFAULT_MATCH) -> Limits:
     """The classification and thresholds of one batch (memoized: the hot path of `check`)."""
     if len(calls) == 1:
         names: tuple[str, ...] = (name_args(calls[0])[0],)
     else:
         names = tuple(name_args(c)[0] for c in calls)
     tools = observation_tools if type(observation_tools) is tuple else tuple(observation_tools)
-    key = (names, max_strikes, tools, max_observation_steps)
+    key = (names, max_strikes, tools, max_observation_steps, match)
     lim = _LIMITS.get(key)
     if lim is None:
         if len(_LIMITS) >= 8192:
             _LIMITS.clear()  # bounded: tool names in a corpus are few, but never trust that
-        lim = _LIMITS[key] = _limits(names, max_strikes, tools, max_observation_steps)
+        lim = _LIMITS[key] = _limits(names, max_strikes, tools, max_observation_steps, match)
     return lim
 
 
@@ -156,9 +210,9 @@ _LIMITS: dict[tuple, Limits] = {}
 
 
 def _limits(names: tuple[str, ...], max_strikes: int, observation_tools: tuple[str, ...],
-            max_observation_steps: int | None) -> Limits:
+            max_observation_steps: int | None, match: str = DEFAULT_MATCH) -> Limits:
     calls = [(n, None) for n in names]
-    observation = is_observation_batch(calls, observation_tools)
+    observation = is_observation_batch(calls, observation_tools, match)
     costly = is_costly_batch(calls)
     obs_max = max_observation_steps if max_observation_steps is not None else max_strikes
     return Limits(
@@ -188,7 +242,7 @@ class LoopDetector:
     def check(self, calls: Sequence[Any], max_strikes: int = DEFAULT_MAX_STRIKES,
               observation_tools: Sequence[str] = DEFAULT_OBSERVATION_TOOLS,
               max_observation_steps: int | None = DEFAULT_MAX_OBSERVATION_STEPS,
-              signature: str | None = None) -> BatchRecord:
+              signature: str | None = None, match: str = DEFAULT_MATCH) -> BatchRecord:
         """Count this batch, then raise `LoopDetected` if it has now repeated too often.
 
         `calls`: `loopledger.events.Call`s or `(name, args)` pairs; must be non-empty (a prose turn
@@ -213,8 +267,8 @@ class LoopDetector:
         tools = observation_tools if type(observation_tools) is tuple else tuple(observation_tools)
         cfg = self._cfg
         if (cfg is None or (cfg[1] is not tools and cfg[1] != tools) or cfg[0] != max_strikes
-                or cfg[2] != max_observation_steps):
-            self._cfg = (max_strikes, tools, max_observation_steps)
+                or cfg[2] != max_observation_steps or cfg[3] != match):
+            self._cfg = (max_strikes, tools, max_observation_steps, match)
             self._lims = {}
         if len(calls) == 1:
             c = calls[0]
@@ -225,7 +279,7 @@ class LoopDetector:
         if lim is None:
             if len(self._lims) >= 4096:
                 self._lims.clear()
-            lim = self._lims[names] = limits(calls, max_strikes, observation_tools, max_observation_steps)
+            lim = self._lims[names] = limits(calls, max_strikes, observation_tools, max_observation_steps, match)
         self.last_limits = lim
         run = self.run
         if run is None:
@@ -349,6 +403,7 @@ class RunLengthPolicy(Policy):
         self.max_strikes: int = p["max_strikes"]
         self.max_obs: int | None = p["max_observation_steps"]
         self.tools: tuple[str, ...] = tuple(p["observation_tools"])
+        self.match: str = p["match"]
         self.detector = LoopDetector()
         self._last: tuple[Batch, BatchRecord] | None = None
 
@@ -362,7 +417,8 @@ class RunLengthPolicy(Policy):
         sig = signature(batch)
         self._last = (batch, BatchRecord(sig))
         try:
-            self.detector.check(batch.calls, self.max_strikes, self.tools, self.max_obs, signature=sig)
+            self.detector.check(batch.calls, self.max_strikes, self.tools, self.max_obs, signature=sig,
+                                match=self.match)
         except LoopDetected as e:
             reason = (f"carried past the ceiling {e.ceiling} by changing answers"
                       if e.by_ceiling else f"same batch {e.count} times in a row (max {e.threshold})")
@@ -383,8 +439,14 @@ class RunLengthPolicy(Policy):
         return [Result(BATCH, outcome.value)]
 
     def state(self) -> dict[str, Any]:
-        return {**self.detector.state(), "max_strikes": self.max_strikes,
-                "max_observation_steps": self.max_obs}
+        out = {**self.detector.state(), "max_strikes": self.max_strikes,
+               "max_observation_steps": self.max_obs, "match": self.match}
+        last = self._last
+        if out.get("observation") and self.match == SUBSTRING and last is not None:
+            # Read-only only because a pattern sits inside a word: say which, and where.
+            found = {c.name: inside_word(c.name, self.tools) for c in last[0].calls}
+            out["inside_word"] = {n: p for n, p in found.items() if p is not None}
+        return out
 
 
 class StagnationPolicy(Policy):
@@ -418,6 +480,12 @@ class StagnationPolicy(Policy):
                 "window": max(4 * self.max_steps, 1)}
 
 
+def _validate_match(params: dict[str, Any]) -> None:
+    if params["match"] not in MATCHES:
+        raise ConfigError("match", "match is substring or name-parts",
+                          f"run-length: match must be one of {', '.join(MATCHES)}, got {params['match']!r}")
+
+
 RUN_LENGTH = Detector(
     "run-length",
     (
@@ -425,9 +493,13 @@ RUN_LENGTH = Detector(
         Param("max_observation_steps", OPT_INT, DEFAULT_MAX_OBSERVATION_STEPS, 0,
               "read-only allowance; none turns the tier off"),
         Param("observation_tools", NAMES, DEFAULT_OBSERVATION_TOOLS, 0,
-              "name substrings that make a call read-only"),
+              "name patterns that make a call read-only"),
+        Param("match", TEXT, DEFAULT_MATCH, 0,
+              "how observation_tools meet a tool name: substring (seed 000: anywhere, even inside a "
+              "word, so reply_to_thread counts as read) or name-parts (whole words of the name)"),
     ),
     RunLengthPolicy,
+    validate=_validate_match,
     summary="seed 000: the same batch back to back with the same answers",
 )
 

@@ -22,6 +22,8 @@ from types import ModuleType
 
 from loopledger.events import Checkpoint, Item
 from loopledger.formats._portable import portable
+from loopledger.printable import plain
+from loopledger.redact import redact_text
 
 READER_MODULES = (
     "claude_code",
@@ -62,10 +64,11 @@ def readers() -> dict[str, ModuleType]:
 
 
 def _describe(head: bytes) -> str:
-    text = head[:120].decode("utf-8", "replace").replace("\n", "\\n")
     if not head.strip():
         return "an empty file"
-    return f"content starting {text!r}"
+    # Redacted (the message is stored and printed) and inert: raw bytes never reach a terminal.
+    text = plain(redact_text(head[:4096].decode("utf-8", "replace")), 80)
+    return f"content starting '{text}'"
 
 
 def _folder_unit(folder: Path) -> Path:
@@ -101,6 +104,13 @@ def sniff(path: Path | str) -> str:
     known = ", ".join(readers())
     raise UnknownFormat(f"{path}: not a transcript format LoopLedger reads ({_describe(head)}); "
                         f"known formats: {known}; pass --format to force one")
+
+
+def check_name(name: str | None) -> None:
+    """A --format that names no reader: UnknownFormat listing the known names (None is fine)."""
+    if name is not None and name not in readers():
+        raise UnknownFormat(f"--format {name!r} is not a format LoopLedger reads; known formats: "
+                            f"{', '.join(readers())}")
 
 
 def unit_of(path: Path) -> Path:

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 from loopledger.events import ReadError, excerpt
+from loopledger.redact import redact_text
 
 # Real Claude Code lines carry base64 screenshots of several MB; beyond this a line is not a
 # transcript line but a fault, and reading it whole would break the flat-memory promise.
@@ -51,7 +52,8 @@ def bad(path: Path | str, line: int | None, message: str, raw: Any = b"") -> Rea
     """A ReadError with an excerpt of `raw` (bytes, text, or any parsed JSON value)."""
     if not isinstance(raw, bytes | str):
         raw = as_text(raw)[:1000]
-    return ReadError(str(path), line, message, excerpt(raw) if raw else "")
+    # A message may quote a value from the line; it is stored and printed like the excerpt.
+    return ReadError(str(path), line, redact_text(message), excerpt(raw) if raw else "")
 
 
 def json_error_message(raw: bytes | str, exc: Exception) -> str:

@@ -7,12 +7,20 @@ whose pool holds exactly one connection, the dashboard reads through read-only c
 from __future__ import annotations
 
 import os
+import re
 import time
+import urllib.parse
 from pathlib import Path
 
-from loopledger.ledger.urls import DEFAULT_SQLITE_PATH, ENV_PATH, ENV_URL, resolve_url  # noqa: F401 (re-exported)
+from loopledger.ledger.urls import (  # noqa: F401 (re-exported)
+    DEFAULT_SQLITE_PATH,
+    ENV_PATH,
+    ENV_URL,
+    resolve_url,
+    sqlite_url,
+)
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
 BUSY_TIMEOUT_MS = int(os.environ.get("LOOPLEDGER_BUSY_TIMEOUT_MS", "30000"))  # SQLite waits this long for the write lock
@@ -20,6 +28,23 @@ BUSY_TIMEOUT_MS = int(os.environ.get("LOOPLEDGER_BUSY_TIMEOUT_MS", "30000"))  # 
 # aggregate must not pin a server thread. Override with $LOOPLEDGER_QUERY_TIMEOUT (seconds).
 READ_QUERY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_QUERY_TIMEOUT", "10"))
 PROGRESS_STEPS = 20_000  # SQLite VM instructions between deadline checks (~1 ms of work)
+
+
+def display_url(url: str) -> str:
+    """The ledger URL for people (stdout, logs, the dashboard): never a password.
+
+    The one place that hides it: the userinfo password and any query parameter naming one
+    (`?password=`, `sslpassword=`) become `***`. The URL given to the engine is unchanged."""
+    try:
+        u = make_url(url)
+    except Exception:  # noqa: BLE001 (unparseable: hide everything between :// and @)
+        return re.sub(r"://[^/@]*@", "://***@", url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        return u.database  # a SQLite ledger is a file: its path, unquoted, is what --db takes
+    hidden = {k: "***" for k in u.query if "password" in k.lower() or k.lower() in ("pass", "pwd")}
+    if hidden:
+        u = u.update_query_dict(hidden)
+    return u.render_as_string(hide_password=True)
 
 
 def is_sqlite(url: str) -> bool:
@@ -91,20 +116,33 @@ def _sqlite_time_limit(eng: Engine, seconds: float) -> None:
             slot[0] = None
 
 
-def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None = None) -> Engine:
+class LedgerFolderMissing(FileNotFoundError):
+    """A SQLite ledger's folder does not exist (a typo is far likelier than a wish to create it)."""
+
+
+def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None = None,
+                create_dirs: bool = False) -> Engine:
     """A writer engine (pool of exactly one connection) or a read-only reader engine.
 
     Readers get a time limit per statement (`query_timeout`, default READ_QUERY_TIMEOUT_S):
-    PostgreSQL's statement_timeout, or a progress-handler deadline on SQLite."""
+    PostgreSQL's statement_timeout, or a progress-handler deadline on SQLite. A writer on a SQLite
+    file whose folder is missing raises LedgerFolderMissing unless `create_dirs`."""
     timeout = READ_QUERY_TIMEOUT_S if query_timeout is None else query_timeout
     if is_sqlite(url):
         path = sqlite_path(url)
         if readonly and path is not None:
-            # A read-only URI connection: the dashboard cannot take the write lock at all.
-            ro_url = f"sqlite:///file:{path}?mode=ro&uri=true"
+            # A read-only URI connection: the dashboard cannot take the write lock at all. The path
+            # is percent-quoted inside the file: URI (a `#` would end it, a `%20` be decoded) and
+            # the URL is built from parts, never parsed from a string.
+            ro_url = URL.create("sqlite", database="file:" + urllib.parse.quote(str(path)),
+                                query={"mode": "ro", "uri": "true"})
             eng = create_engine(ro_url, poolclass=QueuePool, pool_size=4, max_overflow=4)
         elif path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if create_dirs:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.parent.is_dir():
+                raise LedgerFolderMissing(f"the folder {path.parent} does not exist "
+                                          "(create it, or pass --create to have it made)")
             # One writer: a pool of exactly one connection, so writes queue instead of colliding.
             eng = create_engine(url, poolclass=QueuePool, pool_size=1, max_overflow=0, pool_timeout=60)
         else:

@@ -466,7 +466,8 @@ def calls_per_run(conn: Connection, session_id: int) -> list[int]:
 def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "",
                 loop_first: int | None = None, loop_last: int | None = None,
                 labelled_by: str = scoring.DASHBOARD) -> None:
-    """A person's judgement of a session, replacing any earlier one (the latest wins).
+    """A person's judgement of a session, replacing any earlier one (the latest wins); in the
+    caller's transaction (the dashboard calls it through loopledger.ledger.writes.save_label).
 
     `run_idx` is the run it was given from (t.SESSION_LEVEL: the whole session). A loop label
     without its calls covers that run's calls. Raises ValueError for a label the session cannot

@@ -4,6 +4,7 @@ hook can find its ledger without importing SQLAlchemy (see loopledger.live_db)."
 from __future__ import annotations
 
 import os
+import urllib.parse
 
 DEFAULT_SQLITE_PATH = "ledger.sqlite"
 ENV_URL = "LOOPLEDGER_DATABASE_URL"
@@ -18,15 +19,23 @@ def resolve_url(db: str | None = None) -> str:
     """
     value = db or os.environ.get(ENV_URL) or os.environ.get(ENV_PATH) or DEFAULT_SQLITE_PATH
     if "://" not in value:
-        return "sqlite:///" + os.path.realpath(os.path.expanduser(value))
+        return sqlite_url(os.path.realpath(os.path.expanduser(value)))
     if value.startswith("postgresql://") or value.startswith("postgres://"):
         value = "postgresql+psycopg://" + value.split("://", 1)[1]
     return value
 
 
+def sqlite_url(path: str | os.PathLike) -> str:
+    """The URL of a SQLite file, percent-quoted: a `#`, `?`, `%`, space or non-ASCII letter in the
+    path survives the round trip through SQLAlchemy's make_url (which unquotes the database part;
+    a bare f"sqlite:///{path}" loses what follows `#` or `?` and decodes a literal `%20`)."""
+    return "sqlite:///" + urllib.parse.quote(os.fspath(path), safe="/")
+
+
 def sqlite_file(url: str) -> str | None:
-    """The file of a `sqlite:///PATH` URL (None for other databases and in-memory SQLite)."""
+    """The file of a `sqlite:///PATH` URL (None for other databases and in-memory SQLite),
+    unquoted as make_url unquotes it."""
     if not url.startswith("sqlite:///"):
         return None
-    path = url[len("sqlite:///"):].split("?", 1)[0]
+    path = urllib.parse.unquote(url[len("sqlite:///"):].split("?", 1)[0])
     return path if path and path != ":memory:" else None

@@ -131,3 +131,47 @@ def test_clicking_a_bar_opens_that_session(server, page, e2e_ledger):
     bars.first.click()
     page.wait_for_url(re.compile(rf"/session\?session={sid}(&|$)"), timeout=30_000)
     page.get_by_test_id("stHeading").filter(has_text=f"Session #{sid}").first.wait_for(timeout=60_000)
+
+
+def _nothing_alive(page, server) -> None:
+    """No script from a transcript or link ran, no image element, nothing fetched off the server."""
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img[src*='pwn.png'], img[src='x']").count() == 0
+    assert page.evaluate("[...document.scripts].filter(s => s.textContent.includes('__pwned')).length") == 0
+    host = server.split("//", 1)[1]
+    # Only the server itself is asked for anything (the pages' own URLs may quote the link).
+    assert not [u for u in page.requested if not u.startswith(("data:", "blob:", f"{server}/"))]
+    assert host != "127.0.0.1:9"
+
+
+def test_hostile_tool_names_user_text_and_arguments_stay_inert(server, page, artifacts_dir):
+    """gen_ledger seeds session 1 with hostile text in its title, user turn, tool name, arguments
+    and answer: the Session and Replay pages show each verbatim and none of it comes alive."""
+    page.goto(server + "/session?session=1&run=0")
+    step = page.get_by_label("Around step")
+    step.wait_for(timeout=60_000)
+    step.fill("1")
+    step.press("Enter")
+    for marker in ("user said", "hostile_tool", "arg said"):
+        block = page.locator("[data-testid=stCode], [data-testid=stText]").filter(has_text=marker).first
+        block.wait_for(timeout=30_000)
+        assert "<script>window.__pwned=1</script>" in block.inner_text()
+    _nothing_alive(page, server)
+    page.screenshot(path=str(artifacts_dir / "e2e-inert-session.png"), full_page=True)
+    page.goto(server + "/replay?session=1&run=0&policy=ladder&step=2")
+    page.get_by_test_id("stCode").filter(has_text="hostile_tool").first.wait_for(timeout=60_000)
+    _nothing_alive(page, server)
+
+
+def test_hostile_link_parameters_stay_inert(server, page, artifacts_dir):
+    from urllib.parse import quote
+
+    hostile = quote("![x](http://127.0.0.1:9/pwn.png) <img src=x onerror=\"window.__pwned=3\">", safe="")
+    page.goto(server + f"/replay?session=1&run=0&step=1&policy=run-length:observation_tools={hostile}")
+    shown = page.get_by_test_id("stText").filter(has_text="Live policy:").first
+    shown.wait_for(timeout=60_000)
+    assert "![x](http://127.0.0.1:9/pwn.png)" in shown.inner_text()  # the link's text, verbatim
+    page.goto(server + f"/replay?session={hostile}&run={hostile}&step={hostile}&policy={hostile}")
+    page.get_by_test_id("stText").filter(has_text="pwn.png").first.wait_for(timeout=60_000)
+    _nothing_alive(page, server)
+    page.screenshot(path=str(artifacts_dir / "e2e-inert-link.png"), full_page=True)
