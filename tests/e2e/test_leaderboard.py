@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import start_server
 
@@ -24,15 +25,28 @@ def scored_server(tmp_path_factory):
         yield base
 
 
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the selectbox `label`, until the box shows it: a pick made while the page
+    is still rerunning from the previous one is dropped by Streamlit, so look and pick again."""
+    box = page.get_by_test_id("stSelectbox").filter(has_text=label).first
+    for _ in range(5):
+        box.click()
+        page.get_by_role("option", name=option, exact=True).click()
+        try:
+            expect(box.get_by_role("combobox")).to_have_value(option, timeout=10_000)
+            return
+        except AssertionError:
+            continue
+    expect(box.get_by_role("combobox")).to_have_value(option)
+
+
 def test_follow_a_number_to_replay_at_the_halt(scored_server, page):
     page.goto(f"{scored_server}/leaderboard")
     page.get_by_test_id("stDataFrame").first.wait_for(timeout=60_000)
     page.get_by_text("Guard leaderboard").first.wait_for(timeout=30_000)
     # Pick WINDOW's "early" number (1, counted by hand) and open it.
-    page.get_by_test_id("stSelectbox").filter(has_text="Sessions of policy").first.click()
-    page.get_by_role("option", name=WINDOW.label).click()
-    page.get_by_test_id("stSelectbox").filter(has_text="Behind the number").first.click()
-    page.get_by_role("option", name="early: 1").click()
+    choose(page, "Sessions of policy", WINDOW.label)
+    choose(page, "Behind the number", "early: 1")
     link = page.get_by_role("link", name="Open these sessions")
     link.wait_for(timeout=30_000)
     q = parse_qs(urlparse(link.get_attribute("href")).query)
