@@ -187,3 +187,30 @@ def test_recheck_from_ledger_equals_ingest_for_any_session(tmp_path, events):
         assert _verdicts(back) == _verdicts(events)
     finally:
         eng.dispose()
+
+
+def test_a_late_answer_to_a_superseded_batch_reloads_after_the_pending_batchs_answers(tmp_path):
+    """Found by the property above: batch A (one id-less call, one `c3`) is superseded by batch B
+    (two id-less calls) before any answer; then one Answers event answers B's two calls and, last,
+    `c3` (A's, late: replay ignores it, the ledger joins it to A's call for people to read). On
+    reload it must come after B's answers again, or the pairing rule (an unknown id takes a free
+    id-less call) would hand it to B."""
+    two = lambda a=None, b=None: Batch((Call(a, "bash", None), Call(b, "bash", None)))  # noqa: E731
+    events = [UserTurn("go"), two(None, "c3"), two(),
+              Answers((Answer(None, "ok"), Answer(None, "ok"), Answer("c3", "ok", True))),
+              Batch((Call(None, "bash", None),))]
+    eng = make_engine(f"sqlite:///{tmp_path / 'late.sqlite'}")
+    migrate.upgrade(eng)
+    try:
+        run_of, verdicts = replay_session(events, DEFAULT_SPECS)
+        with eng.begin() as conn:
+            src = conn.execute(schema.sources.insert().values(path="late", size=0, byte_offset=0,
+                                                              status="ok").returning(schema.sources.c.id)).scalar_one()
+            store.ensure_policies(conn, DEFAULT_SPECS)
+            sid = store.write_session(conn, src, SessionInfo("k", "f"), events, run_of, verdicts, max_text=256)
+        with eng.connect() as conn:
+            back = store.load_events(conn, sid)
+        assert [a.call_id for a in back[3].answers][-1] == "c3"
+        assert _verdicts(back) == _verdicts(events)
+    finally:
+        eng.dispose()

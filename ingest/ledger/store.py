@@ -483,15 +483,23 @@ def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Ev
         if answer_seq is not None and answer_seq >= from_seq:
             answer_id = NO_ID if call_id is None and seq in with_ids else call_id
             answers_of.setdefault(answer_seq, []).append(
-                Answer(answer_id, answer or "", bool(is_error), answer_ts, answer_hash))
+                (seq, _idx, Answer(answer_id, answer or "", bool(is_error), answer_ts, answer_hash)))
     out: list[Event] = []
+    pending_seq = -1  # the last batch with calls: the one an Answers event answers
     for seq, kind, text, ts, line in conn.execute(
             select(ev.seq, ev.kind, ev.text, ev.ts, ev.line)
             .where(ev.session_id == session_id, ev.seq >= from_seq).order_by(ev.seq)):
         if kind == vocab.KIND_BATCH:
             out.append(Batch(tuple(calls_of.get(seq, ())), text or "", ts, line))
+            if calls_of.get(seq) or seq < from_seq:
+                pending_seq = seq
         elif kind == vocab.KIND_ANSWERS:
-            out.append(Answers(tuple(answers_of.get(seq, ())), line))
+            # The pending batch's answers first, in call order; answers joined by id to an older,
+            # superseded batch last. At ingest such a late answer found no free call in the
+            # pending batch (else the pairing would have joined it there), and calls only fill
+            # up, so putting it last pairs every answer exactly as the ingest did.
+            got = sorted(answers_of.get(seq, ()), key=lambda a: (a[0] != pending_seq, a[0], a[1]))
+            out.append(Answers(tuple(a for _, _, a in got), line))
         elif kind == vocab.KIND_USER:
             out.append(UserTurn(text or "", ts, line))
         elif kind == vocab.KIND_RETRY:
