@@ -49,6 +49,8 @@ def test_follow_a_number_to_replay_at_the_halt(scored_server, page):
     choose(page, "Behind the number", "early: 1")
     link = page.get_by_role("link", name="Open these sessions")
     link.wait_for(timeout=30_000)
+    # The button is redrawn by the rerun the pick started: read its link once that rerun is done.
+    expect(link).to_have_attribute("href", re.compile(r"cell=early"), timeout=60_000)
     q = parse_qs(urlparse(link.get_attribute("href")).query)
     assert q == {"policy": [WINDOW.id], "cell": ["early"], "n": ["1"]}
     with page.context.expect_page() as opened:
