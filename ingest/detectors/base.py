@@ -118,3 +118,43 @@ def signature(batch: Batch) -> str:
     return "|".join(sorted(c.name + ":" + call_key(c)[1] for c in calls))
 
 
+class PerCallAnswers(Policy):
+    """A per-call policy whose detector reads each call's answer by the position `check` gave it
+    (cycle, progress). Subclasses set `self.detector` and implement `_judge(i, call) -> (Check,
+    position)`; the detector has `record_answer(answer, position=…)` and `state()`."""
+
+    reads_answers = True
+    detector: Any
+
+    def __init__(self, spec: PolicySpec) -> None:
+        super().__init__(spec)
+        self._positions: tuple[Batch, list[int]] | None = None
+
+    def _judge(self, i: int, call: Any) -> tuple[Check, int]:
+        raise NotImplementedError
+
+    def user_turn(self) -> None:
+        self.detector.user_turn()
+        self._positions = None
+
+    def check(self, batch: Batch) -> list[Check]:
+        out: list[Check] = []
+        positions: list[int] = []
+        for i, call in enumerate(batch.calls):
+            check, position = self._judge(i, call)
+            positions.append(position)
+            out.append(check)
+            if check.verdict == "halt":
+                break
+        self._positions = (batch, positions)
+        return out
+
+    def answers(self, batch: Batch, answers: Sequence[Answer | None]) -> list[Result]:
+        if self._positions is None or self._positions[0] is not batch:
+            return []  # the history moved on; an answer for an older batch changes nothing
+        for i, position in enumerate(self._positions[1]):
+            self.detector.record_answer(answers[i], position=position)
+        return []
+
+    def state(self) -> dict[str, Any]:
+        return self.detector.state()

@@ -16,17 +16,15 @@ never depends on anything older.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import xxhash
 from loopledger import vocab
-from loopledger.detectors.base import INT, Check, Param, Policy, Result
+from loopledger.detectors.base import INT, Check, Param, PerCallAnswers
 from loopledger.detectors.canonical import answer_key, call_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
-from loopledger.events import Answer, Batch
 
 if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
     from loopledger.detectors.policy import PolicySpec
@@ -193,6 +191,8 @@ class CycleDetector:
         self._last_seen.clear()
         self.last = None
 
+    user_turn = break_run  # a user turn is a run boundary (the name PerCallAnswers calls)
+
     def state(self) -> dict[str, Any]:
         last = self.last
         return {
@@ -208,43 +208,18 @@ class CycleDetector:
 
 # ── the Policy adapter and its registration ─────────────────────────────────────────────────
 
-class CyclePolicy(Policy):
-    reads_answers = True
+class CyclePolicy(PerCallAnswers):
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
         self.detector = CycleDetector(spec.params["max_period"], spec.params["warn_repeats"], spec.params["halt_repeats"])
-        self._positions: tuple[Batch, list[int]] | None = None
 
-    def user_turn(self) -> None:
-        self.detector.break_run()
-        self._positions = None
-
-    def check(self, batch: Batch) -> list[Check]:
-        out = []
-        positions: list[int] = []
+    def _judge(self, i: int, call: Any) -> tuple[Check, int]:
         d = self.detector
-        for i, call in enumerate(batch.calls):
-            canon, h = call_key(call)
-            v = d.check(call.name, call.args, canon, h)
-            positions.append(v.position)
-            threshold = d.halt_repeats if v.action == vocab.HALT else d.warn_repeats
-            reason = (f"period {v.period} ×{v.repeats}: {' → '.join(v.pattern)}"
-                      if v.action != vocab.ALLOW else "")
-            out.append(Check(i, v.action, v.repeats, v.period, threshold, reason))
-            if v.action == vocab.HALT:
-                break
-        self._positions = (batch, positions)
-        return out
-
-    def answers(self, batch: Batch, answers: Sequence[Answer | None]) -> list[Result]:
-        if self._positions is None or self._positions[0] is not batch:
-            return []  # the history moved on; an answer for an older batch changes nothing
-        for i, position in enumerate(self._positions[1]):
-            self.detector.record_answer(answers[i], position=position)
-        return []
-
-    def state(self) -> dict[str, Any]:
-        return self.detector.state()
+        canon, h = call_key(call)
+        v = d.check(call.name, call.args, canon, h)
+        threshold = d.halt_repeats if v.action == vocab.HALT else d.warn_repeats
+        reason = f"period {v.period} ×{v.repeats}: {' → '.join(v.pattern)}" if v.action != vocab.ALLOW else ""
+        return Check(i, v.action, v.repeats, v.period, threshold, reason), v.position
 
 
 DETECTOR = Detector(

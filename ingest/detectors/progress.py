@@ -57,11 +57,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import xxhash
 from loopledger import vocab
-from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, Policy, Result
+from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, PerCallAnswers
 from loopledger.detectors.canonical import call_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
-from loopledger.events import Answer, Batch, is_capped, text_digest
+from loopledger.events import is_capped, text_digest
 
 if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
     from loopledger.detectors.policy import PolicySpec
@@ -557,44 +557,18 @@ def _detector(p: Mapping[str, Any]) -> ProgressDetector:
                             resolve("errors", p["errors"], ERROR_PATTERNS))
 
 
-class ProgressPolicy(Policy):
-    reads_answers = True
-
+class ProgressPolicy(PerCallAnswers):
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
         self.detector = _detector(spec.params)
-        self._positions: tuple[Batch, list[int]] | None = None
 
-    def user_turn(self) -> None:
-        self.detector.user_turn()
-        self._positions = None
-
-    def check(self, batch: Batch) -> list[Check]:
-        out = []
-        positions: list[int] = []
-        d = self.detector
-        for i, call in enumerate(batch.calls):
-            v = d.check(call.name, call.args, args_digest=call_key(call)[1])
-            positions.append(v.position)
-            reason = ""
-            if v.action != vocab.ALLOW:
-                reason = (f"{call.name}: the same answer {v.count - 1} times" if v.rule == REPEAT else
-                          f"{call.name}: the same error, retried {v.count - 1} times without addressing it")
-            out.append(Check(i, v.action, v.count, None, v.threshold, reason))
-            if v.action == vocab.HALT:
-                break
-        self._positions = (batch, positions)
-        return out
-
-    def answers(self, batch: Batch, answers: Sequence[Answer | None]) -> list[Result]:
-        if self._positions is None or self._positions[0] is not batch:
-            return []  # the history moved on; an answer for an older batch changes nothing
-        for i, position in enumerate(self._positions[1]):
-            self.detector.record_answer(answers[i], position=position)
-        return []
-
-    def state(self) -> dict[str, Any]:
-        return self.detector.state()
+    def _judge(self, i: int, call: Any) -> tuple[Check, int]:
+        v = self.detector.check(call.name, call.args, args_digest=call_key(call)[1])
+        reason = ""
+        if v.action != vocab.ALLOW:
+            reason = (f"{call.name}: the same answer {v.count - 1} times" if v.rule == REPEAT else
+                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it")
+        return Check(i, v.action, v.count, None, v.threshold, reason), v.position
 
 
 DETECTOR = Detector(
