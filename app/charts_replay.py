@@ -127,7 +127,7 @@ def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
 def _values(values: list[Any]) -> list[Any]:
     """Swept values for an axis: numbers stay numbers; with an unset limit among them, all become
     labels and None reads as the dashboard's one word for it ("no limit")."""
-    from loopledger.explain import param_value
+    from loopledger.analysis.explain import param_value
 
     if all(v is not None and not (isinstance(v, float) and pd.isna(v)) for v in values):
         return values

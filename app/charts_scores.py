@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import altair as alt
 import pandas as pd
-from loopledger import scoring
+from loopledger.analysis import scoring
 
 # What each part of a policy's bar means, in the order it is stacked, and its colour.
 PARTS = {scoring.CAUGHT: "#2b8a3e", scoring.EARLY: "#f08c00", scoring.MISSED: "#adb5bd",

@@ -80,7 +80,9 @@ def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first:
 
 def save_policies(specs, session_ids, progress=None) -> int:
     """Store settings as policies with their verdicts on the given sessions (one transaction each)."""
-    return writes.judge_stored(_writer(url()), specs, session_ids, progress=progress)
+    from loopledger import worker  # the replay engine's pipeline: imported when a setting is saved
+
+    return worker.judge_stored(_writer(url()), specs, session_ids, progress=progress)
 
 
 def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:

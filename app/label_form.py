@@ -1,6 +1,6 @@
 """The label form any list of runs can show: pick a session of the list, say what it is.
 
-A label judges the session (loopledger.scoring): loop with the loop's calls, normal or unclear.
+A label judges the session (loopledger.analysis.scoring): loop with the loop's calls, normal or unclear.
 Session titles are transcript text: the picker shows ids and call counts only.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import streamlit as st
-from loopledger import scoring
+from loopledger.analysis import scoring
 from loopledger.app import data
 from loopledger.ledger import schema as t
 

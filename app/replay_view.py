@@ -14,7 +14,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
-from loopledger import scoring, sweep, vocab
+from loopledger import vocab
+from loopledger.analysis import scoring, sweep
 from loopledger.events import Batch, Event, Prose, Retry, UserTurn
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
@@ -98,7 +99,7 @@ def stored_runs(conn: Connection, policy_id: str, session_ids: Sequence[int]) ->
 
 def run_labels(conn: Connection, session_ids: Sequence[int] | None = None) -> dict[tuple[int, int], str]:
     """(session, run) → real_loop / not_loop for Compare's per-run precision and recall, read off
-    the sessions' labels (loopledger.scoring.run_verdicts: a loop label marks the runs holding
+    the sessions' labels (loopledger.analysis.scoring.run_verdicts: a loop label marks the runs holding
     the loop's calls; unclear sessions are left out)."""
     lb = t.labels.c
     q = sa.select(lb.session_id, lb.label, lb.loop_first, lb.loop_last)
@@ -267,6 +268,6 @@ def neighbour_halt(halt_seqs: Sequence[int], cursor: int, forward: bool = True) 
 
 def spec_label(spec: Any) -> str:
     """A spec's label with the dashboard's one word for an unset limit."""
-    from loopledger.explain import NO_LIMIT
+    from loopledger.analysis.explain import NO_LIMIT
 
     return " ".join(part.replace("=none", f"={NO_LIMIT}") for part in spec.label.split(" "))

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-from loopledger import explain, vocab
+from loopledger import vocab
+from loopledger.analysis import explain
 from loopledger.app.replay_view import replay_link  # noqa: F401  (one link builder for every page)
 from loopledger.ledger import read
 

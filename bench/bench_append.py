@@ -69,7 +69,7 @@ def _cli(db: Path, path: Path, writer_db: Path | None = None) -> tuple[float, fl
         time.sleep(0.05)
     c0 = _cpu_children()
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(path), "--db", str(db)],
+    out = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(path), "--db", str(db)],
                          capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     cpu = _cpu_children() - c0

@@ -23,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopledger import live, live_db
 from loopledger.ledger import migrate
+from loopledger.live import db as live_db
+from loopledger.live import session as live
 
 BIN = Path(sys.executable).parent / "loopledger"
 HOOK_MEDIAN_MS, HOOK_P95_MS, GUARD_MS = 80.0, 150.0, 2.0

@@ -1,5 +1,5 @@
 """The guard leaderboard on the shared corpus: ../shared/corpus ingested under every built-in
-detector at its defaults, its labels.csv imported, every policy scored by loopledger.scoring (the
+detector at its defaults, its labels.csv imported, every policy scored by loopledger.analysis.scoring (the
 same code as `loopledger score` and the leaderboard page), plus the default policy set taken as
 one guard (its earliest halt). Then docs/detection.md, if present: why the defaults are what they are.
 
@@ -12,11 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopledger import labels, scoring, worker
+from loopledger import worker
+from loopledger.analysis import scoring
+from loopledger.cli.score import leaderboard, markdown_table
 from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS
-from loopledger.ledger import migrate, read
+from loopledger.ledger import labels, migrate, read
 from loopledger.ledger.engine import make_engine
-from loopledger.score_command import leaderboard, markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -63,7 +64,7 @@ def run(quick: bool = False) -> str:
             f"{f['ingest_s']:.1f} s; labels.csv: {f['labelled']} sessions labelled, {f['unmatched']} rows "
             f"unmatched; scored in {f['score_s']:.2f} s. {f['loop']} loops, {f['normal']} normal, "
             f"{f['unclear']} unclear (left out). A halt scores as caught only inside the labelled loop "
-            "(loopledger.scoring; docs/architecture.md, \"Labels and scoring\"). `calls into loop`: "
+            "(loopledger.analysis.scoring; docs/architecture.md, \"Labels and scoring\"). `calls into loop`: "
             "the median, then each catch's. The first row takes the default policy set (what `ingest` and "
             "`make run` use) as one guard: its earliest halt in each session.\n")
         out.append(md)

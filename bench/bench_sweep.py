@@ -1,6 +1,6 @@
 """Compare's sweep (20 settings × 1,000 sessions) and one Replay-page click on a 10k-step session.
 
-Sweep: `loopledger.sweep.sweep` over 1,000 generated sessions (about 60 events each) with 20 window
+Sweep: `loopledger.analysis.sweep.sweep` over 1,000 generated sessions (about 60 events each) with 20 window
 thresholds (best of 2 alternating rounds). Baselines measured in the same run: the same
 20 × 1,000 replays done bare (`tally(replay(...))` in a loop, no sweep bookkeeping), and the raw
 cost of iterating the events 20 times. Budget (design.md): a 20-setting sweep over 1,000
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopledger import sweep
+from loopledger.analysis import sweep
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import UserTurn
 from loopledger.replay import Replayer, replay, tally

@@ -151,27 +151,6 @@ class ReadError:
 Event = UserTurn | Prose | Batch | Answers | Retry
 Item = SessionStart | UserTurn | Prose | Batch | Answers | Retry | ReadError
 
-EXCERPT_CHARS = 200
-
-
-EXCERPT_MARGIN = 4096  # characters read past the cut, so a secret straddling it is still recognised
-
-
-def excerpt(raw: str | bytes, limit: int = EXCERPT_CHARS) -> str:
-    """A short, printable slice of a bad line for an error message, secrets redacted.
-
-    Always redacted (whatever --redact says): an excerpt is a diagnostic that is stored and shown,
-    and a key in it helps nobody. Redacted before the cut, so a key split by it is still found."""
-    from loopledger.redact import redact_text  # redact imports this module
-
-    if isinstance(raw, bytes):
-        raw = raw[: limit * 4 + EXCERPT_MARGIN].decode("utf-8", "replace")
-    else:
-        raw = raw[: limit * 4 + EXCERPT_MARGIN]
-    raw = redact_text(raw).replace("\n", "\\n")
-    return raw if len(raw) <= limit else raw[:limit] + "…"
-
-
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """Where a reader can continue a file from (`formats.read_from`): bytes through `offset`

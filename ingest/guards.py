@@ -31,13 +31,35 @@ from loopledger.detectors.canonical import answers_hash, canonical_json
 from loopledger.detectors.cycle import CycleDetector, CycleVerdict
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.ladder import BLOCK_MESSAGE, WARN_NOTICE, LadderGuard, LadderVerdict, Thresholds
-from loopledger.detectors.policy import DEFAULT_SPECS, Check, Policy, PolicySpec, Result, make_policy
+from loopledger.detectors.policy import DEFAULT_SPECS, Check, PolicySpec, Result, make_policy
+from loopledger.detectors.policy import Policy as _Policy
 from loopledger.detectors.run_length import LoopDetected, LoopDetector, StagnationDetected, StagnationDetector
 from loopledger.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
-from loopledger.enforce import DEFAULT_SPEC
-from loopledger.live import Decision
+from loopledger.live.enforce import DEFAULT_SPEC
+from loopledger.live.session import Decision
 
 API_VERSION = "1.0"
+
+
+class Policy(_Policy):
+    """The detectors' `Policy` (subclass it for a plugin), plus `Policy.enforced(db)`.
+
+    The detectors' base knows nothing of live enforcement (the layers in pyproject.toml);
+    the enforced setting is looked up here, where the live API lives."""
+
+    @classmethod
+    def enforced(cls, db: str | None = None) -> _Policy:
+        """A fresh policy for the ledger's enforced setting ("Enforce this setting" on Compare,
+        `loopledger enforce`); the default when none is chosen. `db`: a SQLite path or a
+        database URL, as `--db` takes (default: $LOOPLEDGER_DATABASE_URL, $LOOPLEDGER_DB,
+        ./ledger.sqlite). Raises loopledger.live.db.LedgerUnavailable when there is no ledger."""
+        from loopledger.live import db as live_db
+        from loopledger.live import enforce
+
+        with live_db.open_db(db) as conn:
+            spec = enforce.enforced_or_default(conn)
+        return make_policy(spec)
+
 
 __all__ = [
     "API_VERSION", "BLOCK_MESSAGE", "WARN_NOTICE", "answers_hash", "canonical_json", "default_key_fn",
@@ -58,10 +80,10 @@ class LiveGuard:
 
     def __init__(self, policy: Policy | PolicySpec | str | None = None, *, db: str | None = None,
                  session: str = "python", transcript: str | None = None, format: str | None = None) -> None:
-        from loopledger import live_db
-        from loopledger.guard_server import Guard
+        from loopledger.live import db as live_db
+        from loopledger.live.guard_server import Guard
 
-        spec = policy.spec if isinstance(policy, Policy) else PolicySpec.parse(policy) \
+        spec = policy.spec if isinstance(policy, _Policy) else PolicySpec.parse(policy) \
             if isinstance(policy, str) else policy
         self._db = live_db.open_db(db) if db is not None else None
         self._guard = Guard(self._db, spec, origin="python")

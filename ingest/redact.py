@@ -115,3 +115,22 @@ def redact_event(ev):
             return ev
         return SessionInfo(ev.key, ev.format, title, ev.agent, ev.model, ev.started_at, ev.parent_key, ev.meta)
     return ev
+
+
+EXCERPT_CHARS = 200
+
+
+EXCERPT_MARGIN = 4096  # characters read past the cut, so a secret straddling it is still recognised
+
+
+def excerpt(raw: str | bytes, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable slice of a bad line for an error message, secrets redacted.
+
+    Always redacted (whatever --redact says): an excerpt is a diagnostic that is stored and shown,
+    and a key in it helps nobody. Redacted before the cut, so a key split by it is still found."""
+    if isinstance(raw, bytes):
+        raw = raw[: limit * 4 + EXCERPT_MARGIN].decode("utf-8", "replace")
+    else:
+        raw = raw[: limit * 4 + EXCERPT_MARGIN]
+    raw = redact_text(raw).replace("\n", "\\n")
+    return raw if len(raw) <= limit else raw[:limit] + "…"

@@ -1,7 +1,7 @@
 """Sealed snapshots: a detector's (or the replay engine's) state as signed bytes, and the code
 fingerprint that says when such bytes are stale. One mechanism for every state LoopLedger keeps
 between runs: the worker's resume points (loopledger.resume) and the live hook's enforced-policy
-state (loopledger.live). Standard library only, so the hook's fast path can use it.
+state (loopledger.live.session). Standard library only, so the hook's fast path can use it.
 
 Trust: unpickling runs code chosen by whoever wrote the bytes. Every blob is signed with
 HMAC-SHA256 under a key only this user's LoopLedger reads (`$LOOPLEDGER_STATE_KEY`, else

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopledger import vocab
+from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors.policy import BUILTIN_SPECS, make_policy
 from loopledger.events import Batch, Event, Prose, ReadError, SessionInfo
 from loopledger.formats import read, sniff, units
 from loopledger.replay import replay, tally
-from loopledger.replay_table import sessions_of
 
 FLAGS = (vocab.WARN, vocab.BLOCK, vocab.HALT)
 MAX_RUNS_SHOWN = 3

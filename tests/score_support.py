@@ -93,8 +93,8 @@ def write_transcripts(root: Path) -> Path:
 def build(root: Path, url: str | None = None, specs=(WINDOW, LADDER)) -> tuple[str, Path]:
     """Ingest the transcripts under `specs` only (WINDOW and LADDER), import the labels into the
     ledger at `url` (default: a SQLite file under root); (ledger URL, CSV path)."""
-    from loopledger import labels, worker
-    from loopledger.ledger import migrate
+    from loopledger import worker
+    from loopledger.ledger import labels, migrate
     from loopledger.ledger.engine import make_engine
 
     transcripts = write_transcripts(root / "transcripts")

@@ -7,10 +7,11 @@ import subprocess
 
 import pytest
 from app_support import app, ledger_env
-from loopledger import enforce, worker
+from loopledger import worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from loopledger.live import enforce
 from replay_support import open_page
 from sqlalchemy import select
 

@@ -181,7 +181,7 @@ def test_the_label_form_saves_nothing_until_a_label_is_chosen(tmp_path):
 
 
 def test_enforce_this_setting_from_the_leaderboard(tmp_path):
-    from loopledger import enforce
+    from loopledger.live import enforce
 
     url, _ = build(tmp_path)
     with ledger_env(url):

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def real_ledger(tmp_path_factory):
     db = tmp_path_factory.mktemp("real") / "ledger.sqlite"
-    done = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(ROOT / "sample_data"), "--db", str(db)],
+    done = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(ROOT / "sample_data"), "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 3), done.stderr[-2000:]  # 3: finished, some lines quarantined
     url = f"sqlite:///{db}"

@@ -20,7 +20,7 @@ PAGE = "views/session.py"
 @pytest.fixture(scope="module")
 def real_ledger(tmp_path_factory):
     db = tmp_path_factory.mktemp("why") / "ledger.sqlite"
-    done = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(ROOT / "sample_data"), "--db", str(db)],
+    done = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(ROOT / "sample_data"), "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 3), done.stderr[-2000:]
     url = f"sqlite:///{db}"

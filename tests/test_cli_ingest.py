@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loopledger.cli import app
+from loopledger.cli.app import app
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.ledger import schema
 from loopledger.ledger.engine import make_engine

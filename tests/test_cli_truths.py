@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from loopledger.cli import app
-from loopledger.commands import AUTO_JOBS_BYTES
+from loopledger.cli.app import app
+from loopledger.cli.commands import AUTO_JOBS_BYTES
 
 BIN = Path(sys.executable).with_name("loopledger")
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "anthropic"
@@ -124,5 +124,5 @@ def test_jobs_help_agrees_with_the_code(tmp_path):
     assert f"more than {AUTO_JOBS_BYTES // 2**20} MB" in help_text and "at most 4" in help_text
     import inspect
 
-    from loopledger import commands
+    from loopledger.cli import commands
     assert "min(os.cpu_count() or 1, 4)" in inspect.getsource(commands.run_ingest)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors import PolicySpec
 from loopledger.detectors.policy import DEFAULT_SPECS
 from loopledger.events import Batch
 from loopledger.formats import read
 from loopledger.replay import replay_many
-from loopledger.replay_table import sessions_of
 
 FIX = Path(__file__).parent / "fixtures" / "detection"
 

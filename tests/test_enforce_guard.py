@@ -1,4 +1,4 @@
-"""The enforced policy (loopledger.enforce) and `loopledger guard` over JSON lines, on SQLite and
+"""The enforced policy (loopledger.live.enforce) and `loopledger guard` over JSON lines, on SQLite and
 PostgreSQL: real subprocesses, real ledgers."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ import json
 import subprocess
 
 import pytest
-from loopledger import enforce, vocab
+from loopledger import vocab
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import PolicySpec
 from loopledger.guards import LiveGuard, Policy
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from loopledger.live import enforce
 from sqlalchemy import select
 
 from tests.live_support import BIN

@@ -1,13 +1,13 @@
-"""The "Why" sentences and positions (loopledger.explain): hand-written expectations per detector."""
+"""The "Why" sentences and positions (loopledger.analysis.explain): hand-written expectations per detector."""
 
 from __future__ import annotations
 
 import math
 
-from loopledger import explain
+from loopledger.analysis import explain
+from loopledger.analysis.explain import CallRow
 from loopledger.detectors.policy import make_policy
 from loopledger.events import Batch, Call
-from loopledger.explain import CallRow
 
 
 def test_run_length_halt_reads_as_the_issue_asks():

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from loopledger import hook_settings as hs
+from loopledger.live import hook_settings as hs
 
 from tests.live_support import BIN
 

@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loopledger import labels, scoring
-from loopledger.ledger import migrate, read
+from loopledger.analysis import scoring
+from loopledger.ledger import labels, migrate, read
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
 from score_support import EXPECTED, FILE, LADDER, WINDOW, build

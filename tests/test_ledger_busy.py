@@ -109,7 +109,7 @@ def test_the_cli_says_one_line_exits_4_and_logs_the_traceback(tmp_path):
     log = tmp_path / "ingest.log"
     holder = _hold_write_lock(db)
     try:
-        out = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(f), "--db", str(db),
+        out = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(f), "--db", str(db),
                               "--log-file", str(log)], capture_output=True, text=True, cwd=tmp_path, timeout=120,
                              env={**os.environ, "LOOPLEDGER_BUSY_TIMEOUT_MS": "100", "COLUMNS": "200"})
     finally:
@@ -122,7 +122,7 @@ def test_the_cli_says_one_line_exits_4_and_logs_the_traceback(tmp_path):
     assert "database is locked" in log.read_text()
     row = _source(db, f)
     assert row is None or row.status != "error"
-    ok = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(f), "--db", str(db)],
+    ok = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(f), "--db", str(db)],
                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert _source(db, f).status == "ok"

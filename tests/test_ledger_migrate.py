@@ -9,10 +9,10 @@ import zipfile
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from loopledger import live_db
 from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.schema import metadata
+from loopledger.live import db as live_db
 from sqlalchemy import inspect, select
 
 

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from loopledger import enforce, formats, vocab, worker
+from loopledger import formats, vocab, worker
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import ReadError, SessionStart
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
+from loopledger.live import enforce
 from loopledger.replay import replay
 from sqlalchemy import select
 

@@ -1,4 +1,4 @@
-"""How a run ended: loopledger.outcome on readers' metadata, and the real corpus read end to end."""
+"""How a run ended: loopledger.analysis.outcome on readers' metadata, and the real corpus read end to end."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from loopledger import outcome
+from loopledger.analysis import outcome
 from loopledger.ledger.engine import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +37,7 @@ def corpus_ledger(tmp_path_factory):
     if not CORPUS.exists():
         pytest.skip("../shared/corpus is absent (a fresh clone)")
     db = tmp_path_factory.mktemp("corpus") / "corpus.sqlite"
-    done = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(CORPUS), "--db", str(db)],
+    done = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(CORPUS), "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode in (0, 3), done.stderr[-2000:]
     return f"sqlite:///{db}"
@@ -94,7 +94,7 @@ def test_a_0002_ledger_gains_the_outcome_columns_and_keeps_its_sessions(db_url):
 
 
 def test_halted_then_succeeded_counts_sessions_not_runs():
-    from loopledger import sweep
+    from loopledger.analysis import sweep
 
     s = sweep.Setting((), None, runs={(1, 0): sweep.RunRow("halted", 5), (1, 2): sweep.RunRow("halted", 9),
                                       (2, 0): sweep.RunRow("halted", 3), (3, 0): sweep.RunRow("warned")})

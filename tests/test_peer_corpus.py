@@ -3,7 +3,7 @@ independently of this code: issue 14 reports that OpenHands' own stuck detector 
 1.58, run for real on these sessions) halts 1 of the 11 labelled loops inside the loop, and that
 the other agents' guards, ported and scored the same way, catch fewer than a third of them.
 
-Scored by loopledger.scoring (a halt counts only inside the labelled loop)."""
+Scored by loopledger.analysis.scoring (a halt counts only inside the labelled loop)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import csv
 from collections import Counter
 
 import pytest
-from loopledger import scoring
+from loopledger.analysis import scoring
 from loopledger.events import ReadError, SessionStart
 from loopledger.formats import read
 from loopledger.replay import replay

@@ -455,8 +455,8 @@ CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 def test_progress_halts_the_labelled_loops_inside_and_no_normal_session():
     """The measured result docs/detection.md reports, as a regression check against a person's
     labels (not against anything the detector computed)."""
+    from loopledger.analysis.replay_table import sessions_of
     from loopledger.formats import read
-    from loopledger.replay_table import sessions_of
 
     inside, early, normal = [], [], []
     files: dict[str, dict[str, list]] = {}

@@ -1,10 +1,10 @@
-"""The leaderboard's read model (read.judged → loopledger.scoring) on SQLite and PostgreSQL: the
+"""The leaderboard's read model (read.judged → loopledger.analysis.scoring) on SQLite and PostgreSQL: the
 hand-counted numbers of score_support, and halt positions counted in SQL equal to those a replay
 of the stored events gives (scoring.call_position)."""
 
 from __future__ import annotations
 
-from loopledger import scoring
+from loopledger.analysis import scoring
 from loopledger.ledger import read, store
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay, tally

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from loopledger import cli_docs
-from loopledger.cli import app
+from loopledger.cli import docs as cli_docs
+from loopledger.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -37,7 +37,7 @@ def _examples() -> list[str]:
 
 
 def test_the_reference_is_the_commands_own_help():
-    assert cli_docs.reference() in README, "README's CLI reference is stale: run python -m loopledger.cli_docs"
+    assert cli_docs.reference() in README, "README's CLI reference is stale: run python -m loopledger.cli.docs"
 
 
 def _prose() -> str:

@@ -187,7 +187,7 @@ def test_loopledger_receive_runs_as_a_process_and_stops_on_sigterm(tmp_path):
     port = free_port()
     db = tmp_path / "ledger.sqlite"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "loopledger.cli", "receive", "--db", str(db), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "loopledger.cli.app", "receive", "--db", str(db), "--port", str(port),
                              "--policy", "window"], stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         def up():

@@ -233,7 +233,7 @@ def write_openai_chat(path, n_repeats: int, user: str = "fix it") -> None:
 
 
 def cli(*args: str):
-    from loopledger.cli import app
+    from loopledger.cli.app import app
     from typer.testing import CliRunner
 
     return CliRunner().invoke(app, ["replay", *args], env={"COLUMNS": "250"})
@@ -275,7 +275,7 @@ def test_cli_replay_shows_transcript_text_inert(tmp_path):
 
 
 def test_plain_caps_and_escapes():
-    from loopledger.replay_table import plain
+    from loopledger.analysis.replay_table import plain
 
     assert plain("a\nb\tc\x00") == "a⏎b\\x09c\\x00"
     assert len(plain("x" * 1000)) == 70 and plain("x" * 1000).endswith("…")
@@ -283,8 +283,8 @@ def test_plain_caps_and_escapes():
 
 @pytest.mark.corpus
 def test_real_corpus_replays_under_every_default_policy(corpus_dir):
+    from loopledger.analysis.replay_table import sessions_of
     from loopledger.formats import read
-    from loopledger.replay_table import sessions_of
 
     files = [f for f in sorted(corpus_dir.rglob("*")) if f.is_file() and not f.name.startswith("README") and f.suffix != ".csv"]
     assert files
@@ -302,8 +302,8 @@ def test_real_corpus_replays_under_every_default_policy(corpus_dir):
 def test_corpus_submit_loop_is_caught_where_each_guard_says(corpus_dir):
     """ctf-crypto-eps-submit-loop.traj: the same `submit flag{…}` four times in a row (README's
     max run 4), each answered "Wrong flag!"."""
+    from loopledger.analysis.replay_table import sessions_of
     from loopledger.formats import read
-    from loopledger.replay_table import sessions_of
 
     [(_info, events, _errors)] = list(sessions_of(read(corpus_dir / "swe-agent-traj/ctf-crypto-eps-submit-loop.traj")))
     batches = [s for s in replay(events, "ladder") if isinstance(s.event, Batch)]

@@ -1,11 +1,21 @@
-"""loopledger.scoring by hand: every outcome, the per-policy counts, call positions, run spans."""
+"""loopledger.analysis.scoring by hand: every outcome, the per-policy counts, call positions, run spans."""
 
 from __future__ import annotations
 
 import pytest
-from loopledger import scoring
+from loopledger.analysis import scoring
+from loopledger.analysis.scoring import (
+    CAUGHT,
+    CLEAN,
+    EARLY,
+    FALSE_HALT,
+    LOOP,
+    MISSED,
+    NORMAL,
+    UNCLEAR,
+    Judged,
+)
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
-from loopledger.scoring import CAUGHT, CLEAN, EARLY, FALSE_HALT, LOOP, MISSED, NORMAL, UNCLEAR, Judged
 
 
 @pytest.mark.parametrize(("label", "halt_at", "want"), [

@@ -70,7 +70,7 @@ def test_no_secret_in_any_table_or_column(engine, tmp_path):
 
 
 def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loopledger.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "loopledger.cli.app", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""loopledger.sweep (grid, settings, flips, precision/recall, saving) and the Replay/Compare charts."""
+"""loopledger.analysis.sweep (grid, settings, flips, precision/recall, saving) and the Replay/Compare charts."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import json
 
 import pytest
 import sqlalchemy as sa
-from loopledger import sweep, vocab
+from loopledger import vocab, worker
+from loopledger.analysis import sweep
 from loopledger.app import charts_replay as charts
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.ledger import schema as t
-from loopledger.ledger import store, writes
+from loopledger.ledger import store
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
 from loopledger.replay import replay, tally
@@ -243,7 +244,7 @@ def test_saving_policies_is_one_short_transaction_per_session(db_url, tmp_path):
 
     specs = [PolicySpec("window", {"threshold": 3}), PolicySpec("cycle")]
     try:
-        assert writes.judge_stored(eng, specs, ids, progress=another_writer) == 2
+        assert worker.judge_stored(eng, specs, ids, progress=another_writer) == 2
     finally:
         eng.dispose()
     assert len(commits) == 1 + len(ids)  # the policies, then each session on its own
@@ -255,7 +256,7 @@ def test_save_policies_writes_what_replay_computes(db_url):
     ids = _ledger_with(db_url, [repeat_session(6), abab_session(5)])
     eng = make_engine(db_url)
     specs = [PolicySpec("window", {"threshold": th}) for th in (3, 5)]
-    assert writes.judge_stored(eng, specs + specs[:1], ids) == 2
+    assert worker.judge_stored(eng, specs + specs[:1], ids) == 2
     with eng.connect() as conn:
         stored = {r.id: r for r in conn.execute(sa.select(t.policies))}
         assert set(stored) == {sp.id for sp in specs}
@@ -348,7 +349,7 @@ def test_sweep_charts_specs():
 
 
 def test_cli_sweep_prints_and_saves(db_url):
-    from loopledger.cli import app
+    from loopledger.cli.app import app
     from typer.testing import CliRunner
 
     ids = _ledger_with(db_url, [repeat_session(6), abab_session(5), clean_session()])

@@ -1,6 +1,6 @@
 """Compare: sweep one detector's parameter (or two, for a heatmap) over a set of sessions.
 
-Every number comes from loopledger.sweep, which only adds up what loopledger.replay reports, so Compare
+Every number comes from loopledger.analysis.sweep, which only adds up what loopledger.replay reports, so Compare
 cannot disagree with the worker or the Replay page. Sweeps are cached on their inputs (session
 ids with their versions, detector, grid): a live worker appending to a session invalidates it.
 """
@@ -10,13 +10,15 @@ from __future__ import annotations
 import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
-from loopledger import enforce, explain, sweep, vocab
+from loopledger import vocab
+from loopledger.analysis import explain, sweep
+from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, read_live, store
-from loopledger.outcome import ENDED_WELL
+from loopledger.live import enforce
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),

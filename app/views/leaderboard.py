@@ -2,7 +2,7 @@
 
 Deep links: ./leaderboard?policy=ID&cell=COLUMN lists the sessions behind one number (each opens
 Replay at the policy's halt); ./leaderboard?a=ID&b=ID lists the sessions where two policies
-disagree; &sort=COLUMN orders the table. The scoring rule is loopledger.scoring's, the numbers
+disagree; &sort=COLUMN orders the table. The scoring rule is loopledger.analysis.scoring's, the numbers
 come from the read model (read.judged: one small row per policy × labelled session), so this
 page, `loopledger score` and the bench table cannot disagree. Label-dependent reads are uncached:
 a label saved here shows at once. Policy labels and transcript text appear only in tables,
@@ -15,11 +15,12 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-from loopledger import enforce, scoring
+from loopledger.analysis import scoring
 from loopledger.app import charts_scores, data, safe
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
+from loopledger.live import enforce
 
 COLUMN_TITLES = {"loops": "loops", scoring.CAUGHT: "caught", scoring.EARLY: "early", scoring.MISSED: "missed",
                  scoring.NORMAL: "normal", "false_halts": "false halts"}

@@ -13,7 +13,8 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from loopledger import explain, vocab
+from loopledger import vocab
+from loopledger.analysis import explain
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe
 from loopledger.app import replay_view as rv

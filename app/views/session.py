@@ -12,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
-from loopledger import explain, scoring, vocab
+from loopledger import vocab
+from loopledger.analysis import explain, scoring
 from loopledger.app import charts, data, safe
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec

@@ -72,19 +72,6 @@ class Policy:
     def __init__(self, spec: PolicySpec) -> None:
         self.spec = spec
 
-    @classmethod
-    def enforced(cls, db: str | None = None) -> Policy:
-        """A fresh policy for the ledger's enforced setting ("Enforce this setting" on Compare,
-        `loopledger enforce`); the default (ladder) when none is chosen. `db`: a SQLite path or
-        a database URL, as `--db` takes (default: $LOOPLEDGER_DATABASE_URL, $LOOPLEDGER_DB,
-        ./ledger.sqlite). Raises loopledger.live_db.LedgerUnavailable when there is no ledger."""
-        from loopledger import enforce, live_db
-        from loopledger.detectors.policy import make_policy
-
-        with live_db.open_db(db) as conn:
-            spec = enforce.enforced_or_default(conn)
-        return make_policy(spec)
-
     def __deepcopy__(self, memo: dict[int, Any]) -> Policy:
         """A snapshot for the Replay page: detector state copied, spec and events shared."""
         new = copy.copy(self)

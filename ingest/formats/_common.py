@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from loopledger.events import ReadError, excerpt
-from loopledger.redact import redact_text
+from loopledger.events import ReadError
+from loopledger.redact import excerpt, redact_text
 
 # Real Claude Code lines carry base64 screenshots of several MB; beyond this a line is not a
 # transcript line but a fault, and reading it whole would break the flat-memory promise.

@@ -157,7 +157,7 @@ def _document(path: Path, doc: Any) -> Iterator[Item]:
         key = str_or_none(doc.get("instance_id")) or _meta_session_id(doc) or "0"
         agent = "mini-swe-agent" if "trajectory_format" in doc or isinstance(info, dict) else None
         meta = {"trajectory_format": doc["trajectory_format"]} if "trajectory_format" in doc else {}
-        # How the run ended (loopledger.outcome reads these): mini-swe-agent's exit status and submission.
+        # How the run ended (loopledger.analysis.outcome reads these): mini-swe-agent's exit status and submission.
         if isinstance(info, dict) and isinstance(info.get("exit_status"), str):
             meta["exit_status"] = info["exit_status"]
             if isinstance(info.get("submission"), str):

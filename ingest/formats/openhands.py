@@ -149,7 +149,7 @@ def _instance(path: Path, record: dict, line_no: int, per_event_line: bool) -> I
             meta[key] = record[key]
     test_result = record.get("test_result")
     if isinstance(test_result, dict) and isinstance(test_result.get("git_patch"), str):
-        meta["submitted_patch"] = bool(test_result["git_patch"].strip())  # how it ended: loopledger.outcome
+        meta["submitted_patch"] = bool(test_result["git_patch"].strip())  # how it ended: loopledger.analysis.outcome
     if isinstance(record.get("metrics"), dict) and "accumulated_cost" in record["metrics"]:
         meta["accumulated_cost"] = record["metrics"]["accumulated_cost"]
     history = record["history"]

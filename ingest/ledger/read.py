@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 import sqlalchemy as sa
-from loopledger import scoring, vocab
+from loopledger import vocab
+from loopledger.analysis import scoring
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
 
@@ -511,7 +512,7 @@ def judged(conn: Connection, policy_ids: tuple[str, ...] = ()) -> pd.DataFrame:
     label, the 1-based call position of the policy's first halt (None: never halted), calls saved.
 
     Labelled sessions are a person's work, so this is small; the halt's call position is one
-    count over the session's calls through their primary key. loopledger.scoring does the rest."""
+    count over the session's calls through their primary key. loopledger.analysis.scoring does the rest."""
     lb, st, ro, c = t.labels.c, t.session_stats.c, t.run_outcomes.c, t.calls.c
     halt_idx = sa.case((ro.halt_idx < 0, 0), else_=ro.halt_idx)
     before = (sa.select(sa.func.count()).select_from(t.calls)

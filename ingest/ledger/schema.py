@@ -72,7 +72,7 @@ sessions = Table(
     Column("n_runs", Integer, nullable=False, default=0),
     Column("n_calls", Integer, nullable=False, default=0),
     Column("updated_at", Float),
-    # How the transcript says it ended (loopledger.outcome): success | submitted | failure, or NULL.
+    # How the transcript says it ended (loopledger.analysis.outcome): success | submitted | failure, or NULL.
     Column("outcome", String(12)),
     Column("outcome_detail", Text),
     Column("outcome_run", Integer),  # the run it belongs to (the session's last run)
@@ -214,7 +214,7 @@ labels = Table(
     Column("id", Integer, primary_key=True),
     Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
     Column("run_idx", Integer, nullable=False),
-    Column("label", String(20), nullable=False),  # loop | normal | unclear (loopledger.scoring)
+    Column("label", String(20), nullable=False),  # loop | normal | unclear (loopledger.analysis.scoring)
     Column("note", Text),  # the reason the person gave
     Column("created_at", Float),
     # A label judges its session (one per session); run_idx is the run the person was looking at,
@@ -259,7 +259,7 @@ reader_states = Table(
 # Not derived from a transcript: a re-ingest of the session's file keeps these rows.
 
 # Which stored policy the hooks, `guard` and Policy.enforced(db) use: the newest row wins;
-# policy_id NULL = back to the default (loopledger.enforce.DEFAULT_SPEC).
+# policy_id NULL = back to the default (loopledger.live.enforce.DEFAULT_SPEC).
 enforcements = Table(
     "enforcements",
     metadata,

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from loopledger import outcome, vocab
+from loopledger import vocab
+from loopledger.analysis import outcome
 from loopledger.detectors.canonical import call_key
 from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
     TRUNCATED,  # noqa: F401 (re-exported: store.TRUNCATED)

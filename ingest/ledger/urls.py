@@ -1,5 +1,5 @@
 """Where the ledger is: `--db`, the environment, or ./ledger.sqlite. Stdlib only, so the live
-hook can find its ledger without importing SQLAlchemy (see loopledger.live_db)."""
+hook can find its ledger without importing SQLAlchemy (see loopledger.live.db)."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 from loopledger import worker
-from loopledger.enforce import DEFAULT_SPEC
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
+from loopledger.live.enforce import DEFAULT_SPEC
 from sqlalchemy import text
 
 from tests.e2e.conftest import start_server

@@ -24,7 +24,7 @@ WHY = re.compile(r"^[a-z][\w-]* halted at step \d+")
 
 def _ingest(src: Path, db: Path) -> str:
     # What `make run` does before it serves: `loopledger ingest sample_data --db LEDGER`.
-    done = subprocess.run([sys.executable, "-m", "loopledger.cli", "ingest", str(src), "--db", str(db)],
+    done = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(src), "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode in (0, 3), done.stderr[-2000:]
     return f"sqlite:///{db}"

@@ -6,7 +6,7 @@ also the history of what was enforced when. Until a person chooses, DEFAULT_SPEC
 the ladder at its defaults, the one guard whose graded warn → block → halt was designed for a
 live loop (design.md, "ladder").
 
-Every function takes a SQLAlchemy Connection or a loopledger.live_db.LiveDB (the hook's fast
+Every function takes a SQLAlchemy Connection or a loopledger.live.db.LiveDB (the hook's fast
 path): the SQL is plain and written once. Call inside the caller's transaction.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 from loopledger.detectors.policy import PolicySpec
-from loopledger.live_db import sql
+from loopledger.live.db import sql
 
 DEFAULT_SPEC = PolicySpec("ladder")
 ORIGINS = ("compare", "leaderboard", "cli", "api")

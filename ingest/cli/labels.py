@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loopledger import labels
-from loopledger.commands import EXIT_ERROR, EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, open_ledger
+from loopledger.cli.commands import EXIT_ERROR, EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, open_ledger
+from loopledger.ledger import labels
 from rich.console import Console
 from rich.text import Text
 

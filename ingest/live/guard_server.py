@@ -28,9 +28,10 @@ import time
 from typing import IO, Any
 
 import orjson
-from loopledger import live, live_db
 from loopledger.detectors.policy import PolicySpec
-from loopledger.enforce import DEFAULT_SPEC, enforced_or_default
+from loopledger.live import db as live_db
+from loopledger.live import session as live
+from loopledger.live.enforce import DEFAULT_SPEC, enforced_or_default
 
 ORIGIN = "guard"
 

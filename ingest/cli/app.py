@@ -62,9 +62,10 @@ def dashboard(
     from loopledger.ledger.engine import display_url, resolve_url
 
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
-    from loopledger import app as app_pkg
+    import importlib.util
 
-    main_py = Path(app_pkg.__file__).resolve().parent / "main.py"
+    # Found, not imported: the CLI sits beside the dashboard in the layers, and Streamlit runs it.
+    main_py = Path(importlib.util.find_spec("loopledger.app").origin).resolve().parent / "main.py"
     root = main_py.parent.parent  # the checkout (with .streamlit/) or, installed, the package
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(main_py),
@@ -179,7 +180,7 @@ def ingest(
     Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined,
     4 the ledger stayed locked by another writer for some file (left as it was; run again).
     """
-    from loopledger.commands import run_ingest, setup_logging
+    from loopledger.cli.commands import run_ingest, setup_logging
 
     setup_logging(log_file)
     raise typer.Exit(run_ingest(paths, db, policy, config, format, redact, max_text, jobs, create=create))
@@ -206,7 +207,7 @@ def watch(
     Exit status (once stopped), as ingest's: 0 ok, 1 a file could not be read, 2 bad flags,
     3 some lines were quarantined.
     """
-    from loopledger.commands import run_watch, setup_logging
+    from loopledger.cli.commands import run_watch, setup_logging
 
     setup_logging(log_file)
     raise typer.Exit(run_watch(paths or [], db, policy, config, format, redact, max_text, interval,
@@ -235,7 +236,7 @@ def receive(
     Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
     from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
     """
-    from loopledger.commands import run_receive
+    from loopledger.cli.commands import run_receive
 
     raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text))
 
@@ -264,7 +265,7 @@ def recheck(
 
     Exit status: 0 ok, 1 the ledger cannot be opened, 2 no policy given or a bad one.
     """
-    from loopledger.commands import run_recheck
+    from loopledger.cli.commands import run_recheck
 
     raise typer.Exit(run_recheck(db, policy, config))
 
@@ -273,7 +274,7 @@ def recheck(
 def policies(db: DbOption = None) -> None:
     """List the policies stored in the ledger, which one is enforced on live agents, and every
     detector a --policy may name (built-ins and installed plugins, with their parameters' defaults)."""
-    from loopledger.commands import run_policies
+    from loopledger.cli.commands import run_policies
 
     raise typer.Exit(run_policies(db))
 
@@ -301,7 +302,7 @@ def replay(
     The text twin of the dashboard's Replay page. Exit status: 0 ok, 1 unreadable file or unknown
     session, 2 bad policy spec, 3 printed but some lines were malformed.
     """
-    from loopledger.replay_table import run_replay
+    from loopledger.analysis.replay_table import run_replay
 
     raise typer.Exit(run_replay(str(file), policy, param, format, session, redact=redact))
 
@@ -320,7 +321,7 @@ def sweep(
 ) -> None:
     """Replay every stored session under each setting of a parameter range; print halts, warnings,
     blocks and calls saved per setting (the Compare page, in the terminal)."""
-    from loopledger.sweep_command import run_sweep
+    from loopledger.cli.sweep import run_sweep
 
     raise typer.Exit(run_sweep(db, detector, param, param2, fixed, save))
 
@@ -346,7 +347,7 @@ def labels_import(
     A label replaces the session's earlier one. Exit status: 0 every row labelled a session,
     1 the file is not a labels CSV, 3 rows that match no session or are malformed were skipped
     (each named FILE:LINE on stderr; the other rows are stored)."""
-    from loopledger.labels_command import run_import
+    from loopledger.cli.labels import run_import
 
     raise typer.Exit(run_import(db, file))
 
@@ -360,7 +361,7 @@ def labels_export(
                                              "path under the folder all ingested files share.")] = False,
 ) -> None:
     """Write every label as CSV, in the format `labels import` reads (plus who labelled it and when)."""
-    from loopledger.labels_command import run_export
+    from loopledger.cli.labels import run_export
 
     raise typer.Exit(run_export(db, file, full_paths))
 
@@ -381,7 +382,7 @@ def score(
     Per labelled session a policy's first halt is placed at a call: on a loop session inside the
     labelled loop it is caught, before it early (it stopped good work), after it or none missed;
     any halt on a normal session is a false halt; unclear sessions are left out."""
-    from loopledger.score_command import run_score
+    from loopledger.cli.score import run_score
 
     raise typer.Exit(run_score(db, policy, sort, format))
 
@@ -399,7 +400,7 @@ def enforce(
 ) -> None:
     """Choose the policy the hooks, `loopledger guard` and Policy.enforced(db) use on live agents
     (the Compare page's "Enforce this setting" does the same)."""
-    from loopledger.commands import run_enforce
+    from loopledger.cli.commands import run_enforce
 
     raise typer.Exit(run_enforce(db, spec, default))
 
@@ -429,7 +430,7 @@ def hook_claude_code(
     """Claude Code's hook: one event as JSON on stdin (PreToolUse, PostToolUse, PostToolUseFailure,
     UserPromptSubmit, SessionStart); a refused call is answered with permissionDecision "deny", a
     halt also with "continue": false. Always exits 0: a problem allows the call and is logged."""
-    from loopledger.hooks import run
+    from loopledger.live.hooks import run
 
     raise typer.Exit(run("claude-code", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
 
@@ -442,7 +443,7 @@ def hook_gemini_cli(
     """Gemini CLI's hook: one event as JSON on stdin (BeforeTool, AfterTool, BeforeAgent,
     SessionStart); a refused call is answered with "decision": "deny", a halt also with
     "continue": false. Always exits 0: a problem allows the call and is logged."""
-    from loopledger.hooks import run
+    from loopledger.live.hooks import run
 
     raise typer.Exit(run("gemini-cli", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
 
@@ -457,7 +458,7 @@ def hook_install(
 ) -> None:
     """Add LoopLedger's hook entries to the agent's settings.json: merged with what is there, the
     rest of the file left byte for byte, a backup kept; running it again changes nothing."""
-    from loopledger.commands import run_hook_install
+    from loopledger.cli.commands import run_hook_install
 
     raise typer.Exit(run_hook_install(_agent(agent), project, user, db))
 
@@ -470,7 +471,7 @@ def hook_uninstall(
     user: Annotated[bool, typer.Option("--user", help="Clean ~/.claude/settings.json instead.")] = False,
 ) -> None:
     """Remove exactly LoopLedger's hook entries from the agent's settings.json."""
-    from loopledger.commands import run_hook_uninstall
+    from loopledger.cli.commands import run_hook_uninstall
 
     raise typer.Exit(run_hook_uninstall(_agent(agent), project, user))
 
@@ -485,7 +486,7 @@ def guard(
     """The enforced policy for any agent over JSON lines: one event per line on stdin
     ({"session", "event": "call"|"answer"|"user", ...}), one verdict line per call on stdout.
     See the README's "Guard any agent" for the protocol and a client."""
-    from loopledger.commands import run_guard
+    from loopledger.cli.commands import run_guard
 
     raise typer.Exit(run_guard(db, policy, no_ledger))
 

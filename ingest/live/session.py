@@ -1,7 +1,7 @@
 """Live enforcement: the enforced policy judging a running agent's calls, one event at a time,
 and every decision written to the ledger as enforced (not replayed).
 
-The hooks (loopledger.hooks), `loopledger guard` (loopledger.guard_server) and the Python API
+The hooks (loopledger.live.hooks), `loopledger guard` (loopledger.live.guard_server) and the Python API
 (loopledger.guards.LiveGuard) all go through `LiveSession` for the deciding and `record_*` for
 the ledger. Deciding is the replay engine's own walk (loopledger.replay.Driver), fed the events
 the agent reports in arrival order: a tool call is a batch of one call, its result an Answers
@@ -35,10 +35,10 @@ import orjson
 from loopledger import vocab
 from loopledger.detectors.canonical import call_key, remember_key
 from loopledger.detectors.policy import PolicySpec, make_policy
-from loopledger.enforce import enforced_or_default, ensure_policy
 from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, text_digest
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text, is_capped
-from loopledger.live_db import LiveDB, sql
+from loopledger.live.db import LiveDB, sql
+from loopledger.live.enforce import enforced_or_default, ensure_policy
 from loopledger.replay import Driver
 from loopledger.snapshots import seal, unseal, version_of
 

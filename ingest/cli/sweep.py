@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loopledger import sweep
-from loopledger.commands import open_ledger
-from loopledger.ledger import store, writes
+from loopledger.analysis import sweep
+from loopledger.cli.commands import open_ledger
+from loopledger.ledger import store
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -77,7 +77,9 @@ def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
             out.print(Text(line))
         if save:
             specs = [s.spec for s in result.settings if s.spec is not None]
-            n = writes.judge_stored(engine, specs, ids)
+            from loopledger import worker
+
+            n = worker.judge_stored(engine, specs, ids)
             out.print(Text(f"stored {n} polic{'y' if n == 1 else 'ies'} with their verdicts on {len(ids)} session(s)"))
     except (SQLAlchemyError, OSError) as exc:  # the ledger cannot be read or written: one clear line
         err.print(Text(f"loopledger sweep: {exc}"))

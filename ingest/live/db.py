@@ -5,7 +5,7 @@ A SQLite ledger is opened with the stdlib `sqlite3` and the same pragmas as the 
 (loopledger.ledger.engine); PostgreSQL goes through the engine factory and uses its psycopg
 connection. Either way the caller gets a `LiveDB` that speaks the small part of SQLAlchemy's
 Connection the live code needs (`exec_driver_sql`, `dialect.name`, `dialect.paramstyle`), so
-loopledger.enforce and loopledger.live run unchanged on a SQLAlchemy Connection too.
+loopledger.live.enforce and loopledger.live.session run unchanged on a SQLAlchemy Connection too.
 
 SQL here is written with `?` placeholders; `sql()` turns them into `%s` for psycopg.
 """

@@ -11,11 +11,12 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from loopledger import enforce, formats, worker
+from loopledger import formats, worker
 from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
-from loopledger.ledger import migrate, store, writes
+from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
+from loopledger.live import enforce
 from loopledger.printable import plain
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
@@ -247,7 +248,7 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       console=err, transient=True) as progress:
             task = progress.add_task("rechecking sessions", total=len(ids))
-            writes.judge_stored(engine, specs, ids, on_session=count,
+            worker.judge_stored(engine, specs, ids, on_session=count,
                                 progress=lambda *_: progress.advance(task))
     finally:
         engine.dispose()
@@ -318,7 +319,7 @@ def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
 
 
 def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
-    from loopledger import hook_settings as hs
+    from loopledger.live import hook_settings as hs
 
     if project is not None and user:
         err.print(Text("error: give --project DIR or --user, not both", style="red"))
@@ -345,7 +346,7 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
 
 
 def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
-    from loopledger import hook_settings as hs
+    from loopledger.live import hook_settings as hs
 
     if project is not None and user:
         err.print(Text("error: give --project DIR or --user, not both", style="red"))
@@ -362,7 +363,8 @@ def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
 
 
 def run_guard(db: str | None, policy: str | None, no_ledger: bool) -> int:
-    from loopledger import guard_server, live_db
+    from loopledger.live import db as live_db
+    from loopledger.live import guard_server
 
     try:
         return guard_server.run(db, policy, no_ledger)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 import sqlalchemy as sa
-from loopledger import scoring
+from loopledger.analysis import scoring
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection

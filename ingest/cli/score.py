@@ -2,7 +2,7 @@
 
 Stored policies are read from the ledger (their first halts and saved counts, through the read
 model); `--policy` specs are replayed on the labelled sessions' stored events by the replay
-engine, as recheck and sweep do, without storing anything. Both are scored by loopledger.scoring.
+engine, as recheck and sweep do, without storing anything. Both are scored by loopledger.analysis.scoring.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from loopledger import scoring
-from loopledger.commands import EXIT_OK, EXIT_USAGE, open_ledger
+from loopledger.analysis import scoring
+from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, open_ledger
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read, store
 from loopledger.replay import replay, tally

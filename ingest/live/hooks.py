@@ -23,7 +23,7 @@ error allows the call (exit 0, nothing refused) and says why in the log file
 ($LOOPLEDGER_HOOK_LOG, default ~/.local/state/loopledger/hook.log).
 
 Speed: this module is imported by loopledger.entry before typer, rich, pandas or SQLAlchemy are
-(a SQLite ledger is written with the stdlib sqlite3; see loopledger.live_db).
+(a SQLite ledger is written with the stdlib sqlite3; see loopledger.live.db).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def log(path: str | None, agent: str, message: str) -> None:
 
 def _answer_text(agent: str, response: Any) -> tuple[str, bool]:
     """(text, is_error) of a tool's result as the hook receives it."""
-    from loopledger.live import _text
+    from loopledger.live.session import _text
 
     if agent == "gemini-cli" and isinstance(response, dict):
         error = response.get("error")
@@ -123,7 +123,8 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) -> dict[str, Any] | None:
     """The output for one event (None: say nothing), the decision written to the ledger."""
-    from loopledger import live, live_db
+    from loopledger.live import db as live_db
+    from loopledger.live import session as live
 
     event = payload["hook_event_name"]
     kind = ("call" if event in CALL_EVENTS[agent] else "answer" if event in ANSWER_EVENTS[agent]
