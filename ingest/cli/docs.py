@@ -56,5 +56,5 @@ def update(readme: Path) -> bool:
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "README.md"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "README.md"
     print(("updated " if update(path) else "up to date: ") + str(path))

@@ -21,7 +21,7 @@ from typing import Any
 from loopledger.ledger.urls import resolve_url, sqlite_file
 
 # os.path, not pathlib: the hook imports only what it needs (pathlib pulls in urllib and more).
-VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ledger", "migrations", "versions")
+VERSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ledger", "migrations", "versions")
 # A hook waits this long for another writer (an ingest) before it gives up and allows the call:
 # an agent must not hang behind a long ingest transaction.
 HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
