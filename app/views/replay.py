@@ -64,6 +64,11 @@ def _all_steps(db_url: str, session_id: int, updated_at: float | None, n_events:
     return list(replay(_events(db_url, session_id, updated_at, n_events), spec_text))
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _calls_before(db_url: str, session_id: int, updated_at: float | None, n_events: int) -> list[int]:
+    return rv.calls_before(_events(db_url, session_id, updated_at, n_events))
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _verdicts(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> dict:
     return rv.verdict_index(_all_steps(db_url, session_id, updated_at, n_events, spec_text))
@@ -219,9 +224,22 @@ halt_at = rv.halts_by_run(all_steps)  # run → its first halt's step, under thi
 
 if st.session_state.get("rp_run") not in run_bounds:
     st.session_state.rp_run = next(iter(run_bounds))
-run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run", help="“halts at step …” marks the runs this policy halts",
-                       format_func=lambda i: (f"run {i} — halts at step {halt_at[i]}: " if i in halt_at else
-                                              f"run {i}: ") + run_text.get(i, ""))
+# The picker's labels name this spec's halts, so the widget is one per spec: a browser holding the
+# old label ("halts at step 179") would otherwise send it back after Apply, match no option and
+# fall to run 0. rp_run is the page's run; the widget follows it and writes it back on a pick.
+run_key = f"rp_run_pick_{spec.id}"
+st.session_state[run_key] = st.session_state.rp_run
+calls_before = _calls_before(data.url(), session.id, session.updated_at, session.n_events)
+
+
+def _picked_run() -> None:
+    st.session_state.rp_run = st.session_state[run_key]
+
+
+run_idx = c2.selectbox("Run", list(run_bounds), key=run_key, on_change=_picked_run,
+                       help="“halts at call #…” marks the runs this policy halts",
+                       format_func=lambda i: (f"run {i} — halts at {rv.call_ref(calls_before, halt_at[i])}: "
+                                              if i in halt_at else f"run {i}: ") + run_text.get(i, ""))
 first, last = run_bounds[run_idx]
 if st.session_state.get("rp_scope") != (session_id, run_idx):
     # Another session or run was picked: start at its first step (a deep link set its own).
