@@ -123,7 +123,7 @@ def test_flipped_runs_link_to_replay(ledger):
     # Follow it: Replay opens that run, that policy, at A's halt.
     rp = open_page("views/replay.py", **q)
     assert not rp.exception, rp.exception
-    assert rp.session_state["rp_spec"] == a and rp.selectbox(key="rp_run").value == int(row["run"])
+    assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == int(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
     if row["A"] == vocab.HALTED:
         assert rp.slider(key="rp_step").value == int(row["A halts at"]) and verdict == vocab.HALT

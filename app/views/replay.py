@@ -282,7 +282,8 @@ with st.form("rp_params"):
         else:
             new_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, new.text)
             # Said once, right after Apply: where the halt went (or that it is gone, and where the next one is).
-            st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx), new.id)
+            st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx,
+                                                          lambda seq: rv.call_ref(calls_before, seq)), new.id)
             st.session_state.rp_spec = spec = new
             st.rerun()
 with _conn() as conn:
@@ -290,7 +291,8 @@ with _conn() as conn:
 if ending is not None and ending[2] == run_idx:
     # Next to the halts: would the guard have cut off a run that went on to succeed?
     safe.text(f"This run ended: {ENDED.get(ending[0], ending[0])}" + (f" — {ending[1]}" if ending[1] else "")
-              + (f"; this policy halts it at step {halt_at[run_idx]}" if run_idx in halt_at else ""))
+              + (f"; this policy halts it at {rv.call_ref(calls_before, halt_at[run_idx])}" if run_idx in halt_at
+                 else ""))
 changed = st.session_state.get("rp_changed")
 if changed and changed[1] == spec.id:
     st.info(changed[0], icon=":material/compare_arrows:")
