@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 from loopledger import vocab
@@ -111,6 +112,33 @@ def picked_mark(event: Any) -> tuple[int, int] | None:
         return int(p["seq"]), int(p["run_idx"])
     except (KeyError, TypeError, ValueError):
         return None
+
+
+CALL_LINKS_HELP = ("Every call this verdict rests on, by its number over the whole session (as labels and the "
+                   "leaderboard count calls); a link opens that call's run at its step.")
+
+
+def call_links(sid: int, calls: Sequence[tuple[int, int]], numbers: dict[tuple[int, int], tuple[int, int]],
+               run: int, limit: int = 24) -> str:
+    """Markdown links to each call ("[call #4 (run 2)](./session?…) · [call #7](…)"), built from
+    numbers only, so it carries no transcript text. Calls of another run say their run."""
+    parts = []
+    for seq, idx in calls[-limit:]:
+        n, r = numbers.get((seq, max(idx, 0)), (None, run))
+        name = f"call #{n}" if n is not None else f"step {seq}"
+        q = urlencode({"session": int(sid), "run": int(r), "step": int(seq)})
+        parts.append(f"[{name}{f' (run {r})' if r != run else ''}](./session?{q})")
+    more = len(calls) - limit
+    return " · ".join(parts) + (f" (and {more} earlier)" if more > 0 else "")
+
+
+def number_calls(rows: pd.DataFrame, before: int) -> pd.DataFrame:
+    """Transcript rows (read.transcript) with `n`, each call's 1-based number over the session,
+    given how many calls came before the first row's step."""
+    out = rows.copy()
+    is_call = (out["kind"] == vocab.KIND_BATCH) & out["idx"].notna() if len(out) else pd.Series(dtype=bool)
+    out["n"] = (is_call.cumsum() + before).where(is_call) if len(out) else pd.Series(dtype=float)
+    return out
 
 
 def call_rows(df: pd.DataFrame) -> list[explain.CallRow]:

@@ -308,21 +308,29 @@ def repeated_calls(detector: str, calls: Sequence[CallRow], halt_seq: int, halt_
     return same[-count:] if count else same
 
 
-def identical_marks(calls: Sequence[CallRow]) -> dict[tuple[int, int], tuple[str, str]]:
-    """(seq, idx) → ("arguments identical to step S", "answer identical to step S") for calls
-    that repeat an earlier call of the run (first occurrence named); "" where not repeated."""
+def identical_marks(calls: Sequence[CallRow], numbers: dict[tuple[int, int], int] | None = None
+                    ) -> dict[tuple[int, int], tuple[str, str]]:
+    """(seq, idx) → ("arguments identical to call #N", "answer identical to call #N") for calls
+    that repeat an earlier call of the run (first occurrence named: by its session call number
+    when `numbers` has it, else by its step); "" where not repeated."""
+    numbers = numbers or {}
+
+    def name(seq: int, idx: int) -> str:
+        n = numbers.get((seq, idx))
+        return f"call #{n}" if n is not None else position(seq, idx)
+
     first_args: dict[tuple[str, str], tuple[int, int]] = {}
     first_answer: dict[tuple[str, str], tuple[int, int]] = {}
     out: dict[tuple[int, int], tuple[str, str]] = {}
     for c in calls:
         key = (c.tool, c.args_hash)
         a = first_args.setdefault(key, (c.seq, c.idx))
-        args_mark = f"arguments identical to {position(*a)}" if a != (c.seq, c.idx) else ""
+        args_mark = f"arguments identical to {name(*a)}" if a != (c.seq, c.idx) else ""
         ans_mark = ""
         if c.answer_hash:
             akey = (c.tool, c.answer_hash)
             b = first_answer.setdefault(akey, (c.seq, c.idx))
-            ans_mark = f"answer identical to {position(*b)}" if b != (c.seq, c.idx) else ""
+            ans_mark = f"answer identical to {name(*b)}" if b != (c.seq, c.idx) else ""
         if args_mark or ans_mark:
             out[(c.seq, c.idx)] = (args_mark, ans_mark)
     return out
