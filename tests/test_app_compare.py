@@ -293,3 +293,29 @@ def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
     assert not {"None", "nan", "null"} & {str(v) for v in flips["B halts at"]}
     # The picked flipped run can be labelled right here, with no pre-selected label.
     assert at.radio(key="cp_label").value is None
+
+
+def test_each_detector_sweeps_its_own_halt_threshold_by_default(ledger):
+    """Switching the detector to progress must not keep window's parameter or range: progress'
+    `window` only bounds its memory (six identical rows); its first sweep is halt_at from 3."""
+    at = open_page(PAGE)
+    at.selectbox(key="cp_detector").set_value("window").run()
+    assert at.selectbox(key="cp_param_window").value == "threshold"
+    assert at.text_input(key="cp_range_window_threshold").value == "2..7"  # default 3, minimum 2
+    at.selectbox(key="cp_detector").set_value("progress").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="cp_param_progress").value == "halt_at"
+    assert at.text_input(key="cp_range_progress_halt_at").value == "3..8"  # default 3 = its minimum
+
+
+def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
+    from loopledger.app.charts_replay import VERDICT_COLORS
+
+    at = _sweep(open_page(PAGE), "window", "threshold", "2..5")
+    (spec, df) = next((s, d) for s, d in charts(at) if "hconcat" in s)
+    panels = spec["hconcat"]
+    assert [p["title"] for p in panels] == ["halts", "calls saved", "warnings"]
+    assert spec["resolve"]["scale"]["y"] == "independent"
+    assert panels[0]["mark"]["color"] == VERDICT_COLORS[vocab.HALT] == "#c92a2a"
+    assert panels[2]["mark"]["color"] == VERDICT_COLORS[vocab.WARN]
+    assert all(p["encoding"]["y"]["axis"]["format"] == "d" for p in panels)  # counts: integer ticks

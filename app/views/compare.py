@@ -69,7 +69,16 @@ def _label_form(session_id: int, run_idx: int) -> None:
                     st.error(f"Not saved: {exc}")
 
 
+# The parameter a first sweep of each detector moves: its halt threshold, the one that decides
+# what it halts (progress' `window` only bounds its memory: six settings of it read the same).
+SWEEP_FIRST = {"run-length": "max_strikes", "stagnation": "max_steps", "ladder": "halt_at", "window": "threshold",
+               "cycle": "halt_repeats", "progress": "halt_at", "openhands": "action_observation",
+               "gemini-cli": "repeats", "roo": "limit"}
+
+
 def _default_range(detector: str, name: str) -> str:
+    """Six values around the parameter's default, never below its minimum, for this detector's
+    own parameter (widget keys carry detector and parameter, so a switch never keeps another's)."""
     p = next(p for p in PARAMS[detector] if p.name == name)
     d = p.default if isinstance(p.default, int) else p.minimum + 2
     lo = max(p.minimum, d - 2)
@@ -100,7 +109,9 @@ numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]
 if not numeric:
     st.info("This detector has no numeric parameter to sweep.")
     st.stop()
-param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}")
+first_param = SWEEP_FIRST.get(detector)
+param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}",
+                     index=numeric.index(first_param) if first_param in numeric else 0)
 rng = c3.text_input("Range", _default_range(detector, param), key=f"cp_range_{detector}_{param}",
                     help="2..6, 2..12:2 or 3,5,8")
 param2 = c4.selectbox("Second parameter", ["(none)", *[n for n in numeric if n != param]],
@@ -304,17 +315,31 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
 
 # ── enforce ──────────────────────────────────────────────────────────────────────────────────
 st.subheader("Enforce on live agents")
+st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
+           "use the enforced setting.")
+now_box = st.empty()  # filled after the button: a press shows the new setting, not the one before it
+e1, e2 = st.columns([3, 2])
+# Nothing preselected: enforcing changes what live agents may do, so a person picks the row.
+to_enforce = e1.selectbox("Setting to enforce", labels, index=None, key="cp_enforce_sel",
+                          placeholder="pick a setting of the sweep", format_func=lambda lb: short.get(lb, lb))
+if to_enforce is not None:
+    chosen_s = valid[labels.index(to_enforce)]
+    effect = f"halts {chosen_s.totals['halted_runs']:,} of {chosen_s.totals['runs']:,} runs"
+    label = f"Enforce {short.get(to_enforce, to_enforce)}: {effect}"
+    e1.caption(f"On the {len(session_ids)} swept session(s) of this ledger this setting {effect} and saves "
+               f"{chosen_s.totals['saved']:,} calls.")
+else:
+    chosen_s, label = None, "Enforce (pick a setting first)"
+if e2.button(label, key="cp_enforce", disabled=chosen_s is None):
+    with data._writer(data.url()).begin() as conn:
+        enforce.set_enforced(conn, chosen_s.spec, origin="compare")
+    st.success(f"Enforced {short.get(to_enforce, to_enforce)}: live agents are judged by this setting from their "
+               "next call.")
 with _conn() as conn:
     try:
         now = read_live.enforced_label(conn)
     except sa.exc.SQLAlchemyError:
         now = None
-st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
-           "use the enforced setting. Enforced now:")
-safe.text(now or f"{enforce.DEFAULT_SPEC.label} (the default)")
-e1, e2 = st.columns([3, 1])
-to_enforce = e1.selectbox("Setting to enforce", labels, key="cp_enforce_sel")
-if e2.button("Enforce this setting", key="cp_enforce"):
-    with data._writer(data.url()).begin() as conn:
-        enforce.set_enforced(conn, valid[labels.index(to_enforce)].spec, origin="compare")
-    st.success("Enforced: live agents are judged by this setting from their next call.")
+with now_box.container():
+    # A spec label can hold user-typed names (observation tools): plain text.
+    safe.text("Enforced now: " + (now or f"{enforce.DEFAULT_SPEC.label} (the default)"))
