@@ -10,7 +10,8 @@ from urllib.parse import urlencode
 
 import pandas as pd
 from loopledger import vocab
-from loopledger.analysis import explain
+from loopledger.analysis import explain, scoring
+from loopledger.app import when
 from loopledger.app.replay_view import replay_link  # noqa: F401  (one link builder for every page)
 from loopledger.ledger import read
 
@@ -184,3 +185,21 @@ def ending_text(head: dict, run: int | None = None) -> str:
     detail = head.get("outcome_detail") or ""
     where = f" (run {head['outcome_run']})" if head.get("outcome_run") is not None and run is None else ""
     return f"Ended: {ENDING_WORDS.get(status, status)}" + (f" — {detail}" if detail else "") + where
+
+
+def label_rows(labels: pd.DataFrame) -> pd.DataFrame:
+    """A session's label (read.run_labels) for people: the run it was given from ("whole session",
+    never -1), its loop calls as FIRST-LAST, who, and when in the dashboard's one time format."""
+    return pd.DataFrame({
+        "label": labels["label"],
+        "given from": ["whole session" if int(r) == -1 else f"run {int(r)}" for r in labels["run_idx"]],
+        "loop calls": [scoring.format_loop_calls(_opt(a), _opt(b)) or when.MISSING
+                       for a, b in zip(labels["loop_first"], labels["loop_last"], strict=True)],
+        "reason": [n if isinstance(n, str) and n else when.MISSING for n in labels["note"]],
+        "labelled by": [b if isinstance(b, str) and b else when.MISSING for b in labels["labelled_by"]],
+        "labelled": when.moments(labels["created_at"]),
+    })
+
+
+def _opt(v: Any) -> int | None:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else int(v)

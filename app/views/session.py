@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, data, safe
+from loopledger.app import charts, data, safe, when
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
@@ -55,7 +55,7 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     if ending:
         safe.text(ending)
     info = {"format": head["format"], "source file": head["path"], "agent": head["agent"], "model": head["model"],
-            "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}
+            "started": when.moment(head["started_at"]), "ended": when.moment(head["ended_at"]), "status": head["status"]}
     # An unknown value is a dash, as everywhere on the dashboard (never None / null).
     safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
 
@@ -287,7 +287,7 @@ def _labels(session_id: int, run: int) -> None:
                     st.error(f"Not saved: {exc}")
                 labels = data.fresh("run_labels", session_id)
     if len(labels):
-        safe.table(labels, key="labels_table")
+        safe.table(sv.label_rows(labels), key="labels_table")
 
 
 @st.fragment(run_every=LIVE_REFRESH_S)
@@ -304,6 +304,8 @@ def _enforced(session_id: int) -> None:
     st.subheader("Enforced on the live agent")
     st.caption(f"{len(df)} decision(s) a hook or guard made, newest first; 'replayed' is the same policy's "
                f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s.")
+    if "when" in df:
+        df = df.assign(when=when.moments(df["when"]))
     safe.table(df, key="enforced_table")
 
 
