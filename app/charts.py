@@ -102,7 +102,8 @@ def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[int, int] | None 
     pick = alt.selection_point(name="mark_pick", fields=["seq", "run_idx"], on="click", clear=False)
     base = alt.Chart(width=width)
     points = base.mark_point(filled=True, size=60, cursor="pointer").encode(
-        x=x, y=alt.Y("tool:N", title=None), color=color, tooltip=tooltip,
+        # Whole tool names (update_reservation_flight, not update_reservati…): they are what a lane is.
+        x=x, y=alt.Y("tool:N", title=None, axis=alt.Axis(labelLimit=360)), color=color, tooltip=tooltip,
         opacity=alt.condition(alt.datum.verdict == vocab.AFTER_HALT, alt.value(0.35), alt.value(1.0))
     ).add_params(pick)
     rules = base.transform_filter(

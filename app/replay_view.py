@@ -175,8 +175,10 @@ def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
 
 
 def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
-    """The checks at one step, with the tool name of the call each judges."""
+    """The checks at one step, with the tool name of the call each judges (its Why names a shell
+    call by its command: explain.tool_words)."""
     names = [c.name for c in event.calls] if isinstance(event, Batch) else []
+    words = [explain.tool_words(c.name, c.args) for c in event.calls] if isinstance(event, Batch) else []
     rows = []
     for c in step.checks:
         rows.append({
@@ -184,7 +186,7 @@ def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
             "verdict": c.verdict, "count": c.count, "total": c.total, "threshold": c.threshold,
             "reason": c.reason or "",
             # The tool(s) the check judged, for its Why sentence (a batch-level check: every call's).
-            "tool": names[c.idx] if 0 <= c.idx < len(names) else ", ".join(dict.fromkeys(names)),
+            "tool": words[c.idx] if 0 <= c.idx < len(names) else ", ".join(dict.fromkeys(names)),
         })
     return rows
 

@@ -6,12 +6,15 @@ sessions' events (rebuilt from the ledger).
 
 from __future__ import annotations
 
+import re
+
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import sqlalchemy as sa
 from app_support import charts, ledger_env
 from loopledger import vocab
+from loopledger.analysis.scoring import call_position
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
@@ -125,10 +128,16 @@ def test_flipped_runs_link_to_replay(ledger):
     assert not rp.exception, rp.exception
     assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == int(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
+
+    def step_of(cell: str) -> int:  # "call #N (step S)": N counted over the session, S the event
+        m = re.fullmatch(r"call #(\d+) \(step (\d+)\)", cell)
+        assert m and int(m.group(1)) == call_position(sessions[int(row["session"])], int(m.group(2)), 0), cell
+        return int(m.group(2))
+
     if row["A"] == vocab.HALTED:
-        assert rp.slider(key="rp_step").value == int(row["A halts at"]) and verdict == vocab.HALT
+        assert rp.slider(key="rp_step").value == step_of(row["A halts at"]) and verdict == vocab.HALT
     elif row["B"] == vocab.HALTED:  # A did not halt: the link lands where B halted, and A lets it pass
-        assert rp.slider(key="rp_step").value == int(row["B halts at"]) and verdict != vocab.HALT
+        assert rp.slider(key="rp_step").value == step_of(row["B halts at"]) and verdict != vocab.HALT
 
 
 def test_filters_narrow_the_sessions(ledger):

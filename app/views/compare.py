@@ -14,7 +14,7 @@ from loopledger import vocab
 from loopledger.analysis import explain, sweep
 from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
-from loopledger.app import data, safe
+from loopledger.app import data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, read_live, store
@@ -199,6 +199,10 @@ if totals["error"].isna().all():
     totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
 else:
     totals["error"] = totals["error"].fillna("")
+    # A skipped setting has no totals: "—", never a literal None.
+    for col in totals.columns:
+        if col not in axis_names and col not in ("setting", "error") and totals[col].isna().any():
+            totals[col] = [when.MISSING if pd.isna(v) else f"{int(v):,}" for v in totals[col]]
 for name in axis_names:
     if totals[name].isna().any():  # an unset limit reads "no limit", never None/null
         totals[name] = [explain.param_value(None if pd.isna(v) else int(v)) for v in totals[name]]
@@ -255,12 +259,13 @@ b_label = b_col.selectbox("Setting B", choices, index=b_default, key="cp_flip_b"
 sa_, sb_ = setting_of[a_label], setting_of[b_label]
 flips = sweep.flipped(sa_, sb_)
 if flips:
-    def _halt(v):
-        return "—" if v is None else int(v)
+    def _halt(sid: int, v):
+        # call #N over the session, as labels and the leaderboard number calls (cached count per step).
+        return "—" if v is None else explain.call_ref(data.q("calls_before", sid, int(v)) + 1, int(v))
 
     table = pd.DataFrame([{
         "session": f.session_id, "run": f.run_idx, "A": f.outcome_a, "B": f.outcome_b,
-        "A halts at": _halt(f.halt_seq_a), "B halts at": _halt(f.halt_seq_b),
+        "A halts at": _halt(f.session_id, f.halt_seq_a), "B halts at": _halt(f.session_id, f.halt_seq_b),
         "ended": ENDED.get(endings.get(f.session_id, (None,))[0], "—"),
         # Land on this setting's halt, else on the other's: the step where the two part ways.
         "replay A": rv.replay_link(f.session_id, f.run_idx, sa_.spec.text,
