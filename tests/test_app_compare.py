@@ -7,7 +7,6 @@ sessions' events (rebuilt from the ledger).
 from __future__ import annotations
 
 import re
-
 from urllib.parse import parse_qs, urlparse
 
 import pytest
