@@ -126,10 +126,11 @@ def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
     df = pd.DataFrame(long, columns=[param, "metric", "value"])
     df[param] = _values(list(df[param]))
     order = list(dict.fromkeys(df[param]))
-    width = max(220, min(320, 48 * len(order)))
+    width = max(160, min(200, 36 * len(order)))  # three panels side by side fit a 1400 px page
     panels = [
         alt.Chart(title=METRIC_TITLES.get(m, m)).transform_filter(alt.datum.metric == m)
-        .mark_line(point=True, color=METRIC_COLORS.get(m, "#495057"))
+        .mark_line(point=alt.OverlayMarkDef(color=METRIC_COLORS.get(m, "#495057")),
+                   color=METRIC_COLORS.get(m, "#495057"))
         .encode(x=alt.X(f"{param}:O", title=param, sort=order, axis=alt.Axis(labelAngle=0)),
                 y=alt.Y("value:Q", title=METRIC_TITLES.get(m, m), axis=alt.Axis(format="d", tickMinStep=1)),
                 tooltip=[alt.Tooltip(f"{param}:O"), alt.Tooltip("value:Q", title=METRIC_TITLES.get(m, m))])

@@ -156,8 +156,9 @@ def next_seq_with(index: dict[str, list[int]], cursor: int, verdict: str, last: 
     return seqs[i]
 
 
-def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
-    """One event as plain lines for the transcript block (shown by st.code, never as markdown)."""
+def event_lines(seq: int, ev: Event, limit: int = 600, before: int | None = None) -> list[str]:
+    """One event as plain lines for the transcript block (shown by st.code, never as markdown).
+    `before`: the calls the session made before this step, so each call reads as call #N."""
     if isinstance(ev, UserTurn):
         return [f"[{seq}] user: {clip(ev.text, limit)}"]
     if isinstance(ev, Prose):
@@ -168,7 +169,8 @@ def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
         lines = [f"[{seq}] assistant: {clip(ev.text, limit)}"] if ev.text else []
         for i, c in enumerate(ev.calls):
             args = args_text(c.args).replace("\n", " ")
-            lines.append(f"[{seq}] call {i}: {c.name} {clip(args, limit)}")
+            name = f"call #{before + i + 1}" if before is not None else f"call {i}"
+            lines.append(f"[{seq}] {name}: {c.name} {clip(args, limit)}")
         return lines
     return [f"[{seq}] answer{' (error)' if a.is_error else ''}: {clip(' '.join(a.text.split()), limit)}"
             for a in ev.answers]

@@ -16,7 +16,7 @@ import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain
 from loopledger.app import charts_replay as charts
-from loopledger.app import data, safe
+from loopledger.app import data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.detectors import registry
 from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
@@ -390,11 +390,13 @@ def _show_event(seq: int, ev: Any) -> None:
         st.caption(f"step {seq} · provider retry")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Batch):
-        st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s)")
+        first_call = calls_before[seq] + 1
+        st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s): "
+                   + explain.call_list(range(first_call, first_call + len(ev.calls))))
         if ev.text:
             safe.text(rv.clip(ev.text))
-        for c in ev.calls:
-            safe.code(f"{c.name}  {rv.args_text(c.args)}")
+        for i, c in enumerate(ev.calls):
+            safe.code(f"call #{first_call + i}: {c.name}  {rv.args_text(c.args)}")
     elif isinstance(ev, Answers):
         st.caption(f"step {seq} · {len(ev.answers)} answer(s)")
         for a in ev.answers:
@@ -468,7 +470,8 @@ def cursor_view() -> None:
         if lo > first:
             st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
         # Earlier steps as one plain-text block (one element, not dozens), the cursor's step apart.
-        earlier = [line for seq in range(lo, cur) for line in rv.event_lines(seq, events[seq])]
+        earlier = [line for seq in range(lo, cur) for line in rv.event_lines(seq, events[seq],
+                                                                              before=calls_before[seq])]
         if earlier:
             safe.code("\n".join(earlier))
         with st.container(border=True):
@@ -481,7 +484,10 @@ def cursor_view() -> None:
         st.metric("Verdict at this step", worst or "no check")
         if step is not None and step.checks:
             rows = rv.checks_table(step, events[cur])
-            safe.table(pd.DataFrame(rows).drop(columns=["reason"]), key="rp_checks")
+            table = pd.DataFrame(rows).drop(columns=["reason"])
+            for col in ("count", "total", "threshold"):  # a number the detector did not give: "—", not None
+                table[col] = [when.MISSING if v is None or pd.isna(v) else str(int(v)) for v in table[col]]
+            safe.table(table, key="rp_checks")
             # Why, in words: whole sentences under the table, never a cut-off cell.
             for row in rows:
                 if row["verdict"] in (vocab.WARN, vocab.BLOCK, vocab.HALT):
