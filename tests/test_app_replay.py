@@ -49,6 +49,10 @@ def _run_box(at):
     return next(s for s in at.selectbox if s.label == "Run")
 
 
+def _run_label(at, run: int) -> str:
+    return next(o for o in _run_box(at).options if o.startswith((f"run {run} —", f"run {run}:")))
+
+
 def _apply(at) -> None:
     next(b for b in at.button if b.label == "Apply parameters").click().run()
 
@@ -389,3 +393,20 @@ def test_a_second_apply_keeps_the_run_and_step(ledger):
     n_looser = len({s.run for s in replay(sessions[sid], looser) if any(c.verdict == vocab.HALT for c in s.checks)})
     (info,) = [i.value for i in at.info]
     assert f"Halted runs in this session: {n_looser} → {n_looser}." in info
+
+
+def test_after_apply_the_run_picker_reads_the_new_halt(ledger):
+    """The issue: after Apply moved a halt to step 179 the run picker still read "halts at step 183"."""
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
+    label = _run_label(at, run)
+    assert f"halts at call #{call_position(sessions[sid], h1, 0)} (step {h1})" in label
+    at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
+    _apply(at)
+    label = _run_label(at, run)
+    if h2 is not None:
+        assert f"halts at call #{call_position(sessions[sid], h2, 0)} (step {h2})" in label
+    else:
+        assert "halts at" not in label

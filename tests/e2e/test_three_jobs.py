@@ -111,6 +111,11 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     apply.click()
     _idle(page)
     said(counts[base_spec.id], counts[looser.id])
+    # Not stale: the run picker reads where the halt is now (the issue's "still read step 183").
+    halt = next((st.seq for st in replay(events, looser) if st.run == run
+                 and any(c.verdict == vocab.HALT for c in st.checks)), None)
+    picked = _run_picker_text(page)
+    assert (f"(step {halt})" in picked) if halt is not None else ("halts at" not in picked), picked
     apply.click()  # the issue: the second Apply jumped to run 0, step 0 and said "0 → 0"
     said(counts[looser.id], counts[looser.id])
     _idle(page)
