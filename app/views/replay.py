@@ -23,7 +23,7 @@ from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, Polic
 from loopledger.events import Answers, Batch, Prose, Retry, UserTurn, text_digest
 from loopledger.ledger import read
 from loopledger.ledger.store import load_events
-from loopledger.replay import Replayer, replay
+from loopledger.replay import Replayer
 
 STATE_HELP = {
     "count": "identical batches in a row; changed answers reset it to 1",
@@ -59,9 +59,17 @@ def _events(db_url: str, session_id: int, updated_at: float | None, n_events: in
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
+def _full(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> Replayer:
+    # One pass of the engine per session version and spec: its steps feed the counter chart and the
+    # "next warning/block/halt" jumps, its snapshots every viewer's cursor (Replayer.fork), so
+    # opening a run does not replay the session a second time to place the cursor.
+    rp = Replayer(_events(db_url, session_id, updated_at, n_events), spec_text)
+    rp.jump_to(len(rp))
+    return rp
+
+
 def _all_steps(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> list:
-    # One pass of the same engine feeds the counter chart and the "next warning/block/halt" jumps.
-    return list(replay(_events(db_url, session_id, updated_at, n_events), spec_text))
+    return _full(db_url, session_id, updated_at, n_events, spec_text).steps
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -157,11 +165,10 @@ def _replayer(session: rv.SessionRow, spec: PolicySpec) -> Replayer:
     """The Replayer for this session version and spec, kept across reruns."""
     key = (session.id, session.updated_at, session.n_events, spec.id)
     if st.session_state.get("rp_key") != key:
-        events = _events(data.url(), session.id, session.updated_at, session.n_events)
         old = st.session_state.get("rp_replayer")
-        rp = Replayer(events, spec)
+        rp = _full(data.url(), session.id, session.updated_at, session.n_events, spec.text).fork()
         if old is not None:
-            rp.jump_to(min(old.position, len(events)))
+            rp.jump_to(min(old.position, len(rp)))
         st.session_state.rp_replayer = rp
         st.session_state.rp_key = key
     return st.session_state.rp_replayer
