@@ -74,7 +74,9 @@ def counters_chart(rows: Sequence[dict[str, Any]], cursor: int | None, height: i
                                         axis=alt.Axis(format="d", tickMinStep=1)))
     lines = base.mark_line(interpolate="step-after").encode(
         y=alt.Y("value:Q", title="count", axis=alt.Axis(format="d", tickMinStep=1)),
-        color=alt.Color("series:N", title=None),
+        # Neutral colours: red, orange and amber mean halt, block and warn on every page.
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=["count", "total", "threshold"],
+                                                                range=["#343a40", "#74c0fc", "#868e96"])),
         strokeDash=alt.condition(alt.datum.series == "threshold", alt.value([4, 3]), alt.value([1, 0])),
     )
     dots = base.transform_filter(

@@ -79,10 +79,11 @@ def with_why(tl: pd.DataFrame) -> pd.DataFrame:
     out["why"] = ""
     if loud.any():
         sub = out[loud]
+        args = sub["args"] if "args" in sub else [None] * len(sub)
         out.loc[loud, "why"] = [
-            explain.sentence(d, v, c, t, th, r, tool if tool != read.PROSE_TOOL else "")
-            for d, v, c, t, th, r, tool in zip(sub["detector"], sub["verdict"], sub["count"], sub["total"],
-                                               sub["threshold"], sub["reason"], sub["tool"], strict=True)]
+            explain.sentence(d, v, c, t, th, r, explain.tool_words(tool, a) if tool != read.PROSE_TOOL else "")
+            for d, v, c, t, th, r, tool, a in zip(sub["detector"], sub["verdict"], sub["count"], sub["total"],
+                                                  sub["threshold"], sub["reason"], sub["tool"], args, strict=True)]
     return out
 
 

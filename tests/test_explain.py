@@ -70,6 +70,8 @@ def test_a_shell_call_is_named_by_its_command():
     assert explain.tool_words("exec_command", {"cmd": ["bash", "-lc", "pytest -x"]}) == "exec_command: pytest -x"
     assert explain.tool_words("Read", '{"file_path": "a.py"}') == "Read"
     assert explain.tool_words("bash", "not json") == "bash"
+    # Arguments the timeline read cut short (their first characters): the command's start still names it.
+    assert explain.tool_words("bash", '{"timeout": 5, "command": "git push origin ma') == "bash: git push origin ma"
     long = explain.tool_words("bash", {"command": "x" * 200})
     assert len(long) == len("bash: ") + explain.COMMAND_CHARS and long.endswith("…")
 

@@ -105,7 +105,11 @@ def tool_words(tool: Any, args: Any = None) -> str:
         try:
             args = json.loads(args)
         except ValueError:
-            return name
+            # Arguments cut short (a timeline reads their first characters): the command's start.
+            m = re.search(r'"(?:command|cmd|script)"\s*:\s*"((?:[^"\\]|\\.)*)', args)
+            if not m:
+                return name
+            args = {"command": m.group(1).replace('\\"', '"').replace("\\n", " ")}
     cmd: Any = None
     if isinstance(args, dict):
         cmd = next((args[f] for f in _COMMAND_FIELDS if args.get(f)), None)
