@@ -10,7 +10,7 @@ Where the counts come from (none from loopledger):
 - SWE-agent .traj: `jq '.trajectory|length'` (one call per trajectory step, exit_cost included);
 - mini-swe-agent v2: `jq '[.messages[]|select(.role=="assistant")|(.tool_calls//[])|length]|add'`;
 - tau-bench records: the same jq sum over each record's `traj`, keyed task-<id>.trial-<n>;
-- Claude Code subagents: distinct `tool_use` ids in assistant lines (jq | sort -u | wc -l);
+- Claude Code sessions and subagents: distinct `tool_use` ids in assistant lines (jq | sort -u | wc -l);
 - OpenHands basic.json: agent events with an action other than message/finish (jq);
 - Aider: distinct (user turn, file) pairs that carry a SEARCH/REPLACE block (awk), which is how
   aider applies one edit per file per reply.
@@ -48,8 +48,10 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     AIDER + "hello-world-flask.md": ("aider", {"1": 4}),
     AIDER + "no-color.md": ("aider", {"1": 2}),
     AIDER + "pong.md": ("aider", {"1": 5}),
+    CC + "258c7280-main-edit-test-cycle.jsonl": ("claude-code", {"258c7280-ae70-4798-800f-63464d01a85d": 186}),
     CC + "8463c716-subagent-a7be2f0.jsonl": ("claude-code", {"a7be2f0": 19}),
     CC + "ae4a77f8-subagent-aac57f5.jsonl": ("claude-code", {"aac57f5": 12}),
+    CC + "fa812bfe-main-background-test-poll.jsonl": ("claude-code", {"fa812bfe-b295-4cca-9c2f-fdf01028cb46": 197}),
     CC + "fa812bfe-subagent-a93ccab.jsonl": ("claude-code", {"a93ccab": 25}),
     CC + "fa812bfe-subagent-aa84377.jsonl": ("claude-code", {"aa84377": 21}),
     MSA + "django-13964.traj.json": ("openai-chat", {"django__django-13964": 165}),
@@ -116,9 +118,10 @@ def test_the_labels_cover_every_file_and_say_what_the_readme_counts():
     assert {r["file"] for r in rows} == set(EXPECTED)
     assert [r["file"] for r in rows] == sorted(r["file"] for r in rows), "keep labels.csv sorted by file"
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("loop", "normal", "unclear")}
-    assert counts == {"loop": 11, "normal": 25, "unclear": 7}, counts
-    assert len(rows) == sum(len(s) for _, s in EXPECTED.values()) == 43
+    assert counts == {"loop": 11, "normal": 27, "unclear": 7}, counts
+    assert len(rows) == sum(len(s) for _, s in EXPECTED.values()) == 45
     for r in rows:
+        assert None not in r and None not in r.values(), f"not 5 columns (quote with \"\" in CSV): {r}"
         assert r["reason"].strip(), r
         if r["label"] == "loop":
             first, _, last = r["loop_calls"].partition("-")
