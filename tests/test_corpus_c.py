@@ -115,7 +115,7 @@ def _read(path: Path) -> dict[str, int]:
     return calls
 
 
-def test_the_labels_cover_every_file_and_say_what_the_readme_counts():
+def test_the_labels_cover_every_file_each_with_a_reason_and_a_loop_range_inside_its_session():
     rows = _labels()
     assert {r["file"] for r in rows} == set(EXPECTED)
     assert [r["file"] for r in rows] == sorted(r["file"] for r in rows), "keep labels.csv sorted by file"
