@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 from loopledger.ledger.engine import make_engine
 
+from tests.conftest import CORPUS
 from tests.e2e.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "corpus"
 VIEW_H = 1000
 WHY = re.compile(r"^[a-z][\w-]* halted at (call #\d+|step \d+)")
 
