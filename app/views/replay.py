@@ -42,6 +42,7 @@ STATE_HELP = {
 ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
 TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7
+SNAPSHOTS = 96  # cursor snapshots per session replay (see _full)
 LINK_KEYS = ("session", "run", "policy", "step")
 
 
@@ -63,7 +64,10 @@ def _full(db_url: str, session_id: int, updated_at: float | None, n_events: int,
     # One pass of the engine per session version and spec: its steps feed the counter chart and the
     # "next warning/block/halt" jumps, its snapshots every viewer's cursor (Replayer.fork), so
     # opening a run does not replay the session a second time to place the cursor.
-    rp = Replayer(_events(db_url, session_id, updated_at, n_events), spec_text)
+    events = _events(db_url, session_id, updated_at, n_events)
+    # About SNAPSHOTS snapshots whatever the length: each is a deep copy (600 of them doubled a 20k-call
+    # session's replay), and a step back re-steps at most len/SNAPSHOTS events from the nearest one.
+    rp = Replayer(events, spec_text, snapshot_every=max(64, len(events) // SNAPSHOTS))
     rp.jump_to(len(rp))
     return rp
 
