@@ -94,8 +94,9 @@ def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[int, int] | None 
         data["why"] = ""
     color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
                       legend=alt.Legend(title="verdict", orient="top"))
-    tooltip = [alt.Tooltip("seq:Q", title="step"), alt.Tooltip("tool:N"), alt.Tooltip("args:N"),
-               alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"), alt.Tooltip("why:N")]
+    tooltip = [*([alt.Tooltip("call:N")] if "call" in data else []), alt.Tooltip("seq:Q", title="step"),
+               alt.Tooltip("tool:N"), alt.Tooltip("args:N"), alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"),
+               alt.Tooltip("why:N")]
     scale = alt.Scale(domain=list(domain), zero=False, nice=False) if domain else alt.Scale(zero=False)
     x = alt.X("seq:Q", title="step (click a mark to read the transcript there)", scale=scale,
               axis=alt.Axis(tickMinStep=1, format="d"))

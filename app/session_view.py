@@ -87,6 +87,19 @@ def with_why(tl: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def number_timeline(tl: pd.DataFrame, before: int) -> pd.DataFrame:
+    """Timeline rows (read.timeline) with `call`: "call #N" over the session for a call's checks
+    ("" for a prose turn's), given the calls before the first step drawn. Every call of the drawn
+    steps has checks (batch-level ones are spread over each call of their batch)."""
+    out = tl.copy()
+    is_call = out["tool"] != read.PROSE_TOOL
+    keys = sorted({(int(s), int(i)) for s, i in zip(out["seq"][is_call], out["idx"][is_call], strict=True)})
+    n = {k: before + i + 1 for i, k in enumerate(keys)}
+    out["call"] = [f"call #{n[(int(s), int(i))]}" if c else "" for s, i, c in zip(out["seq"], out["idx"], is_call,
+                                                                                   strict=True)]
+    return out
+
+
 def verdict_notes(tl: pd.DataFrame) -> dict[tuple[int, int], str]:
     """(seq, idx) → "detector verdict: why; …" for every check that said more than allow."""
     rows = tl if "why" in tl else with_why(tl)

@@ -217,3 +217,17 @@ def test_past_the_last_halted_run_the_next_halted_session_opens(real_ledger):
     prev = at.button(key="prev_halted")
     if len(_halted_runs(real_ledger, following)) == 1:
         assert f"session #{sid}" in prev.help
+
+
+def test_the_timeline_names_each_call_by_its_session_number(real_ledger):
+    sid = _most_halted_session(real_ledger)
+    run = _most_halted_run(real_ledger, sid)
+    at = app(PAGE, session=str(sid), run=str(run))
+    assert not at.exception
+    (_, tl), = [c for c in charts(at) if "facet" in c[0]]
+    # The n-th call of the session (ordered in SQL) is call #n in the timeline's tooltip.
+    order = _sql(real_ledger, "SELECT seq, idx FROM calls WHERE session_id = :s ORDER BY seq, idx", s=sid)
+    want = {(s, i): f"call #{k + 1}" for k, (s, i) in enumerate(order)}
+    calls = tl[tl["call"] != ""]
+    assert len(calls) and all(want[(int(s), int(i))] == c for s, i, c in zip(calls["seq"], calls["idx"], calls["call"],
+                                                                             strict=True))

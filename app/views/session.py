@@ -200,7 +200,7 @@ def _timeline(sid: int, head: dict, run: int, bounds: tuple[int, int], n_policie
                          help="On: the chart spans this run's steps. Off: the whole session.")
     tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
     if len(tl):
-        tl = sv.with_why(tl)
+        tl = sv.number_timeline(sv.with_why(tl), data.q("calls_before", sid, int(tl["seq"].min())))
         chart = charts.timeline(tl, domain=bounds if only_run else None)
         event = st.altair_chart(chart, key="timeline_chart", on_select="rerun", selection_mode="mark_pick")
         sel = sv.picked_mark(event)
