@@ -1,0 +1,79 @@
+"""mini-swe-agent v1 (text actions) on real trajectories: the reader says what the harness ran.
+
+The harness (minisweagent/agents/default.py, DefaultAgent.parse_action) executes a reply only
+when its action regex finds exactly one ```bash block; otherwise it runs nothing and answers
+with its format_error_template. Such a reply is one `harness_error` call answered by an error,
+not one call per block. Expected counts come from jq / grep over the fixtures (SOURCE.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loopledger.events import Answers, Batch, UserTurn
+from loopledger.formats import read, sniff
+
+FIX = Path(__file__).parent / "fixtures" / "formats" / "mini_swe_agent_v1"
+F15103 = FIX / "django__django-15103.excerpt.traj.json"
+F14349 = FIX / "django__django-14349.excerpt.traj.json"
+
+
+def _calls_and_answers(path: Path):
+    items = list(read(path))
+    calls = [c for i in items if isinstance(i, Batch) for c in i.calls]
+    answers = {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+    return items, calls, answers
+
+
+def test_each_reply_is_one_call_and_refused_replies_are_harness_errors():
+    assert sniff(F15103) == "openai-chat"
+    items, calls, answers = _calls_and_answers(F15103)
+    # 14 replies (jq), each one call: 12 ran bash, 2 were refused (4 and 2 blocks)
+    assert len(calls) == 14
+    assert [c.name for c in calls].count("bash") == 12
+    refused = [c for c in calls if c.name == "harness_error"]
+    assert [c.args for c in refused] == [{"reason": "format_error", "actions": 4},
+                                         {"reason": "format_error", "actions": 2}]
+    for c in refused:
+        assert answers[c.id].is_error
+        assert answers[c.id].text.startswith("Please always provide EXACTLY ONE action in triple backticks")
+    # of the 12 observations, one has <returncode>2 (grep): the only failing bash call
+    assert sum(answers[c.id].is_error for c in calls if c.name == "bash") == 1
+    assert all(c.id in answers for c in calls)
+    assert len([i for i in items if isinstance(i, UserTurn)]) == 1  # only the task is the person
+
+
+def test_nine_refusals_in_a_row_are_nine_identical_harness_errors():
+    _, calls, answers = _calls_and_answers(F14349)
+    assert [c.name for c in calls] == ["bash"] + ["harness_error"] * 9 + ["bash"]
+    assert [c.args["actions"] for c in calls[1:-1]] == [4, 2, 6, 2, 2, 3, 4, 2, 3]
+    # the harness's answer differs only in the count it names: one text per count (2, 3, 4, 6)
+    assert len({answers[c.id].digest for c in calls[1:-1]}) == 4
+    assert [answers[c.id].is_error for c in calls] == [False] + [True] * 9 + [False]
+
+
+def test_a_custom_format_error_template_is_recognised_from_the_trajectorys_config(tmp_path):
+    doc = json.loads(F15103.read_text())
+    custom = "Your reply must hold ONE ```bash block (you sent {{actions|length}})."
+    doc["info"]["config"]["agent"]["format_error_template"] = custom
+    for m in doc["messages"]:
+        if m["role"] == "user" and m["content"].startswith("Please always provide EXACTLY ONE"):
+            m["content"] = "Your reply must hold ONE ```bash block (you sent 4)."
+    path = tmp_path / "custom.traj.json"
+    path.write_text(json.dumps(doc, indent=2))  # as mini-swe-agent saves them
+    _, calls, answers = _calls_and_answers(path)
+    assert [c.name for c in calls].count("harness_error") == 2
+    assert calls[[c.name for c in calls].index("harness_error")].args["actions"] == 4  # counted by the action regex
+
+
+def test_a_timed_out_command_ran_and_failed(tmp_path):
+    doc = {"trajectory_format": "mini-swe-agent-1", "info": {"exit_status": "Submitted"}, "messages": [
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "THOUGHT: serve.\n\n```bash\npython -m http.server\n```"},
+        {"role": "user", "content": "The last command <command>python -m http.server</command> timed out "
+                                    "and has been killed.\nThe output of the command was:\n <output>\n\n</output>"}]}
+    path = tmp_path / "t.traj.json"
+    path.write_text(json.dumps(doc, indent=2))  # as mini-swe-agent saves them
+    _, calls, answers = _calls_and_answers(path)
+    assert [(c.name, c.args) for c in calls] == [("bash", {"command": "python -m http.server"})]
+    assert answers[calls[0].id].is_error
