@@ -77,3 +77,24 @@ def test_a_timed_out_command_ran_and_failed(tmp_path):
     _, calls, answers = _calls_and_answers(path)
     assert [(c.name, c.args) for c in calls] == [("bash", {"command": "python -m http.server"})]
     assert answers[calls[0].id].is_error
+
+
+def test_v2_format_error_is_a_harness_error_not_a_user_turn(tmp_path):
+    """mini-swe-agent v2 (minisweagent/models/utils/actions_toolcall.py, parse_toolcall_actions)
+    adds no assistant message for an unparsable reply, only a user message marked
+    extra.interrupt_type "FormatError"; it is the harness speaking, not the person."""
+    err = {"role": "user", "content": "Tool call error:\n\n<error>\nNo tool calls found in the response.\n</error>",
+           "extra": {"interrupt_type": "FormatError"}}
+    doc = {"trajectory_format": "mini-swe-agent-1.1", "info": {"exit_status": "Submitted"}, "messages": [
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "<returncode>0</returncode>"},
+        err, err]}
+    path = tmp_path / "v2.traj.json"
+    path.write_text(json.dumps(doc, indent=2))
+    items, calls, answers = _calls_and_answers(path)
+    assert [c.name for c in calls] == ["bash", "harness_error", "harness_error"]
+    assert calls[1].args == {"reason": "format_error"} and answers[calls[1].id].is_error
+    assert len({calls[1].id, calls[2].id}) == 2
+    assert len([i for i in items if isinstance(i, UserTurn)]) == 1  # only "fix it"

@@ -39,6 +39,7 @@ from loopledger.events import (
     UserTurn,
 )
 from loopledger.formats._common import (
+    HARNESS_ERROR,
     JSONL,
     bad,
     content_text,
@@ -91,6 +92,9 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     ts = str_or_none(msg.get("timestamp") or msg.get("created_at"))
     content = msg.get("content")
     if role == "user":
+        extra = msg.get("extra")
+        if isinstance(extra, dict) and extra.get("interrupt_type") == "FormatError":
+            return _refused(extra, content_text(content), ts, line)
         return [UserTurn(content_text(content), ts, line)]
     if role == "assistant":
         calls, errors = _calls(msg, path, line)
@@ -106,6 +110,20 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     if role in _SKIPPED_ROLES:
         return []
     return [bad(path, line, f"unknown message role {role!r}", msg)]
+
+
+def _refused(extra: dict, text: str, ts: str | None, line: int) -> list[Item]:
+    """mini-swe-agent v2 keeps no assistant message for a reply it could not parse: only its
+    format error, a user message marked extra.interrupt_type "FormatError" (with the reply in
+    extra.model_response, the count in extra.n_actions where the model is text-based). That is
+    the harness, not the person: one `harness_error` call answered by the error."""
+    args: dict[str, Any] = {"reason": "format_error"}
+    if isinstance(extra.get("n_actions"), int) and not isinstance(extra["n_actions"], bool):
+        args["actions"] = extra["n_actions"]
+    reply = extra.get("model_response")
+    call = Call(f"format-error-{line}", HARNESS_ERROR, args)
+    return [Batch((call,), reply if isinstance(reply, str) else "", ts, line),
+            Answers((Answer(call.id, text, True, ts),), line)]
 
 
 def _session(path: Path, messages: list, info: SessionInfo, line: int | None,
@@ -195,7 +213,6 @@ _MINI_ACTION = r"```bash\s*\n(.*?)\n```"
 _MINI_FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # the default template's head
 _MINI_TIMEOUT = "The last command <command>"  # the default timeout_template's head
 _FOUND = re.compile(r"found (\d+) actions")
-HARNESS_ERROR = "harness_error"  # the tool name of a reply the harness refused to run
 
 
 def _text_actions(messages: list) -> bool:
