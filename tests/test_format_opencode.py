@@ -133,3 +133,12 @@ def test_default_roots_follow_xdg_data_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_roots() == [tmp_path / "opencode" / "storage" / k for k in ("session", "message", "part")]
     assert all(r in formats.default_roots() for r in default_roots())
+
+
+def test_an_export_of_a_session_without_messages_yet_is_still_opencode(tmp_path):
+    path = tmp_path / "empty.json"
+    info = json.loads(EXPORT.read_text())["info"]
+    path.write_text(json.dumps({"info": info, "messages": [], "todos": []}, indent=2))
+    assert sniff(path) == "opencode"
+    items = list(read(path))
+    assert [type(i).__name__ for i in items] == ["SessionStart"] and items[0].info.key == SID

@@ -61,7 +61,6 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SESSION_ID = re.compile(r'"id"\s*:\s*"ses_')
 _EXPORT = re.compile(r'"messages"\s*:\s*\[')
-_PARTS = re.compile(r'"(parts|sessionID)"\s*:')
 _STORAGE_SESSION = re.compile(r'"projectID"\s*:')
 
 
@@ -78,9 +77,8 @@ def sniff(head: bytes) -> bool:
     text = _text(head)
     if not text.startswith("{") or not _SESSION_ID.search(text):
         return False
-    if _EXPORT.search(text):
-        return bool(_PARTS.search(text)) or text.rstrip().endswith("[]}")  # an export, or one with no messages yet
-    return bool(_STORAGE_SESSION.search(text))
+    # an export ({"info": {"id": "ses_…"}, "messages": [...]}), else a storage session file
+    return bool(_EXPORT.search(text) or _STORAGE_SESSION.search(text))
 
 
 # ── storage: a session is its session file, its message files and their part files ───────────
@@ -111,14 +109,30 @@ def unit_of(path: Path) -> Path | None:
     if kind == "message" and parent.startswith("ses_") and path.name.startswith("msg_"):
         return _session_file(root, parent)
     if kind == "part" and parent.startswith("msg_") and path.name.startswith("prt_"):
-        # a part names its session (partBase); its message's folder says the same, slower
-        part = load_json(path)
-        sid = part.get("sessionID") if isinstance(part, dict) else None
-        if not isinstance(sid, str):
-            found = sorted((root / "message").glob(f"*/{parent}.json"))
-            sid = found[0].parent.name if found else ""
-        return _session_file(root, sid)
+        return _session_of_message(root, parent, path)
     return None
+
+
+_SESSION_OF_MESSAGE: dict[tuple[Path, str], Path] = {}  # found once per message, not per part
+
+
+def _session_of_message(root: Path, message_id: str, part_file: Path) -> Path | None:
+    """The session file of a message, from one of its part files (a part names its session:
+    partBase); cached, since discovery and watch ask for every part file of a message."""
+    found = _SESSION_OF_MESSAGE.get((root, message_id))
+    if found is not None and found.exists():
+        return found
+    part = load_json(part_file)
+    sid = part.get("sessionID") if isinstance(part, dict) else None
+    if not isinstance(sid, str):  # its message's folder says the same, slower
+        files = sorted((root / "message").glob(f"*/{message_id}.json"))
+        sid = files[0].parent.name if files else ""
+    found = _session_file(root, sid)
+    if found is not None:
+        if len(_SESSION_OF_MESSAGE) > 100_000:
+            _SESSION_OF_MESSAGE.clear()
+        _SESSION_OF_MESSAGE[(root, message_id)] = found
+    return found
 
 
 def _message_files(root: Path, session_id: str) -> list[Path]:
