@@ -14,9 +14,9 @@ def main() -> None:
         from loopledger.live.hooks import run
 
         raise SystemExit(run(argv[1], argv[2:]))
-    from loopledger.cli.app import main as cli_main
+    from loopledger.cli.app import run as cli
 
-    cli_main(argv)
+    cli(argv)
 
 
 if __name__ == "__main__":

@@ -517,9 +517,10 @@ def with_optional_values(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None) -> None:
+    """The CLI on `argv` (default: this process's arguments)."""
     app(args=with_optional_values(list(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":
-    main()
+    run()

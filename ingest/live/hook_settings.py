@@ -456,9 +456,9 @@ def gemini_trust_note(folder: Path | None) -> str:
            'inside Gemini CLI, or add {"%s": "TRUST_FOLDER"} to %s. Headless runs (`gemini -p`) refuse '
            "an untrusted folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
     if folder is None:
-        return ("Gemini CLI runs user-level hooks (~/.gemini/settings.json) in every folder, but headless "
-                "runs (`gemini -p`) still refuse an untrusted folder unless given --skip-trust or "
-                "GEMINI_CLI_TRUST_WORKSPACE=true.")
+        return ("Gemini CLI blocks project hooks in untrusted folders; these are user hooks "
+                "(~/.gemini/settings.json), but headless runs (`gemini -p`) still refuse an untrusted "
+                "folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
     rules = gemini_trusted_folders_path()
     try:
         text = rules.read_text(encoding="utf-8")
