@@ -508,3 +508,29 @@ def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path):
     (session,) = (home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
     assert _replayed_in_order(session, PolicySpec.parse("progress"), "gemini-cli") == verdicts
     assert not (tmp_path / "hook.log").exists()
+
+
+def test_point_13_a_failed_tool_is_stored_as_its_session_file_records_it(tmp_path, fresh_db):
+    """gemini-cli 0.61.0's read_file on a missing file (hook input and chat record copied from a
+    recorded run): the model, and the session file, get the error's message alone."""
+    _ledger(fresh_db).dispose()
+    session = tmp_path / "session-2026-12-01T10-29-eb30ee4c.jsonl"
+    call = {"id": "read_file__call-1", "name": "read_file", "args": {"file_path": "missing.txt"}, "status": "error",
+            "result": [{"functionResponse": {"id": "read_file__call-1", "name": "read_file",
+                                             "response": {"error": "File not found: /p/missing.txt"}}}],
+            "resultDisplay": "File not found.", "timestamp": "2026-12-01T10:29:34.965Z"}
+    session.write_text(json.dumps({"sessionId": "eb30ee4c", "projectHash": "ab", "startTime": "2026-12-01T10:29:30Z"})
+                       + "\n" + json.dumps({"id": "m1", "type": "gemini", "timestamp": "2026-12-01T10:29:34Z",
+                                            "content": "", "toolCalls": [call]}) + "\n")
+    base = {"session_id": "eb30ee4c", "transcript_path": str(session), "cwd": "/p", "tool_name": "read_file",
+            "tool_input": {"file_path": "missing.txt"}}
+    after = {**base, "hook_event_name": "AfterTool", "tool_response": {
+        "llmContent": "Could not read file because no file was found at the specified path.",
+        "returnDisplay": "File not found.",
+        "error": {"message": "File not found: /p/missing.txt", "type": "file_not_found"}}}
+    for ev in ({**base, "hook_event_name": "BeforeTool"}, after):
+        assert run_hook(ev, fresh_db, agent="gemini-cli").returncode == 0
+    answers, _ = _stored(fresh_db)
+    read = [(a.text, a.is_error) for it in formats.read(session, "gemini-cli") if type(it).__name__ == "Answers"
+            for a in it.answers]
+    assert answers == [("File not found: /p/missing.txt", 1)] and read == [("File not found: /p/missing.txt", True)]

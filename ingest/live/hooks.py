@@ -69,9 +69,9 @@ def _answer_text(agent: str, response: Any, tool: str = "") -> tuple[str, bool]:
         error = response.get("error")
         content = response.get("llmContent", response.get("returnDisplay"))
         text = result_text(content) if isinstance(content, str | list | dict) else _text(content)
-        if error:
+        if error:  # the model is sent (and the session file records) the error's message alone
             err = error.get("message") if isinstance(error, dict) else error
-            text = f"{text}\n{_text(err)}" if text else _text(err)
+            text = _text(err) or text
         return tool_result(tool, text, bool(error))
     if isinstance(response, dict):
         if "stdout" in response or "stderr" in response:  # Bash
