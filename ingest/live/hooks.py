@@ -6,8 +6,13 @@ Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `ses
 (PreToolUse), `tool_response` (PostToolUse), `error` (PostToolUseFailure), `prompt`
 (UserPromptSubmit), `source` (SessionStart).
 - PreToolUse: allow → no output; block → hookSpecificOutput.permissionDecision "deny" with the
-  reason the model reads; halt → the same deny plus `"continue": false` and a stopReason the
-  person sees (Claude Code stops; the conversation is kept).
+  reason the model reads; halt → the same deny plus `"continue": false` and a stopReason. Claude
+  Code (2.1.197, its bundled code) does not stop for that on a denied call: it only fills in the
+  call's result, and the agent goes on.
+- PostToolBatch (tool_calls [{tool_name, tool_input, tool_use_id, tool_response}], once per
+  batch before the next model request): a batch holding a halted call → `{"continue": false,
+  "stopReason"}`, which ends the turn (terminal_reason "hook_stopped"; the UI shows the reason;
+  the conversation is kept). Anything else → no output.
 - PostToolUse / PostToolUseFailure: the answer is recorded; a warned call gets its notice as
   hookSpecificOutput.additionalContext.
 - UserPromptSubmit: a run boundary. SessionStart: the session is registered.
@@ -15,7 +20,8 @@ Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `ses
 Gemini CLI (docs/hooks/reference.md in google-gemini/gemini-cli): `BeforeTool` (tool_name,
 tool_input; no call id) answers `{"decision": "deny", "reason": …}` to refuse, plus
 `"continue": false, "stopReason"` to halt; `AfterTool` (tool_response {llmContent,
-returnDisplay, error}) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
+returnDisplay, error}; read through formats.gemini.tool_result, as the session file's reader
+reads the same result) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
 (prompt) is a run boundary; an allow prints `{}` (its stdout must be JSON).
 
 Never in the agent's way: malformed input, a missing ledger, a busy database or any internal
