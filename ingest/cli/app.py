@@ -429,8 +429,9 @@ def hook_claude_code(
                                             "(default: $LOOPLEDGER_HOOK_LOG, else ~/.local/state/loopledger/hook.log).")] = None,
 ) -> None:
     """Claude Code's hook: one event as JSON on stdin (PreToolUse, PostToolUse, PostToolUseFailure,
-    UserPromptSubmit, SessionStart); a refused call is answered with permissionDecision "deny", a
-    halt also with "continue": false. Always exits 0: a problem allows the call and is logged."""
+    PostToolBatch, UserPromptSubmit, SessionStart); a refused call is answered with
+    permissionDecision "deny"; after a halted call, PostToolBatch answers "continue": false, which
+    ends the turn. Always exits 0: a problem allows the call and is logged."""
     from loopledger.live.hooks import run
 
     raise typer.Exit(run("claude-code", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
@@ -452,13 +453,17 @@ def hook_gemini_cli(
 @hook_app.command("install")
 def hook_install(
     agent: AgentArg,
-    project: Annotated[Path | None, typer.Option("--project", help="Install in PROJECT/.claude/settings.json "
-                                                 "(.gemini/ for Gemini CLI). Default: the current folder.")] = None,
+    project: Annotated[Path | None, typer.Option(
+        "--project", metavar="[DIR]",
+        help="Install in DIR/.claude/settings.json (.gemini/ for Gemini CLI); --project alone or no "
+             "option: the current folder.")] = None,
     user: Annotated[bool, typer.Option("--user", help="Install in ~/.claude/settings.json (every project).")] = False,
     db: DbOption = None,
 ) -> None:
     """Add LoopLedger's hook entries to the agent's settings.json: merged with what is there, the
-    rest of the file left byte for byte, a backup kept; running it again changes nothing."""
+    rest of the file left byte for byte, the original kept until uninstall; running it again
+    changes nothing. The hook writes to the ledger named here (--db, else the one `loopledger
+    dashboard` would open from this folder; it must exist), printed with the command."""
     from loopledger.cli.commands import run_hook_install
 
     raise typer.Exit(run_hook_install(_agent(agent), project, user, db))
@@ -467,11 +472,13 @@ def hook_install(
 @hook_app.command("uninstall")
 def hook_uninstall(
     agent: AgentArg,
-    project: Annotated[Path | None, typer.Option("--project", help="The project whose settings to clean "
-                                                 "(default: the current folder).")] = None,
+    project: Annotated[Path | None, typer.Option(
+        "--project", metavar="[DIR]",
+        help="The project whose settings to clean; --project alone or no option: the current folder.")] = None,
     user: Annotated[bool, typer.Option("--user", help="Clean ~/.claude/settings.json instead.")] = False,
 ) -> None:
-    """Remove exactly LoopLedger's hook entries from the agent's settings.json."""
+    """Remove exactly LoopLedger's hook entries from the agent's settings.json: the file comes back
+    as it was before the install (deleted, if the install created it)."""
     from loopledger.cli.commands import run_hook_uninstall
 
     raise typer.Exit(run_hook_uninstall(_agent(agent), project, user))
@@ -492,5 +499,29 @@ def guard(
     raise typer.Exit(run_guard(db, policy, no_ledger))
 
 
+# Options whose value may be left out (click cannot say so through typer): `--project` alone
+# means the current folder, as its help says.
+OPTIONAL_VALUES = {("hook", "install"): {"--project": "."}, ("hook", "uninstall"): {"--project": "."}}
+
+
+def with_optional_values(argv: list[str]) -> list[str]:
+    """`argv` with the default value put after an option of OPTIONAL_VALUES given alone (last,
+    or followed by another option)."""
+    defaults = OPTIONAL_VALUES.get(tuple(argv[:2]))  # type: ignore[arg-type]
+    if not defaults:
+        return argv
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg in defaults and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append(defaults[arg])
+    return out
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The CLI on `argv` (default: this process's arguments)."""
+    app(args=with_optional_values(list(sys.argv[1:] if argv is None else argv)))
+
+
 if __name__ == "__main__":
-    app()
+    run()

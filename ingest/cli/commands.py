@@ -319,6 +319,7 @@ def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
 
 
 def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
+    from loopledger.ledger.urls import sqlite_file
     from loopledger.live import hook_settings as hs
 
     if project is not None and user:
@@ -327,7 +328,16 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
     if project is not None and not project.is_dir():
         err.print(Text(f"error: no such folder: {project}", style="red"))
         return EXIT_USAGE
-    # The ledger must exist and be current before the agent's first call (a hook never creates it).
+    # The ledger the person uses (`--db`, else the one `loopledger dashboard` opens from here),
+    # never a new one: a hook that writes to a fresh file beside the project enforces the
+    # built-in default, not the setting enforced in the person's ledger.
+    url = resolve_url(db)
+    file = sqlite_file(url)
+    if file is not None and not os.path.isfile(file):
+        err.print(Text(f"error: no ledger at {file}: give --db the ledger you enforce in (or run "
+                       "`loopledger ingest` there first); a hook install never creates one", style="red"))
+        return EXIT_USAGE
+    # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
     path = hs.settings_path(agent, project, user)
     try:
@@ -336,12 +346,14 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR
     if change.changed:
-        out.print(Text(f"installed the {agent} hook in {path}" + (f" (backup: {change.backup})" if change.backup else "")))
+        out.print(Text(f"installed the {agent} hook in {path}" + (f" (original kept in {change.backup})"
+                                                                  if change.backup else "")))
     else:
         out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
+    out.print(Text(f"ledger: {display_url(url)}"))
     out.print(Text(f"command: {change.command}"))
     if agent == "gemini-cli":
-        out.print(Text("Gemini CLI runs hooks only when they are enabled in its settings (see its hooks docs)."))
+        out.print(Text(hs.gemini_trust_note(None if user else path.parent.parent)))
     return EXIT_OK
 
 
@@ -357,8 +369,14 @@ def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR
-    out.print(Text(f"removed the {agent} hook from {path}" + (f" (backup: {change.backup})" if change.backup else "")
-                   if change.changed else f"no LoopLedger {agent} hook in {path}; nothing changed"))
+    if change.removed:
+        out.print(Text(f"removed the {agent} hook: deleted {path}, which the install had created"))
+    elif change.changed:
+        out.print(Text(f"removed the {agent} hook from {path}" + (
+            f"; other settings changed since the install, so the original stays in {change.backup}"
+            if change.backup else "; the file is as it was before the install")))
+    else:
+        out.print(Text(f"no LoopLedger {agent} hook in {path}; nothing changed"))
     return EXIT_OK
 
 
