@@ -3,19 +3,29 @@
 The harness (minisweagent/agents/default.py, DefaultAgent.parse_action) executes a reply only
 when its action regex finds exactly one ```bash block; otherwise it runs nothing and answers
 with its format_error_template. Such a reply is one `harness_error` call answered by an error,
-not one call per block. Expected counts come from jq / grep over the fixtures (SOURCE.md)."""
+not one call per block. Expected counts come from jq / grep over the real files (SOURCE.md).
+
+The real files are fetched data, which is not committed: the tests that read them run where the
+excerpts are present (tests/fixtures/formats/mini_swe_agent_v1/, git-ignored, or the folder
+LOOPLEDGER_MINI_V1_DATA names) and skip otherwise; the rest are built by hand from the harness's
+source."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 from loopledger.events import Answers, Batch, UserTurn
 from loopledger.formats import read, sniff
 
-FIX = Path(__file__).parent / "fixtures" / "formats" / "mini_swe_agent_v1"
+FIX = Path(os.environ.get("LOOPLEDGER_MINI_V1_DATA")
+           or Path(__file__).parent / "fixtures" / "formats" / "mini_swe_agent_v1")
 F15103 = FIX / "django__django-15103.excerpt.traj.json"
 F14349 = FIX / "django__django-14349.excerpt.traj.json"
+real = pytest.mark.skipif(not (F15103.is_file() and F14349.is_file()),
+                          reason="the fetched mini-swe-agent excerpts are not here (not committed; SOURCE.md)")
 
 
 def _calls_and_answers(path: Path):
@@ -25,6 +35,7 @@ def _calls_and_answers(path: Path):
     return items, calls, answers
 
 
+@real
 def test_each_reply_is_one_call_and_refused_replies_are_harness_errors():
     assert sniff(F15103) == "openai-chat"
     items, calls, answers = _calls_and_answers(F15103)
@@ -43,6 +54,7 @@ def test_each_reply_is_one_call_and_refused_replies_are_harness_errors():
     assert len([i for i in items if isinstance(i, UserTurn)]) == 1  # only the task is the person
 
 
+@real
 def test_nine_refusals_in_a_row_are_nine_identical_harness_errors():
     _, calls, answers = _calls_and_answers(F14349)
     assert [c.name for c in calls] == ["bash"] + ["harness_error"] * 9 + ["bash"]
@@ -53,17 +65,24 @@ def test_nine_refusals_in_a_row_are_nine_identical_harness_errors():
 
 
 def test_a_custom_format_error_template_is_recognised_from_the_trajectorys_config(tmp_path):
-    doc = json.loads(F15103.read_text())
+    """A run configured with its own format_error_template: the refusal is its text, not the
+    default's; the count is what the harness's action regex found (two ```bash blocks)."""
     custom = "Your reply must hold ONE ```bash block (you sent {{actions|length}})."
-    doc["info"]["config"]["agent"]["format_error_template"] = custom
-    for m in doc["messages"]:
-        if m["role"] == "user" and m["content"].startswith("Please always provide EXACTLY ONE"):
-            m["content"] = "Your reply must hold ONE ```bash block (you sent 4)."
+    doc = {"trajectory_format": "mini-swe-agent-1", "instance_id": "acme__cli-9",
+           "info": {"exit_status": "Submitted", "config": {"agent": {"format_error_template": custom}}},
+           "messages": [
+               {"role": "system", "content": "You are a helpful assistant."},
+               {"role": "user", "content": "<pr_description>--verbose is ignored</pr_description>"},
+               {"role": "assistant", "content": "THOUGHT: look.\n\n```bash\nls\n```\n\nthen\n\n```bash\ncat cli.py\n```"},
+               {"role": "user", "content": "Your reply must hold ONE ```bash block (you sent 2)."},
+               {"role": "assistant", "content": "THOUGHT: one at a time.\n\n```bash\nls\n```"},
+               {"role": "user", "content": "<returncode>0</returncode>\n<output>\ncli.py\n</output>"}]}
     path = tmp_path / "custom.traj.json"
     path.write_text(json.dumps(doc, indent=2))  # as mini-swe-agent saves them
     _, calls, answers = _calls_and_answers(path)
-    assert [c.name for c in calls].count("harness_error") == 2
-    assert calls[[c.name for c in calls].index("harness_error")].args["actions"] == 4  # counted by the action regex
+    assert [(c.name, c.args) for c in calls] == [("harness_error", {"reason": "format_error", "actions": 2}),
+                                                 ("bash", {"command": "ls"})]
+    assert answers[calls[0].id].is_error and not answers[calls[1].id].is_error
 
 
 def test_a_timed_out_command_ran_and_failed(tmp_path):

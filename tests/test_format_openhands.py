@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
@@ -203,17 +204,24 @@ def test_an_editor_read_gets_back_the_view_command_the_model_sent(tmp_path):
     assert got[1].name == "read" and got[1].args == {"path": "/w/a.c"}
 
 
-def test_an_error_observation_answering_no_action_is_a_harness_error():
-    """A real run (fixtures/formats/openhands_real/SOURCE.md): the controller could not turn one
-    reply into an action (a str_replace_editor call with a bad `command`) and answered with an
-    ErrorObservation that has no cause. That reply ran nothing: one harness_error call, answered
-    by the error, between the calls around it (counts by jq, in SOURCE.md)."""
-    path = Path(__file__).parent / "fixtures" / "formats" / "openhands_real" / "ponyc-error-observation.excerpt.jsonl"
+@pytest.mark.corpus
+def test_an_error_observation_answering_no_action_is_a_harness_error(corpus_dir):
+    """A real run (the shared corpus's OpenHands multi-swe-bench output, MIT): in
+    ponylang__ponyc-4593 the controller could not turn one reply into an action (a
+    str_replace_editor call with a bad `command`) and answered with an ErrorObservation that has
+    no cause (event 29). That reply ran nothing: one harness_error call, answered by the error,
+    between the calls around it. Counted by hand with jq over events 0-33:
+      jq -r '.history[] | select((.action != null and .tool_call_metadata != null)
+             or (.observation=="error" and .cause==null)) | .id' → 11 run (execute_bash),
+      1 read (str_replace_editor, id 27), the error (id 29), 2 reads (ids 30, 32)."""
+    path = corpus_dir / "openhands" / "multi-swe-bench-ponyc-output.jsonl"
     items = list(openhands.read(path))
     assert not errors(items)
-    cs = [c for i in items if isinstance(i, Batch) for c in i.calls]
+    start = next(n for n, i in enumerate(items) if isinstance(i, SessionStart) and i.info.key == "ponylang__ponyc-4593")
+    end = next((n for n, i in enumerate(items) if n > start and isinstance(i, SessionStart)), len(items))
+    cs = [c for i in items[start:end] if isinstance(i, Batch) for c in i.calls][:15]
     assert [c.name for c in cs] == ["execute_bash"] * 11 + ["str_replace_editor", "harness_error"] + ["str_replace_editor"] * 2
-    answers = {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+    answers = {a.call_id: a for i in items[start:end] if isinstance(i, Answers) for a in i.answers}
     refused = answers[cs[12].id]
     assert cs[12].args == {"reason": "error_observation"} and refused.is_error
     assert refused.text.startswith("Parameter 'command' is expected to be one of ['view', 'create'")

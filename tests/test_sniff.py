@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -82,4 +83,8 @@ def test_opencode_export_redirected_by_powershell_is_sniffed_through_its_utf16_b
     ps = tmp_path / "out.json"
     ps.write_bytes((FIX / "opencode" / "ses_export.json").read_text(encoding="utf-8").encode("utf-16"))
     assert sniff(ps) == "opencode"
-    assert sniff(FIX / "mini_swe_agent_v1" / "django__django-15103.excerpt.traj.json") == "openai-chat"
+    mini = tmp_path / "acme__pages-42.traj.json"
+    mini.write_text(json.dumps({"info": {"exit_status": "Submitted"}, "trajectory_format": "mini-swe-agent-1",
+                                "messages": [{"role": "user", "content": "fix it"},
+                                             {"role": "assistant", "content": "```bash\nls\n```"}]}, indent=2))
+    assert sniff(mini) == "openai-chat"

@@ -19,7 +19,7 @@ FOLDERS = {"aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_c
            "opencode": "opencode", "mini_swe_agent_v1": "openai-chat"}
 CORPUS = {"aider-chat-history-md": "aider", "claude-code-jsonl": "claude-code", "codex-rollout-jsonl": "codex",
           "openai-chat-tool-calls": "openai-chat", "openhands": "openhands", "swe-agent-traj": "swe-agent"}
-NOT_TRANSCRIPTS = ("README.md", "SOURCE.md", "task_metadata.json", "generate.py", "golden.py")
+NOT_TRANSCRIPTS = (".gitignore", "README.md", "SOURCE.md", "task_metadata.json", "generate.py", "golden.py")
 
 
 def _member(p: Path) -> bool:
