@@ -55,7 +55,7 @@ def test_each_reply_is_one_call_and_refused_replies_are_harness_errors():
 
 
 @real
-def test_nine_refusals_in_a_row_are_nine_identical_harness_errors():
+def test_nine_refusals_in_a_row_are_nine_harness_error_calls_answered_by_the_harness():
     _, calls, answers = _calls_and_answers(F14349)
     assert [c.name for c in calls] == ["bash"] + ["harness_error"] * 9 + ["bash"]
     assert [c.args["actions"] for c in calls[1:-1]] == [4, 2, 6, 2, 2, 3, 4, 2, 3]
