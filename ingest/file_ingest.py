@@ -288,9 +288,11 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
 
 
 def _redacted(info: SessionInfo | None, events: list[Event], opts: Options) -> tuple[Any, list[Event]]:
-    if not opts.redact:
-        return info, events
-    return (redact_event(info) if info is not None else None), [redact_event(ev) for ev in events]
+    # Always through redact_event: --no-redact keeps the secrets, never the depth (a value nested
+    # past redact.MAX_DEPTH becomes a marker either way, so no consumer below meets it).
+    secrets = opts.redact
+    return ((redact_event(info, secrets=secrets) if info is not None else None),
+            [redact_event(ev, secrets=secrets) for ev in events])
 
 
 def _session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
