@@ -41,7 +41,7 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Batch, Checkpoint, Event, ReadError, SessionInfo
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
-from loopledger.redact import redact_event
+from loopledger.redact import redact_event, redact_value
 from loopledger.replay import Step
 from loopledger.sessions import SessionGroup, SessionGrouper
 from sqlalchemy import delete, func, select, update
@@ -280,7 +280,7 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
             out.errors[:] = [e for e in out.errors if e.line != sc.lines]
         report.quarantined = len(out.errors)
         if grouper.checkpoint is not None and cut_seq is not None:
-            out.reader = {"cp": grouper.checkpoint, "key": grouper.checkpoint_key, "repeats": grouper.repeats,
+            out.reader = {"cp": _redacted_checkpoint(grouper.checkpoint, opts), "key": grouper.checkpoint_key, "repeats": grouper.repeats,
                           "format": fmt, "seq": cut_seq}
 
     out.sessions = list(sessions()) if materialize else sessions()
@@ -293,6 +293,14 @@ def _redacted(info: SessionInfo | None, events: list[Event], opts: Options) -> t
     secrets = opts.redact
     return ((redact_event(info, secrets=secrets) if info is not None else None),
             [redact_event(ev, secrets=secrets) for ev in events])
+
+
+def _redacted_checkpoint(cp: Checkpoint, opts: Options) -> Checkpoint:
+    """The reader's checkpoint as stored: its state holds raw content (a message waiting for more
+    lines), so its secrets go as the events' do. Not depth-capped: a resumed reader must read on
+    from exactly the state it left (a state too deep to pickle is simply not stored)."""
+    state = redact_value(cp.state, secrets=opts.redact, max_depth=None)
+    return cp if state is cp.state else Checkpoint(cp.offset, cp.line, state)
 
 
 def _session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
@@ -345,7 +353,7 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
         out.errors[:] = [e for e in out.errors if e.line != out.scan.lines]  # mid-line: read again later
     report.quarantined = len(out.errors)
     if grouper.checkpoint is not None and cut_seq is not None:
-        out.reader = {"cp": grouper.checkpoint, "key": grouper.checkpoint_key, "repeats": grouper.repeats,
+        out.reader = {"cp": _redacted_checkpoint(grouper.checkpoint, opts), "key": grouper.checkpoint_key, "repeats": grouper.repeats,
                       "format": fmt, "seq": cut_seq}
     return out
 

@@ -71,30 +71,34 @@ TOO_DEEP = "[loopledger: nested deeper than"  # start of the marker (see _too_de
 _CONTAINERS = (dict, list, tuple)
 
 
-def redact_value(value: Any, *, secrets: bool = True) -> Any:
+def redact_value(value: Any, *, secrets: bool = True, max_depth: int | None = MAX_DEPTH) -> Any:
     """A JSON value from outside (tool arguments, a hook's payload, a span's attributes), safe to
     store, judge, log or print: every string in it redacted (dict keys are left alone: they name
     fields), and every container nested deeper than MAX_DEPTH replaced by a marker string that
     names its digest (so two different deep values stay different). `secrets=False` (--no-redact)
-    only bounds the depth. Iterative: no input raises RecursionError. The same object when
-    nothing changed."""
+    only bounds the depth; `max_depth=None` only redacts (a reader's state, which must stay what
+    the reader left). Events inside (a reader state holds some) are redacted as redact_event
+    does. Iterative: no input raises RecursionError. The same object when nothing changed."""
     if isinstance(value, str):
         return redact_text(value) if secrets else value
+    if isinstance(value, _EVENTS):
+        return redact_event(value, secrets=secrets)
     if not isinstance(value, _CONTAINERS):
         return value
+    limit = max_depth if max_depth is not None else 1 << 62
     try:
         # One C-speed serialization decides most values: no marker in it means no secret, and
         # fewer brackets than MAX_DEPTH (brackets inside strings only overcount) means not too deep.
         flat = orjson.dumps(value)
     except TypeError:  # deeper than orjson goes (255), non-string keys, huge ints, lone surrogates
         flat = None
-    if flat is not None and flat.count(b"{") + flat.count(b"[") <= MAX_DEPTH and (
+    if flat is not None and flat.count(b"{") + flat.count(b"[") <= limit and (
             not secrets or not any(mk in flat for mk in _MARKERS_B)):
         return value
-    return _walk(value, secrets)
+    return _walk(value, secrets, limit)
 
 
-def _walk(root: Any, secrets: bool) -> Any:
+def _walk(root: Any, secrets: bool, limit: int) -> Any:
     # An explicit stack of frames [source, children, results, changed, depth]; a frame is done
     # when it has a result for each child, and hands its (possibly new) container to its parent.
     frames: list[list[Any]] = [[root, list(root.values()) if isinstance(root, dict) else list(root), [], False, 1]]
@@ -105,9 +109,11 @@ def _walk(root: Any, secrets: bool) -> Any:
             child = children[len(results)]
             if isinstance(child, str):
                 new = redact_text(child) if secrets else child
+            elif isinstance(child, _EVENTS):
+                new = redact_event(child, secrets=secrets)
             elif isinstance(child, _CONTAINERS):
-                if depth >= MAX_DEPTH:
-                    new = _too_deep(child, secrets)
+                if depth >= limit:
+                    new = _too_deep(child, secrets, limit)
                 else:
                     frames.append([child, list(child.values()) if isinstance(child, dict) else list(child),
                                    [], False, depth + 1])
@@ -133,7 +139,7 @@ def _walk(root: Any, secrets: bool) -> Any:
             parent[3] = True
 
 
-def _too_deep(value: Any, secrets: bool) -> str:
+def _too_deep(value: Any, secrets: bool, limit: int) -> str:
     """The marker standing in for a container cut at MAX_DEPTH: what it was, how big, and a digest
     of its contents (iterative, keys sorted; secrets redacted first), so equal values get equal
     markers and different ones different markers."""
@@ -158,7 +164,10 @@ def _too_deep(value: Any, secrets: bool) -> str:
             h.update(b"s%d:" % len(text) + text.encode("utf-8", "surrogatepass"))
         else:
             h.update(b"v" + repr(item).encode("utf-8", "surrogatepass") + b"\0")
-    return f"{TOO_DEEP} {MAX_DEPTH} levels: a {type(value).__name__} of {n} values, xxh3 {h.hexdigest()}]"
+    return f"{TOO_DEEP} {limit} levels: a {type(value).__name__} of {n} values, xxh3 {h.hexdigest()}]"
+
+
+_EVENTS = (Call, Answer, Batch, Answers, UserTurn, Prose, Retry, SessionInfo)
 
 
 class _Key(str):
@@ -175,6 +184,11 @@ def redact_event(ev, *, secrets: bool = True):
     depth (redact_value); unchanged objects are reused. `secrets=False` (--no-redact) only bounds
     the depth: no event leaves here that a recursive consumer cannot take."""
     text_of = redact_text if secrets else _same
+    if isinstance(ev, Call):
+        return _redact_call(ev, secrets)
+    if isinstance(ev, Answer):
+        text = text_of(ev.text)
+        return ev if text is ev.text else Answer(ev.call_id, text, ev.is_error, ev.ts)
     if isinstance(ev, Batch):
         calls = tuple(_redact_call(c, secrets) for c in ev.calls)
         text = text_of(ev.text)
