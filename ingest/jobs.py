@@ -17,7 +17,7 @@ import xxhash
 from loopledger import file_ingest
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger.file_ingest import FileReport, ingest_file, is_busy, log, one_line, recorded
+from loopledger.file_ingest import BAD_LINES_SHOWN, FileReport, ingest_file, is_busy, log, one_line, recorded
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
 from sqlalchemy.engine import Engine
@@ -39,10 +39,12 @@ class Totals:
     halts: int = 0
     quarantined: int = 0
     error_messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # not errors (a file shrank: its sessions kept)
+    bad_lines: list[str] = field(default_factory=list)  # the first quarantined lines, "FILE:LINE: why"
 
     def add(self, r: FileReport) -> None:
         self.files += 1
-        if r.action in ("new", "appended", "rewritten"):
+        if r.action in ("new", "appended", "rewritten", "truncated", "empty"):
             self.changed += 1
         elif r.action in ("unchanged", "busy", "skipped"):
             self.unchanged += 1
@@ -52,6 +54,9 @@ class Totals:
         elif r.action == "locked":
             self.locked += 1
             self.error_messages.append(r.error or r.path)
+        if r.note:
+            self.notes.append(f"{r.path}: {r.note}")
+        self.bad_lines.extend(r.bad_lines[: max(0, BAD_LINES_SHOWN - len(self.bad_lines))])
         for name in ("sessions", "runs", "calls", "checks", "warnings", "blocks", "halts", "quarantined"):
             setattr(self, name, getattr(self, name) + getattr(r, name))
 

@@ -1,4 +1,13 @@
-"""Secret redaction, applied to transcript text before it is stored and before detectors see it.
+"""The one redaction point: everything LoopLedger stores, spools, logs or prints from outside
+passes here first, so a new path has one function to call, not a pattern to remember.
+
+Who calls it: ingest and replay (redact_event on every event and session, and on the reader
+checkpoints stored for appends: file_ingest), the live paths (loopledger.live.session redacts
+every call, answer and prompt the hooks, `guard` and LiveGuard report; the hook log redacts its
+lines), and every excerpt of a bad line (`excerpt`). `redact_value` is for any JSON value from
+outside (tool arguments, a payload, span attributes). It also bounds depth: a container nested
+deeper than MAX_DEPTH becomes a marker naming its digest, so one odd value costs that value, not
+the file; with --no-redact only that bound applies. Nothing here recurses.
 
 Transcripts hold whatever the agent saw: API keys pasted into prompts, tokens echoed by `env`,
 private keys read from disk. They are replaced by a fixed marker naming the kind of secret, so

@@ -122,9 +122,19 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
     except UnknownFormat as e:
         err.print(Text(f"error: {e}"))
         return 2
+    import os
+
+    if not os.path.isfile(path):
+        # A usage error, said in words (not "[Errno 2]"): nothing was read.
+        what = "is a folder, not a transcript file" if os.path.isdir(path) else "no such file"
+        err.print(Text(f"error: {plain(path, 1000)}: {what}"))
+        return 2
     try:
         groups = list(sessions_of(read(path, format), path))
-    except (OSError, UnknownFormat, KeyError, ValueError) as e:
+    except OSError as e:
+        err.print(Text(f"error: {plain(path, 1000)}: cannot read it ({plain(e.strerror or str(e), 300)})"))
+        return 1
+    except (UnknownFormat, KeyError, ValueError) as e:
         err.print(Text(f"error: {plain(str(e), 1000)}"))
         return 1
     read_errors = [e for _, _, errs in groups for e in errs]
