@@ -17,7 +17,16 @@ import xxhash
 from loopledger import file_ingest
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger.file_ingest import BAD_LINES_SHOWN, Counts, FileReport, ingest_file, is_busy, log, one_line, recorded
+from loopledger.file_ingest import (
+    BAD_LINES_SHOWN,
+    Counts,
+    FileReport,
+    ingest_file,
+    is_busy,
+    log,
+    one_line,
+    recorded,
+)
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
 from sqlalchemy.engine import Engine
