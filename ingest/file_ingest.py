@@ -42,7 +42,7 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Batch, Checkpoint, Event, ReadError, SessionInfo
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
-from loopledger.redact import redact_event, redact_value
+from loopledger.redact import redact_event, redact_text, redact_value
 from loopledger.replay import Step
 from loopledger.sessions import SessionGroup, SessionGrouper
 from sqlalchemy import delete, func, select, update
@@ -282,7 +282,7 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
         items = (formats.read_from(path, fmt) if formats.resumable(fmt) else formats.read(path, fmt))
     except (formats.UnknownFormat, OSError, ValueError) as exc:
         out.action = report.action = "error"
-        out.error = report.error = str(exc)
+        out.error = report.error = redact_text(str(exc))  # stored and printed: it may quote the file
         return out
     out.format = report.format = fmt
     appended = action == "appended"
@@ -361,7 +361,7 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
         items = formats.read_from(path, fmt, st["cp"])
     except (OSError, ValueError) as exc:
         out.action = report.action = "error"
-        out.error = report.error = str(exc)
+        out.error = report.error = redact_text(str(exc))  # stored and printed: it may quote the file
         return out
     current = SessionInfo(st["key"], fmt)
     grouper = SessionGrouper(path, repeats=st["repeats"], current=current)
@@ -651,7 +651,7 @@ def _missing(engine: Engine, key: str, report: FileReport) -> FileReport:
 def _crashed(engine: Engine, key: str, exc: Exception) -> FileReport:
     """A reader or detector bug on one file: record it on the source (one line; the traceback
     goes to the log), carry on with the others. The file is not marked seen: tried again later."""
-    msg = f"{key}: could not be ingested ({one_line(exc)})"
+    msg = redact_text(f"{key}: could not be ingested ({one_line(exc)})")  # stored on the source row
     log.error("%s", msg, exc_info=exc)
     with engine.begin() as conn:
         conn.execute(update(s.sources).where(s.sources.c.path == key).values(

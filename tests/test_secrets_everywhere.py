@@ -186,11 +186,20 @@ def test_point_3_live_guard_stores_no_secret(tmp_path, ledger):
     assert stored.count(b"[REDACTED:bearer-token]") >= 3 and stored.count(b"[REDACTED:openai-key]") >= 6
 
 
-def test_point_3_ingest_stores_and_prints_no_secret(tmp_path, ledger):
+def test_point_3_ingest_stores_prints_and_logs_no_secret(tmp_path, ledger):
     transcript = _transcript(tmp_path)
-    ing = _cli("ingest", str(transcript), "--db", ledger, cwd=tmp_path)
+    # A line of a type the reader does not know is skipped and named in the log: its type is
+    # transcript text, here a key.
+    with open(transcript, "a") as fh:
+        fh.write(json.dumps({"type": f"note-{OPENAI}", "sessionId": SESSION, "uuid": "n-1"}) + "\n")
+    log = tmp_path / "ingest.log"
+    ing = _cli("ingest", str(transcript), "--db", ledger, "--log-file", str(log), cwd=tmp_path)
     assert ing.returncode == 0, ing.stderr
     assert_clean(ing.stdout + ing.stderr, "ingest's output")
+    logged = log.read_bytes()
+    assert b"[REDACTED:openai-key]" in logged  # the line was logged, redacted
+    assert_clean(logged, "ingest's log file")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
     stored = ledger_bytes(ledger)
     assert_clean(stored, "the ledger")
     assert stored.count(b"Bearer [REDACTED:bearer-token]") >= 3
