@@ -41,8 +41,8 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bearer-token", r"\b[Bb](?i:earer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
     ("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:(?P<secret>[^\s/@]+)@"),
 )
-_COMBINED = re.compile("|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})"
-                                for i, (_, p) in enumerate(_PATTERNS)), re.DOTALL)
+_SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
+_COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
 _KINDS = [kind for kind, _ in _PATTERNS]
 # Cheap substring tests that every pattern needs at least one of: most texts hold none, and
 # `in` scans far faster than the regex engine does.
@@ -55,7 +55,7 @@ def _replace(m: re.Match[str]) -> str:
     # The outer group k<i> closes last, so it is the match's lastgroup.
     i = int(m.lastgroup[1:])
     marker = f"[REDACTED:{_KINDS[i]}]"
-    secret = m.group(f"s{i}") if f"s{i}" in _COMBINED.groupindex else None
+    secret = m.group(f"s{i}") if f"s{i}" in m.re.groupindex else None
     if secret is None:
         return marker
     start, end = m.span(f"s{i}")
@@ -66,8 +66,11 @@ def _replace(m: re.Match[str]) -> str:
 
 def redact_text(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<kind>]`; the same object when clean."""
+    global _COMBINED
     if not text or not any(mk in text for mk in _MARKERS):
         return text
+    if _COMBINED is None:
+        _COMBINED = re.compile(_SOURCE, re.DOTALL)
     return _COMBINED.sub(_replace, text)
 
 
