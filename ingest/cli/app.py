@@ -235,7 +235,8 @@ def receive(
     max_text: MaxTextOption = 64 * 1024,
 ) -> None:
     """Receive OpenTelemetry traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON, gzip) and write
-    their tool calls and every policy's checks into the ledger, as `ingest` does for files.
+    their tool calls and the policies' checks (the default set, plus --policy) into the ledger, as
+    `ingest` does for files.
 
     Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
     from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
