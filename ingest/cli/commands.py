@@ -118,9 +118,16 @@ def _print_errors(t: worker.Totals) -> None:
         # Text(), not markup: a file name or message may contain [brackets]; plain(): it may
         # quote raw bytes (escape sequences, binary) that must not reach the terminal as they are.
         err.print(Text(f"error: {plain(msg, 1000)}", style="red"))
+    for note in t.notes:
+        err.print(Text(f"note: {plain(note, 1000)}"))
     if t.quarantined:
-        err.print(Text(f"{t.quarantined} malformed line(s) quarantined: see the Ingest health page "
-                       "or the ingest_errors table", style="yellow"))
+        # Name the lines (the first few): a count alone sends the person hunting.
+        err.print(Text(f"{t.quarantined} malformed line(s) quarantined; all are on the Ingest health page "
+                       "and in the ingest_errors table:", style="yellow"))
+        for where in t.bad_lines:
+            err.print(Text(f"  {plain(where, 300)}", style="yellow"))
+        if t.quarantined > len(t.bad_lines):
+            err.print(Text(f"  … and {t.quarantined - len(t.bad_lines)} more", style="yellow"))
 
 
 AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs more than it saves
@@ -190,9 +197,12 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
     def report(r: worker.FileReport) -> None:
         line = f"{r.action:9} {r.path}: {r.sessions} session(s), {r.calls} call(s), {r.halts} halt(s)"
         if r.quarantined:
-            line += f", {r.quarantined} quarantined"
+            line += f", {r.quarantined} quarantined (first: {r.bad_lines[0]})" if r.bad_lines else \
+                f", {r.quarantined} quarantined"
         if r.error:
             line += f" — {r.error}"
+        if r.note:
+            line += f" — {r.note}"
         err.print(Text(plain(line, 1000)))
 
     try:
