@@ -1,7 +1,8 @@
 """Change detection: what a file's bytes mean against its `sources` row.
 
 unchanged (size and mtime as stored: not even read) · touched (same bytes) · appended (the bytes
-up to the stored offset hash to the stored hash) · rewritten · new. A file recorded with status
+up to the stored offset hash to the stored hash) · truncated (shorter than the bytes already read:
+emptied by `: > f`, rotated, cut) · rewritten · new. A file recorded with status
 `error` is never "unchanged": the failure may have come from outside it (a bad flag, a crash), so
 every later ingest tries it again.
 """
@@ -16,6 +17,8 @@ import xxhash
 from loopledger import formats
 
 STATUS_OK, STATUS_QUARANTINED, STATUS_ERROR, STATUS_MISSING = "ok", "quarantined", "error", "missing"
+# The sessions a file held before it shrank, kept under a source row of their own (file_ingest).
+STATUS_TRUNCATED = "truncated"
 _HASH_CHUNK = 1 << 20
 
 
@@ -127,4 +130,6 @@ def decide(row: dict[str, Any], sc: Scan) -> str:
         return "touched"  # mtime moved, bytes did not
     if sc.size > row["byte_offset"] and sc.prefix_hash == row["content_hash"]:
         return "appended"
+    if sc.size < row["byte_offset"]:
+        return "truncated"  # bytes already read are gone: what the ledger holds from them is kept
     return "rewritten"
