@@ -35,6 +35,7 @@ from loopledger.changes import (
     Scan,
     decide,
     scan,
+    stamp,
     unchanged,
 )
 from loopledger.config import Options
@@ -669,13 +670,13 @@ def busy_report(key: str, exc: BaseException) -> FileReport:
 def look(engine: Engine, path: Path) -> tuple[str, dict[str, Any] | None]:
     """The cheap look before any work: 'missing', 'unchanged' or 'changed', with the source row."""
     try:
-        st = path.stat()
+        size, mtime = stamp(path)
     except FileNotFoundError:
         return "missing", None
     with engine.connect() as conn:
         row = conn.execute(select(s.sources).where(s.sources.c.path == str(path))).mappings().first()
     row = dict(row) if row else None
-    return ("unchanged" if unchanged(row, st.st_size, st.st_mtime) else "changed"), row
+    return ("unchanged" if unchanged(row, size, mtime) else "changed"), row
 
 
 def row_state(row: dict[str, Any]) -> tuple:

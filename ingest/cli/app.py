@@ -386,7 +386,8 @@ def score(
 
     Per labelled session a policy's first halt is placed at a call: on a loop session inside the
     labelled loop it is caught, before it early (it stopped good work), after it or none missed;
-    any halt on a normal session is a false halt; unclear sessions are left out."""
+    any halt on a normal session is a false halt; unclear sessions are left out. Precision and
+    recall come with their Wilson 95% intervals: how much so few labels can tell."""
     from loopledger.cli.score import run_score
 
     raise typer.Exit(run_score(db, policy, sort, format))
