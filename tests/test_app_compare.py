@@ -207,6 +207,9 @@ def test_precision_and_recall_against_labels(tmp_path):
             assert tp + fn == 2
             assert row["recall 95% CI"] == {0: "[0.00, 0.66]", 1: "[0.09, 0.91]", 2: "[0.34, 1.00]"}[tp]
             assert row["precision 95% CI"] == scoring.interval_text(scoring.wilson(tp, tp + fp))
+            # The scores written for people: two decimals, "—" when nothing was flagged (never None).
+            assert row["precision"] == (f"{tp / (tp + fp):.2f}" if tp + fp else "—")
+            assert row["recall"] == f"{tp / 2:.2f}"
         row3 = scores[scores["threshold"] == 3].iloc[0]
         # The halted run labelled loop is caught, the clean one labelled loop is missed.
         assert row3["tp"] >= 1 and row3["fn"] >= 1 and row3["fp"] >= 1

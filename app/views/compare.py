@@ -301,7 +301,11 @@ if run_labels:
         r["precision 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fp"]))
         r["recall 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fn"]))
     st.altair_chart(charts.pr_chart(scores), key="cp_pr")
-    safe.table(pd.DataFrame(scores), key="cp_scores")
+    shown = pd.DataFrame(scores)
+    for col in ("precision", "recall"):  # nothing flagged: no precision, "—" (never None)
+        if col in shown:
+            shown[col] = [when.number(v) for v in shown[col]]
+    safe.table(shown, key="cp_scores")
     st.caption(f"{len(run_labels)} labelled run(s) among the selected sessions.")
 else:
     st.caption("No run of the selected sessions is labelled yet (label runs on the Session page or below the "
