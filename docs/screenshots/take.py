@@ -63,7 +63,9 @@ def main(base: str, board: str) -> None:
 
         page.goto(board + "/leaderboard")
         page.get_by_text("Where two policies disagree").wait_for(timeout=120_000)
-        _settle(page)
+        page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=120_000)
+        page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=120_000)
+        _settle(page, 3000)  # the tables draw on a canvas after the page has run
         page.screenshot(path=str(OUT / "leaderboard.png"))
         browser.close()
 
