@@ -311,7 +311,7 @@ with _conn() as conn:
         now = None
 st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
            "use the enforced setting. Enforced now:")
-safe.text(now or f"{enforce.DEFAULT_SPEC.label} (the default)")
+safe.text(now or "the default set: " + " + ".join(sp.label for sp in enforce.LIVE_DEFAULT))
 e1, e2 = st.columns([3, 1])
 to_enforce = e1.selectbox("Setting to enforce", labels, key="cp_enforce_sel")
 if e2.button("Enforce this setting", key="cp_enforce"):
