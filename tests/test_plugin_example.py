@@ -139,7 +139,7 @@ def test_plugin_in_process(plugin_loaded):
     with pytest.raises(ConfigError) as info:
         PolicySpec.parse("same-tool:halt_at=2")
     assert info.value.field == "halt_at"
-    assert PolicySpec.parse(f"{FACTORY}:halt_at=4").detector == FACTORY
+    assert PolicySpec.parse(f"{FACTORY}:halt_at=4", trusted=True).detector == FACTORY
 
 
 def test_replay_page_steps_the_plugin(plugin_ledger, plugin_loaded):
