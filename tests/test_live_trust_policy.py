@@ -273,3 +273,11 @@ def test_point_9_an_existing_ledger_still_reads(tmp_path):
         proc = subprocess.run([str(BIN), *args, "--db", url], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, (args, proc.stderr)
 
+
+
+def test_point_9_a_missing_folder_is_no_ledger_either(tmp_path):
+    missing = tmp_path / "ledgers" / "team.sqlite"
+    proc = subprocess.run([str(BIN), "policies", "--db", str(missing)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "300"})
+    assert proc.returncode == 2 and str(missing) in proc.stderr.replace("\n", "")
+    assert list(tmp_path.iterdir()) == []

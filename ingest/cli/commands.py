@@ -60,11 +60,17 @@ def open_ledger(db: str | None, create: bool = False):
 
 
 def missing_ledger(db: str | None) -> str | None:
-    """The SQLite file `db` names when it does not exist (None: it exists, or is not SQLite)."""
+    """The SQLite file `db` names when there is none (None: it exists, it is not SQLite, or the
+    path cannot be a file at all, under a file: `open_ledger` says why it cannot be opened)."""
     from loopledger.ledger.urls import sqlite_file
 
     path = sqlite_file(resolve_url(db))
-    return path if path is not None and not os.path.isfile(path) else None
+    if path is None or os.path.exists(path):
+        return None
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent) and parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+    return path if not parent or os.path.isdir(parent) else None
 
 
 def refuse_missing_ledger(db: str | None) -> None:
