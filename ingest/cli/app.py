@@ -395,7 +395,7 @@ def score(
 @app.command()
 def enforce(
     spec: Annotated[list[str] | None, typer.Argument(
-        help="DETECTOR[:NAME=VALUE,...] to enforce, e.g. ladder:halt_at=5; several enforce them as a set (each "
+        metavar="SPEC", help="DETECTOR[:NAME=VALUE,...] to enforce, e.g. ladder:halt_at=5; several enforce them as a set (each "
         "call: the most severe verdict of any of them). Omit it to see what is enforced.",
         show_default=False)] = None,
     default: Annotated[bool, typer.Option("--default", help="Go back to the default set (the one ingest judges "
@@ -483,7 +483,7 @@ def hook_uninstall(
 @app.command()
 def guard(
     db: DbOption = None,
-    policy: Annotated[list[str], typer.Option("--policy", help="Judge with this DETECTOR[:NAME=VALUE,...] "
+    policy: Annotated[list[str], typer.Option("--policy", metavar="SPEC", help="Judge with this DETECTOR[:NAME=VALUE,...] "
                                               "instead of the enforced policy; repeat it for a set.",
                                               show_default=False)] = [],  # noqa: B006
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Judge only; write nothing.")] = False,
