@@ -184,9 +184,12 @@ def main() -> None:
         chosen = e1.selectbox("Policy to enforce", ids, format_func=names.get, key="lb_enforce_sel",
                               help="The hooks, `loopledger guard` and Policy.enforced(db) judge live agents with it.")
         if e2.button("Enforce this setting", key="lb_enforce"):
-            with data._writer(data.url()).begin() as conn:
-                enforce.set_enforced_id(conn, chosen, origin="leaderboard")
-            st.success("Enforced: live agents are judged by this policy from their next call.")
+            try:
+                with data._writer(data.url()).begin() as conn:
+                    enforce.set_enforced_id(conn, chosen, origin="leaderboard")
+                st.success("Enforced: live agents are judged by this policy from their next call.")
+            except enforce.NotRegistered as exc:  # a stored module:factory: looked up, never imported
+                safe.text(f"Not enforced: {exc}")
 
     st.subheader("Who labelled what")
     by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")

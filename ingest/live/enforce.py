@@ -41,8 +41,9 @@ class NotRegistered(LookupError):
     def __init__(self, detector: str, label: str) -> None:
         self.detector = detector
         self.label = label
-        super().__init__(f"the enforced policy {label!r} names detector {detector!r}, which is not registered "
-                         "here (a stored policy never imports code): allowed")
+        super().__init__(f"the stored policy {label!r} names detector {detector!r}, which is not registered in "
+                         "this process (a policy read from a ledger never imports code; install the plugin's "
+                         "package to enforce it)")
 
 
 def spec_of_row(detector: str, params: str | bytes) -> PolicySpec:
