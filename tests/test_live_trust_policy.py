@@ -281,3 +281,55 @@ def test_point_9_a_missing_folder_is_no_ledger_either(tmp_path):
                           env={**os.environ, "COLUMNS": "300"})
     assert proc.returncode == 2 and str(missing) in proc.stderr.replace("\n", "")
     assert list(tmp_path.iterdir()) == []
+
+
+# The set as one guard (replay.PolicySet, what the live paths enforce): before its first halt
+# every member has seen exactly the events it sees alone, so the set's first halt is the earliest
+# first halt of any member (scoring.any_of), and each call's verdict is the most severe member's.
+_SEVERITY = ["allow", "warn", "block", "halt", "after_halt"]
+_TOOLS = [("Bash", {"command": "npm test"}), ("Bash", {"command": "gh run view 1"}), ("Read", {"path": "a.py"})]
+_ANSWERS = ["1 failed", "2/12 done", "5/12 done", "ok"]
+
+
+def _session(script: list[tuple[int, int, bool]]) -> list:
+    from loopledger.events import Answer, Answers, Batch, Call, UserTurn
+
+    events: list = [UserTurn("go")]
+    for i, (tool, answer, turn) in enumerate(script):
+        if turn:
+            events.append(UserTurn("again"))
+        name, args = _TOOLS[tool]
+        events.append(Batch((Call(f"c{i}", name, args),)))
+        events.append(Answers((Answer(f"c{i}", _ANSWERS[answer], answer == 0),)))
+    return events
+
+
+@pytest.mark.parametrize("specs", [DEFAULT_SPECS, (PolicySpec("window"), PolicySpec.parse("ladder:halt_at=6")),
+                                   (PolicySpec("roo"), PolicySpec("cycle"), PolicySpec("progress"))],
+                         ids=["default", "window+ladder", "roo+cycle+progress"])
+def test_point_7_a_set_halts_where_scoring_halts_it(specs):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from loopledger.replay import PolicySet
+
+    @settings(max_examples=80, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 4).map(lambda n: n == 0)),
+                    min_size=1, max_size=14))
+    def check(script):
+        events = _session(script)
+        alone = [list(replay(events, sp)) for sp in specs]
+        together = list(replay(events, PolicySet.of(specs)))
+        firsts = [scoring.judge_replay(sp.id, 1, "loop", 1, 1, events, steps, 0).halt_at
+                  for sp, steps in zip(specs, alone, strict=True)]
+        halted = [h for h in firsts if h is not None]
+        got = scoring.judge_replay("set", 1, "loop", 1, 1, events, together, 0).halt_at
+        assert got == (min(halted) if halted else None)
+        for seq, step in enumerate(together):  # up to the set's first halt: the most severe member verdict
+            if not step.checks:
+                continue
+            want = max((c.verdict for s in alone for c in s[seq].checks), key=_SEVERITY.index)
+            assert step.checks[0].verdict == want, (seq, script)
+            if want == "halt":
+                break
+
+    check()
