@@ -302,14 +302,15 @@ def run_policies(db: str | None) -> int:
             now = enforce.now(conn)
     finally:
         engine.dispose()
-    enforced_ids = set(now["ids"]) if now["chosen"] else set()
+    enforced_ids = set(now["ids"])
+    enforced_word = "enforced" if now["chosen"] else "enforced (the default set)"
     table = Table(title="Stored policies", title_justify="left")
     for name in ("id", "detector", "label", "default", "status"):
         table.add_column(name)
     for r in rows:
         # Looked up, never imported: a stored policy cannot choose code this process runs.
         here = registry.is_registered(r["detector"])
-        status = ("enforced" if r["id"] in enforced_ids else "") if here else "not registered here: allowed"
+        status = (enforced_word if r["id"] in enforced_ids else "") if here else "not registered here: allowed"
         if not here and r["id"] in enforced_ids:
             status = "enforced, not registered here: allowed"
         table.add_row(r["id"][:12], Text(r["detector"]), Text(r["label"]), "yes" if r["is_default"] else "",
