@@ -77,6 +77,12 @@ def test_bad_usage_is_one_line_exit_2(tmp_path, args, message):
 
 
 def test_an_unlabelled_ledger_says_how_to_label(tmp_path):
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
+
+    eng = make_engine(f"sqlite:///{tmp_path / 'empty.sqlite'}")  # score reads an existing ledger only
+    migrate.upgrade(eng)
+    eng.dispose()
     out = _run("score", "--db", str(tmp_path / "empty.sqlite"))
     assert out.returncode == 0
     assert "loopledger labels import" in out.stderr

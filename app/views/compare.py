@@ -354,4 +354,4 @@ with _conn() as conn:
         now = None
 with now_box.container():
     # A spec label can hold user-typed names (observation tools): plain text.
-    safe.text("Enforced now: " + (now or f"{enforce.DEFAULT_SPEC.label} (the default)"))
+    safe.text("Enforced now: " + (now or "the default set: " + " + ".join(sp.label for sp in enforce.LIVE_DEFAULT)))

@@ -231,10 +231,13 @@ def main() -> None:
             runs = int(data.q("headline", read.SessionFilter())["runs"])
             label = f"Enforce it: halts {halted:,} of {runs:,} runs"
         if e2.button(label, key="lb_enforce", disabled=chosen is None):
-            with data._writer(data.url()).begin() as conn:
-                enforce.set_enforced_id(conn, chosen, origin="leaderboard")
-            st.success("Enforced: live agents are judged by this policy from their next call.")
-            safe.text(f"Enforced now: {names.get(chosen, chosen)}")
+            try:
+                with data._writer(data.url()).begin() as conn:
+                    enforce.set_enforced_id(conn, chosen, origin="leaderboard")
+                st.success("Enforced: live agents are judged by this policy from their next call.")
+                safe.text(f"Enforced now: {names.get(chosen, chosen)}")
+            except enforce.NotRegistered as exc:  # a stored module:factory: looked up, never imported
+                safe.text(f"Not enforced: {exc}")
 
     st.subheader("Who labelled what")
     by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")

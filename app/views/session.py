@@ -297,13 +297,15 @@ def _enforced(session_id: int) -> None:
     try:
         with data.connect() as conn:
             df = read_live.enforced(conn, session_id)
+            now = read_live.enforced_label(conn) if len(df) else None
     except sa.exc.SQLAlchemyError:
         return  # a ledger from before live enforcement: nothing was enforced in it
     if not len(df):
         return
     st.subheader("Enforced on the live agent")
     st.caption(f"{len(df)} decision(s) a hook or guard made, newest first; 'replayed' is the same policy's "
-               f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s.")
+               f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s. Enforced now:")
+    safe.text(now or "the default set (the one ingest judges with), until a setting is enforced")
     if "when" in df:
         df = df.assign(when=when.moments(df["when"]))
     safe.table(df, key="enforced_table")

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from loopledger.analysis import scoring
-from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, open_ledger
+from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, open_existing_ledger
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read, store
 from loopledger.replay import replay, tally
@@ -93,7 +93,7 @@ FORMATS = ("table", "markdown", "csv")
 
 def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: str = "table") -> int:
     try:
-        specs = [PolicySpec.parse(p) for p in policy]
+        specs = [PolicySpec.parse(p, trusted=True) for p in policy]
         if sort not in scoring.SORTABLE:
             raise ValueError(f"--sort {sort!r}: expected one of {', '.join(scoring.SORTABLE)}")
         if fmt not in FORMATS:
@@ -101,7 +101,7 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_existing_ledger(db)
     try:
         with engine.connect() as conn:
             totals = read.label_totals(conn)

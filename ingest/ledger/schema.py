@@ -259,7 +259,7 @@ reader_states = Table(
 # Not derived from a transcript: a re-ingest of the session's file keeps these rows.
 
 # Which stored policy the hooks, `guard` and Policy.enforced(db) use: the newest row wins;
-# policy_id NULL = back to the default (loopledger.live.enforce.DEFAULT_SPEC).
+# policy_id NULL = back to the default (loopledger.live.enforce.LIVE_DEFAULT, the scored default set).
 enforcements = Table(
     "enforcements",
     metadata,
@@ -267,6 +267,17 @@ enforcements = Table(
     Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE")),
     Column("set_at", Float, nullable=False),
     Column("origin", Text),  # compare | leaderboard | cli | api
+)
+
+# The policies of one enforcement, in the order they were named (migration 0010_livepolicy): one
+# row for a single policy, several for a set (each call: the earliest verdict of any of them).
+# enforcements.policy_id is the first of them; an enforcement older than this table has none.
+enforcement_policies = Table(
+    "enforcement_policies",
+    metadata,
+    Column("enforcement_id", Integer, ForeignKey("enforcements.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), nullable=False),
 )
 
 # What a live agent reported, in arrival order: the enforced policy's state is a replay of these.
