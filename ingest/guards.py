@@ -39,7 +39,7 @@ from loopledger.live.enforce import LIVE_DEFAULT
 from loopledger.live.session import Decision
 from loopledger.replay import PolicySet
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"  # 1.1: LIVE_DEFAULT, PolicySet; the live default is the scored default set
 
 # Kept for API 1.x: the ladder at its defaults, which was the live default before the scored set. What the
 # live paths enforce until a person chooses is LIVE_DEFAULT (= DEFAULT_SPECS, the scored set).
