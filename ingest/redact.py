@@ -93,7 +93,7 @@ def redact_event(ev):
         text = redact_text(ev.text)
         if text is ev.text and all(a is b for a, b in zip(calls, ev.calls, strict=True)):
             return ev
-        return Batch(calls, text, ev.ts, ev.line)
+        return Batch(calls, text, ev.ts, ev.line, ev.usage)
     if isinstance(ev, Answers):
         answers = []
         changed = False
@@ -108,7 +108,9 @@ def redact_event(ev):
         return Answers(tuple(answers), ev.line) if changed else ev
     if isinstance(ev, (UserTurn, Prose, Retry)):
         text = redact_text(ev.text)
-        return ev if text is ev.text else type(ev)(text, ev.ts, ev.line)
+        if text is ev.text:
+            return ev
+        return Prose(text, ev.ts, ev.line, ev.usage) if isinstance(ev, Prose) else type(ev)(text, ev.ts, ev.line)
     if isinstance(ev, SessionInfo):
         title = redact_text(ev.title)
         if title is ev.title:

@@ -1,0 +1,65 @@
+"""What a model turn cost, from genai-prices' offline price table: LoopLedger never writes a price.
+
+`price(usage, ts)` looks the turn's model up in the table genai-prices ships (no network: its
+auto-update is never started), at the turn's date (prices change; the table keeps their history),
+with cache reads and writes priced as the provider prices them. A turn without usage, or whose
+model the table does not know, is unpriced: `usd` is None, shown as unknown, never 0.
+`PRICED_WITH` names the table's version; the ledger stores it beside every computed price.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+
+import genai_prices
+from loopledger.events import TurnUsage
+
+PRICED_WITH = f"genai-prices {version('genai-prices')}"
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    usd: float | None  # None: unpriced
+    model: str | None = None  # the price table's model id the turn matched
+    note: str = ""  # why unpriced
+
+
+NO_USAGE = Price(None, None, "no usage in the transcript")
+
+
+def _day(ts: str | None) -> str | None:
+    return ts[:10] if ts and len(ts) >= 10 and ts[4] == "-" and ts[7] == "-" else None
+
+
+def price(usage: TurnUsage | None, ts: str | None = None) -> Price:
+    """The turn's price in USD at its date (`ts`, ISO 8601; today's prices without one)."""
+    if usage is None or not usage.known:
+        return NO_USAGE
+    if not usage.model:
+        return Price(None, None, "no model named")
+    return _price(usage.model, usage.provider, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                  usage.cache_write_tokens, usage.cache_write_1h_tokens, _day(ts))
+
+
+@functools.lru_cache(maxsize=8192)
+def _price(model: str, provider: str | None, inp: int | None, out: int | None, read: int | None,
+           write: int | None, write_1h: int | None, day: str | None) -> Price:
+    counts = {"input_tokens": inp, "output_tokens": out, "cache_read_tokens": read,
+              "cache_write_tokens": write, "cache_write_1h_tokens": write_1h}
+    when = None
+    if day:
+        try:
+            when = datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC)
+        except ValueError:
+            when = None
+    try:
+        calc = genai_prices.calc_price(genai_prices.Usage(**{k: v for k, v in counts.items() if v}),
+                                       model_ref=model, provider_id=provider, genai_request_timestamp=when)
+    except LookupError:
+        return Price(None, None, f"{model!r} is not in {PRICED_WITH}")
+    except ValueError as e:  # usage the table cannot price (e.g. more cache reads than input)
+        return Price(None, None, f"{model!r}: {e}")
+    return Price(float(calc.total_price), calc.model.id)
