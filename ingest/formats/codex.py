@@ -144,7 +144,7 @@ def _process_tools(items: Iterator[Item]) -> Iterator[Item]:
     checkpoint transforms exactly what a whole read does."""
     for item in items:
         if isinstance(item, Batch) and any(c.name in _PROCESS_TOOLS for c in item.calls):
-            item = Batch(tuple(_poll(c) for c in item.calls), item.text, item.ts, item.line)
+            item = Batch(tuple(_poll(c) for c in item.calls), item.text, item.ts, item.line, item.usage)
         elif isinstance(item, Answers) and any(_VOLATILE.search(a.text) for a in item.answers):
             item = Answers(tuple(Answer(a.call_id, _VOLATILE.sub("", a.text), a.is_error, a.ts)
                                  if _VOLATILE.search(a.text) else a for a in item.answers), item.line)
