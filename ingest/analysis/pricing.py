@@ -63,3 +63,29 @@ def _price(model: str, provider: str | None, inp: int | None, out: int | None, r
     except ValueError as e:  # usage the table cannot price (e.g. more cache reads than input)
         return Price(None, None, f"{model!r}: {e}")
     return Price(float(calc.total_price), calc.model.id)
+
+
+UNKNOWN = "unknown"
+
+
+def usd_text(usd: float | None, unpriced: int = 0) -> str:
+    """A spend for people: "$1.23"; "unknown" when nothing was priced; "≥ $1.23" when some turns
+    were not (their share is unknown, so the sum is a lower bound)."""
+    if usd is None or usd != usd:  # None or NaN (a pandas cell)
+        return UNKNOWN
+    text = f"${usd:,.2f}" if abs(usd) >= 0.995 or usd == 0 else f"${usd:.4f}"
+    return f"≥ {text}" if unpriced else text
+
+
+def tokens_text(tokens: int | None, turns: int | None = None) -> str:
+    """Tokens for people: "1,234,567"; "unknown" without any turn that reported usage."""
+    if tokens is None or tokens != tokens or turns == 0:
+        return UNKNOWN
+    return f"{int(tokens):,}"
+
+
+def seconds_text(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds:
+        return UNKNOWN
+    s = int(round(seconds))
+    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s"

@@ -16,6 +16,7 @@ import datetime as dt
 import pandas as pd
 import sqlalchemy as sa
 from loopledger import vocab
+from loopledger.analysis import pricing, scoring
 from loopledger.ledger import schema as t
 from loopledger.ledger.read import SessionFilter, _matching_ids
 from sqlalchemy.engine import Connection
@@ -75,35 +76,48 @@ def _after_halt(policy_ids: tuple[str, ...] = (), ids=None, session_id: int | No
     return j, terms
 
 
-def saved_by_policy(conn: Connection, f: SessionFilter | None = None, session_id: int | None = None) -> pd.DataFrame:
-    """Per policy: halted runs, and the spend after their halts (turns, tokens, usd, unpriced)
-    over the matching sessions (or one session); policies that halted nothing have zeros and
-    usd None. `loop_seconds`: wall time from each halt to its run's last timestamp, summed
+def saved_by_policy(conn: Connection, f: SessionFilter | None = None, session_id: int | None = None,
+                    ids=None) -> pd.DataFrame:
+    """Per policy: halted runs, calls saved, and the spend after their halts (turns, tokens, usd,
+    unpriced) over the matching sessions (or one session); `halted_runs_no_usage`: halted runs
+    in sessions whose transcript reported no usage (their share is unknown: see `saved_text`). `loop_seconds`: wall time from each halt to its run's last timestamp, summed
     where the transcript has both."""
     p, ro = t.policies.c, t.run_outcomes.c
-    ids = _matching_ids(f) if f is not None else None
+    if ids is None:  # `ids`: a SELECT of session ids (e.g. the labelled ones a score counts)
+        ids = _matching_ids(f) if f is not None else None
     pols = tuple(f.policies) if f is not None else ()
     j, terms = _after_halt(pols, ids, session_id)
     q = (sa.select(ro.policy_id, *_sums(t.turn_usage.c)).select_from(j).where(*terms).group_by(ro.policy_id))
     spent = {r["policy_id"]: _clean(dict(r)) for r in conn.execute(q).mappings()}
+    # In the join's ON, so a policy without a halted run here still gets its row (of zeros).
+    on = ([ro.session_id.in_(ids)] if ids is not None else []) + (
+        [ro.session_id == session_id] if session_id is not None else [])
+    no_usage = ~sa.exists().where(t.turn_usage.c.session_id == ro.session_id)
+    halted = ro.outcome == vocab.HALTED
     hq = (sa.select(p.id.label("policy_id"), p.label.label("policy"),
-                    sa.func.count(ro.session_id).filter(ro.outcome == vocab.HALTED).label("halted_runs"))
-          .select_from(t.policies.outerjoin(t.run_outcomes, ro.policy_id == p.id)).group_by(p.id, p.label)
-          .order_by(p.label))
+                    sa.func.count(ro.session_id).filter(halted).label("halted_runs"),
+                    sa.func.coalesce(sa.func.sum(ro.saved), 0).label("calls_saved"),
+                    sa.func.count(ro.session_id).filter(halted, no_usage).label("halted_runs_no_usage"))
+          .select_from(t.policies.outerjoin(t.run_outcomes, sa.and_(ro.policy_id == p.id, *on)))
+          .group_by(p.id, p.label).order_by(p.label))
     if pols:
         hq = hq.where(p.id.in_(pols))
-    if ids is not None:
-        hq = hq.where(sa.or_(ro.session_id.is_(None), ro.session_id.in_(ids)))
-    if session_id is not None:
-        hq = hq.where(sa.or_(ro.session_id.is_(None), ro.session_id == session_id))
     seconds = loop_seconds(conn, pols, ids, session_id)
     rows = []
     for r in conn.execute(hq).mappings():
         sp = spent.get(r["policy_id"]) or {k: (None if k == "usd" else 0) for k in SPEND}
         rows.append({"policy_id": r["policy_id"], "policy": r["policy"], "halted_runs": int(r["halted_runs"]),
+                     "calls_saved": int(r["calls_saved"]), "halted_runs_no_usage": int(r["halted_runs_no_usage"]),
                      **{f"{k}_saved": v for k, v in sp.items()}, "loop_seconds": seconds.get(r["policy_id"])})
-    cols = ["policy_id", "policy", "halted_runs", *[f"{k}_saved" for k in SPEND], "loop_seconds"]
+    cols = ["policy_id", "policy", "halted_runs", "calls_saved", "halted_runs_no_usage",
+            *[f"{k}_saved" for k in SPEND], "loop_seconds"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def labelled_ids():
+    """The sessions `loopledger score` counts (labelled loop or normal), as a SELECT."""
+    lb = t.labels.c
+    return sa.select(lb.session_id).where(lb.label.in_((scoring.LOOP, scoring.NORMAL)))
 
 
 def _seconds(a: str | None, b: str | None) -> float | None:
@@ -162,3 +176,19 @@ def turn_spend(conn: Connection, session_id: int) -> pd.DataFrame:
     cols = ["seq", "run_idx", "model", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
             "usd", "priced_with", "price_note", "ts", "call"]
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=cols)
+
+
+def saved_text(row) -> tuple[str, str]:
+    """(tokens saved, $ saved) of one saved_by_policy row for people: "unknown" when the
+    halted runs' sessions reported no usage at all, "≥ …" when only some did or some turns were
+    unpriced, exact otherwise (0 when nothing was halted)."""
+    partial = bool(row["halted_runs_no_usage"])
+    if row["halted_runs"] == 0:
+        return "0", "$0.00"
+    if partial and row["turns_saved"] == 0:
+        return pricing.UNKNOWN, pricing.UNKNOWN
+    if row["turns_saved"] == 0:  # halted, with usage reported, and nothing after the halts
+        return "0", "$0.00"
+    tokens = pricing.tokens_text(row["tokens_saved"])
+    usd = pricing.usd_text(row["usd_saved"], row["unpriced_saved"] or partial)
+    return (f"≥ {tokens}" if partial else tokens), usd
