@@ -1,0 +1,232 @@
+"""What loops cost: token usage kept from real Claude Code transcripts, priced by genai-prices,
+spend after a halt, `loopledger cost`, and the Sessions / Session pages showing it.
+
+Expected values never come from LoopLedger's readers or pricing: token totals are summed here
+with plain json parsing, prices asked of genai_prices directly, spend after a halt summed from
+the hand-written fixture's own numbers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import genai_prices
+import pytest
+import sqlalchemy as sa
+from app_support import app, ledger_env, metrics
+from loopledger.ledger.engine import make_engine
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "claude-code-jsonl"
+if not CORPUS.is_dir():
+    CORPUS = Path("/work/shared/corpus/claude-code-jsonl")
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"{CORPUS} is absent")
+
+
+def _ingest(folder: Path, db: Path) -> str:
+    url = f"sqlite:///{db}"
+    subprocess.run([sys.executable, "-m", "loopledger", "ingest", str(folder), "--db", url], check=True,
+                   capture_output=True, text=True, timeout=300)
+    return url
+
+
+def _messages(path: Path) -> dict[str, dict]:
+    """Each assistant message of a Claude Code file ONCE (by message.id), with its usage (last
+    line), model and timestamp (first line), read with plain json: the independent side."""
+    out: dict[str, dict] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(raw)
+        msg = rec.get("message") if rec.get("type") == "assistant" else None
+        if not isinstance(msg, dict) or not msg.get("usage") or msg.get("model") == "<synthetic>" or rec.get("isMeta"):
+            continue
+        m = out.setdefault(msg["id"], {"model": msg["model"], "ts": rec["timestamp"], "lines": 0})
+        # The last line's usage: Claude Code repeats it on every line, and newer versions write
+        # the final output count only on the message's last line (earlier ones carry the count
+        # at the start of streaming).
+        m["usage"] = msg["usage"]
+        m["lines"] += 1
+    return out
+
+
+def _input(u: dict) -> int:
+    return u["input_tokens"] + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0)
+
+
+@pytest.fixture(scope="module")
+def corpus_ledger(tmp_path_factory):
+    if not CORPUS.is_dir():
+        pytest.skip(f"{CORPUS} is absent")
+    return _ingest(CORPUS, tmp_path_factory.mktemp("cost") / "corpus.sqlite")
+
+
+def _rows(url: str, sql: str, **params):
+    eng = make_engine(url, readonly=True)
+    try:
+        with eng.connect() as conn:
+            return conn.execute(sa.text(sql), params).all()
+    finally:
+        eng.dispose()
+
+
+@needs_corpus
+def test_claude_code_repeats_a_messages_usage_on_every_content_block_line():
+    # Why the ledger must count a message once: the same usage is written on each of its lines.
+    msgs = {k: v for f in CORPUS.glob("*.jsonl") for k, v in _messages(f).items()}
+    assert any(m["lines"] > 1 for m in msgs.values())
+
+
+@needs_corpus
+def test_ledger_token_totals_match_the_transcripts_summed_once_per_message(corpus_ledger):
+    for path in sorted(CORPUS.glob("*.jsonl")):
+        msgs = _messages(path)
+        want_in = sum(_input(m["usage"]) for m in msgs.values())
+        want_out = sum(m["usage"]["output_tokens"] for m in msgs.values())
+        want_read = sum(m["usage"].get("cache_read_input_tokens", 0) for m in msgs.values())
+        want_write = sum(m["usage"].get("cache_creation_input_tokens", 0) for m in msgs.values())
+        naive_out = sum(m["usage"]["output_tokens"] * m["lines"] for m in msgs.values())
+        (got,) = _rows(corpus_ledger, "SELECT count(*), sum(u.input_tokens), sum(u.output_tokens), "
+                       "sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM turn_usage u "
+                       "JOIN sessions s ON s.id = u.session_id JOIN sources src ON src.id = s.source_id "
+                       "WHERE src.path = :p", p=str(path.resolve()))
+        assert tuple(got) == (len(msgs), want_in, want_out, want_read, want_write), path.name
+        if any(m["lines"] > 1 for m in msgs.values()):
+            assert naive_out > want_out  # summing every line would have counted them again
+
+
+@needs_corpus
+def test_priced_total_matches_genai_prices_called_directly(corpus_ledger):
+    want = 0.0
+    for path in CORPUS.glob("*.jsonl"):
+        for m in _messages(path).values():
+            u = m["usage"]
+            hour = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens") or None
+            usage = genai_prices.Usage(input_tokens=_input(u), output_tokens=u["output_tokens"],
+                                       cache_read_tokens=u.get("cache_read_input_tokens") or None,
+                                       cache_write_tokens=u.get("cache_creation_input_tokens") or None,
+                                       cache_write_1h_tokens=hour)
+            when = dt.datetime.fromisoformat(m["ts"][:10]).replace(hour=12, tzinfo=dt.UTC)
+            want += float(genai_prices.calc_price(usage, m["model"], provider_id="anthropic",
+                                                  genai_request_timestamp=when).total_price)
+    ((got, unpriced, versions),) = _rows(corpus_ledger, "SELECT sum(usd), sum(usd IS NULL), "
+                                         "group_concat(DISTINCT priced_with) FROM turn_usage")
+    assert unpriced == 0
+    assert got == pytest.approx(want, rel=1e-9)
+    assert versions == f"genai-prices {genai_prices.__version__}"
+
+
+# ── a hand-written session: a loop whose spend after the halt is known ────────────────────────
+# Claude Code's session JSONL shape (one `assistant` line per content block, sharing message.id
+# and repeating message.usage; `user` lines carry tool_result blocks), as
+# ingest/formats/claude_code.py documents it and the corpus files above show.
+
+SESSION = "0b4c1f9e-1111-4222-8333-944445555666"
+
+
+def _line(kind: str, n: int, message: dict, ts: str) -> str:
+    return json.dumps({"type": kind, "sessionId": SESSION, "uuid": f"u{kind}{n}", "parentUuid": None,
+                       "isSidechain": False, "timestamp": ts, "message": message})
+
+
+def _fixture(path: Path, model: str, turns: int = 8) -> list[dict]:
+    """`turns` messages each running the same Bash command (a loop), with known usage; returns
+    each message's usage in order."""
+    lines, usages = [_line("user", 0, {"role": "user", "content": "fix the build"}, "2026-01-05T10:00:00.000Z")], []
+    for i in range(turns):
+        u = {"input_tokens": 10 + i, "cache_creation_input_tokens": 100 * i, "cache_read_input_tokens": 1000 + i,
+             "output_tokens": 20 + i}
+        usages.append(u)
+        ts = f"2026-01-05T10:{i + 1:02d}:00.000Z"
+        msg = {"id": f"msg_{i}", "role": "assistant", "model": model, "usage": u}
+        lines.append(_line("assistant", i, msg | {"content": [{"type": "text", "text": "trying again"}]}, ts))
+        lines.append(_line("assistant", 100 + i, msg | {"content": [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": "make"}}]}, ts))
+        lines.append(_line("user", i + 1, {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "error: missing header", "is_error": True}]},
+            ts))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return usages
+
+
+@pytest.fixture(scope="module")
+def loop_ledger(tmp_path_factory):
+    root = tmp_path_factory.mktemp("loop")
+    (root / "logs").mkdir()
+    usages = _fixture(root / "logs" / f"{SESSION}.jsonl", "claude-sonnet-4-5-20250929")
+    return _ingest(root / "logs", root / "ledger.sqlite"), usages
+
+
+def test_spend_after_a_halt_is_the_turns_after_the_halting_batch(loop_ledger):
+    from loopledger.ledger import read_cost
+
+    url, usages = loop_ledger
+    halts = _rows(url, "SELECT o.policy_id, o.halt_seq, o.saved FROM run_outcomes o WHERE o.outcome = 'halted'")
+    assert halts, "the repeated failing command must halt some default policy"
+    seqs = [s for (s,) in _rows(url, "SELECT seq FROM events WHERE kind = 'batch' ORDER BY seq")]
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        saved = read_cost.saved_by_policy(conn).set_index("policy_id")
+    eng.dispose()
+    assert any(calls for _, _, calls in halts), "some halt must leave turns after it"
+    for pid, halt_seq, calls_saved in halts:
+        after = [usages[i] for i, seq in enumerate(seqs) if seq > halt_seq]
+        assert len(after) == calls_saved  # one call per message here
+        assert saved.loc[pid, "tokens_saved"] == sum(_input(u) + u["output_tokens"] for u in after)
+        assert saved.loc[pid, "turns_saved"] == len(after)
+        # 1 minute between messages: wall time from the halting batch to the run's last line.
+        assert saved.loc[pid, "loop_seconds"] == pytest.approx(60.0 * len(after))
+
+
+def test_cost_command_prints_spend_and_what_each_halt_saved(loop_ledger):
+    url, usages = loop_ledger
+    out = subprocess.run([sys.executable, "-m", "loopledger", "cost", "--db", url], check=True,
+                         capture_output=True, text=True).stdout
+    tokens = sum(_input(u) + u["output_tokens"] for u in usages)
+    assert f"over {len(usages)} model turn(s) in 1 session(s)" in out
+    assert f"tokens: {tokens:,}" in out
+    assert f"prices: genai-prices {genai_prices.__version__}" in out
+    assert "$ saved" in out and "time in loops" in out
+
+
+def test_unpriced_model_is_unknown_never_zero(tmp_path):
+    (tmp_path / "logs").mkdir()
+    _fixture(tmp_path / "logs" / f"{SESSION}.jsonl", "claude-imaginary-9", turns=3)
+    url = _ingest(tmp_path / "logs", tmp_path / "ledger.sqlite")
+    rows = _rows(url, "SELECT usd, priced_with, price_note FROM turn_usage")
+    assert len(rows) == 3 and all(usd is None and pw is None and "claude-imaginary-9" in note
+                                  for usd, pw, note in rows)
+    out = subprocess.run([sys.executable, "-m", "loopledger", "cost", "--db", url], check=True,
+                         capture_output=True, text=True).stdout
+    assert "spend: unknown over 3 model turn(s)" in out and "$0.00 over" not in out
+    assert "unpriced: 3 turn(s)" in out
+    with ledger_env(url):
+        at = app("views/session.py", session="1")
+        assert not at.exception
+        assert metrics(at)["Spend"] == "unknown"
+        at = app()
+        assert not at.exception
+        assert metrics(at)["Spend"] == "unknown"
+
+
+@needs_corpus
+def test_sessions_and_session_pages_show_the_spend(corpus_ledger):
+    from loopledger.analysis.pricing import usd_text
+
+    ((total,),) = _rows(corpus_ledger, "SELECT sum(usd) FROM turn_usage")
+    ((sid, s_usd, s_tokens, s_turns),) = _rows(
+        corpus_ledger, "SELECT session_id, sum(usd), sum(input_tokens + output_tokens), count(*) FROM turn_usage "
+        "GROUP BY session_id ORDER BY count(*) DESC LIMIT 1")
+    with ledger_env(corpus_ledger):
+        at = app()
+        assert not at.exception
+        m = metrics(at)
+        assert m["Spend"] == usd_text(total) and m["Spend"].startswith("$")
+        assert m["Sessions without usage"] == "0"
+        at = app("views/session.py", session=str(sid))
+        assert not at.exception
+        m = metrics(at)
+        assert m["Spend"] == usd_text(s_usd)
+        assert m["Tokens"] == f"{s_tokens:,}"
+        assert m["Model turns"] == str(s_turns)
