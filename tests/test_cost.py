@@ -230,3 +230,47 @@ def test_sessions_and_session_pages_show_the_spend(corpus_ledger):
         assert m["Spend"] == usd_text(s_usd)
         assert m["Tokens"] == f"{s_tokens:,}"
         assert m["Model turns"] == str(s_turns)
+
+
+# ── other readers keep usage where their transcripts carry it ─────────────────────────────────
+
+
+def test_otlp_chat_span_usage_rides_on_the_tool_call_it_asked_for(tmp_path):
+    # GenAI semantic conventions (gen_ai.usage.input_tokens / output_tokens, gen_ai.response.model);
+    # spans built with the OTLP JSON helpers of tests/test_format_otlp.py.
+    from loopledger.events import Batch
+    from loopledger.formats import read
+    from test_format_otlp import T1, agent, kv, request, span, tool
+
+    chat = span(T1, "c000000000000001", "chat gpt-4o", 1, "a000000000000001",
+                [("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "gpt-4o"),
+                 ("gen_ai.response.model", "gpt-4o-2024-08-06"), ("gen_ai.provider.name", "openai"),
+                 ("gen_ai.usage.input_tokens", 1200), ("gen_ai.usage.output_tokens", 35),
+                 ("gen_ai.usage.cache_read.input_tokens", 1024)])
+    assert kv("x", 1)["value"] == {"intValue": "1"}  # int64 as OTLP JSON writes it
+    doc = request(agent(T1, 0, "conv-1"), chat, tool(T1, "b000000000000001", 2, "lookup", {"q": 1}, "ok"))
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps(doc))
+    (batch,) = [it for it in read(path) if isinstance(it, Batch)]
+    u = batch.usage
+    assert (u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.provider) == (
+        "gpt-4o-2024-08-06", 1200, 35, 1024, "openai")
+
+
+def test_gemini_cli_message_tokens_become_usage(tmp_path):
+    # gemini-cli ChatRecordingService: a `gemini` message's tokens {input, output, cached,
+    # thoughts, tool, total} and model; thinking tokens are billed as output.
+    from loopledger.events import Batch, Prose
+    from loopledger.formats import read
+
+    doc = {"sessionId": "s-1", "projectHash": "p", "startTime": "2026-01-05T10:00:00.000Z", "messages": [
+        {"id": "m1", "timestamp": "2026-01-05T10:00:00.000Z", "type": "user", "content": "hi"},
+        {"id": "m2", "timestamp": "2026-01-05T10:00:05.000Z", "type": "gemini", "content": "hello there",
+         "model": "gemini-2.5-pro", "tokens": {"input": 900, "output": 40, "cached": 512, "thoughts": 60,
+                                               "tool": 0, "total": 1000}}]}
+    path = tmp_path / "session-2026-01-05T10-00-s1.json"
+    path.write_text(json.dumps(doc))
+    (prose,) = [it for it in read(path) if isinstance(it, Prose | Batch)]
+    u = prose.usage
+    assert (u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.provider) == (
+        "gemini-2.5-pro", 900, 100, 512, "google")

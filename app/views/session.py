@@ -14,8 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, data, safe
-from loopledger.app import cost_view
+from loopledger.app import charts, cost_view, data, safe
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word

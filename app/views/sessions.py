@@ -10,8 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-from loopledger.app import charts, data, safe
-from loopledger.app import cost_view
+from loopledger.app import charts, cost_view, data, safe
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
 
