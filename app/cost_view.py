@@ -85,3 +85,29 @@ def session_cost(sid: int) -> None:
         safe.table(_turn_frame(turns), key="cost_turns")
         versions = sorted({v for v in turns["priced_with"] if isinstance(v, str)})
         st.caption(_prices_caption(versions))
+
+
+def with_saved_spend(rows: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard's rows with "tokens saved" and "$ saved" beside calls saved (over the
+    labelled sessions, as the leaderboard counts); a policy not stored shows unknown."""
+    if rows.empty or "policy_id" not in rows:
+        return rows
+    spend = {r["policy_id"]: read_cost.saved_text(r) for _, r in data.cost("saved_on_labelled").iterrows()}
+    got = [spend.get(pid, (pricing.UNKNOWN, pricing.UNKNOWN)) for pid in rows["policy_id"]]
+    at = list(rows.columns).index("saved") + 1 if "saved" in rows else len(rows.columns)
+    rows = rows.copy()
+    rows.insert(at, "tokens saved", [g[0] for g in got])
+    rows.insert(at + 1, "$ saved", [g[1] for g in got])
+    return rows
+
+
+def add_sweep_spend(rows: list[dict], settings: list, session_ids: list[int]) -> None:
+    """Compare's rows (one per setting) get "tokens saved" and "$ saved" beside calls saved: the
+    spend after each replayed halt (pricing.spend_after), from the stored turns' usage."""
+    turns, with_usage = data.cost("turns_of", tuple(session_ids))
+    for r, s in zip(rows, settings, strict=True):
+        if s.error is not None:
+            r["tokens saved"] = r["$ saved"] = None
+            continue
+        halts = [(sid, run, row.halt_seq) for (sid, run), row in s.runs.items() if row.halt_seq is not None]
+        r["tokens saved"], r["$ saved"] = pricing.saved_texts(pricing.spend_after(halts, turns, set(with_usage)))

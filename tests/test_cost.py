@@ -274,3 +274,53 @@ def test_gemini_cli_message_tokens_become_usage(tmp_path):
     u = prose.usage
     assert (u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.provider) == (
         "gemini-2.5-pro", 900, 100, 512, "google")
+
+
+def _tokens_of_last(usages: list[dict], n: int) -> int:
+    """Tokens of the fixture's last n messages: one call each, so n calls saved = these turns."""
+    return sum(_input(u) + u["output_tokens"] for u in usages[len(usages) - n:]) if n else 0
+
+
+def test_compare_shows_tokens_and_dollars_saved_beside_calls_saved(loop_ledger):
+    url, usages = loop_ledger
+    with ledger_env(url):
+        at = app("views/compare.py")
+        at.button(key="cp_run").click().run()
+        assert not at.exception, at.exception
+        table = next(d.value for d in at.dataframe if "$ saved" in d.value.columns)
+        assert len(table) and list(table.columns).index("$ saved") == list(table.columns).index("tokens saved") + 1
+        for row in table.itertuples(index=False):
+            saved = int(row.saved)
+            assert row[list(table.columns).index("tokens saved")] == f"{_tokens_of_last(usages, saved):,}"
+            assert row[list(table.columns).index("$ saved")].startswith("$")
+        assert any(int(x) > 0 for x in table["saved"])
+
+
+def test_leaderboard_and_score_show_spend_saved_on_the_labelled_sessions(loop_ledger, tmp_path):
+    import shutil
+
+    url, usages = loop_ledger
+    db = tmp_path / "labelled.sqlite"
+    shutil.copy(url.removeprefix("sqlite:///"), db)
+    url = f"sqlite:///{db}"
+    eng = make_engine(url)
+    with eng.begin() as conn:
+        conn.execute(sa.text("INSERT INTO labels (session_id, run_idx, label, loop_first, loop_last, labelled_by) "
+                             "VALUES (1, -1, 'loop', 2, 8, 'imported')"))
+    eng.dispose()
+    saved = dict(_rows(url, "SELECT p.label, coalesce(sum(o.saved), 0) FROM policies p "
+                       "LEFT JOIN run_outcomes o ON o.policy_id = p.id GROUP BY p.label"))
+    with ledger_env(url):
+        at = app("views/leaderboard.py")
+        assert not at.exception, at.exception
+        table = next(d.value for d in at.dataframe if "$ saved" in d.value.columns)
+        for row in table.to_dict("records"):
+            assert row["tokens saved"] == f"{_tokens_of_last(usages, saved[row['policy']]):,}"
+    out = subprocess.run([sys.executable, "-m", "loopledger", "score", "--db", url, "--format", "csv"], check=True,
+                         capture_output=True, text=True).stdout
+    import csv
+    import io
+
+    for r in csv.DictReader(io.StringIO(out)):
+        assert r["tokens_saved"] == f"{_tokens_of_last(usages, saved[r['policy']]):,}"
+        assert r["usd_saved"].startswith("$")

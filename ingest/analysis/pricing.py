@@ -10,6 +10,7 @@ model the table does not know, is unpriced: `usd` is None, shown as unknown, nev
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -66,6 +67,52 @@ def _price(model: str, provider: str | None, inp: int | None, out: int | None, r
 
 
 UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """Spend after the halts of some runs: tokens, usd (None: nothing priced), turns, unpriced
+    turns, and halted runs in sessions that reported no usage (their share is unknown)."""
+
+    tokens: int = 0
+    usd: float | None = None
+    turns: int = 0
+    unpriced: int = 0
+    unknown_runs: int = 0
+    halted_runs: int = 0
+
+
+def spend_after(halts: Iterable[tuple[int, int, int]], turns: Iterable[tuple[int, int, int, int, float | None]],
+                with_usage: set[int]) -> Saved:
+    """What the turns after each halt cost: `halts` = (session, run, halt seq); `turns` =
+    (session, run, seq, tokens, usd) of every model turn with usage; `with_usage` = the
+    sessions that reported usage at all. The same rule as ledger/read_cost.py (seq > halt seq,
+    same run), for halts that were replayed, not stored (Compare's sweep)."""
+    at = {(sid, run): seq for sid, run, seq in halts}
+    tokens = n = unpriced = 0
+    usd: float | None = None
+    for sid, run, seq, tok, cost in turns:
+        halt = at.get((sid, run))
+        if halt is None or seq <= halt:
+            continue
+        n += 1
+        tokens += tok or 0
+        if cost is None:
+            unpriced += 1
+        else:
+            usd = (usd or 0.0) + cost
+    unknown = sum(1 for sid, _ in at if sid not in with_usage)
+    return Saved(tokens, usd, n, unpriced, unknown, len(at))
+
+
+def saved_texts(s: Saved) -> tuple[str, str]:
+    """(tokens saved, $ saved) for people: as read_cost.saved_text says it for stored policies."""
+    if s.halted_runs == 0 or (s.turns == 0 and not s.unknown_runs):
+        return "0", "$0.00"
+    if s.turns == 0:
+        return UNKNOWN, UNKNOWN
+    tokens = tokens_text(s.tokens)
+    return (f"≥ {tokens}" if s.unknown_runs else tokens), usd_text(s.usd, s.unpriced or s.unknown_runs)
 
 
 def usd_text(usd: float | None, unpriced: int = 0) -> str:

@@ -63,7 +63,7 @@ Saved = dict[str, tuple[str, str]]  # policy id -> (tokens saved, $ saved) as re
 def saved_spend(conn: Connection) -> Saved:
     """What each stored policy's halts saved on the labelled sessions (tokens, dollars); a policy
     replayed with --policy is not stored, so its spend saved is unknown."""
-    frame = read_cost.saved_by_policy(conn, ids=read_cost.labelled_ids())
+    frame = read_cost.saved_on_labelled(conn)
     return {r["policy_id"]: read_cost.saved_text(r) for _, r in frame.iterrows()}
 
 

@@ -120,6 +120,11 @@ def labelled_ids():
     return sa.select(lb.session_id).where(lb.label.in_((scoring.LOOP, scoring.NORMAL)))
 
 
+def saved_on_labelled(conn: Connection) -> pd.DataFrame:
+    """saved_by_policy over the labelled sessions a score counts (the leaderboard's)."""
+    return saved_by_policy(conn, ids=labelled_ids())
+
+
 def _seconds(a: str | None, b: str | None) -> float | None:
     try:
         return max(0.0, (dt.datetime.fromisoformat(b.replace("Z", "+00:00"))
@@ -182,13 +187,18 @@ def saved_text(row) -> tuple[str, str]:
     """(tokens saved, $ saved) of one saved_by_policy row for people: "unknown" when the
     halted runs' sessions reported no usage at all, "≥ …" when only some did or some turns were
     unpriced, exact otherwise (0 when nothing was halted)."""
-    partial = bool(row["halted_runs_no_usage"])
-    if row["halted_runs"] == 0:
-        return "0", "$0.00"
-    if partial and row["turns_saved"] == 0:
-        return pricing.UNKNOWN, pricing.UNKNOWN
-    if row["turns_saved"] == 0:  # halted, with usage reported, and nothing after the halts
-        return "0", "$0.00"
-    tokens = pricing.tokens_text(row["tokens_saved"])
-    usd = pricing.usd_text(row["usd_saved"], row["unpriced_saved"] or partial)
-    return (f"≥ {tokens}" if partial else tokens), usd
+    usd = row["usd_saved"]
+    return pricing.saved_texts(pricing.Saved(
+        int(row["tokens_saved"]), None if usd is None or usd != usd else float(usd), int(row["turns_saved"]),
+        int(row["unpriced_saved"]), int(row["halted_runs_no_usage"]), int(row["halted_runs"])))
+
+
+def turns_of(conn: Connection, session_ids: tuple[int, ...]) -> tuple[tuple[tuple[int, int, int, int, float | None],
+                                                                         ...], frozenset[int]]:
+    """(session, run, seq, tokens, usd) of every model turn of these sessions, and the sessions
+    among them that reported usage: what pricing.spend_after reads for replayed halts."""
+    u = t.turn_usage.c
+    rows = tuple((int(a), int(b), int(c), int(d or 0) + int(e or 0), f) for a, b, c, d, e, f in conn.execute(
+        sa.select(u.session_id, u.run_idx, u.seq, u.input_tokens, u.output_tokens, u.usd)
+        .where(u.session_id.in_(session_ids)).order_by(u.session_id, u.seq)))
+    return rows, frozenset(r[0] for r in rows)
