@@ -324,3 +324,27 @@ def test_leaderboard_and_score_show_spend_saved_on_the_labelled_sessions(loop_le
     for r in csv.DictReader(io.StringIO(out)):
         assert r["tokens_saved"] == f"{_tokens_of_last(usages, saved[r['policy']]):,}"
         assert r["usd_saved"].startswith("$")
+
+
+CODEX = CORPUS.parent / "codex-rollout-jsonl"
+
+
+@pytest.mark.skipif(not CODEX.is_dir(), reason=f"{CODEX} is absent")
+def test_codex_turn_usage_adds_up_to_the_rollouts_final_total():
+    # Codex's own running total (the last token_count's total_token_usage), read with plain json.
+    from loopledger.events import Batch, Prose
+    from loopledger.formats import codex
+
+    for path in CODEX.glob("*.jsonl"):
+        final = None
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            p = json.loads(raw).get("payload") or {}
+            if p.get("type") == "token_count" and p.get("info"):
+                final = p["info"]["total_token_usage"]
+        if final is None:
+            continue
+        for items in (codex.read(path), codex.read_from(path)):
+            got = [it.usage for it in items if isinstance(it, Batch | Prose) and it.usage]
+            assert sum(u.input_tokens for u in got) == final["input_tokens"], path.name
+            assert sum(u.output_tokens for u in got) == final["output_tokens"], path.name
+            assert sum(u.cache_read_tokens or 0 for u in got) == final["cached_input_tokens"], path.name
