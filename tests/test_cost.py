@@ -348,3 +348,22 @@ def test_codex_turn_usage_adds_up_to_the_rollouts_final_total():
             assert sum(u.input_tokens for u in got) == final["input_tokens"], path.name
             assert sum(u.output_tokens for u in got) == final["output_tokens"], path.name
             assert sum(u.cache_read_tokens or 0 for u in got) == final["cached_input_tokens"], path.name
+
+
+def test_an_appended_session_keeps_the_same_usage_rows_as_a_whole_read(tmp_path):
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "grown").mkdir()
+    name = f"{SESSION}.jsonl"
+    _fixture(tmp_path / "whole" / name, "claude-sonnet-4-5-20250929")
+    lines = (tmp_path / "whole" / name).read_text().splitlines(keepends=True)
+    grown = tmp_path / "grown" / name
+    grown.write_text("".join(lines[:11]))  # cut inside a message: its lines continue after the append
+    url = _ingest(tmp_path / "grown", tmp_path / "grown.sqlite")
+    assert _rows(url, "SELECT count(*) FROM turn_usage")[0][0] > 0
+    with grown.open("a") as fh:
+        fh.write("".join(lines[11:]))
+    _ingest(tmp_path / "grown", tmp_path / "grown.sqlite")
+    whole = _ingest(tmp_path / "whole", tmp_path / "whole.sqlite")
+    sql = ("SELECT seq, run_idx, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usd "
+           "FROM turn_usage ORDER BY seq")
+    assert _rows(url, sql) == _rows(whole, sql) and len(_rows(whole, sql)) == 8
