@@ -17,7 +17,8 @@ from loopledger.app.charts_replay import VERDICT_COLORS  # one palette for every
 BAR_MEASURES = ("runs", "strikes", "warnings", "blocks", "halts")
 MEASURE_COLORS = {"runs": "#74c0fc", "strikes": "#9775fa", "warnings": VERDICT_COLORS[vocab.WARN],
                   "blocks": VERDICT_COLORS[vocab.BLOCK], "halts": VERDICT_COLORS[vocab.HALT]}
-STATUS_COLORS = {"ok": "#2b8a3e", "new": "#74c0fc", "quarantined": "#f2a900", "error": "#c92a2a", "missing": "#868e96"}
+STATUS_COLORS = {"ok": "#2b8a3e", "new": "#74c0fc", "quarantined": "#f2a900", "error": "#c92a2a", "missing": "#868e96",
+                 "truncated": "#9c36b5"}
 LABEL_CHARS = 48
 
 

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from app_support import charts, ledger_env
 from loopledger import vocab
+from loopledger.analysis import scoring
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
@@ -190,6 +191,14 @@ def test_precision_and_recall_against_labels(tmp_path):
             fp = sum(1 for k, v in labels.items() if v == "not_loop" and k in flagged)
             fn = sum(1 for k, v in labels.items() if v == "real_loop" and k not in flagged)
             assert (row["tp"], row["fp"], row["fn"]) == (tp, fp, fn)
+            # the intervals are Wilson's over those independent counts; recall's denominator is the
+            # two runs labelled loop, so its interval is one of three worked by hand (z² = 3.841459):
+            #   0/2: [0, z²/2 / (1 + z²/2)] = [0, 1.920730 / 2.920730] = [0.00, 0.66]
+            #   1/2: (1.460365 ∓ z·√(0.125 + 0.240091) = 1.184265) / 2.920730 = [0.09, 0.91]
+            #   2/2: [2 / (2 + z²), 1] = [2 / 5.841459, 1] = [0.34, 1.00]
+            assert tp + fn == 2
+            assert row["recall 95% CI"] == {0: "[0.00, 0.66]", 1: "[0.09, 0.91]", 2: "[0.34, 1.00]"}[tp]
+            assert row["precision 95% CI"] == scoring.interval_text(scoring.wilson(tp, tp + fp))
         row3 = scores[scores["threshold"] == 3].iloc[0]
         # The halted run labelled loop is caught, the clean one labelled loop is missed.
         assert row3["tp"] >= 1 and row3["fn"] >= 1 and row3["fp"] >= 1

@@ -8,7 +8,9 @@ them, or LOOPLEDGER_CORPUS_C_DATA pointing at a copy) and skip otherwise.
 
 Where the counts come from (none from loopledger):
 - SWE-agent .traj: `jq '.trajectory|length'` (one call per trajectory step, exit_cost included);
-- mini-swe-agent v2: `jq '[.messages[]|select(.role=="assistant")|(.tool_calls//[])|length]|add'`;
+- mini-swe-agent v2: `jq '[.messages[]|select(.role=="assistant")|(.tool_calls//[])|length]|add'`,
+  plus one harness_error call per format error the harness answered (v2 keeps no assistant
+  message for a reply it could not parse): `jq '[.messages[]|select(.extra.interrupt_type=="FormatError")]|length'`;
 - tau-bench records: the same jq sum over each record's `traj`, keyed task-<id>.trial-<n>;
 - Claude Code sessions and subagents: distinct `tool_use` ids in assistant lines (jq | sort -u | wc -l);
 - OpenHands basic.json: agent events with an action other than message/finish (jq);
@@ -54,7 +56,7 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     CC + "fa812bfe-main-background-test-poll.jsonl": ("claude-code", {"fa812bfe-b295-4cca-9c2f-fdf01028cb46": 197}),
     CC + "fa812bfe-subagent-a93ccab.jsonl": ("claude-code", {"a93ccab": 25}),
     CC + "fa812bfe-subagent-aa84377.jsonl": ("claude-code", {"aa84377": 21}),
-    MSA + "django-13964.traj.json": ("openai-chat", {"django__django-13964": 165}),
+    MSA + "django-13964.traj.json": ("openai-chat", {"django__django-13964": 165 + 1}),  # 1 FormatError
     MSA + "lite-astroid-1196.traj.json": ("openai-chat", {"pylint-dev__astroid-1196": 92}),
     MSA + "lite-marshmallow-1343.traj.json": ("openai-chat", {"marshmallow-code__marshmallow-1343": 189}),
     MSA + "reasoner-sqlfluff-1517.traj.json": ("openai-chat", {"sqlfluff__sqlfluff-1517": 107}),

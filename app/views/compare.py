@@ -11,7 +11,7 @@ import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
-from loopledger.analysis import explain, sweep
+from loopledger.analysis import explain, scoring, sweep
 from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
 from loopledger.app import cost_view, data, safe
@@ -282,6 +282,9 @@ if run_labels:
     scores = sweep.score_rows(result, run_labels, POSITIVE[positive])
     for r in scores:
         r["setting"] = short.get(r["setting"], r["setting"])
+        # Wilson 95% intervals (loopledger.analysis.scoring): how much so few labelled runs can tell
+        r["precision 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fp"]))
+        r["recall 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fn"]))
     st.altair_chart(charts.pr_chart(scores), key="cp_pr")
     safe.table(pd.DataFrame(scores), key="cp_scores")
     st.caption(f"{len(run_labels)} labelled run(s) among the selected sessions.")

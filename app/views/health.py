@@ -29,7 +29,7 @@ def _live(status: str) -> None:
         st.altair_chart(charts.source_status(counts), key="status_chart")
 
     sources = data.q("sources_page", status, PAGE_SIZE, 0)
-    failed = sources[sources["status"].isin(["error", "quarantined", "missing"])]
+    failed = sources[sources["status"].isin(["error", "quarantined", "missing", "truncated"])]
     if len(failed):
         # A failed source's message first and whole, not in the last column off to the right.
         st.subheader("Sources that need attention")

@@ -41,7 +41,8 @@ def table_rows(ranked: list[scoring.PolicyScore]) -> pd.DataFrame:
         row = {"policy": s.policy}
         for col in scoring.COUNT_COLUMNS:
             row[col] = cell_link(s.policy_id, col, r[col])
-        row |= {"precision": s.precision, "recall": s.recall, "saved": s.saved,
+        row |= {"precision": s.precision, "precision 95% CI": scoring.interval_text(s.precision_interval),
+                "recall": s.recall, "recall 95% CI": scoring.interval_text(s.recall_interval), "saved": s.saved,
                 "into loop (median)": s.into_loop_median,
                 "into loop (each catch)": ", ".join(map(str, sorted(s.into_loop))), "policy_id": s.policy_id}
         rows.append(row)
@@ -93,6 +94,33 @@ def _drill(policy_id: str, cell: str, by_policy: dict[str, list[scoring.Judged]]
     st.page_link("views/leaderboard.py", label="Back to the whole leaderboard")
 
 
+TOP = 3  # the policies whose splits pick the sessions to label next
+
+
+def _label_next(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
+    """Unlabelled sessions the top policies split on (scoring.label_next), with the label form."""
+    top = tuple(s.policy_id for s in ranked[:TOP])
+    halts = data.fresh("unlabelled_halts", top)
+    picks = scoring.label_next(halts.itertuples(index=False, name=None), top, LIST_LIMIT)
+    if not picks:
+        st.caption("No unlabelled session splits the top policies: a new label would move them alike.")
+        return
+    st.caption("Unlabelled sessions where some of the top policies halt and others do not: whatever the label, "
+               "it moves their scores apart (the intervals above narrow where it counts).")
+    brief = data.fresh("sessions_brief", [p.session_id for p in picks])
+    info = {int(r.id): r for r in brief.itertuples(index=False)}
+    rows = [{"session": p.session_id, "key": info[p.session_id].key if p.session_id in info else "",
+             "title": info[p.session_id].title if p.session_id in info else "",
+             "calls": info[p.session_id].n_calls if p.session_id in info else None,
+             "halted by": "; ".join(names.get(x, x) for x in p.halting),
+             "not halted by": "; ".join(names.get(x, x) for x in p.quiet),
+             "session page": f"./session?session={p.session_id}"} for p in picks]
+    safe.table(pd.DataFrame(rows), key="lb_next", column_config={
+        "title": st.column_config.TextColumn("title", width="medium"),
+        "session page": st.column_config.LinkColumn("session page", display_text="open session")})
+    label_form([p.session_id for p in picks], "lb_next")
+
+
 def _disagree(a: str, b: str, by_policy: dict[str, list[scoring.Judged]], names: dict[str, str]) -> None:
     pairs = scoring.disagreements(by_policy.get(a, []), by_policy.get(b, []))
     st.subheader(f"Sessions where they disagree: {len(pairs)}")
@@ -116,7 +144,8 @@ def main() -> None:
     st.header("Guard leaderboard")
     st.caption("Each stored policy scored against people's labels: a halt inside the labelled loop is caught, "
                "before it early (it stopped good work), after it or none missed; any halt on a normal "
-               "session is a false halt. Unclear sessions are left out. Every number opens its sessions.")
+               "session is a false halt. Unclear sessions are left out. Every number opens its sessions. "
+               "Precision and recall come with their Wilson 95% intervals: how much so few labels can tell.")
     totals = data.fresh("label_totals")
     cols = st.columns(5)
     for col, (key, title) in zip(cols, (("loop", "Loops"), ("normal", "Normal"), ("unclear", "Unclear"),
@@ -178,6 +207,9 @@ def main() -> None:
             st.caption("Choose two different policies.")
         else:
             _disagree(a, b, by_policy, names)
+
+        st.subheader("Label next")
+        _label_next(ranked, names)
 
         st.subheader("Enforce on live agents")
         e1, e2 = st.columns([3, 1])

@@ -15,7 +15,8 @@ app = typer.Typer(
     name="loopledger",
     help=(
         "Find loops in LLM agent transcripts. Reads Claude Code, Codex CLI, OpenAI/Anthropic message "
-        "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs every loop guard over every step, "
+        "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs the default loop guards "
+        "(progress, run-length, stagnation, cycle; more with --policy) over every step, "
         "and writes each check and result verdict to a ledger (SQLite by default, PostgreSQL by URL)."
     ),
     no_args_is_help=True,
@@ -49,7 +50,7 @@ def main(
         bool, typer.Option("--version", callback=_version, is_eager=True, metavar="", help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """LoopLedger: every loop guard's verdict on every step of your agents' sessions."""
+    """LoopLedger: loop guards' verdicts on every step of your agents' sessions."""
 
 
 @app.command()
@@ -174,9 +175,12 @@ def ingest(
     create: CreateOption = False,
     log_file: LogFileOption = None,
 ) -> None:
-    """Read transcripts, run every policy over every step, store each check in the ledger.
+    """Read transcripts, run the default policies (and any --policy / --config ones) over every
+    step, store each check in the ledger.
 
     Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
+    A file that shrank (emptied, rotated) is not an error: what the ledger read from it before is
+    kept, under a source marked truncated, and the file is read anew.
     Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined,
     4 the ledger stayed locked by another writer for some file (left as it was; run again).
     """
@@ -231,7 +235,8 @@ def receive(
     max_text: MaxTextOption = 64 * 1024,
 ) -> None:
     """Receive OpenTelemetry traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON, gzip) and write
-    their tool calls and every policy's checks into the ledger, as `ingest` does for files.
+    their tool calls and the policies' checks (the default set, plus --policy) into the ledger, as
+    `ingest` does for files.
 
     Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
     from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
@@ -300,7 +305,7 @@ def replay(
     """Step one policy through a transcript and print every step: event, verdict, result, state.
 
     The text twin of the dashboard's Replay page. Exit status: 0 ok, 1 unreadable file or unknown
-    session, 2 bad policy spec, 3 printed but some lines were malformed.
+    session, 2 no such file or a bad policy spec, 3 printed but some lines were malformed.
     """
     from loopledger.analysis.replay_table import run_replay
 
@@ -381,7 +386,8 @@ def score(
 
     Per labelled session a policy's first halt is placed at a call: on a loop session inside the
     labelled loop it is caught, before it early (it stopped good work), after it or none missed;
-    any halt on a normal session is a false halt; unclear sessions are left out."""
+    any halt on a normal session is a false halt; unclear sessions are left out. Precision and
+    recall come with their Wilson 95% intervals: how much so few labels can tell."""
     from loopledger.cli.score import run_score
 
     raise typer.Exit(run_score(db, policy, sort, format))

@@ -80,8 +80,18 @@ def setup_logging(log_file: Path | None) -> None:
     if log_file is None:
         logger.addHandler(logging.NullHandler())
         return
+    from loopledger.redact import redact_text
+
+    class Redacting(logging.Formatter):
+        """A log line (a traceback may quote a transcript) through the one redaction point."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return redact_text(super().format(record))
+
+    # Created readable by its owner only, as the hook's log is; an existing file keeps its mode.
+    os.close(os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
     handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
 
 
@@ -108,9 +118,16 @@ def _print_errors(t: worker.Totals) -> None:
         # Text(), not markup: a file name or message may contain [brackets]; plain(): it may
         # quote raw bytes (escape sequences, binary) that must not reach the terminal as they are.
         err.print(Text(f"error: {plain(msg, 1000)}", style="red"))
+    for note in t.notes:
+        err.print(Text(f"note: {plain(note, 1000)}"))
     if t.quarantined:
-        err.print(Text(f"{t.quarantined} malformed line(s) quarantined: see the Ingest health page "
-                       "or the ingest_errors table", style="yellow"))
+        # Name the lines (the first few): a count alone sends the person hunting.
+        err.print(Text(f"{t.quarantined} malformed line(s) quarantined; all are on the Ingest health page "
+                       "and in the ingest_errors table:", style="yellow"))
+        for where in t.bad_lines:
+            err.print(Text(f"  {plain(where, 300)}", style="yellow"))
+        if t.quarantined > len(t.bad_lines):
+            err.print(Text(f"  … and {t.quarantined - len(t.bad_lines)} more", style="yellow"))
 
 
 AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs more than it saves
@@ -180,9 +197,12 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
     def report(r: worker.FileReport) -> None:
         line = f"{r.action:9} {r.path}: {r.sessions} session(s), {r.calls} call(s), {r.halts} halt(s)"
         if r.quarantined:
-            line += f", {r.quarantined} quarantined"
+            line += f", {r.quarantined} quarantined (first: {r.bad_lines[0]})" if r.bad_lines else \
+                f", {r.quarantined} quarantined"
         if r.error:
             line += f" — {r.error}"
+        if r.note:
+            line += f" — {r.note}"
         err.print(Text(plain(line, 1000)))
 
     try:

@@ -25,7 +25,8 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 HEADERS = {"policy": "policy", "loops": "loops", "caught": "caught", "early": "early", "missed": "missed",
-           "normal": "normal", "false_halts": "false halts", "precision": "prec.", "recall": "recall",
+           "normal": "normal", "false_halts": "false halts", "precision": "prec.", "precision_ci": "prec. 95% CI",
+           "recall": "recall", "recall_ci": "recall 95% CI",
            "saved": "saved", "tokens_saved": "tokens saved", "usd_saved": "$ saved", "into_loop": "calls into loop"}
 
 
@@ -86,7 +87,8 @@ def cells(s: scoring.PolicyScore, spend: Saved | None = None) -> list[str]:
     r = s.row()
     tokens, usd = (spend or {}).get(s.policy_id, (pricing.UNKNOWN, pricing.UNKNOWN))
     return [s.policy, *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
-            scoring.ratio(s.recall), str(s.saved), tokens, usd, scoring.into_loop_text(s.into_loop)]
+            scoring.interval_text(s.precision_interval), scoring.ratio(s.recall),
+            scoring.interval_text(s.recall_interval), str(s.saved), tokens, usd, scoring.into_loop_text(s.into_loop)]
 
 
 def markdown_table(scores: Sequence[scoring.PolicyScore], spend: Saved | None = None) -> str:

@@ -543,6 +543,22 @@ def judged_rows(frame: pd.DataFrame) -> list[scoring.Judged]:
             for r in frame.itertuples(index=False)]
 
 
+UNLABELLED_HALT_COLUMNS = ["session_id", "policy_id", "halted"]
+
+
+def unlabelled_halts(conn: Connection, policy_ids: tuple[str, ...]) -> pd.DataFrame:
+    """For each session with no label at all, whether each of `policy_ids` halted it (one row per
+    policy × session it judged): what scoring.label_next reads to say which session to label."""
+    st, lb = t.session_stats.c, t.labels.c
+    if not policy_ids:
+        return pd.DataFrame(columns=UNLABELLED_HALT_COLUMNS)
+    labelled = sa.select(lb.session_id)
+    q = (sa.select(st.session_id, st.policy_id, st.first_halt_seq.is_not(None).label("halted"))
+         .where(st.policy_id.in_(policy_ids), st.session_id.not_in(labelled))
+         .order_by(st.session_id, st.policy_id))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=UNLABELLED_HALT_COLUMNS)
+
+
 BRIEF_COLUMNS = ["id", "key", "title", "path", "n_calls"]
 
 

@@ -49,13 +49,21 @@ def default_log() -> str:
 
 
 def log(path: str | None, agent: str, message: str) -> None:
-    """One line per problem; a log that cannot be written is not the agent's problem either."""
+    """One line per problem, secrets redacted (a message may quote the event), in a file only its
+    owner reads (0600; its folder 0700 when we create it); a log that cannot be written is not
+    the agent's problem either."""
+    from loopledger.redact import redact_text
+
     try:
         path = path or os.environ.get(ENV_LOG) or default_log()
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{stamp} pid={os.getpid()} {agent}: {message}\n")
+        line = f"{stamp} pid={os.getpid()} {agent}: {redact_text(message)}\n".encode("utf-8", "replace")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
     except OSError:
         pass
 
@@ -123,7 +131,10 @@ def parse(raw: bytes) -> dict[str, Any]:
     try:
         payload = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise HookInputError(f"stdin is not JSON ({exc}): {raw[:200]!r}") from None
+        from loopledger.redact import excerpt
+
+        # excerpt redacts before it cuts, so a key straddling the cut is not half-logged.
+        raise HookInputError(f"stdin is not JSON ({exc}): {excerpt(raw)}") from None
     if not isinstance(payload, dict):
         raise HookInputError(f"stdin is a JSON {type(payload).__name__}, not an object")
     for name in ("session_id", "hook_event_name"):
