@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import pricing
-from loopledger.app import data, safe
+from loopledger.app import charts_cost, data, safe
 from loopledger.ledger import read, read_cost
 
 SAVED_HELP = ("Spend after the halt in each halted run: the model turns the agent took after the guard would "
@@ -61,7 +61,8 @@ def _turn_frame(turns: pd.DataFrame) -> pd.DataFrame:
         "why unpriced": turns["price_note"].fillna("")})
 
 
-def session_cost(sid: int) -> None:
+def session_cost(sid: int, run: int | None = None, run_halts: pd.DataFrame | None = None,
+                 bounds: tuple[int, int] | None = None) -> None:
     st.subheader("What it cost")
     runs = data.cost("run_spend", sid)
     if runs.empty:
@@ -80,8 +81,17 @@ def session_cost(sid: int) -> None:
     with right:
         st.caption("Saved per policy (" + SAVED_HELP[0].lower() + SAVED_HELP[1:] + ")")
         safe.table(saved_frame(data.cost("saved_by_policy", session_id=sid)), key="cost_session_saved")
+    turns = data.cost("turn_spend", sid)
+    if run is not None and bounds is not None:
+        mine = turns[turns["run_idx"] == run]
+        halt = None
+        if run_halts is not None and len(run_halts):
+            first = run_halts.sort_values("halt_seq").iloc[0]
+            halt = (int(first["halt_seq"]), str(first["policy"]))
+        if len(mine):
+            st.caption(f"Run {run}: tokens per model turn" + (" — shaded: after the first halt" if halt else ""))
+            st.altair_chart(charts_cost.spend_chart(charts_cost.spend_frame(mine), halt, bounds), key="cost_chart")
     with st.expander("Per model turn", expanded=False):
-        turns = data.cost("turn_spend", sid)
         safe.table(_turn_frame(turns), key="cost_turns")
         versions = sorted({v for v in turns["priced_with"] if isinstance(v, str)})
         st.caption(_prices_caption(versions))

@@ -367,3 +367,21 @@ def test_an_appended_session_keeps_the_same_usage_rows_as_a_whole_read(tmp_path)
     sql = ("SELECT seq, run_idx, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usd "
            "FROM turn_usage ORDER BY seq")
     assert _rows(url, sql) == _rows(whole, sql) and len(_rows(whole, sql)) == 8
+
+
+def test_session_page_shades_the_spend_after_the_runs_first_halt(loop_ledger):
+    from app_support import charts
+
+    url, usages = loop_ledger
+    ((first_halt,),) = _rows(url, "SELECT min(halt_seq) FROM run_outcomes WHERE outcome = 'halted' AND run_idx = 0")
+    with ledger_env(url):
+        at = app("views/session.py", session="1")
+        assert not at.exception, at.exception
+        # The chart's datasets come as one frame (app_support.charts): bars have tokens, the band a start.
+        (frame,) = [d for spec, d in charts(at) if "tokens" in d.columns and "start" in d.columns]
+        bars, band = frame[frame["tokens"].notna()], frame[frame["start"].notna()]
+        assert [int(x) for x in bars["tokens"]] == [_input(u) + u["output_tokens"] for u in usages]
+        assert list(band["start"]) == [first_halt + 0.5]
+        m = metrics(at)
+        assert m["Tokens"] == f"{sum(_input(u) + u['output_tokens'] for u in usages):,}"
+        assert m["Spend"].startswith("$")

@@ -313,7 +313,7 @@ def main() -> None:
     repeat = _why(sid, run, run_halts, calls, sv.ending_text(head, run))
 
     _matrix(long, halts)
-    cost_view.session_cost(sid)  # what it cost, per run and per call (app/cost_view.py)
+    cost_view.session_cost(sid, run, run_halts, bounds)  # what it cost, per run and per call (app/cost_view.py)
     run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())
 
     st.subheader(f"Run {run}: transcript")
