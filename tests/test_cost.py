@@ -385,3 +385,22 @@ def test_session_page_shades_the_spend_after_the_runs_first_halt(loop_ledger):
         m = metrics(at)
         assert m["Tokens"] == f"{sum(_input(u) + u['output_tokens'] for u in usages):,}"
         assert m["Spend"].startswith("$")
+
+
+MINI = sorted((CORPUS.parent / "openai-chat-tool-calls").glob("mini-swe-agent-*.traj.json"))
+
+
+@pytest.mark.skipif(not MINI, reason="no mini-swe-agent trajectories in ../shared/corpus")
+def test_openai_chat_usage_from_mini_swe_agent_responses_is_kept_per_turn():
+    # mini-swe-agent keeps each chat completion beside its message (extra.response.usage).
+    from loopledger.events import Batch, Prose
+    from loopledger.formats import read
+
+    for path in MINI:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        want = [m["extra"]["response"]["usage"] for m in doc["messages"]
+                if m.get("role") == "assistant" and isinstance((m.get("extra") or {}).get("response"), dict)
+                and m["extra"]["response"].get("usage")]
+        got = [it.usage for it in read(path) if isinstance(it, Batch | Prose) and it.usage]
+        assert [(u.input_tokens, u.output_tokens) for u in got] == [
+            (w["prompt_tokens"], w["completion_tokens"]) for w in want], path.name
