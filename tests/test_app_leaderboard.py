@@ -49,8 +49,9 @@ def test_the_table_shows_the_hand_counted_numbers(ledger):
     got = {}
     for row in table.itertuples(index=False):
         pid = parse_qs(urlparse(row.loops).query)["policy"][0]
-        got[pid] = (*[_n(getattr(row, c)) for c in COUNTS], f"{row.precision:.2f}", f"{row.recall:.2f}",
-                    int(row.saved), f"{row[table.columns.get_loc('into loop (median)')]:g} "
+        # Scores are written for people ("0.67"; "—" when there is nothing to score), never None.
+        got[pid] = (*[_n(getattr(row, c)) for c in COUNTS], row.precision, row.recall,
+                    int(row.saved), f"{row[table.columns.get_loc('into loop (median)')]} "
                     f"({row[table.columns.get_loc('into loop (each catch)')]})")
     assert got == EXPECTED
     # Ranked: both catch 2, LADDER has no false halt.
@@ -76,7 +77,7 @@ def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):
     at = app(PAGE, policy=WINDOW.id, cell="early", n="1")
     assert not at.exception, at.exception
     rows = _frame(at, "halt at call")
-    assert list(rows["key"]) == ["task-2.trial-0"] and list(rows["halt at call"]) == [4]
+    assert list(rows["key"]) == ["task-2.trial-0"] and list(rows["halt at call"]) == ["call #4"]
     link = parse_qs(urlparse(rows.iloc[0]["replay"]).query)
     # task-2: system prompt is not an event; user turn = seq 0, then call/answer pairs: call 4 is seq 7.
     assert link == {"session": [str(keys["task-2.trial-0"])], "run": ["0"], "policy": [WINDOW.id], "step": ["7"]}
@@ -84,7 +85,7 @@ def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):
     assert not at.exception, at.exception
     caught = _frame(at, "halt at call")
     assert sorted(zip(caught["key"], caught["halt at call"], caught["calls into loop"], strict=True)) == [
-        ("task-1.trial-0", 6, 4), ("task-2.trial-0", 8, 4)]
+        ("task-1.trial-0", "call #6", "4"), ("task-2.trial-0", "call #8", "4")]
     at = app(PAGE, policy=LADDER.id, cell="loops", n="3")
     assert not at.exception, at.exception
     loops = _frame(at, "outcome")
@@ -96,7 +97,7 @@ def test_two_policies_show_where_they_disagree(ledger):
     at.selectbox(key="lb_a").set_value(WINDOW.id).run()
     at.selectbox(key="lb_b").set_value(LADDER.id).run()
     assert not at.exception, at.exception
-    rows = _frame(at, "B halts at call")
+    rows = _frame(at, "B halts at")
     got = sorted(zip(rows["key"], rows["A"], rows["B"], strict=True))
     assert got == [("task-2.trial-0", "halted early", "caught"), ("task-3.trial-0", "caught", "missed"),
                    ("task-5.trial-0", "false halt", "clean")]
@@ -186,7 +187,10 @@ def test_enforce_this_setting_from_the_leaderboard(tmp_path):
     url, _ = build(tmp_path)
     with ledger_env(url):
         at = app(PAGE)
+        # No policy preselected: nothing is enforced by one click.
+        assert at.selectbox(key="lb_enforce_sel").value is None and at.button(key="lb_enforce").disabled
         at.selectbox(key="lb_enforce_sel").set_value(WINDOW.id).run()
+        assert at.button(key="lb_enforce").label.startswith("Enforce it: halts ")
         at.button(key="lb_enforce").click().run()
         assert not at.exception, at.exception
         assert any("Enforced" in s.value for s in at.success)
