@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import pricing
-from loopledger.app import charts_cost, data, safe
+from loopledger.app import charts_cost, data, safe, when
 from loopledger.ledger import read, read_cost
 
 SAVED_HELP = ("Spend after the halt in each halted run: the model turns the agent took after the guard would "
@@ -117,7 +117,7 @@ def add_sweep_spend(rows: list[dict], settings: list, session_ids: list[int]) ->
     turns, with_usage = data.cost("turns_of", tuple(session_ids))
     for r, s in zip(rows, settings, strict=True):
         if s.error is not None:
-            r["tokens saved"] = r["$ saved"] = None
+            r["tokens saved"] = r["$ saved"] = when.MISSING  # a skipped setting: no totals
             continue
         halts = [(sid, run, row.halt_seq) for (sid, run), row in s.runs.items() if row.halt_seq is not None]
         r["tokens saved"], r["$ saved"] = pricing.saved_texts(pricing.spend_after(halts, turns, set(with_usage)))
