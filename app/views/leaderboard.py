@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import scoring
-from loopledger.app import charts_scores, data, safe, when
+from loopledger.app import charts_scores, cost_view, data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
@@ -182,7 +182,7 @@ def main() -> None:
         sort = st.selectbox("Sort by", scoring.SORTABLE, key="lb_sort",
                             help="rank: most loops caught, then fewest false halts, fewest early halts.")
         ranked = scoring.rank(scoring.score(judged, list(names.items())), sort)
-        rows = table_rows(ranked)
+        rows = cost_view.with_saved_spend(table_rows(ranked))  # $ and tokens saved (app/cost_view.py)
         link_cols = {c: st.column_config.LinkColumn(COLUMN_TITLES[c], display_text=r"n=(\d+)$")
                      for c in scoring.COUNT_COLUMNS}
         safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | {

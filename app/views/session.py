@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, data, safe, when
+from loopledger.app import charts, cost_view, data, safe, when
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
@@ -336,6 +336,7 @@ def main() -> None:
     repeat = _why(sid, run, run_halts, sv.ending_text(head, run))
 
     _matrix(long, halts)
+    cost_view.session_cost(sid, run, run_halts, bounds)  # what it cost, per run and per call (app/cost_view.py)
     run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())
 
     st.subheader(f"Run {run}: transcript")

@@ -395,6 +395,17 @@ def score(
     raise typer.Exit(run_score(db, policy, sort, format))
 
 
+@app.command()
+def cost(db: DbOption = None) -> None:
+    """What the loops cost: the stored sessions' spend (tokens, dollars at genai-prices' offline
+    table, its version named) and, per stored policy, what its halts would have saved: the
+    tokens, dollars and wall time spent after each halt in its run. Unknown usage or an unpriced
+    model is shown as unknown, never 0."""
+    from loopledger.cli.cost import run_cost
+
+    raise typer.Exit(run_cost(db))
+
+
 # ── live enforcement: enforce · hook · guard (ingest/enforce.py, hooks.py, guard_server.py) ──
 
 

@@ -196,6 +196,29 @@ run_outcomes = Table(
     Column("saved", Integer, nullable=False, default=0),
 )
 
+# What each model turn used and cost (migration 0011_cost): one row per Prose/Batch event whose
+# transcript reports usage, at that event's seq, so spend after a halt is a range over seq.
+# input_tokens counts all input, cache reads and writes included. usd is NULL when unpriced
+# (model not in the price table): unknown, never 0. priced_with names the price table's
+# version (genai-prices) that computed usd.
+turn_usage = Table(
+    "turn_usage",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the prose or batch event of the turn
+    Column("run_idx", Integer, nullable=False),
+    Column("model", Text),  # as the transcript names it
+    Column("input_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("output_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("cache_read_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("cache_write_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("usd", Float),
+    Column("priced_model", Text),  # the price table's model id
+    Column("priced_with", String(40)),  # e.g. "genai-prices 0.2.3"
+    Column("price_note", Text),  # why unpriced
+    Column("ts", TIME_TEXT),
+)
+
 ingest_errors = Table(
     "ingest_errors",
     metadata,
