@@ -256,7 +256,7 @@ def test_point_7_policies_names_the_default_set_until_one_is_chosen(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["score"], ["policies"], ["labels", "export"], ["dashboard", "--port", "1"],
-                                  ["sweep", "--detector", "ladder", "--param", "halt_at=4..5"], ["enforce"]],
+                                  ["sweep", "--detector", "ladder", "--param", "halt_at=4..5"], ["enforce"], ["cost"]],
                          ids=lambda a: " ".join(a[:2]))
 def test_point_9_a_read_command_on_a_missing_ledger_is_an_error_and_creates_nothing(tmp_path, args):
     missing = tmp_path / "ledgr.sqlite"  # mistyped
