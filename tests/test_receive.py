@@ -229,3 +229,155 @@ def test_received_session_shows_on_the_sessions_page(server, ledger, db_url):
     assert not at.exception
     shown = " ".join(str(df.value.to_dict()) for df in at.dataframe)
     assert "sess-dash" in shown
+
+
+# ── issue 17: the live-trust points on the receiver ──────────────────────────────────────────
+
+ANT = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3
+PROJ = "sk-proj-" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt" * 3
+
+
+def tool_span(conv: str | None, i: int, tool: str = "run_tests", args: str = '{"path": "tests"}',
+              result: str = "1 failed", *, trace: str = "5b8efff798038103d269b633813fc60c",
+              span_id: str | None = None, parent: str | None = None, t0: int = 1_764_500_000_000_000_000) -> dict:
+    attrs = [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+             {"key": "gen_ai.tool.name", "value": {"stringValue": tool}},
+             {"key": "gen_ai.tool.call.id", "value": {"stringValue": f"call_{conv}_{i}"}},
+             {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": args}},
+             {"key": "gen_ai.tool.call.result", "value": {"stringValue": result}}]
+    if conv is not None:
+        attrs.append({"key": "gen_ai.conversation.id", "value": {"stringValue": conv}})
+    sp = {"traceId": trace, "spanId": span_id or f"{abs(hash((conv, i))) % (1 << 63):016x}",
+          "name": f"execute_tool {tool}", "startTimeUnixNano": str(t0 + i * 10**9),
+          "endTimeUnixNano": str(t0 + i * 10**9 + 10**8), "attributes": attrs}
+    if parent:
+        sp["parentSpanId"] = parent
+    return sp
+
+
+def request(spans: list[dict]) -> bytes:
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "agent"}}]}, "scopeSpans": [{"spans": spans}]}]}).encode()
+
+
+@pytest.fixture
+def manual(ledger, tmp_path):
+    """A receiver whose flusher never fires on its own: the test calls rec.flush()."""
+    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=3600)
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        assert time.monotonic() < deadline, "receiver did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", rec
+    srv.should_exit = True
+    t.join(10)
+    rec.close()
+
+
+def calls_of(engine) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(
+            select(s.sessions.c.key, s.calls.c.call_id).join(s.sessions, s.sessions.c.id == s.calls.c.session_id)
+            .order_by(s.sessions.c.key, s.calls.c.seq))]
+
+
+def every_text(engine) -> str:
+    """Every value of every table of the ledger, as one text (to grep for secrets)."""
+    out = []
+    with engine.connect() as conn:
+        for table in s.metadata.sorted_tables:
+            for row in conn.execute(select(table)):
+                out.append(repr(tuple(row)))
+    return "\n".join(out)
+
+
+def test_point_2_secrets_are_redacted_before_the_spool_and_the_spool_is_private(manual, ledger):
+    url, rec = manual
+    body = request([tool_span("sess-secret", 0, "bash", json.dumps({"cmd": f"curl -H 'x-api-key: {ANT}'"}),
+                              f"OPENAI_API_KEY={PROJ}")])
+    assert post(url, body, "application/json")[0] == 200
+    spool_file = next(rec.spool.glob("otlp-*.jsonl"))
+    raw = spool_file.read_bytes()  # acknowledged: on disk now, before any flush
+    assert b"sess-secret" in raw
+    assert ANT.encode() not in raw and PROJ.encode() not in raw and b"sk-ant-" not in raw and b"sk-proj-" not in raw
+    assert b"[REDACTED:anthropic-key]" in raw and b"[REDACTED:openai-key]" in raw
+    assert spool_file.stat().st_mode & 0o777 == 0o600
+    assert rec.spool.stat().st_mode & 0o777 == 0o700
+    rec.flush()
+    assert ledger_counts(ledger, "sess-secret")[0] == 1
+    text = every_text(ledger)
+    assert "sess-secret" in text and ANT not in text and PROJ not in text
+
+
+def test_point_2_an_existing_spool_folder_and_files_are_made_private(ledger, tmp_path):
+    folder = tmp_path / "old-spool"
+    folder.mkdir(mode=0o755)
+    old = folder / "otlp-2026-01-01.jsonl"
+    old.write_bytes(request([tool_span("old", 0)]) + b"\n")
+    old.chmod(0o644)
+    rec = receive.Receiver(ledger, folder, worker.Options(specs=[WINDOW]), flush_interval=3600, keep_days=None)
+    try:
+        assert folder.stat().st_mode & 0o777 == 0o700 and old.stat().st_mode & 0o777 == 0o600
+    finally:
+        rec.close()
+
+
+def deep_json(levels: int) -> str:
+    return "[" * levels + '"x"' + "]" * levels
+
+
+def test_point_4_an_800_deep_argument_costs_that_value_not_the_span_nor_the_later_spans(manual, ledger):
+    from loopledger.formats import otlp
+
+    url, rec = manual
+    assert post(url, request([tool_span("deep", 0, "edit", deep_json(800))]), "application/json")[0] == 200
+    assert post(url, request([tool_span("deep", 1, "edit", '{"path": "a.py"}'),
+                              tool_span("after", 0, "ls", "{}")]), "application/json")[0] == 200
+    rec.flush()
+    assert rec.stats.last_error == ""
+    assert calls_of(ledger) == [("after", "call_after_0"), ("deep", "call_deep_0"), ("deep", "call_deep_1")]
+    with ledger.connect() as conn:
+        args = conn.execute(select(s.calls.c.args).order_by(s.calls.c.session_id, s.calls.c.seq)).scalars().all()
+    assert otlp.TOO_DEEP in args[1] and "a.py" in args[2]
+
+
+def kvlist_body(levels: int) -> bytes:
+    v = '{"stringValue": "x"}'
+    for _ in range(levels):
+        v = '{"kvlistValue": {"values": [{"key": "k", "value": ' + v + "}]}}"
+    span = json.dumps(tool_span("kv", 0))[:-1] + ', "events": [], "links": []}'
+    span = span[:-1] + ', "droppedAttributesCount": 0}'
+    spans = json.loads(span)
+    body = request([spans]).decode()
+    return body.replace('"attributes": [{"key": "gen_ai.operation.name"',
+                        '"attributes": [{"key": "deep", "value": ' + v + '}, {"key": "gen_ai.operation.name"', 1).encode()
+
+
+NOT_OTLP = [b"[]", b'"resourceSpans"', b"5", b"null", b'{"resourceSpans": [1]}', b'{"resourceSpans": [{"scopeSpans": "x"}]}',
+            b'{"resourceSpans": [{"resource": 5, "scopeSpans": []}]}',
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"status": "x"}]}]}]}',
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [7]}]}]}',
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": 5, "events": [3]}]}]}]}']
+
+
+def test_point_10_json_that_is_not_otlp_and_deep_kvlists_get_400_with_a_reason_and_the_receiver_serves_on(manual,
+                                                                                                         ledger):
+    url, rec = manual
+    for body in NOT_OTLP:
+        status, answer = post(url, body, "application/json")
+        assert status in (200, 400), body
+        if status == 400:
+            assert answer["message"], body
+    status, answer = post(url, kvlist_body(200), "application/json")
+    assert status == 400 and "deeper than" in answer["message"]
+    status, answer = post(url, b"\x0a\x05\x0a\x03\xff\xff\xff", "application/x-protobuf")
+    assert status == 400 and "protobuf" in answer["message"]
+    # A shallow kvlist is a fine attribute.
+    assert post(url, kvlist_body(3), "application/json")[0] == 200
+    assert post(url, request([tool_span("still-up", 0)]), "application/json")[0] == 200
+    rec.flush()
+    assert ledger_counts(ledger, "still-up")[0] == 1 and ledger_counts(ledger, "kv")[0] == 1

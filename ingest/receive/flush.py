@@ -179,8 +179,12 @@ class Flusher:
             fs.new.setdefault(ref.session, []).append(ref)
         # Spans that arrived before this ancestor resolve through it now.
         todo = list(fs.children.get(ident, ()))
+        visited = {ident}  # a parent chain may loop (a span its own parent): each span once
         while todo:
             d = todo.pop()
+            if (d.trace_id, d.span_id) in visited:
+                continue
+            visited.add((d.trace_id, d.span_id))
             todo.extend(fs.children.get((d.trace_id, d.span_id), ()))
             moved = otlp.session_of(d, fs.refs)
             if moved == d.session:

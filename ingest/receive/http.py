@@ -43,6 +43,10 @@ DEFAULT_PORT = 4318  # OTLP/HTTP's registered port
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_KEEP_DAYS = 1
 TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
+# JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
+# Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
+# nested kvlist / array attribute value adds 3-4.
+MAX_REQUEST_DEPTH = 200
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
@@ -96,10 +100,12 @@ def decode(body: bytes, content_type: str, encoding: str = "", max_body: int = D
             req = orjson.loads(body)
         except orjson.JSONDecodeError as e:
             raise BadRequest(f"invalid JSON: {e}") from None
-        if isinstance(req, dict) and isinstance(req.get("resourceSpans"), list):
-            req = spooling.cap_depth(req)  # before anything walks it recursively
     else:
         raise Unsupported(f"Content-Type {content_type!r} is not supported ({PROTOBUF} or {JSON})")
+    if otlp.depth_over(req, MAX_REQUEST_DEPTH):
+        # Checked before anything walks it recursively (the reader, the redaction, orjson).
+        raise BadRequest(f"the request nests deeper than {MAX_REQUEST_DEPTH} levels (an attribute's "
+                         "kvlistValue / arrayValue nested that deep is not a trace)")
     try:
         otlp.spans_of_request(req)  # validates the shape before anything is written
     except (ValueError, TypeError, AttributeError, RecursionError) as e:

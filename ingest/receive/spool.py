@@ -7,8 +7,7 @@ ingest` reads as it is, and a span can be read back alone by its byte range (the
 only what it has not ingested yet, see flush.py).
 
 Before a line is written its strings are redacted (redact.py, unless the receiver runs with
---no-redact) and any value nested deeper than `MAX_JSON_DEPTH` becomes a marker: a secret never
-reaches the disk, and one odd value can neither fail the write nor the later ingest. A request
+--no-redact): a secret never reaches the disk. A request
 is answered only after its lines are written, flushed and fsync'd (the folder too when the day's
 file was just created): an acknowledged span survives the receiver being killed.
 
@@ -19,7 +18,7 @@ nothing. The ids of the spool's spans are read once at start for that.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,11 +28,6 @@ import orjson
 from loopledger import redact
 from loopledger.formats import otlp
 
-# Containers nested deeper than this (JSON levels, the whole request counted) are replaced by
-# otlp.TOO_DEEP before the line is written: under orjson's 255-level limit and Python's
-# recursion limit. Deeper than the reader's own cap (otlp.MAX_VALUE_DEPTH AnyValue levels ≈ 4
-# JSON levels each), so for attributes it is the reader that decides.
-MAX_JSON_DEPTH = 240
 PATTERN = "otlp-*.jsonl"
 
 
@@ -46,38 +40,14 @@ class Piece:
     line: bytes  # the OTLP JSON line, newline included
 
 
-def cap_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> Any:
-    """`value` with every container deeper than `limit` replaced by otlp.TOO_DEEP (iterative:
-    any depth is safe). Containers above the cut are copied; the input is left as it was."""
-    if not isinstance(value, dict | list):
-        return value
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 1)]  # (node, parent, slot, depth)
-    while stack:
-        node, parent, slot, depth = stack.pop()
-        if depth > limit:
-            parent[slot] = otlp.TOO_DEEP
-            continue
-        if isinstance(node, dict):
-            out: Any = dict(node)
-            items: Iterable[tuple[Any, Any]] = node.items()
-        else:
-            out = list(node)
-            items = enumerate(node)
-        parent[slot] = out
-        for k, v in items:
-            if isinstance(v, dict | list):
-                stack.append((v, out, k, depth + 1))
-    return root[0]
-
-
 def redacted(value: Any) -> Any:
     """The one place the spool redacts (the lead may point it at redact.py's newer walker)."""
     return redact.redact_value(value)
 
 
 def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
-    """The request's spans, one spool line each: depth-capped, then redacted. Pure."""
+    """The request's spans, one spool line each, redacted. Pure. The request's depth was
+    checked when it was decoded (http.decode), so neither the redaction nor orjson can fail on it."""
     out: list[Piece] = []
     for rs in req.get("resourceSpans") or []:
         if not isinstance(rs, dict):
@@ -91,7 +61,6 @@ def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
                 if not isinstance(sp, dict):
                     continue
                 one = {"resourceSpans": [{"resource": resource, "scopeSpans": [{**scope, "spans": [sp]}]}]}
-                one = cap_depth(one)
                 if redact_secrets:
                     one = redacted(one)
                 out.append(Piece(otlp._hex_id(sp.get("traceId")), otlp._hex_id(sp.get("spanId")),
