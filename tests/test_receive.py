@@ -381,3 +381,241 @@ def test_point_10_json_that_is_not_otlp_and_deep_kvlists_get_400_with_a_reason_a
     assert post(url, request([tool_span("still-up", 0)]), "application/json")[0] == 200
     rec.flush()
     assert ledger_counts(ledger, "still-up")[0] == 1 and ledger_counts(ledger, "kv")[0] == 1
+
+
+def test_point_5_a_flush_reads_only_what_arrived_and_continues_the_session(manual, ledger):
+    url, rec = manual
+    # A day already holding 2,000 spans in 20 sessions (100 each), all in the ledger.
+    for batch in range(4):
+        spans = [tool_span(f"day-{c}", batch * 25 + i, "ls", json.dumps({"i": batch * 25 + i}))
+                 for c in range(20) for i in range(25)]
+        assert post(url, request(spans), "application/json")[0] == 200
+    rec.flush()
+    spool_file = next(rec.spool.glob("otlp-*.jsonl"))
+    day_bytes = spool_file.stat().st_size
+    assert len(calls_of(ledger)) == 2000
+    # One more span in one of those sessions, then one in a new session.
+    for conv, i in (("day-3", 100), ("new-one", 0)):
+        before = spool_file.stat().st_size
+        assert post(url, request([tool_span(conv, i, "ls", json.dumps({"i": i}))]), "application/json")[0] == 200
+        line = spool_file.stat().st_size - before
+        rewritten, continued = rec.flusher.stats.sessions_rewritten, rec.flusher.stats.sessions_continued
+        rec.flush()
+        st = rec.flusher.stats
+        # Work done: the new line read once, one span parsed; nothing of the day re-read.
+        assert st.last_bytes_read == line < day_bytes / 1000
+        assert st.last_spans_read == 1
+        if conv == "day-3":
+            assert (st.sessions_continued, st.sessions_rewritten) == (continued + 1, rewritten)
+    assert ledger_counts(ledger, "day-3")[0] == 101 and ledger_counts(ledger, "new-one")[0] == 1
+
+
+def test_point_5_a_session_grown_over_many_flushes_has_the_rows_of_one_ingest_of_the_spool(manual, ledger, tmp_path):
+    """Continued sessions, rewritten ones (a span sorting before the last, an ancestor arriving after its
+    children), every default policy: the rows equal `loopledger ingest` of the spool file."""
+    from test_worker import dump
+
+    url, rec = manual
+    rec.opts = rec.flusher.opts = worker.Options()  # the default policy set
+    trace = "7" * 32
+    rounds = [
+        [tool_span("grow", i, "run_tests", '{"path": "tests"}', "1 failed") for i in range(3)],
+        [tool_span("grow", i, "run_tests", '{"path": "tests"}', "1 failed") for i in range(3, 6)],
+        [tool_span("grow", 6, "edit", '{"f": "a.py"}', "ok"), tool_span("other", 0, "ls", "{}", "a b")],
+        [tool_span("grow", 2.5, "cat", '{"f": "b.py"}', "B")],  # sorts before the last: a rewrite
+        # Children first (no session id of their own: keyed by their trace), their agent span after.
+        [tool_span(None, i, "gh", '{"run": 1}', f"{i}/3 done", trace=trace, span_id=f"{i + 1:016x}",
+                   parent="a" * 16) for i in range(3)],
+        [{"traceId": trace, "spanId": "a" * 16, "name": "invoke_agent", "startTimeUnixNano": "1764500000000000000",
+          "endTimeUnixNano": "1764500009000000000", "attributes": [
+              {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+              {"key": "gen_ai.conversation.id", "value": {"stringValue": "late-parent"}}]}],
+        [tool_span("grow", i, "run_tests", '{"path": "tests"}', "1 failed") for i in range(7, 12)],
+    ]
+    for spans in rounds:
+        assert post(url, request(spans), "application/json")[0] == 200
+        rec.flush()
+    assert rec.flusher.stats.sessions_continued >= 2 and rec.stats.last_error == ""
+    keys = {k for k, _ in calls_of(ledger)}
+    assert keys == {"grow", "other", "late-parent"}  # the trace-keyed session moved under its parent's id
+    copy = tmp_path / "whole" / next(rec.spool.glob("otlp-*.jsonl")).name
+    copy.parent.mkdir()
+    copy.write_bytes(next(rec.spool.glob("otlp-*.jsonl")).read_bytes())
+    other = make_engine(f"sqlite:///{tmp_path / 'whole.sqlite'}")
+    migrate.upgrade(other)
+    worker.ingest_file(other, copy, worker.Options())
+    got, want = dump(ledger), dump(other)
+    other.dispose()
+    for table in want:
+        if table != "sources":
+            assert got[table] == want[table], table
+
+
+def test_point_5_an_acknowledgement_never_waits_on_the_ledger(manual, ledger, db_url):
+    """Another writer holds the ledger: requests are still answered at once (spooled), and their spans
+    reach the ledger once it is free."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("holds SQLite's write lock")
+    import sqlite3
+
+    url, rec = manual
+    holder = sqlite3.connect(ledger.url.database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    flushing = threading.Thread(target=rec.flush, daemon=True)
+    try:
+        assert post(url, request([tool_span("while-held", 0)]), "application/json")[0] == 200
+        flushing.start()  # the flush now waits for the lock, inside its transaction
+        time.sleep(0.3)
+        for i in range(1, 4):
+            assert post(url, request([tool_span("while-held", i)]), "application/json")[0] == 200
+        assert flushing.is_alive()  # the acknowledgements above did not wait for it
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    flushing.join(60)
+    rec.flush()
+    assert ledger_counts(ledger, "while-held")[0] == 4
+
+
+# ── point 6: an acknowledged span reaches the ledger exactly once (a real receiver process) ──
+
+class ReceiverProcess:
+    """`loopledger receive` as a user runs it, on a SQLite ledger file."""
+
+    def __init__(self, tmp_path: Path, busy_ms: int = 300, *extra: str, env: dict | None = None) -> None:
+        self.db, self.port, self.tmp = tmp_path / "ledger.sqlite", free_port(), tmp_path
+        self.busy_ms, self.extra, self.env = busy_ms, extra, env or {}
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ReceiverProcess:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "LOOPLEDGER_BUSY_TIMEOUT_MS": str(self.busy_ms), **self.env}
+        self.proc = subprocess.Popen([sys.executable, "-m", "loopledger.cli.app", "receive", "--db", str(self.db),
+                                      "--port", str(self.port), "--policy", "window", *self.extra],
+                                     stderr=subprocess.PIPE, text=True, env=env, cwd=self.tmp)
+
+        def up():
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                    return r.status == 200
+            except urllib.error.HTTPError:
+                return True
+            except OSError:
+                return self.proc.poll() is not None
+        assert wait_for(up, 60) and self.proc.poll() is None, self.proc.stderr.read() if self.proc.poll() else ""
+        return self
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def health(self) -> dict:
+        with urllib.request.urlopen(f"{self.url}/health", timeout=10) as r:
+            return json.loads(r.read())
+
+
+def call_counts(db: Path) -> dict[str, int]:
+    """How many calls rows each call id has, read with plain sqlite3 (an independent count)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        return dict(conn.execute("SELECT call_id, COUNT(*) FROM calls GROUP BY call_id").fetchall())
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()
+
+
+def hold_ledger(db: Path):
+    import sqlite3
+
+    holder = sqlite3.connect(db, isolation_level=None, timeout=30)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def many_spans(conv: str, n: int, start: int = 0) -> list[dict]:
+    return [tool_span(conv, i, "ls", json.dumps({"i": i}), f"answer {i}") for i in range(start, start + n)]
+
+
+def test_point_6_a_span_acknowledged_while_the_ledger_is_busy_is_written_once_it_is_free(tmp_path):
+    rp = ReceiverProcess(tmp_path).start()
+    try:
+        holder = hold_ledger(rp.db)  # longer than the receiver's 300 ms busy timeout
+        try:
+            assert post(rp.url, request(many_spans("busy", 3)), "application/json")[0] == 200
+            assert wait_for(lambda: rp.health()["busy_flushes"] >= 2, 30)
+            assert rp.health()["pending_spans"] == 3
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert wait_for(lambda: call_counts(rp.db).get("call_busy_2") == 1, 30)
+        # A retry of the same request after the fact adds nothing.
+        assert post(rp.url, request(many_spans("busy", 3)), "application/json")[0] == 200
+    finally:
+        rp.stop()
+    assert rp.proc.returncode == 0
+    rp.start()  # and a restart writes nothing twice
+    try:
+        time.sleep(1.5)
+        assert call_counts(rp.db) == {f"call_busy_{i}": 1 for i in range(3)}
+    finally:
+        rp.stop()
+
+
+def test_point_6_a_receiver_killed_mid_flush_loses_nothing_and_stores_nothing_twice(tmp_path):
+    rp = ReceiverProcess(tmp_path, busy_ms=20_000).start()
+    try:
+        assert post(rp.url, request(many_spans("first", 5)), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 5, 30)
+        # The next flush is held inside its write transaction (waiting for the lock), then killed.
+        holder = hold_ledger(rp.db)
+        try:
+            assert post(rp.url, request(many_spans("first", 5, 5) + many_spans("second", 4)),
+                        "application/json")[0] == 200
+            time.sleep(1.5)
+            rp.kill()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert len(call_counts(rp.db)) == 5
+        # Killed again, this time while it reads, replays and writes 3,000 spans.
+        rp.start()
+        assert wait_for(lambda: len(call_counts(rp.db)) == 14, 30)
+        assert post(rp.url, request(many_spans("big", 3000)), "application/json")[0] == 200
+        time.sleep(0.8)
+        rp.kill()
+        rp.start()
+        assert wait_for(lambda: len(call_counts(rp.db)) == 3014, 60)
+    finally:
+        rp.stop()
+    counts = call_counts(rp.db)
+    want = {**{f"call_first_{i}": 1 for i in range(10)}, **{f"call_second_{i}": 1 for i in range(4)},
+            **{f"call_big_{i}": 1 for i in range(3000)}}
+    assert counts == want
+
+
+def test_point_6_spans_acknowledged_just_before_a_kill_are_written_at_the_next_start(tmp_path):
+    rp = ReceiverProcess(tmp_path).start()
+    try:
+        assert post(rp.url, request(many_spans("restart", 4)), "application/json")[0] == 200
+        rp.kill()  # at once: before the flush interval is up
+        rp.start()
+        assert wait_for(lambda: len(call_counts(rp.db)) == 4, 30)
+        assert post(rp.url, request(many_spans("restart", 4)), "application/json")[0] == 200  # a resend
+        time.sleep(1.0)
+    finally:
+        rp.stop()
+    assert call_counts(rp.db) == {f"call_restart_{i}": 1 for i in range(4)}

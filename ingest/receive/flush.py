@@ -88,6 +88,7 @@ class FileState:
     rewrite: set[str] = field(default_factory=set)  # sessions to write whole
     new: dict[str, list[Ref]] = field(default_factory=dict)  # sessions' spans not yet written
     gone: bool = False  # some session lost all its spans to another
+    fresh: dict[tuple[str, str], otlp.Span] = field(default_factory=dict)  # parsed this flush: not read twice
 
     @property
     def pending(self) -> bool:
@@ -162,15 +163,18 @@ class Flusher:
             for sp in _spans_of_line(data[pos:nl]):
                 self.stats.spans_read += 1
                 self.stats.last_spans_read += 1
-                self._add(fs, Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
-                                  offset, nl + 1 - pos, fs.lines), mark)
+                ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
+                          offset, nl + 1 - pos, fs.lines)
+                if self._add(fs, ref, mark) and mark:
+                    sp.line = ref.line
+                    fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
             pos = nl + 1
         fs.indexed += end
 
-    def _add(self, fs: FileState, ref: Ref, mark: bool) -> None:
+    def _add(self, fs: FileState, ref: Ref, mark: bool) -> bool:
         ident = (ref.trace_id, ref.span_id)
         if ident in fs.refs:
-            return  # first seen wins, as a whole-file read has it
+            return False  # first seen wins, as a whole-file read has it
         fs.refs[ident] = ref
         fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
         ref.session = otlp.session_of(ref, fs.refs)
@@ -201,13 +205,14 @@ class Flusher:
             fs.sessions.setdefault(moved, {})[(d.trace_id, d.span_id)] = d
             if mark:
                 fs.rewrite.add(moved)
+        return True
 
     def _read(self, fs: FileState, refs: list[Ref]) -> list[otlp.Span]:
         """The spans of `refs` read back by their byte ranges, in `refs`' order."""
         want = {(r.trace_id, r.span_id): r for r in refs}
-        got: dict[tuple[str, str], otlp.Span] = {}
+        got = {i: fs.fresh[i] for i in want if i in fs.fresh}
         with open(fs.path, "rb") as fh:
-            for r in sorted(refs, key=lambda r: r.offset):
+            for r in sorted((r for i, r in want.items() if i not in got), key=lambda r: r.offset):
                 fh.seek(r.offset)
                 raw = fh.read(r.length)
                 self.stats.bytes_read += len(raw)
@@ -326,6 +331,7 @@ class Flusher:
                 continue
             upto = fs.indexed
             plan = self._plan(fs)
+            fs.fresh.clear()
             try:
                 self._write(fs, plan, upto)
             except Exception as exc:  # noqa: BLE001
