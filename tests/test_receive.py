@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -619,3 +620,134 @@ def test_point_6_spans_acknowledged_just_before_a_kill_are_written_at_the_next_s
     finally:
         rp.stop()
     assert call_counts(rp.db) == {f"call_restart_{i}": 1 for i in range(4)}
+
+
+# ── the door ───────────────────────────────────────────────────────────────────────────────
+
+def post_auth(url: str, body: bytes, auth: str | None) -> int:
+    req = urllib.request.Request(f"{url}/v1/traces", data=body, method="POST", headers={"Content-Type": "application/json"})
+    if auth is not None:
+        req.add_header("Authorization", auth)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_point_10_a_token_is_required_once_set_and_the_sdk_exporter_sends_it_from_its_env(tmp_path):
+    token = "s3cret-token-for-the-receiver"
+    rp = ReceiverProcess(tmp_path, 30_000, env={"LOOPLEDGER_RECEIVE_TOKEN": token}).start()
+    try:
+        body = request([tool_span("door", 0)])
+        assert post_auth(rp.url, body, None) == 401
+        assert post_auth(rp.url, body, "Bearer nope") == 401
+        assert post_auth(rp.url, body, f"Basic {token}") == 401
+        assert post_auth(rp.url, body, f"Bearer {token}x") == 401
+        try:
+            urllib.request.urlopen(f"{rp.url}/health", timeout=5)
+            raise AssertionError("health answered without the token")
+        except urllib.error.HTTPError as e:
+            assert e.code == 401
+        # The real SDK exporter, configured the way its docs say: the header from the environment.
+        code = (
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from test_receive import export_with_sdk\n"
+            f"export_with_sdk({rp.url!r}, 'conv-door')\n")
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{token}"}
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+        assert wait_for(lambda: len(call_counts(rp.db)) == 4, 30)
+        assert post_auth(rp.url, body, f"Bearer {token}") == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 5, 30)
+    finally:
+        rp.stop()
+    assert call_counts(rp.db)["call_door_0"] == 1  # the refused posts stored nothing
+
+
+def test_authorized_compares_in_constant_time_and_takes_only_bearer():
+    assert receive.authorized(None, None) and receive.authorized("anything", "")
+    assert receive.authorized("Bearer abc", "abc") and receive.authorized("bearer  abc", "abc")
+    assert not receive.authorized("Bearer abd", "abc") and not receive.authorized("abc", "abc")
+    assert not receive.authorized(None, "abc")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.5", "myhost.example"])
+def test_point_10_binding_beyond_loopback_without_a_token_refuses_to_start_and_says_why(tmp_path, host):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "LOOPLEDGER_RECEIVE_TOKEN"}
+    proc = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "receive", "--db", str(tmp_path / "l.sqlite"),
+                           "--host", host, "--port", str(port)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    err = " ".join(proc.stderr.split())
+    assert f"--host {host}" in err and "--token" in err and "--insecure" in err and "anyone" in err
+    assert not (tmp_path / "l.sqlite.otlp").exists()
+
+
+def test_point_10_beyond_loopback_with_insecure_or_a_token_it_starts(tmp_path):
+    for extra, env in ((("--host", "0.0.0.0", "--insecure"), {}), (("--host", "0.0.0.0"), {"LOOPLEDGER_RECEIVE_TOKEN": "t"})):
+        rp = ReceiverProcess(tmp_path, 30_000, *extra, env=env).start()
+        rp.stop()
+        err = rp.proc.stderr.read()
+        assert rp.proc.returncode == 0
+        assert ("NO TOKEN" in err) == ("--insecure" in extra) and ("bearer token required" in err) == bool(env)
+
+
+# ── anything at all: the receiver keeps serving ─────────────────────────────────────────────
+
+def test_point_10_arbitrary_json_and_protobuf_bytes_never_get_a_500(manual, ledger):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    url, rec = manual
+    scalars = st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False,
+                                                                                   allow_infinity=False) | st.text(max_size=20)
+    keys = st.sampled_from(["resourceSpans", "scopeSpans", "spans", "resource", "attributes", "key", "value",
+                            "stringValue", "kvlistValue", "arrayValue", "values", "traceId", "spanId",
+                            "parentSpanId", "status", "code", "events", "name", "startTimeUnixNano",
+                            "gen_ai.operation.name", "intValue"]) | st.text(max_size=8)
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+                          max_leaves=30)
+    otlpish = st.fixed_dictionaries({"resourceSpans": st.lists(values, max_size=3)})
+    seen: set[int] = set()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(body=st.one_of(values.map(lambda v: json.dumps(v).encode()), otlpish.map(lambda v: json.dumps(v).encode()),
+                          st.binary(max_size=200)), pb=st.booleans())
+    def fuzz(body, pb):
+        ctype = "application/x-protobuf" if pb else "application/json"
+        req = urllib.request.Request(f"{url}/v1/traces", data=body, method="POST", headers={"Content-Type": ctype})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                status = r.status
+        except urllib.error.HTTPError as e:
+            status = e.code
+            assert json.loads(e.read())["message"]
+        seen.add(status)
+        assert status in (200, 400), (status, body)
+
+    fuzz()
+    rec.flush()  # whatever was accepted is ingestable
+    assert rec.stats.last_error == ""
+    assert post(url, request([tool_span("after-fuzz", 0)]), "application/json")[0] == 200
+    rec.flush()
+    assert ledger_counts(ledger, "after-fuzz")[0] == 1 and 400 in seen
+
+
+def test_spool_files_of_past_days_are_trimmed_once_in_the_ledger_and_today_is_kept(ledger, tmp_path):
+    from datetime import datetime
+
+    now = [datetime(2026, 3, 1, 12, tzinfo=UTC)]
+    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=3600,
+                           keep_days=1, clock=lambda: now[0])
+    try:
+        for day, conv in ((1, "d1"), (2, "d2"), (3, "d3")):
+            now[0] = datetime(2026, 3, day, 12, tzinfo=UTC)
+            rec.submit(receive.prepare(receive.decode(request([tool_span(conv, 0)]), "application/json"))).result(10)
+            rec.flush()
+        names = sorted(p.name for p in rec.spool.glob("otlp-*.jsonl"))
+        # Day 1 is two days old and in the ledger: gone; yesterday and today stay.
+        assert names == ["otlp-2026-03-02.jsonl", "otlp-2026-03-03.jsonl"]
+        assert {k for k, _ in calls_of(ledger)} == {"d1", "d2", "d3"}  # its sessions are kept
+    finally:
+        rec.close()
