@@ -17,32 +17,35 @@ import xxhash
 from loopledger import file_ingest
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger.file_ingest import FileReport, ingest_file, is_busy, log, one_line, recorded
+from loopledger.file_ingest import (
+    BAD_LINES_SHOWN,
+    Counts,
+    FileReport,
+    ingest_file,
+    is_busy,
+    log,
+    one_line,
+    recorded,
+)
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
 from sqlalchemy.engine import Engine
 
 
 @dataclass
-class Totals:
+class Totals(Counts):
     files: int = 0
-    changed: int = 0  # files read this time (new, appended or rewritten)
+    changed: int = 0  # files read this time (new, appended, rewritten, truncated or empty)
     unchanged: int = 0
     errors: int = 0
     locked: int = 0  # files left as they were: the ledger stayed busy
-    sessions: int = 0
-    runs: int = 0
-    calls: int = 0
-    checks: int = 0
-    warnings: int = 0
-    blocks: int = 0
-    halts: int = 0
-    quarantined: int = 0
     error_messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # not errors (a file shrank: its sessions kept)
+    bad_lines: list[str] = field(default_factory=list)  # the first quarantined lines, "FILE:LINE: why"
 
     def add(self, r: FileReport) -> None:
         self.files += 1
-        if r.action in ("new", "appended", "rewritten"):
+        if r.action in ("new", "appended", "rewritten", "truncated", "empty"):
             self.changed += 1
         elif r.action in ("unchanged", "busy", "skipped"):
             self.unchanged += 1
@@ -52,8 +55,10 @@ class Totals:
         elif r.action == "locked":
             self.locked += 1
             self.error_messages.append(r.error or r.path)
-        for name in ("sessions", "runs", "calls", "checks", "warnings", "blocks", "halts", "quarantined"):
-            setattr(self, name, getattr(self, name) + getattr(r, name))
+        if r.note:
+            self.notes.append(f"{r.path}: {r.note}")
+        self.bad_lines.extend(r.bad_lines[: max(0, BAD_LINES_SHOWN - len(self.bad_lines))])
+        self.add_counts(r)
 
     @property
     def exit_code(self) -> int:

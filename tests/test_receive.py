@@ -332,7 +332,7 @@ def deep_json(levels: int) -> str:
 
 
 def test_point_4_an_800_deep_argument_costs_that_value_not_the_span_nor_the_later_spans(manual, ledger):
-    from loopledger.formats import otlp
+    from loopledger import redact
 
     url, rec = manual
     assert post(url, request([tool_span("deep", 0, "edit", deep_json(800))]), "application/json")[0] == 200
@@ -343,7 +343,7 @@ def test_point_4_an_800_deep_argument_costs_that_value_not_the_span_nor_the_late
     assert calls_of(ledger) == [("after", "call_after_0"), ("deep", "call_deep_0"), ("deep", "call_deep_1")]
     with ledger.connect() as conn:
         args = conn.execute(select(s.calls.c.args).order_by(s.calls.c.session_id, s.calls.c.seq)).scalars().all()
-    assert otlp.TOO_DEEP in args[1] and "a.py" in args[2]
+    assert redact.TOO_DEEP in args[1] and "a.py" in args[2]
 
 
 def kvlist_body(levels: int) -> bytes:

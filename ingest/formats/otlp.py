@@ -85,9 +85,10 @@ class Span:
 
 # ── OTLP JSON → Span ───────────────────────────────────────────────────────────────────────────
 
-# Deeper than this an attribute value or a tool's arguments are a fault, not data: the value
-# becomes TOO_DEEP (the span and the rest of the file are read as usual). Well under Python's
-# recursion limit and orjson's 255 levels, so nothing downstream can fail on depth.
+# Deeper than this an attribute's kvlist / array value is a fault, not data: the value becomes
+# TOO_DEEP (the span and the rest of the file are read as usual), so the recursive conversion
+# below stays far from Python's recursion limit. (Deep tool arguments, a JSON string, are parsed
+# as they are; redact_event caps them for everything after the reader.)
 MAX_VALUE_DEPTH = 64
 TOO_DEEP = f"[TOO DEEP: nested over {MAX_VALUE_DEPTH} levels]"
 
@@ -288,11 +289,7 @@ def _args(s: Span) -> tuple[Any, bool]:
     if raw is None:
         return {}, False
     if isinstance(raw, str):
-        args, malformed = parse_args(raw)
-        # Counting brackets first: only a text with that many can nest that deep.
-        if not malformed and raw.count("[") + raw.count("{") > MAX_VALUE_DEPTH and depth_over(args):
-            return TOO_DEEP, True
-        return args, malformed
+        return parse_args(raw)  # however deep: redact_event caps it (a marker with a digest)
     return raw, False
 
 

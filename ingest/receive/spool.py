@@ -40,9 +40,10 @@ class Piece:
     line: bytes  # the OTLP JSON line, newline included
 
 
-def redacted(value: Any) -> Any:
-    """The one place the spool redacts (the lead may point it at redact.py's newer walker)."""
-    return redact.redact_value(value)
+def redacted(value: Any, secrets: bool = True) -> Any:
+    """The one place the spool redacts: redact.py's walker (iterative; a container nested past
+    redact.MAX_DEPTH becomes its marker, --no-redact or not)."""
+    return redact.redact_value(value, secrets=secrets)
 
 
 def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
@@ -61,8 +62,7 @@ def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
                 if not isinstance(sp, dict):
                     continue
                 one = {"resourceSpans": [{"resource": resource, "scopeSpans": [{**scope, "spans": [sp]}]}]}
-                if redact_secrets:
-                    one = redacted(one)
+                one = redacted(one, redact_secrets)
                 out.append(Piece(otlp._hex_id(sp.get("traceId")), otlp._hex_id(sp.get("spanId")),
                                  orjson.dumps(one) + b"\n"))
     return out
