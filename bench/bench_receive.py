@@ -212,7 +212,7 @@ def _flat(tmp: Path, sizes: list[int]) -> str:
     rec.stop()
     return ("One-span requests into a receiver whose day's spool already holds N spans (all in the "
             "ledger), 10 each; half continue a conversation of the day, half start one. The flusher "
-            "writes at most every 0.5 s, so time-to-ledger is about that interval plus one flush.\n\n"
+            "flushes at once when idle, at most once every 0.5 s under a stream of requests.\n\n"
             "| spans spooled today | ack latency, median | time-to-ledger, median | slowest 512-span export "
             "call while filling |\n|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
 

@@ -264,7 +264,7 @@ def request(spans: list[dict]) -> bytes:
 @pytest.fixture
 def manual(ledger, tmp_path):
     """A receiver whose flusher never fires on its own: the test calls rec.flush()."""
-    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=3600)
+    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=None)
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=srv.run, daemon=True)
@@ -320,7 +320,7 @@ def test_point_2_an_existing_spool_folder_and_files_are_made_private(ledger, tmp
     old = folder / "otlp-2026-01-01.jsonl"
     old.write_bytes(request([tool_span("old", 0)]) + b"\n")
     old.chmod(0o644)
-    rec = receive.Receiver(ledger, folder, worker.Options(specs=[WINDOW]), flush_interval=3600, keep_days=None)
+    rec = receive.Receiver(ledger, folder, worker.Options(specs=[WINDOW]), flush_interval=None, keep_days=None)
     try:
         assert folder.stat().st_mode & 0o777 == 0o700 and old.stat().st_mode & 0o777 == 0o600
     finally:
@@ -342,7 +342,8 @@ def test_point_4_an_800_deep_argument_costs_that_value_not_the_span_nor_the_late
     assert rec.stats.last_error == ""
     assert calls_of(ledger) == [("after", "call_after_0"), ("deep", "call_deep_0"), ("deep", "call_deep_1")]
     with ledger.connect() as conn:
-        args = conn.execute(select(s.calls.c.args).order_by(s.calls.c.session_id, s.calls.c.seq)).scalars().all()
+        args = conn.execute(select(s.calls.c.args).join(s.sessions, s.sessions.c.id == s.calls.c.session_id)
+                            .order_by(s.sessions.c.key, s.calls.c.seq)).scalars().all()
     assert redact.TOO_DEEP in args[1] and "a.py" in args[2]
 
 
@@ -738,7 +739,7 @@ def test_spool_files_of_past_days_are_trimmed_once_in_the_ledger_and_today_is_ke
     from datetime import datetime
 
     now = [datetime(2026, 3, 1, 12, tzinfo=UTC)]
-    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=3600,
+    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=None,
                            keep_days=1, clock=lambda: now[0])
     try:
         for day, conv in ((1, "d1"), (2, "d2"), (3, "d3")):

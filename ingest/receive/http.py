@@ -21,6 +21,7 @@ import ipaddress
 import logging
 import queue
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -138,7 +139,7 @@ class Receiver:
     """The spool's writer thread and the flusher thread. `submit(pieces)` resolves once the
     pieces are on disk; `flush()` writes what is spooled into the ledger now."""
 
-    def __init__(self, engine: Engine, spool: Path, opts: worker.Options, *, flush_interval: float = 0.5,
+    def __init__(self, engine: Engine, spool: Path, opts: worker.Options, *, flush_interval: float | None = 0.5,
                  keep_days: int | None = DEFAULT_KEEP_DAYS,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.engine, self.opts = engine, opts
@@ -155,7 +156,8 @@ class Receiver:
         self._writer = threading.Thread(target=self._write_loop, name="loopledger-receive-writer", daemon=True)
         self._flusher = threading.Thread(target=self._flush_loop, name="loopledger-receive-flusher", daemon=True)
         self._writer.start()
-        self._flusher.start()
+        if flush_interval is not None:  # None: only flush() writes the ledger (tests, tools)
+            self._flusher.start()
         if self.flusher.files and any(fs.indexed < fs.path.stat().st_size or fs.committed < fs.indexed
                                       for fs in self.flusher.files.values()):
             self._wake.set()  # spans acknowledged before a restart and not yet in the ledger
@@ -209,12 +211,16 @@ class Receiver:
             return reports
 
     def _flush_loop(self) -> None:
+        last = -self.flush_interval
         while not self._stop.is_set():
             self._wake.wait()
             if self._stop.is_set():
                 return
-            self._stop.wait(self.flush_interval)  # gather what arrives meanwhile into one flush
+            # At most one flush per interval: a span into an idle receiver is written at once,
+            # a stream of them in batches (what arrives during the wait joins the next flush).
+            self._stop.wait(max(0.0, last + self.flush_interval - time.monotonic()))
             self._wake.clear()
+            last = time.monotonic()
             self.flush()
             if self.flusher.stats.pending:
                 self._wake.set()  # a busy ledger: try again after the interval
@@ -247,7 +253,8 @@ class Receiver:
         self._writer.join()
         self._stop.set()
         self._wake.set()
-        self._flusher.join()
+        if self._flusher.is_alive():
+            self._flusher.join()
         self.flush()
 
 
