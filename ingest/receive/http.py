@@ -211,17 +211,20 @@ class Receiver:
             return reports
 
     def _flush_loop(self) -> None:
-        last = -self.flush_interval
+        last, took = -self.flush_interval, 0.0
         while not self._stop.is_set():
             self._wake.wait()
             if self._stop.is_set():
                 return
-            # At most one flush per interval: a span into an idle receiver is written at once,
-            # a stream of them in batches (what arrives during the wait joins the next flush).
-            self._stop.wait(max(0.0, last + self.flush_interval - time.monotonic()))
+            # At most one flush per interval (or per the last flush's own duration, if longer): a
+            # span into an idle receiver is written at once, a stream of them in batches (what
+            # arrives during the wait joins the next flush), and a flush costs a session's
+            # statements once per batch, not once per request.
+            self._stop.wait(max(0.0, last + max(self.flush_interval, took) - time.monotonic()))
             self._wake.clear()
             last = time.monotonic()
             self.flush()
+            took = time.monotonic() - last
             if self.flusher.stats.pending:
                 self._wake.set()  # a busy ledger: try again after the interval
 
