@@ -1,27 +1,36 @@
-"""`loopledger receive`: spans/s from OTLP/HTTP into the ledger, beside `ingest` of the same spans.
+"""`loopledger receive`: spans/s from OTLP/HTTP into the ledger, beside `ingest` of the same spans,
+and what one small request costs as the day's spool grows.
 
 Generated GenAI traces (conversations of `execute_tool` spans with realistic argument and result
-sizes) are POSTed as OTLP JSON requests of 512 spans, as an SDK's batch processor sends them, to a
-real receiver (uvicorn on loopback, the writer thread, the default policies, a SQLite ledger).
-Figure: wall time from the first request to every call being in the ledger. Baseline, same run:
-`worker.ingest_file` of one OTLP JSON file holding the same requests (what `loopledger ingest`
-does with a Collector file export). Also: the latency of one small request until its call is
-readable by a dashboard connection (budget: a received span on the dashboard within 2 s).
+sizes; concurrent conversations interleave across export batches, each conversation's spans in
+the order its agent ended them, as SDK batch processors send them) are POSTed as OTLP JSON
+requests of 512 spans to a real `loopledger receive` process (uvicorn on loopback, the default
+policies, a SQLite ledger).
+
+1. Throughput: wall time from the first request to every call being in the ledger, and the
+   receiver's peak RSS. Baseline, same run: `loopledger ingest` (a process too) of one OTLP JSON
+   file holding the same requests (a Collector file export), its time and peak RSS.
+2. Flat with the day: at spool sizes 0, 1k, 10k (and 100k in a full run), 10 one-span requests
+   (half into an existing conversation, half a new one): the POST's answer time (ack latency), and
+   the time until a dashboard connection can read its call (time-to-ledger); beside them the
+   slowest 512-span export call while the spool grew to that size.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
-from loopledger import receive, worker
+from loopledger import worker
 from loopledger.ledger import migrate
 from loopledger.ledger import schema as s
 from loopledger.ledger.engine import make_engine
@@ -34,26 +43,44 @@ def _attr(k: str, v: str) -> dict:
     return {"key": k, "value": {"stringValue": v}}
 
 
-def requests(n_sessions: int, calls_per: int, seed: int = 11, batch: int = 512) -> list[bytes]:
+def _span(rng: random.Random, trace: str, conv: str, i: int, t0: int) -> dict:
+    tool = rng.choice(TOOLS)
+    args = json.dumps({"path": f"src/pkg/mod{rng.randrange(60)}.py", "line": rng.randrange(400)})
+    result = "x" * rng.randrange(200, 1200) if tool != "get_build_status" else "status: pending"
+    start = t0 + i * 10**9
+    return {"traceId": trace, "spanId": f"{rng.getrandbits(64):016x}", "name": f"execute_tool {tool}",
+            "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 5 * 10**8),
+            "attributes": [_attr("gen_ai.operation.name", "execute_tool"), _attr("gen_ai.tool.name", tool),
+                           _attr("gen_ai.conversation.id", conv), _attr("gen_ai.tool.call.arguments", args),
+                           _attr("gen_ai.tool.call.result", result)]}
+
+
+def _body(spans: list[dict]) -> bytes:
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [_attr("service.name", "bench")]},
+                                          "scopeSpans": [{"spans": spans}]}]}).encode()
+
+
+def requests(n_sessions: int, calls_per: int, seed: int = 11, batch: int = 512, prefix: str = "conv",
+             t_base: int = 1_764_500_000_000_000_000) -> list[bytes]:
     rng = random.Random(seed)
-    spans = []
+    queues = []
     for c in range(n_sessions):
         trace = f"{rng.getrandbits(128):032x}"
-        for i in range(calls_per):
-            tool = rng.choice(TOOLS)
-            args = json.dumps({"path": f"src/pkg/mod{rng.randrange(60)}.py", "line": rng.randrange(400)})
-            result = "x" * rng.randrange(200, 1200) if tool != "get_build_status" else "status: pending"
-            spans.append({"traceId": trace, "spanId": f"{rng.getrandbits(64):016x}", "name": f"execute_tool {tool}",
-                          "startTimeUnixNano": str(1_764_500_000_000_000_000 + c * 10**12 + i * 10**9),
-                          "endTimeUnixNano": str(1_764_500_000_000_000_000 + c * 10**12 + i * 10**9 + 5 * 10**8),
-                          "attributes": [_attr("gen_ai.operation.name", "execute_tool"), _attr("gen_ai.tool.name", tool),
-                                         _attr("gen_ai.conversation.id", f"conv-{c}"),
-                                         _attr("gen_ai.tool.call.arguments", args),
-                                         _attr("gen_ai.tool.call.result", result)]})
-    rng.shuffle(spans)  # sessions interleave across export batches, as concurrent agents do
-    return [json.dumps({"resourceSpans": [{"resource": {"attributes": [_attr("service.name", "bench")]},
-                                           "scopeSpans": [{"spans": spans[i:i + batch]}]}]}).encode()
-            for i in range(0, len(spans), batch)]
+        t0 = t_base + c * 10**12
+        queues.append([_span(rng, trace, f"{prefix}-{c}", i, t0) for i in range(calls_per)])
+    # Concurrent agents: the next span comes from a random conversation, each conversation in order.
+    spans = []
+    heads = [0] * n_sessions
+    live = list(range(n_sessions))
+    while live:
+        k = rng.randrange(len(live))
+        c = live[k]
+        spans.append(queues[c][heads[c]])
+        heads[c] += 1
+        if heads[c] == calls_per:
+            live[k] = live[-1]
+            live.pop()
+    return [_body(spans[i:i + batch]) for i in range(0, len(spans), batch)]
 
 
 def _free_port() -> int:
@@ -67,82 +94,142 @@ def _calls(engine) -> int:
         return conn.execute(select(func.count()).select_from(s.calls)).scalar() or 0
 
 
-def _post(url: str, body: bytes) -> None:
+def _post(url: str, body: bytes) -> float:
+    t = time.perf_counter()
     req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
         r.read()
+    return time.perf_counter() - t
 
 
-def _serve(engine, spool: Path):
-    import uvicorn
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "loopledger.cli.app", *args]
 
-    rec = receive.Receiver(engine, spool, worker.Options())
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    while not srv.started:
-        time.sleep(0.01)
-    return rec, srv, t, f"http://127.0.0.1:{port}/v1/traces"
+
+def _peak_mb(proc: subprocess.Popen) -> float:
+    """Wait for the process; its peak RSS in MB (ru_maxrss is in KB on Linux)."""
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return usage.ru_maxrss / 1024
+
+
+class _Receiver:
+    def __init__(self, tmp: Path) -> None:
+        self.db = tmp / "recv.sqlite"
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}/v1/traces"
+        self.proc = subprocess.Popen(_cli("receive", "--db", str(self.db), "--port", str(port)),
+                                     stderr=subprocess.DEVNULL, cwd=tmp)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the receiver did not start") from None
+                time.sleep(0.1)
+        self.reader = make_engine(f"sqlite:///{self.db}", readonly=True)
+
+    def wait_calls(self, n: int) -> None:
+        while _calls(self.reader) < n:
+            time.sleep(0.02)
+
+    def stop(self) -> float:
+        self.reader.dispose()
+        self.proc.terminate()
+        return _peak_mb(self.proc)
+
+
+def _throughput(tmp: Path, n_sessions: int, calls_per: int) -> str:
+    bodies = requests(n_sessions, calls_per)
+    total = n_sessions * calls_per
+    f = tmp / "export.jsonl"
+    f.write_bytes(b"\n".join(bodies) + b"\n")
+    # Baseline time in this process (no interpreter start counted); its peak RSS from a process.
+    base_engine = make_engine(f"sqlite:///{tmp / 'base.sqlite'}")
+    migrate.upgrade(base_engine)
+    t0 = time.perf_counter()
+    worker.ingest_file(base_engine, f, worker.Options())
+    base_s = time.perf_counter() - t0
+    assert _calls(base_engine) == total
+    base_engine.dispose()
+    base = subprocess.Popen(_cli("ingest", str(f), "--db", str(tmp / "base2.sqlite"), "--create"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base_mb = _peak_mb(base)
+    rec = _Receiver(tmp)
+    t0 = time.perf_counter()
+    for body in bodies:
+        _post(rec.url, body)
+    acked_s = time.perf_counter() - t0
+    rec.wait_calls(total)
+    recv_s = time.perf_counter() - t0
+    recv_mb = rec.stop()
+    spool = sum(p.stat().st_size for p in (tmp / "recv.sqlite.otlp").glob("*.jsonl"))
+    return (
+        f"{total:,} GenAI `execute_tool` spans in {n_sessions} interleaved conversations, "
+        f"{len(bodies)} OTLP JSON requests of ≤512 spans, default policies, SQLite. The receiver is a "
+        "`loopledger receive` process; `ingest` is timed in-process (`worker.ingest_file`), its peak RSS "
+        "from a `loopledger ingest` process of the same file.\n\n"
+        "| measure | receive | `ingest` of the same spans as one file (same run) | ratio (ingest ÷ receive "
+        "time) | budget |\n|---|---:|---:|---:|---|\n"
+        f"| first request → every call in the ledger | {recv_s:.2f} s ({total / recv_s:,.0f} spans/s; all "
+        f"acknowledged after {acked_s:.2f} s) | {base_s:.2f} s ({total / base_s:,.0f} spans/s) | "
+        f"{base_s / recv_s:.2f}× | ≥ 1× |\n"
+        f"| peak RSS | {recv_mb:.0f} MB | {base_mb:.0f} MB | — | flat |\n"
+        f"| spool on disk after it | {spool / 1e6:.1f} MB | — | — | — |\n"
+    )
+
+
+def _flat(tmp: Path, sizes: list[int]) -> str:
+    rec = _Receiver(tmp)
+    rows = []
+    spooled = 0
+    for size in sizes:
+        slowest = 0.0
+        if size > spooled:
+            per = 50
+            n = (size - spooled) // per
+            for body in requests(n, per, seed=size, prefix=f"fill{size}"):
+                slowest = max(slowest, _post(rec.url, body))
+            spooled += n * per
+            rec.wait_calls(spooled)
+        acks, ttl = [], []
+        for i in range(10):
+            prefix = f"fill{size}" if size and i % 2 == 0 else f"one{size}-{i}"
+            # Later than the day's spans: a conversation continued, not rewritten.
+            one = requests(1, 1, seed=10**7 + size + i, prefix=prefix, t_base=1_764_600_000_000_000_000)[0]
+            before = _calls(rec.reader)
+            t1 = time.perf_counter()
+            acks.append(_post(rec.url, one))
+            while _calls(rec.reader) <= before:
+                time.sleep(0.005)
+            ttl.append(time.perf_counter() - t1)
+            spooled += 1
+        rows.append(f"| {spooled - 10:,} | {statistics.median(acks) * 1000:.1f} ms (max {max(acks) * 1000:.1f}) | "
+                    f"{statistics.median(ttl) * 1000:.0f} ms (max {max(ttl) * 1000:.0f}) | "
+                    + (f"{slowest * 1000:.0f} ms" if slowest else "—") + " |")
+    rec.stop()
+    return ("One-span requests into a receiver whose day's spool already holds N spans (all in the "
+            "ledger), 10 each; half continue a conversation of the day, half start one. The flusher "
+            "flushes at once when idle, at most once every 0.5 s under a stream of requests.\n\n"
+            "| spans spooled today | ack latency, median | time-to-ledger, median | slowest 512-span export "
+            "call while filling |\n|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
 
 
 def run(quick: bool = False) -> str:
     n_sessions, calls_per = (40, 25) if quick else (200, 50)
-    bodies = requests(n_sessions, calls_per)
-    total = n_sessions * calls_per
+    sizes = [0, 1_000, 10_000] if quick else [0, 1_000, 10_000, 100_000]
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        # Baseline: the same requests as one Collector export file, ingested once.
-        f = tmp / "export.jsonl"
-        f.write_bytes(b"\n".join(bodies) + b"\n")
-        base_engine = make_engine(f"sqlite:///{tmp / 'base.sqlite'}")
-        migrate.upgrade(base_engine)
-        t0 = time.perf_counter()
-        worker.ingest_file(base_engine, f, worker.Options())
-        base_s = time.perf_counter() - t0
-        assert _calls(base_engine) == total
-        base_engine.dispose()
-
-        engine = make_engine(f"sqlite:///{tmp / 'recv.sqlite'}")
-        migrate.upgrade(engine)
-        rec, srv, t, url = _serve(engine, tmp / "spool")
-        reader = make_engine(f"sqlite:///{tmp / 'recv.sqlite'}", readonly=True)
-        t0 = time.perf_counter()
-        for body in bodies:
-            _post(url, body)
-        acked_s = time.perf_counter() - t0
-        while _calls(reader) < total:
-            time.sleep(0.05)
-        recv_s = time.perf_counter() - t0
-
-        # Latency: one small request into the idle receiver, until a reader sees its call.
-        lat = []
-        for i in range(10):
-            one = requests(1, 1, seed=100 + i)[0].replace(b'"conv-0"', f'"lat-{i}"'.encode())
-            before = _calls(reader)
-            t1 = time.perf_counter()
-            _post(url, one)
-            while _calls(reader) <= before:
-                time.sleep(0.01)
-            lat.append(time.perf_counter() - t1)
-        srv.should_exit = True
-        t.join(30)
-        rec.close()
-        reader.dispose()
-        engine.dispose()
-    lat.sort()
-    return (
-        "## Receive (OTLP/HTTP → ledger)\n\n"
-        f"{total:,} GenAI `execute_tool` spans in {n_sessions} interleaved conversations, "
-        f"{len(bodies)} OTLP JSON requests of ≤512 spans, default policies, SQLite.\n\n"
-        "| measure | figure | baseline (same run) | ratio | budget |\n|---|---:|---:|---:|---|\n"
-        f"| `receive`: first request → every call in the ledger | {recv_s:.2f} s "
-        f"({total / recv_s:,.0f} spans/s; all acknowledged after {acked_s:.2f} s) | `ingest` of the same "
-        f"spans as one file: {base_s:.2f} s ({total / base_s:,.0f} calls/s) | {recv_s / base_s:.2f}× | — |\n"
-        f"| one small request → its call readable by the dashboard (10 runs) | median "
-        f"{statistics.median(lat) * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms | — | — | ≤ 2 s |\n"
-    )
+        a = Path(tmp) / "a"
+        a.mkdir()
+        through = _throughput(a, n_sessions, calls_per)
+        b = Path(tmp) / "b"
+        b.mkdir()
+        flat = _flat(b, sizes)
+    return f"## Receive (OTLP/HTTP → ledger)\n\nLoad average at start: {load:.2f}.\n\n{through}\n{flat}"
 
 
 if __name__ == "__main__":
-    print(run(quick=True))
+    print(run(quick="--full" not in sys.argv))

@@ -208,9 +208,60 @@ def test_point_3_ingest_stores_prints_and_logs_no_secret(tmp_path, ledger):
     assert_clean(rep.stdout + rep.stderr, "replay's output")
 
 
-# ── RECEIVE LEG (the `receiver` engineer's) ─────────────────────────────────────────────────────
-# `loopledger receive` on 127.0.0.1 with a spool folder in tmp_path; an OTLP/JSON span whose
-# attributes carry CURL and ENV_OUT posted to it; then assert_clean(ledger_bytes(ledger)) and
-# assert_clean over every file in the spool folder (and their modes 0600), as the legs above do.
+# ── RECEIVE LEG ─────────────────────────────────────────────────────────────────────────────────
+
+def test_point_2_receive_spools_stores_and_prints_no_secret(tmp_path, ledger):
+    """`loopledger receive` on 127.0.0.1, its spool in tmp_path: an OTLP/JSON span carrying both keys
+    (arguments, result, a plain attribute); the spool (0600 files, 0700 folder), every table and
+    everything the receiver printed are grepped."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spool = tmp_path / "spool"
+    proc = subprocess.Popen([str(BIN), "receive", "--db", ledger, "--port", str(port), "--spool", str(spool)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "Bash",
+             "gen_ai.tool.call.id": "call_secret", "gen_ai.conversation.id": SESSION,
+             "gen_ai.tool.call.arguments": json.dumps({"command": CURL}), "gen_ai.tool.call.result": ENV_OUT,
+             "user.note": f"key {ANTHROPIC} and {OPENAI}"}
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "00f067aa0ba902b7", "name": "execute_tool Bash",
+            "startTimeUnixNano": "1764500000000000000", "endTimeUnixNano": "1764500001000000000",
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    body = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [span]}]}]}).encode()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "receive did not start"
+                time.sleep(0.1)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200
+        while json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read())[
+                "ingested_spans"] < 1:
+            assert time.monotonic() < deadline, "the span never reached the ledger"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert_clean(out + err, "receive's output")
+    files = list(spool.iterdir())
+    assert files and stat.S_IMODE(spool.stat().st_mode) == 0o700
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+        assert_clean(f.read_bytes(), f"the spool file {f.name}")
+    stored = ledger_bytes(ledger)
+    assert SESSION.encode() in stored and b"[REDACTED:bearer-token]" in stored and b"[REDACTED:openai-key]" in stored
+    assert_clean(stored, "the ledger")
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, *sys.argv[1:]]))

@@ -235,17 +235,30 @@ def receive(
     config: ConfigOption = None,
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
+    token: Annotated[str | None, typer.Option(
+        envvar="LOOPLEDGER_RECEIVE_TOKEN", show_envvar=True,
+        help="Require `Authorization: Bearer <token>` on every request (else HTTP 401). Exporters send it "
+             "with OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<token>.", show_default=False)] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Serve beyond loopback without a token (refused otherwise: anyone who reaches "
+                           "the port could write into the ledger).")] = False,
+    keep_spool_days: Annotated[int, typer.Option(
+        "--keep-spool-days", min=0, help="Delete spool files of days older than this many days once every "
+                                         "span in them is in the ledger.")] = 1,
 ) -> None:
     """Receive OpenTelemetry traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON, gzip) and write
     their tool calls and the policies' checks (the default set, plus --policy) into the ledger, as
     `ingest` does for files.
 
     Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
-    from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
+    from GenAI `execute_tool` spans and OpenInference TOOL spans. A request is answered once its
+    spans are in the spool (redacted, fsync'd); they reach the ledger within about a second, exactly
+    once, even across a busy ledger or a restart. Stops on Ctrl-C / SIGTERM.
     """
     from loopledger.cli.commands import run_receive
 
-    raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text))
+    raise typer.Exit(run_receive(db, host, port, spool, max_body, policy, config, redact, max_text,
+                                 token=token, insecure=insecure, keep_days=keep_spool_days))
 
 
 RecheckPolicyOption = Annotated[

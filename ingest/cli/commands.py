@@ -253,9 +253,14 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
 
 
 def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_body: int,
-                policy: Sequence[str], config: Path | None, redact: bool, max_text: int) -> int:
+                policy: Sequence[str], config: Path | None, redact: bool, max_text: int, *,
+                token: str | None = None, insecure: bool = False, keep_days: int = 1) -> int:
     from loopledger import receive
 
+    problem = receive.door_problem(host, token, insecure)
+    if problem is not None:
+        err.print(Text(f"error: {problem}", style="red"))
+        return EXIT_USAGE
     try:
         opts = _options(policy, config, None, redact, max_text)
     except ValueError as exc:
@@ -263,9 +268,13 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
         return EXIT_USAGE
     engine = open_ledger(db)
     folder = spool or receive.default_spool(resolve_url(db))
+    door = "bearer token required" if token else (
+        "NO TOKEN: anyone who reaches the port can write into the ledger" if not receive.is_loopback(host)
+        else "loopback only, no token")
     try:
         stats = receive.serve(engine, folder, opts, host, port, max_body, on_ready=lambda: err.print(Text(
-            f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces (spool: {folder}); Ctrl-C to stop")))
+            f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces ({door}; spool: {folder}); "
+            "Ctrl-C to stop")), token=token, keep_days=keep_days)
     except OSError as exc:
         err.print(Text(f"error: cannot serve on {host}:{port}: {exc}", style="red"))
         return EXIT_ERROR

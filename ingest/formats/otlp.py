@@ -87,10 +87,34 @@ class Span:
 
 # ── OTLP JSON → Span ───────────────────────────────────────────────────────────────────────────
 
-def _any_value(v: Any) -> Any:
+# Deeper than this an attribute's kvlist / array value is a fault, not data: the value becomes
+# TOO_DEEP (the span and the rest of the file are read as usual), so the recursive conversion
+# below stays far from Python's recursion limit. (Deep tool arguments, a JSON string, are parsed
+# as they are; redact_event caps them for everything after the reader.)
+MAX_VALUE_DEPTH = 64
+TOO_DEEP = f"[TOO DEEP: nested over {MAX_VALUE_DEPTH} levels]"
+
+
+def depth_over(value: Any, limit: int = MAX_VALUE_DEPTH) -> bool:
+    """Whether a JSON-like value nests deeper than `limit` (iterative: any depth is safe)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in v if isinstance(x, dict | list))
+    return False
+
+
+def _any_value(v: Any, _depth: int = 0) -> Any:
     """An OTLP AnyValue ({"stringValue": …} etc.) as a plain Python value."""
     if not isinstance(v, dict):
         return v
+    if _depth > MAX_VALUE_DEPTH:
+        return TOO_DEEP
     for key in ("stringValue", "boolValue", "doubleValue"):
         if key in v:
             return v[key]
@@ -100,21 +124,21 @@ def _any_value(v: Any) -> Any:
         except (TypeError, ValueError):
             return v["intValue"]
     if "arrayValue" in v:
-        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", []) or []]
+        return [_any_value(x, _depth + 1) for x in (v["arrayValue"] or {}).get("values", []) or []]
     if "kvlistValue" in v:
-        return _attributes((v["kvlistValue"] or {}).get("values", []))
+        return _attributes((v["kvlistValue"] or {}).get("values", []), _depth + 1)
     if "bytesValue" in v:
         return v["bytesValue"]
     return None
 
 
-def _attributes(kvs: Any) -> dict[str, Any]:
+def _attributes(kvs: Any, _depth: int = 0) -> dict[str, Any]:
     if isinstance(kvs, dict):  # already flat (Phoenix, hand-written JSON)
         return dict(kvs)
     out: dict[str, Any] = {}
-    for kv in kvs or []:
+    for kv in kvs if isinstance(kvs, list) else []:
         if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"]] = _any_value(kv.get("value"))
+            out[kv["key"]] = _any_value(kv.get("value"), _depth)
     return out
 
 
@@ -267,7 +291,7 @@ def _args(s: Span) -> tuple[Any, bool]:
     if raw is None:
         return {}, False
     if isinstance(raw, str):
-        return parse_args(raw)
+        return parse_args(raw)  # however deep: redact_event caps it (a marker with a digest)
     return raw, False
 
 
@@ -323,29 +347,43 @@ def _is_llm(s: Span) -> bool:
             or str(s.attrs.get("openinference.span.kind", "")).upper() in ("LLM", "AGENT"))
 
 
+def own_session(s: Span) -> str | None:
+    """The session id a span carries itself (None: it inherits one, see `session_of`)."""
+    for k in _SESSION_KEYS:
+        if s.attrs.get(k):
+            return str(s.attrs[k])
+    return None
+
+
+def session_of(s: Any, by_id: Any) -> str:
+    """A span's session: its own id, else its nearest ancestor's in `by_id` ((trace, span) →
+    anything with trace_id, parent_id and an `own` session or attrs), else its trace id."""
+    node = s
+    hops = 0
+    while node is not None and hops < 1000:  # bounded: a cyclic parent chain is a fault
+        own = node.own if hasattr(node, "own") else own_session(node)
+        if own:
+            return own
+        node = by_id.get((node.trace_id, node.parent_id)) if node.parent_id else None
+        hops += 1
+    return s.trace_id or "0"
+
+
+def sort_key(s: Span) -> tuple[int, int, str]:
+    """A session's spans are read in this order."""
+    return (s.start_ns, s.end_ns, s.span_id)
+
+
 def group_sessions(spans: Iterable[Span]) -> dict[str, list[Span]]:
     """Session key → its spans ordered by start time (first-seen duplicates win)."""
     seen: dict[tuple[str, str], Span] = {}
     for s in spans:
         seen.setdefault((s.trace_id, s.span_id), s)
-    by_id = {(s.trace_id, s.span_id): s for s in seen.values()}
-
-    def session_of(s: Span) -> str:
-        node: Span | None = s
-        hops = 0
-        while node is not None and hops < 1000:  # bounded: a cyclic parent chain is a fault
-            for k in _SESSION_KEYS:
-                if node.attrs.get(k):
-                    return str(node.attrs[k])
-            node = by_id.get((node.trace_id, node.parent_id)) if node.parent_id else None
-            hops += 1
-        return s.trace_id or "0"
-
     out: dict[str, list[Span]] = {}
     for s in seen.values():
-        out.setdefault(session_of(s), []).append(s)
+        out.setdefault(session_of(s, seen), []).append(s)
     for v in out.values():
-        v.sort(key=lambda s: (s.start_ns, s.end_ns, s.span_id))
+        v.sort(key=sort_key)
     return out
 
 
@@ -381,34 +419,55 @@ _PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gcp.gemini": "googl
               "groq": "groq", "deepseek": "deepseek", "x_ai": "x-ai", "cohere": "cohere"}
 
 
-def session_items(key: str, spans: list[Span]) -> Iterator[Item]:
-    model = next((s.attrs.get("gen_ai.request.model") or s.attrs.get("llm.model_name")
-                  for s in spans if s.attrs.get("gen_ai.request.model") or s.attrs.get("llm.model_name")), None)
-    agent = next((s.attrs.get("gen_ai.agent.name") or s.resource.get("service.name")
-                  for s in spans if s.attrs.get("gen_ai.agent.name") or s.resource.get("service.name")), None)
-    users_seen = 0
-    events: list[Item] = []
-    title = ""
+@dataclass
+class SessionRead:
+    """What a session's spans, read in order, have said so far: enough to read more of them
+    (the receiver continues a session from here when new spans sort after the last one)."""
+
+    users_seen: int = 0
+    title: str = ""
+    model: Any = None
+    agent: Any = None
     usage: TurnUsage | None = None  # the model calls' usage since the last tool call
-    for s in spans:
-        if _is_llm(s):
-            usage = add_usage(usage, span_usage(s))
-            msgs = _user_messages(s)
-            for text in msgs[users_seen:]:
-                events.append(UserTurn(text, _iso(s.start_ns), s.line))
-                title = title or title_of(text)
-            users_seen = max(users_seen, len(msgs))
-        if _is_tool(s):
-            name = str(s.attrs.get("gen_ai.tool.name") or s.attrs.get("tool.name") or s.name or "tool")
-            call_id = str(s.attrs.get("gen_ai.tool.call.id") or s.attrs.get("tool_call.id") or s.span_id)
-            args, malformed = _args(s)
-            # The model call that asked for this tool precedes it: its usage rides on this call.
-            events.append(Batch((Call(call_id, name, args, malformed),), ts=_iso(s.start_ns), line=s.line,
-                                usage=usage))
-            usage = None
-            events.append(Answers((Answer(call_id, _answer_text(s), s.error, _iso(s.end_ns)),), line=s.line))
-    yield SessionStart(SessionInfo(key, NAME, title=title or key, agent=agent, model=model,
-                                   started_at=_iso(spans[0].start_ns) if spans else None), spans[0].line if spans else None)
+
+
+def span_items(s: Span, st: SessionRead) -> list[Item]:
+    """The events of one span, the next in its session's order (`st` is updated)."""
+    if st.model is None:
+        st.model = s.attrs.get("gen_ai.request.model") or s.attrs.get("llm.model_name") or None
+    if st.agent is None:
+        st.agent = s.attrs.get("gen_ai.agent.name") or s.resource.get("service.name") or None
+    events: list[Item] = []
+    if _is_llm(s):
+        st.usage = add_usage(st.usage, span_usage(s))
+        msgs = _user_messages(s)
+        for text in msgs[st.users_seen:]:
+            events.append(UserTurn(text, _iso(s.start_ns), s.line))
+            st.title = st.title or title_of(text)
+        st.users_seen = max(st.users_seen, len(msgs))
+    if _is_tool(s):
+        name = str(s.attrs.get("gen_ai.tool.name") or s.attrs.get("tool.name") or s.name or "tool")
+        call_id = str(s.attrs.get("gen_ai.tool.call.id") or s.attrs.get("tool_call.id") or s.span_id)
+        args, malformed = _args(s)
+        # The model call that asked for this tool precedes it: its usage rides on this call.
+        events.append(Batch((Call(call_id, name, args, malformed),), ts=_iso(s.start_ns), line=s.line,
+                            usage=st.usage))
+        st.usage = None
+        events.append(Answers((Answer(call_id, _answer_text(s), s.error, _iso(s.end_ns)),), line=s.line))
+    return events
+
+
+def session_start(key: str, spans: list[Span], st: SessionRead) -> SessionStart:
+    return SessionStart(SessionInfo(key, NAME, title=st.title or key, agent=st.agent, model=st.model,
+                                    started_at=_iso(spans[0].start_ns) if spans else None),
+                        spans[0].line if spans else None)
+
+
+def session_items(key: str, spans: list[Span], st: SessionRead | None = None) -> Iterator[Item]:
+    """A session's items from its spans in order (`st`, if given, is left at their end)."""
+    st = st if st is not None else SessionRead()
+    events = [ev for s in spans for ev in span_items(s, st)]
+    yield session_start(key, spans, st)
     yield from events
 
 

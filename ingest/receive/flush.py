@@ -1,0 +1,384 @@
+"""Spool → ledger, incrementally: each flush reads only the spool bytes it has not read, and
+writes only the sessions those spans belong to.
+
+Per spool file the flusher keeps, in memory, an index of its spans (ids, parent, the session id
+a span carries, start/end order, byte range: no attributes), which session each span falls in
+(otlp.session_of: its own id, else its nearest ancestor's, else its trace), and for each session
+it wrote: where its reading stopped (otlp.SessionRead, the last span's order, the events stored).
+
+A flush:
+1. reads the bytes after the last indexed one (only whole lines) and indexes their spans;
+   a span whose descendants arrived before it (an agent span ends after its tool spans) moves
+   them to its session: both sessions are rewritten;
+2. for each session that got spans: when they all sort after its last span and say nothing that
+   changes its header (model, agent, title), the session is CONTINUED from its stored resume
+   snapshot (file_ingest's append path: only the new events replayed, only rows from there on
+   replaced); otherwise it is rewritten whole from its spans' byte ranges. Either way the rows
+   equal `loopledger ingest` of the spool file (tested);
+3. writes all of it, and the spool offset reached (the file's `sources.byte_offset`), in ONE
+   transaction. So the ledger's offset always says exactly which spans it holds: a killed
+   receiver, a busy ledger or a failed write leaves the offset and the rows as before, the
+   spans stay pending (never dropped) and the next flush — or the next start, which re-reads
+   the spool from that offset — writes them. Rewrites and continuations replace rows by
+   session and seq, so writing a span twice cannot store it twice.
+
+Work per flush follows what arrived (bytes read = new bytes; spans re-read = the touched
+sessions' when rewritten, the new ones when continued), not the day. At start the index is
+rebuilt by one read of the day's files (the price of a restart).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+from loopledger import file_ingest, resume
+from loopledger.changes import STATUS_OK, STATUS_QUARANTINED
+from loopledger.config import Options
+from loopledger.events import SessionInfo
+from loopledger.formats import otlp
+from loopledger.ledger import schema as s
+from loopledger.ledger import store
+from loopledger.sessions import SessionGroup, SessionGrouper
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+
+log = logging.getLogger("loopledger.receive")
+
+
+@dataclass(slots=True)
+class Ref:
+    """A spooled span, as the index holds it."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    own: str | None  # the session id it carries itself
+    order: tuple[int, int, str]  # otlp.sort_key
+    offset: int
+    length: int
+    line: int
+    session: str = ""
+
+
+@dataclass(slots=True)
+class Known:
+    """A session as the ledger holds it after this process wrote it."""
+
+    read: otlp.SessionRead
+    last: tuple[int, int, str]
+    seq: int  # events stored
+
+
+@dataclass
+class FileState:
+    path: Path
+    committed: int = 0  # bytes whose spans are in the ledger
+    indexed: int = 0  # bytes read into the index
+    lines: int = 0
+    refs: dict[tuple[str, str], Ref] = field(default_factory=dict)
+    children: dict[tuple[str, str], list[Ref]] = field(default_factory=dict)
+    sessions: dict[str, dict[tuple[str, str], Ref]] = field(default_factory=dict)
+    known: dict[str, Known] = field(default_factory=dict)
+    rewrite: set[str] = field(default_factory=set)  # sessions to write whole
+    new: dict[str, list[Ref]] = field(default_factory=dict)  # sessions' spans not yet written
+    gone: bool = False  # some session lost all its spans to another
+    fresh: dict[tuple[str, str], otlp.Span] = field(default_factory=dict)  # parsed this flush: not read twice
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.rewrite or self.new or self.gone or self.committed < self.indexed)
+
+
+@dataclass
+class FlushStats:
+    flushes: int = 0
+    bytes_read: int = 0  # spool bytes read (index + rewrites)
+    spans_read: int = 0  # spans parsed from the spool (index + rewrites)
+    last_bytes_read: int = 0
+    last_spans_read: int = 0
+    sessions_rewritten: int = 0
+    sessions_continued: int = 0
+    busy: int = 0  # flushes the ledger refused (locked): retried
+    ingested: int = 0  # spans in the ledger
+    pending: int = 0  # spans spooled, not yet in the ledger
+    last_error: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    rows: list[store.SessionRows] = field(default_factory=list)
+    tails: list[file_ingest.Tail] = field(default_factory=list)
+    known: dict[str, Known] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+    report: file_ingest.FileReport | None = None
+
+
+class Flusher:
+    """Owns the index of the spool's files; `flush()` is called by one thread at a time."""
+
+    def __init__(self, engine: Engine, folder: Path, opts: Options) -> None:
+        self.engine, self.folder, self.opts = engine, Path(folder), opts
+        self.files: dict[Path, FileState] = {}
+        self.stats = FlushStats()
+        for path in sorted(self.folder.glob("otlp-*.jsonl")):
+            self._start(path.absolute())
+
+    # ── the index ───────────────────────────────────────────────────────────────────────────
+
+    def _start(self, path: Path) -> FileState:
+        """A file met for the first time: what the ledger already holds of it is indexed
+        without being marked; what follows is pending."""
+        fs = FileState(path)
+        with self.engine.connect() as conn:
+            row = conn.execute(select(s.sources.c.byte_offset, s.sources.c.status, s.sources.c.size)
+                               .where(s.sources.c.path == str(path))).first()
+        size = path.stat().st_size
+        if row is not None and row.status in (STATUS_OK, STATUS_QUARANTINED) and 0 < row.byte_offset <= size:
+            fs.committed = row.byte_offset
+            self._index(fs, fs.committed, mark=False)
+            fs.committed = fs.indexed  # a torn line cut since: the ledger holds what was whole
+        self.files[path] = fs
+        return fs
+
+    def _index(self, fs: FileState, upto: int | None = None, mark: bool = True) -> None:
+        with open(fs.path, "rb") as fh:
+            fh.seek(fs.indexed)
+            data = fh.read() if upto is None else fh.read(max(0, upto - fs.indexed))
+        end = data.rfind(b"\n") + 1  # whole lines only: the writer may be mid-line
+        data = data[:end]
+        self.stats.bytes_read += len(data)
+        self.stats.last_bytes_read += len(data)
+        pos = 0
+        while pos < end:
+            nl = data.index(b"\n", pos)
+            fs.lines += 1
+            offset = fs.indexed + pos
+            for sp in _spans_of_line(data[pos:nl]):
+                self.stats.spans_read += 1
+                self.stats.last_spans_read += 1
+                ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
+                          offset, nl + 1 - pos, fs.lines)
+                if self._add(fs, ref, mark) and mark:
+                    sp.line = ref.line
+                    fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
+            pos = nl + 1
+        fs.indexed += end
+
+    def _add(self, fs: FileState, ref: Ref, mark: bool) -> bool:
+        ident = (ref.trace_id, ref.span_id)
+        if ident in fs.refs:
+            return False  # first seen wins, as a whole-file read has it
+        fs.refs[ident] = ref
+        fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
+        ref.session = otlp.session_of(ref, fs.refs)
+        fs.sessions.setdefault(ref.session, {})[ident] = ref
+        if mark:
+            fs.new.setdefault(ref.session, []).append(ref)
+        # Spans that arrived before this ancestor resolve through it now.
+        todo = list(fs.children.get(ident, ()))
+        visited = {ident}  # a parent chain may loop (a span its own parent): each span once
+        while todo:
+            d = todo.pop()
+            if (d.trace_id, d.span_id) in visited:
+                continue
+            visited.add((d.trace_id, d.span_id))
+            todo.extend(fs.children.get((d.trace_id, d.span_id), ()))
+            moved = otlp.session_of(d, fs.refs)
+            if moved == d.session:
+                continue
+            old = fs.sessions[d.session]
+            del old[(d.trace_id, d.span_id)]
+            if mark:
+                fs.rewrite.add(d.session)
+            if not old:
+                del fs.sessions[d.session]
+                fs.known.pop(d.session, None)
+                fs.gone = True
+            d.session = moved
+            fs.sessions.setdefault(moved, {})[(d.trace_id, d.span_id)] = d
+            if mark:
+                fs.rewrite.add(moved)
+        return True
+
+    def _read(self, fs: FileState, refs: list[Ref]) -> list[otlp.Span]:
+        """The spans of `refs` read back by their byte ranges, in `refs`' order."""
+        want = {(r.trace_id, r.span_id): r for r in refs}
+        got = {i: fs.fresh[i] for i in want if i in fs.fresh}
+        with open(fs.path, "rb") as fh:
+            for r in sorted((r for i, r in want.items() if i not in got), key=lambda r: r.offset):
+                fh.seek(r.offset)
+                raw = fh.read(r.length)
+                self.stats.bytes_read += len(raw)
+                self.stats.last_bytes_read += len(raw)
+                for sp in _spans_of_line(raw):
+                    self.stats.spans_read += 1
+                    self.stats.last_spans_read += 1
+                    ident = (sp.trace_id, sp.span_id)
+                    if ident in want and ident not in got:
+                        sp.line = want[ident].line
+                        got[ident] = sp
+        return [got[(r.trace_id, r.span_id)] for r in refs if (r.trace_id, r.span_id) in got]
+
+    # ── compute (no writes) ─────────────────────────────────────────────────────────────────
+
+    def _whole(self, fs: FileState, key: str, plan: Plan) -> None:
+        refs = sorted(fs.sessions[key].values(), key=lambda r: r.order)
+        spans = self._read(fs, refs)
+        st = otlp.SessionRead()
+        groups = [g for g in SessionGrouper(fs.path).groups(otlp.session_items(key, spans, st)) if g.info is not None]
+        for g in groups:
+            g.cut = len(g.events)  # a snapshot after every event: the next spans continue from it
+            rows, j = file_ingest._session_rows(g, self.opts)
+            file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
+            plan.rows.append(rows)
+            plan.known[key] = Known(st, refs[-1].order, len(g.events))
+        self.stats.sessions_rewritten += 1
+
+    def _continue(self, fs: FileState, key: str, refs: list[Ref], conn: Any, plan: Plan) -> bool:
+        """The session's new spans on top of its stored snapshot; False when it must be
+        rewritten whole instead."""
+        known = fs.known.get(key)
+        refs = sorted(refs, key=lambda r: r.order)
+        if known is None or refs[0].order <= known.last:
+            return False
+        spans = self._read(fs, refs)
+        st = replace(known.read)
+        events = [ev for sp in spans for ev in otlp.span_items(sp, st)]
+        if (st.title, st.model, st.agent) != (known.read.title, known.read.model, known.read.agent):
+            return False  # the session's header changes: rewrite it
+        if not events:
+            plan.known[key] = Known(st, refs[-1].order, known.seq)
+            return True
+        sid = store.session_id_of(conn, self._source_id(conn, fs), key)
+        if sid is None:
+            return False
+        point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
+        ctx = point.context
+        if not (point.complete and isinstance(ctx, dict) and ctx.get("seq") == known.seq):
+            return False
+        prior = file_ingest.Prior({}, session_id=sid, point=point)
+        g = SessionGroup(SessionInfo(key, otlp.NAME), events=events, cut=len(events), resumed=True)
+        tail, j = file_ingest._tail(prior, g, self.opts)
+        file_ingest.count_verdicts(plan.report, events, j.verdicts)
+        plan.tails.append(tail)
+        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events))
+        self.stats.sessions_continued += 1
+        return True
+
+    def _source_id(self, conn: Any, fs: FileState) -> int:
+        return conn.execute(select(s.sources.c.id).where(s.sources.c.path == str(fs.path))).scalar() or -1
+
+    def _plan(self, fs: FileState) -> Plan:
+        plan = Plan(report=file_ingest.FileReport(str(fs.path), action="appended", format=otlp.NAME))
+        todo = set(fs.rewrite) | set(fs.new)
+        with self.engine.connect() as conn:
+            for key in sorted(todo):
+                try:
+                    if key not in fs.sessions:
+                        pass  # it lost every span to another session: deleted below
+                    elif key in fs.rewrite or not self._continue(fs, key, fs.new[key], conn, plan):
+                        self._whole(fs, key, plan)
+                except Exception as exc:  # noqa: BLE001 — one session's fault must not hold back the rest
+                    msg = f"{fs.path}: session {key!r} could not be ingested ({file_ingest.one_line(exc)})"
+                    log.error("%s", msg, exc_info=exc)
+                    self._error(msg)
+                    plan.known.pop(key, None)
+                    fs.known.pop(key, None)
+                plan.done.add(key)
+        return plan
+
+    # ── write ───────────────────────────────────────────────────────────────────────────────
+
+    def _write(self, fs: FileState, plan: Plan, upto: int) -> None:
+        key = str(fs.path)
+        with self.engine.begin() as conn:
+            row = file_ingest.claim(conn, key, self.opts.worker_id)
+            if row is None:
+                raise file_ingest.LedgerBusy(f"{key} is claimed by another worker")
+            sid = row["id"]
+            store.ensure_policies(conn, self.opts.specs, self.opts.default_ids)
+            if fs.gone:
+                store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys())
+            file_ingest._write_sessions(conn, sid, plan.rows)
+            for tail in plan.tails:
+                file_ingest.apply_tail(conn, tail)
+            conn.execute(update(s.sources).where(s.sources.c.id == sid).values(
+                format=otlp.NAME, size=upto, mtime=None, content_hash=None, byte_offset=upto,
+                status=STATUS_OK if row["status"] != STATUS_QUARANTINED else STATUS_QUARANTINED,
+                error=None, claimed_by=None, ingested_at=time.time()))
+
+    def flush(self) -> list[file_ingest.FileReport]:
+        """Index what was appended, then write every pending session, file by file."""
+        self.stats.flushes += 1
+        self.stats.last_bytes_read = self.stats.last_spans_read = 0
+        reports = []
+        for path in sorted(self.folder.glob("otlp-*.jsonl")):
+            path = path.absolute()
+            fs = self.files.get(path) or self._start(path)
+            try:
+                if path.stat().st_size > fs.indexed:
+                    self._index(fs)
+            except FileNotFoundError:
+                continue
+            if not fs.pending:
+                continue
+            upto = fs.indexed
+            plan = self._plan(fs)
+            fs.fresh.clear()
+            try:
+                self._write(fs, plan, upto)
+            except Exception as exc:  # noqa: BLE001
+                # Nothing of it was written (one transaction): every span stays pending.
+                if file_ingest.is_busy(exc):
+                    self.stats.busy += 1
+                    self._error(f"{path}: the ledger is busy ({file_ingest.one_line(exc)}); "
+                                "its spans stay in the spool and are written at the next flush")
+                else:
+                    log.error("%s: write failed", path, exc_info=exc)
+                    self._error(f"{path}: could not be written ({file_ingest.one_line(exc)}); "
+                                "its spans stay in the spool and are written at the next flush")
+                continue
+            fs.committed = upto
+            fs.known.update(plan.known)
+            fs.rewrite -= plan.done
+            for k in plan.done:
+                fs.new.pop(k, None)
+            fs.gone = False
+            assert plan.report is not None
+            reports.append(plan.report)
+        self._count()
+        return reports
+
+    def _error(self, msg: str) -> None:
+        self.stats.last_error = msg
+        self.stats.errors = (self.stats.errors + [msg])[-20:]
+
+    def _count(self) -> None:
+        pending = ingested = 0
+        for fs in self.files.values():
+            waiting = sum(len(v) for v in fs.new.values()) + sum(len(fs.sessions.get(k, ())) for k in fs.rewrite
+                                                                if k not in fs.new)
+            pending += waiting
+            ingested += len(fs.refs) - waiting
+        self.stats.pending, self.stats.ingested = pending, ingested
+
+    def committed(self) -> dict[Path, int]:
+        return {p: fs.committed for p, fs in self.files.items()}
+
+    def forget(self, path: Path) -> None:
+        self.files.pop(path.absolute(), None)
+
+
+def _spans_of_line(raw: bytes) -> Iterator[otlp.Span]:
+    try:
+        req = orjson.loads(raw)
+        yield from otlp.spans_of_request(req)
+    except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError):
+        return  # the spool only holds lines the receiver wrote; a foreign line is skipped

@@ -1,0 +1,415 @@
+"""The receiver's HTTP side and its two threads (see the package docstring for the promises).
+
+POST /v1/traces takes an `ExportTraceServiceRequest` as protobuf (`application/x-protobuf`) or
+JSON (`application/json`), optionally gzip-compressed; GET /health says what was received and
+what is pending. With a token, both need `Authorization: Bearer <token>` (else 401).
+
+A request is decoded and validated, its spans cut into spool lines (redacted, depth-capped:
+spool.py) off the event loop, then handed to the WRITER thread, which appends every queued
+request's lines, fsyncs once and only then lets each request be answered. The FLUSHER thread
+(flush.py) reads what the writer appended and writes it into the ledger at most every
+`flush_interval` seconds; nothing the HTTP side waits for ever waits on the ledger.
+
+Malformed bodies get HTTP 400 with the reason and never stop the receiver; bodies over
+`max_body` bytes (after decompression too) get 413; other content types 415.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import queue
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from loopledger import worker
+from loopledger.formats import otlp
+from loopledger.receive import flush as flushing
+from loopledger.receive import spool as spooling
+from sqlalchemy.engine import Engine
+
+log = logging.getLogger("loopledger.receive")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4318  # OTLP/HTTP's registered port
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+DEFAULT_KEEP_DAYS = 1
+TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
+# JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
+# Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
+# nested kvlist / array attribute value adds 3-4.
+MAX_REQUEST_DEPTH = 200
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+class BadRequest(ValueError):
+    """The body is not an OTLP trace request; the message says why (sent back with HTTP 400)."""
+
+    status = 400
+
+
+class TooLarge(BadRequest):
+    status = 413
+
+
+class Unsupported(BadRequest):
+    status = 415
+
+
+def _inflate(body: bytes, max_body: int) -> bytes:
+    """gunzip with a cap: a small compressed body must not expand into gigabytes (a zip bomb)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(body, max_body + 1)
+    except zlib.error as e:
+        raise BadRequest(f"Content-Encoding gzip, but the body is not gzip data: {e}") from None
+    if len(out) > max_body or d.unconsumed_tail:
+        raise TooLarge(f"the decompressed body is over the limit of {max_body} bytes")
+    return out
+
+
+def decode(body: bytes, content_type: str, encoding: str = "", max_body: int = DEFAULT_MAX_BODY) -> dict[str, Any]:
+    """A request body as an OTLP JSON request (dict), whatever its wire encoding."""
+    if encoding.strip().lower() == "gzip":
+        body = _inflate(body, max_body)
+    elif encoding.strip() and encoding.strip().lower() != "identity":
+        raise Unsupported(f"Content-Encoding {encoding!r} is not supported (gzip or none)")
+    ctype = content_type.split(";")[0].strip().lower()
+    if ctype == PROTOBUF:
+        from google.protobuf.json_format import MessageToDict
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        try:
+            msg = ExportTraceServiceRequest.FromString(body)
+            req = MessageToDict(msg)  # camelCase like OTLP JSON; ids base64 (the reader takes both)
+        except (DecodeError, ValueError, RecursionError) as e:
+            raise BadRequest(f"not a protobuf ExportTraceServiceRequest: {e or type(e).__name__}") from None
+        req.setdefault("resourceSpans", [])
+    elif ctype == JSON:
+        try:
+            req = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise BadRequest(f"invalid JSON: {e}") from None
+    else:
+        raise Unsupported(f"Content-Type {content_type!r} is not supported ({PROTOBUF} or {JSON})")
+    if otlp.depth_over(req, MAX_REQUEST_DEPTH):
+        # Checked before anything walks it recursively (the reader, the redaction, orjson).
+        raise BadRequest(f"the request nests deeper than {MAX_REQUEST_DEPTH} levels (an attribute's "
+                         "kvlistValue / arrayValue nested that deep is not a trace)")
+    try:
+        otlp.spans_of_request(req)  # validates the shape before anything is written
+    except (ValueError, TypeError, AttributeError, RecursionError) as e:
+        raise BadRequest(f"not an OTLP trace request: {e}") from None
+    return req
+
+
+def prepare(req: dict[str, Any], redact: bool = True) -> list[spooling.Piece]:
+    """A decoded request's spool lines; a shape the reader took but the spooling cannot is a
+    bad request too (HTTP 400), never a server error."""
+    try:
+        return spooling.pieces(req, redact)
+    except (ValueError, TypeError, AttributeError, RecursionError, orjson.JSONEncodeError) as e:
+        raise BadRequest(f"not an OTLP trace request: {type(e).__name__}: {e}") from None
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    spans: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    unauthorized: int = 0
+    ingests: int = 0
+    last_error: str = ""
+    reports: list[worker.FileReport] = field(default_factory=list)
+
+
+class Receiver:
+    """The spool's writer thread and the flusher thread. `submit(pieces)` resolves once the
+    pieces are on disk; `flush()` writes what is spooled into the ledger now."""
+
+    def __init__(self, engine: Engine, spool: Path, opts: worker.Options, *, flush_interval: float | None = 0.5,
+                 keep_days: int | None = DEFAULT_KEEP_DAYS,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.engine, self.opts = engine, opts
+        self.flush_interval, self.clock, self.keep_days = flush_interval, clock, keep_days
+        self.spooler = spooling.Spool(Path(spool), clock)
+        self.spool = self.spooler.folder  # a Path, as before
+        self.flusher = flushing.Flusher(engine, self.spool, opts)
+        self.stats = Stats()
+        self._queue: queue.Queue[tuple[list[spooling.Piece], Future] | None] = queue.Queue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        self._writer = threading.Thread(target=self._write_loop, name="loopledger-receive-writer", daemon=True)
+        self._flusher = threading.Thread(target=self._flush_loop, name="loopledger-receive-flusher", daemon=True)
+        self._writer.start()
+        if flush_interval is not None:  # None: only flush() writes the ledger (tests, tools)
+            self._flusher.start()
+        if self.flusher.files and any(fs.indexed < fs.path.stat().st_size or fs.committed < fs.indexed
+                                      for fs in self.flusher.files.values()):
+            self._wake.set()  # spans acknowledged before a restart and not yet in the ledger
+
+    def submit(self, pieces: list[spooling.Piece]) -> Future:
+        fut: Future = Future()
+        self._queue.put((pieces, fut))
+        return fut
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            while True:  # group commit: every request queued meanwhile shares one fsync
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            work = [b for b in batch if b is not None]
+            if work:
+                try:
+                    kept, _ = self.spooler.write([pieces for pieces, _ in work])
+                except Exception as e:  # noqa: BLE001 — one bad write must not stop the receiver
+                    log.exception("spool write failed")
+                    for _, fut in work:
+                        fut.set_exception(e)
+                else:
+                    for (pieces, fut), n in zip(work, kept, strict=True):
+                        self.stats.spans += n
+                        self.stats.duplicates += len(pieces) - n
+                        fut.set_result(n)
+                    if any(kept):
+                        self._wake.set()
+            if len(work) < len(batch):
+                self.spooler.close()
+                return
+
+    def flush(self) -> list[worker.FileReport]:
+        """Write what is spooled into the ledger (the flusher thread calls this; tests may too)."""
+        with self._flush_lock:
+            try:
+                reports = self.flusher.flush()
+            except Exception as e:  # noqa: BLE001 — the flusher thread must survive anything
+                log.exception("flush of the spool failed")
+                self.stats.last_error = f"{type(e).__name__}: {e}"
+                return []
+            self.stats.ingests += len(reports)
+            self.stats.reports = (self.stats.reports + reports)[-20:]
+            self.stats.last_error = self.flusher.stats.last_error
+            self.trim()
+            return reports
+
+    def _flush_loop(self) -> None:
+        last, took = -self.flush_interval, 0.0
+        while not self._stop.is_set():
+            self._wake.wait()
+            if self._stop.is_set():
+                return
+            # At most one flush per interval (or per the last flush's own duration, if longer): a
+            # span into an idle receiver is written at once, a stream of them in batches (what
+            # arrives during the wait joins the next flush), and a flush costs a session's
+            # statements once per batch, not once per request.
+            self._stop.wait(max(0.0, last + max(self.flush_interval, took) - time.monotonic()))
+            self._wake.clear()
+            last = time.monotonic()
+            self.flush()
+            took = time.monotonic() - last
+            if self.flusher.stats.pending:
+                self._wake.set()  # a busy ledger: try again after the interval
+
+    def trim(self) -> list[Path]:
+        """Delete spool files of days before the last `keep_days` whose spans are all in the ledger."""
+        if self.keep_days is None:
+            return []
+        today = self.clock().date()
+        gone = []
+        for path, fs in list(self.flusher.files.items()):
+            try:
+                day = datetime.strptime(spooling.day_of(path), "%Y-%m-%d").date()
+            except ValueError:
+                continue
+            if (today - day).days <= self.keep_days or fs.pending or fs.committed < path.stat().st_size:
+                continue
+            path.unlink()
+            self.flusher.forget(path)
+            gone.append(path)
+            log.info("spool: %s trimmed (every span in it is in the ledger)", path)
+        return gone
+
+    def close(self) -> None:
+        """Write what is queued, ingest what is spooled, then stop both threads. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._writer.join()
+        self._stop.set()
+        self._wake.set()
+        if self._flusher.is_alive():
+            self._flusher.join()
+        self.flush()
+
+
+def authorized(header: str | None, token: str | None) -> bool:
+    """Whether an Authorization header carries `token` (constant time; no token: everyone)."""
+    if not token:
+        return True
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve beyond this machine
+
+
+def door_problem(host: str, token: str | None, insecure: bool) -> str | None:
+    """Why the receiver must not start on `host`, or None: beyond loopback anyone who reaches
+    the port could write into the ledger, so that takes a token (or --insecure, said out loud)."""
+    if is_loopback(host) or token or insecure:
+        return None
+    return (f"--host {host} accepts spans from beyond this machine, and without a token anyone who "
+            f"reaches the port can write into the ledger. Give --token (or ${TOKEN_ENV}); exporters "
+            "send it with OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<token>. "
+            "To serve without one anyway, add --insecure.")
+
+
+def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Callable[[], None] | None = None,
+             token: str | None = None):
+    """The Starlette app: POST /v1/traces, GET /health; `on_ready` once it is listening.
+    With `token`, both answer 401 unless the request carries `Authorization: Bearer <token>`."""
+    import asyncio
+    import contextlib
+
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    def denied(request: Request) -> Response | None:
+        if authorized(request.headers.get("authorization"), token):
+            return None
+        receiver.stats.unauthorized += 1
+        return JSONResponse({"code": 16, "message": "missing or wrong bearer token"}, status_code=401,
+                            headers={"WWW-Authenticate": 'Bearer realm="loopledger"'})
+
+    def read(body: bytes, ctype: str, encoding: str) -> list[spooling.Piece]:
+        return prepare(decode(body, ctype, encoding, max_body), receiver.opts.redact)
+
+    async def traces(request: Request) -> Response:
+        if (no := denied(request)) is not None:
+            return no
+        ctype = request.headers.get("content-type", "")
+        wants_pb = ctype.split(";")[0].strip().lower() == PROTOBUF
+        try:
+            length = request.headers.get("content-length")
+            if length and length.isdigit() and int(length) > max_body:
+                raise TooLarge(f"the body ({length} bytes) is over the limit of {max_body} bytes")
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_body:
+                    raise TooLarge(f"the body is over the limit of {max_body} bytes")
+                chunks.append(chunk)
+            # Off the event loop: /health and other exporters stay answered meanwhile.
+            pieces = await run_in_threadpool(read, b"".join(chunks), ctype, request.headers.get("content-encoding", ""))
+        except BadRequest as e:
+            receiver.stats.rejected += 1
+            return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
+        receiver.stats.requests += 1
+        try:
+            await asyncio.wrap_future(receiver.submit(pieces))
+        except Exception as e:  # noqa: BLE001 — the disk failed us: not acknowledged, the client retries
+            return JSONResponse({"code": 14, "message": f"the spool could not be written: {e}"}, status_code=503)
+        if wants_pb:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+            return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
+        return JSONResponse({})
+
+    async def health(request: Request) -> Response:
+        if (no := denied(request)) is not None:
+            return no
+        s, f = receiver.stats, receiver.flusher.stats
+        return JSONResponse({"ok": True, "requests": s.requests, "spans": s.spans, "duplicates": s.duplicates,
+                             "rejected": s.rejected, "unauthorized": s.unauthorized, "ingests": s.ingests,
+                             "ingested_spans": f.ingested, "pending_spans": f.pending, "busy_flushes": f.busy,
+                             "last_error": s.last_error})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        if on_ready is not None:
+            on_ready()
+        yield
+
+    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/health", health)],
+                     lifespan=lifespan)
+
+
+def default_spool(url: str) -> Path:
+    """Beside a SQLite ledger file (`ledger.sqlite` → `ledger.sqlite.otlp/`), else ./loopledger-otlp."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        return Path(u.database).with_name(Path(u.database).name + ".otlp")
+    return Path("loopledger-otlp")
+
+
+def serve(engine: Engine, spool: Path, opts: worker.Options, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          max_body: int = DEFAULT_MAX_BODY, on_ready: Callable[[], None] | None = None, *,
+          token: str | None = None, keep_days: int | None = DEFAULT_KEEP_DAYS,
+          flush_interval: float = 0.5) -> Stats:
+    """Run until SIGINT/SIGTERM (uvicorn's handlers), then write and ingest what is queued.
+    The caller checks `door_problem` first (the CLI refuses to start on it)."""
+    import contextlib
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # Ctrl-C / SIGTERM end the server and `run` returns, so what was acknowledged is
+            # ingested and the summary printed (uvicorn itself would re-raise the signal and die).
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            old = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+
+    receiver = Receiver(engine, spool, opts, keep_days=keep_days, flush_interval=flush_interval)
+    app = make_app(receiver, max_body, on_ready, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = Server(config)
+    try:
+        server.run()
+    finally:
+        receiver.close()
+    return receiver.stats
+
+
+__all__ = ["BadRequest", "Receiver", "authorized", "decode", "default_spool", "door_problem", "make_app",
+           "prepare", "serve"]
