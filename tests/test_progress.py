@@ -93,11 +93,15 @@ def test_going_back_to_arguments_already_tried_with_that_error_is_a_stale_retry(
     assert [c for _, c, _ in run(ProgressDetector(), calls)] == [1, 1, 2, 3]
 
 
-def test_trying_something_new_each_time_is_not_a_loop():
-    # tau-bench task 23 (normal): a different payment method each time, the same error.
+def test_trying_something_new_each_time_the_user_asks_is_not_a_loop():
+    # tau-bench task 23 (normal): a different payment method each time, each asked for by the
+    # user (a user turn between), the same error.
     err = "Error: gift card balance is not enough"
-    calls = [("update", _update("HAT072", payment=f"gift_card_{i}"), err) for i in range(6)]
-    assert actions(ProgressDetector(), calls) == ["allow"] * 6
+    d, got = ProgressDetector(), []
+    for i in range(6):
+        got += actions(d, [("update", _update("HAT072", payment=f"gift_card_{i}"), err)])
+        d.user_turn()
+    assert got == ["allow"] * 6
 
 
 def test_a_new_attempt_ends_the_run_of_stale_retries():
@@ -119,8 +123,10 @@ def test_other_tools_failing_the_same_way_are_not_retries_of_this_one():
 
 def test_values_shorter_than_four_characters_are_not_named_by_an_error():
     err = "Error: seat 12 is taken"
-    calls = [("book", {"seat": 12, "n": i}, err) for i in range(4)]
-    assert actions(ProgressDetector(), calls) == ["allow"] * 4
+    calls = [("book", {"seat": 12, "n": i}, err) for i in range(3)]
+    # never a stale retry (12 is not named): each retry counts 1, nearer its halt (3) than the run
+    # of one failure (2 and 3 of same_failure_at 5)
+    assert run(ProgressDetector(), calls) == [("allow", 1, ""), ("allow", 1, "retry"), ("allow", 1, "retry")]
 
 
 # ── rule 3: what a failure is ─────────────────────────────────────────────────────────────────

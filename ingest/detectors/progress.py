@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors
     from loopledger.detectors.policy import PolicySpec
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
-REPEAT, RETRY = "repeat", "retry"
+REPEAT, RETRY, FAILURES = "repeat", "retry", "failures"
 ACROSS_TURNS = ("none", "errors", "all")
 
 DEFAULT_WINDOW = 20
@@ -75,6 +75,9 @@ DEFAULT_WARN_AT = 2
 DEFAULT_HALT_AT = 3
 DEFAULT_OK_HALT_AT = 4
 DEFAULT_ACROSS_TURNS = "errors"
+DEFAULT_SAME_FAILURE_AT = 5
+DEFAULT_POLL_SPAN = 5
+DEFAULT_RERUN_HALT_AT = 4
 MAX_WINDOW = 10_000
 ERROR_HEAD = 200  # error patterns look at the opening of an answer, where tools put the verdict
 NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
@@ -92,8 +95,9 @@ VOLATILE_PATTERNS: dict[str, str] = {
     # a commit sha, a request id, a memory address: 12+ hex digits, letters and digits among them
     "hex_id": r"\b(?:0x)?(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b",
     # /tmp/pytest-of-me/pytest-3/x, /var/folders/…/T/tmpab12, C:\Users\me\AppData\Local\Temp\x
-    "temp_path": r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
-                 r"|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
+    # (a path's start: `/srv/job/tmp/step-1200` holds `/tmp/` but is not a temp path)
+    "temp_path": r"(?<![\w.~/\\-])(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
+                 r"|(?<![\w.~/\\-])[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
 }
 DEFAULT_VOLATILE_NAMES: tuple[str, ...] = tuple(VOLATILE_PATTERNS)
 DEFAULT_VOLATILE: tuple[str, ...] = tuple(VOLATILE_PATTERNS.values())
@@ -127,75 +131,184 @@ READ_PROGRAMS = frozenset({"cat", "head", "grep", "egrep", "fgrep", "rg", "wc", 
                            "file"})
 READ_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep"})
 READ_VERBS = frozenset({"view", "read", "open", "show"})  # an editor tool's command=view
+# Options that make a reading program write a file or run another program: `find -fprintf out`,
+# `git diff --output=p`, `git grep -O<pager>`, `rg --pre ./x.sh`, `tree -o out`, `file -C`.
+_FIND_ACTS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf",
+                        "-fls"})
+_OPTION_WRITES: dict[str, tuple[str, ...]] = {
+    "git": ("--output", "-O", "--open-files-in-pager"),
+    "rg": ("--pre",),
+    "tree": ("-o", "--output"),
+    "file": ("-C", "--compile"),
+}
+# A sed script that only prints: addresses (numbers, $, /regex/), p, =, l, q, n, braces, `!`.
+_SED_PRINTS = re.compile(r"(?:\s|[\d$,;!{}+~=pPlqQn]|/(?:[^/\\\n]|\\.)*/I?)*")
+# What changes files, told positively (a call that is neither a read nor one of these is unknown).
+WRITE_PROGRAMS = frozenset({"tee", "cp", "mv", "rm", "rmdir", "touch", "mkdir", "ln", "chmod", "chown",
+                            "truncate", "dd", "install", "patch", "apply_patch", "unzip"})
+WRITE_GIT = frozenset({"apply", "checkout", "restore", "reset", "stash", "am", "cherry-pick", "merge",
+                       "rebase", "mv", "rm", "switch", "pull", "clean", "revert"})
+WRITE_VERBS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "edit", "append",
+                         "replace", "patch", "apply", "delete"})  # an editor tool's command
+# Arguments that carry new content for a file (an editor's old/new text, a whole file, a patch).
+EDIT_KEYS = frozenset({"old_str", "new_str", "old_string", "new_string", "file_text", "new_content",
+                       "edits", "patch", "diff", "insert_line"})
+CONTENT_KEYS = frozenset({"content", "contents", "text"})
+PATH_KEYS = frozenset({"path", "file_path", "filename", "file", "target_file", "absolute_path"})
 _SHELL_FIELDS = ("command", "cmd")
 _CHAINS = frozenset({";", "&&", "||", "&", "(", ")", ";;"})
+_QUIET = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
 
-def _reads_shell(command: str) -> bool:
-    """A shell command that only reads: every pipeline stage a read-only program, nothing chained,
-    no write redirect (`2>&1` and `>/dev/null` are not writes)."""
+def _short_flag(words: list[str], letter: str, long: str) -> bool:
+    """`-i`, a cluster holding it (`-ni`, `-pi`) or `--in-place[=…]`-style long form."""
+    return any((w.startswith("-") and not w.startswith("--") and letter in w[1:]) or w.startswith(long)
+               for w in words)
+
+
+def _sed_reads(words: list[str]) -> bool:
+    """`sed -n` whose every script only prints (no `w`/`W` file, no `e` command, no -i, no -f)."""
+    args = words[1:]
+    if "-n" not in args and not any(a.startswith("-") and not a.startswith("--") and "n" in a[1:] for a in args):
+        return False
+    if _short_flag(args, "i", "--in-place") or _short_flag(args, "f", "--file"):
+        return False
+    scripts, rest, i = [], [], 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-e", "--expression") and i + 1 < len(args):
+            scripts.append(args[i + 1])
+            i += 2
+            continue
+        if a.startswith("--expression="):
+            scripts.append(a.split("=", 1)[1])
+        elif not a.startswith("-"):
+            rest.append(a)
+        i += 1
+    if not scripts and rest:
+        scripts.append(rest[0])
+    return bool(scripts) and all(_SED_PRINTS.fullmatch(s) for s in scripts)
+
+
+def _stage_reads(words: list[str]) -> bool:
+    if not words:
+        return False
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog == "sed":
+        return _sed_reads(words)
+    if prog == "find":
+        return not any(w in _FIND_ACTS for w in words[1:])
+    if prog == "git" and (len(words) < 2 or words[1] not in READ_GIT):
+        return False
+    if prog not in READ_PROGRAMS and prog != "git":
+        return False
+    bad = _OPTION_WRITES.get(prog, ())
+    return not any(w == b or w.startswith(b + "=") or (len(b) == 2 and w.startswith(b) and b != "-o")
+                   for w in words[1:] for b in bad)
+
+
+def _stage_writes(words: list[str]) -> bool:
+    if not words:
+        return False
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog in WRITE_PROGRAMS:
+        return True
+    if prog in ("sed", "perl"):
+        return _short_flag(words[1:], "i", "--in-place")
+    if prog == "find":
+        return any(w in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls") for w in words[1:])
+    return prog == "git" and len(words) > 1 and (words[1] in WRITE_GIT
+                                                  or any(w.startswith("--output") for w in words[2:]))
+
+
+def classify_shell(command: str) -> tuple[bool, bool]:
+    """(reads, writes) of a shell command. reads: every pipeline stage a read-only program, nothing
+    chained, no write redirect (`2>&1` and `>/dev/null` are not writes). writes: a redirect into a
+    file, `sed -i`, `tee`, `cp`/`mv`/`rm`, `git checkout`… anywhere in it."""
     lex = shlex.shlex(command, posix=True, punctuation_chars=True)
     lex.whitespace_split = True
     try:
         tokens = list(lex)
     except ValueError:
-        return False  # unbalanced quotes: not something to vouch for
+        return False, False  # unbalanced quotes: not something to vouch for
     if not tokens:
-        return False
+        return False, False
+    reads = writes = False
+    chained = False
     stage: list[str] = []
     stages = [stage]
     for i, t in enumerate(tokens):
         if t == "|":
             stage = []
             stages.append(stage)
-        elif t in _CHAINS or "`" in t or "$(" in t:
-            return False
+        elif t in _CHAINS:
+            chained = True
+            stage = []
+            stages.append(stage)
+        elif "`" in t or "$(" in t:
+            chained = True
+            stage.append(t)
         elif set(t) <= set("<>&|") and ">" in t:
             target = tokens[i + 1] if i + 1 < len(tokens) else ""
-            if not (t == ">&" or target in ("/dev/null", "&1", "&2")):
-                return False
+            dup = t in (">&", "<&") and (target.isdigit() or target == "-")
+            if not dup and target not in _QUIET and target not in ("&1", "&2"):
+                writes = True
         else:
             stage.append(t)
-    for words in stages:
-        if not words:
-            return False
-        prog = words[0].rsplit("/", 1)[-1]
-        if prog == "sed":
-            if "-n" not in words[1:] or any(w.startswith(("-i", "--in-place")) for w in words[1:]):
-                return False
-        elif prog == "find":
-            if any(w in ("-delete", "-exec", "-execdir", "-ok", "-fprint") for w in words[1:]):
-                return False
-        elif prog == "git":
-            if len(words) < 2 or words[1] not in READ_GIT:
-                return False
-        elif prog not in READ_PROGRAMS:
-            return False
-    return True
+    writes = writes or any(_stage_writes(w) for w in stages)
+    reads = not chained and not writes and all(_stage_reads(w) for w in stages)
+    return reads, writes
+
+
+def _shell_text(args: dict) -> str | None:
+    for field in _SHELL_FIELDS:
+        value = args.get(field)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            # Codex ["bash", "-lc", "cat x"]; an argv ["cat", "x"]
+            value = value[2] if len(value) == 3 and value[1] in ("-c", "-lc") else shlex.join(value)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def classify(name: str, args: Any) -> tuple[bool, bool]:
+    """(reads, writes): whether a call only reads the workspace, and whether it (positively)
+    changes files, from what its arguments say. A tool's name is not enough: `get_workflow_run`
+    and `read_file` of a log read what moves by itself (a poll). Unknown is neither."""
+    if not isinstance(args, dict):
+        return False, False
+    command = _shell_text(args)
+    if command is not None:
+        verb = command.strip().lower()
+        if verb in READ_VERBS:
+            return True, False
+        if verb in WRITE_VERBS:
+            return False, True
+        return classify_shell(command)
+    keys = args.keys()
+    if not EDIT_KEYS.isdisjoint(keys) or (not CONTENT_KEYS.isdisjoint(keys) and not PATH_KEYS.isdisjoint(keys)):
+        return False, True
+    return False, any(isinstance(v, str) and v.lstrip().startswith("*** Begin Patch") for v in args.values())
 
 
 def reads_only(name: str, args: Any) -> bool:
-    """Whether a call only reads the workspace, from what its arguments say: an editor's
-    `command: view`, or a shell command made of programs that read files (`cat`, `grep`,
-    `sed -n`, `git diff`, …). A tool's name is not enough: `get_workflow_run` and `read_file` of
-    a log read what moves by itself (a poll). Unknown is not a read."""
-    if isinstance(args, dict):
-        for field in _SHELL_FIELDS:
-            value = args.get(field)
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                # Codex ["bash", "-lc", "cat x"]; an argv ["cat", "x"]
-                value = value[2] if len(value) == 3 and value[1] in ("-c", "-lc") else shlex.join(value)
-            if isinstance(value, str):
-                return value.strip().lower() in READ_VERBS or _reads_shell(value)
-    return False
+    """Whether a call only reads the workspace: an editor's `command: view`, or a shell command
+    made of programs that read files (`cat`, `grep`, `sed -n`, `git diff`, …) without a write."""
+    return classify(name, args)[0]
+
+
+def writes(name: str, args: Any) -> bool:
+    """Whether a call changes files, by its arguments: an editor's old/new text or whole file, a
+    patch, a shell redirect into a file, `sed -i`, `tee`, `git checkout`…"""
+    return classify(name, args)[1]
 
 
 class ProgressVerdict(NamedTuple):
     action: str  # allow | warn | halt
     count: int  # the attempt this call would be without progress (the rule that halts soonest)
-    rule: str  # "repeat" | "retry" | "" (nothing tried before)
-    threshold: int  # the count at which that rule halts (halt_at, or ok_halt_at for a repeat
-    #                 of a successful answer)
+    rule: str  # "repeat" | "retry" | "failures" | "" (nothing tried before)
+    threshold: int  # the count at which that rule halts (halt_at, ok_halt_at, rerun_halt_at,
+    #                 poll_span + 1 or same_failure_at)
     position: int  # this call's position, for record_answer
 
 
@@ -204,12 +317,15 @@ class Entry:
     the text itself: the normalized digest is computed only when two answers with different
     texts must be compared (rare: only repeats are compared), and then cached."""
 
-    __slots__ = ("position", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "reads",
-                 "_norm")
+    __slots__ = ("position", "step", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "reads",
+                 "writes", "_norm", "_sig")
 
-    def __init__(self, position: int, tool: str, key: str, args: Any, reads: bool = False) -> None:
+    def __init__(self, position: int, tool: str, key: str, args: Any, reads: bool = False,
+                 writes: bool = False, step: int = 0) -> None:
         self.position = position
+        self.step = step  # the agent step (calls checked with no answer recorded between)
         self.reads = reads  # the call only reads (reads_only)
+        self.writes = writes  # the call changes files (writes)
         self.tool = tool
         self.key = key  # digest of the canonical arguments
         self.args = args  # the call's arguments (shared, never changed): read when it fails
@@ -219,11 +335,12 @@ class Entry:
         self.named: frozenset[str] = frozenset()  # argument values its error message names
         self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
         self._norm: str | None = None
+        self._sig: str | None = None
 
     def copy(self) -> Entry:
-        new = Entry(self.position, self.tool, self.key, self.args, self.reads)
+        new = Entry(self.position, self.tool, self.key, self.args, self.reads, self.writes, self.step)
         new.raw, new.text, new.failed, new.named = self.raw, self.text, self.failed, self.named
-        new.stale, new._norm = self.stale, self._norm
+        new.stale, new._norm, new._sig = self.stale, self._norm, self._sig
         return new
 
 
@@ -271,9 +388,14 @@ def compile_patterns(field: str, patterns: Any, flags: int = 0) -> tuple[re.Patt
     return tuple(out)
 
 
-def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any) -> None:
+def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any,
+             same_failure_at: Any = None, poll_span: Any = None, rerun_halt_at: Any = None) -> None:
+    same_failure_at = DEFAULT_SAME_FAILURE_AT if same_failure_at is None else same_failure_at
+    poll_span = DEFAULT_POLL_SPAN if poll_span is None else poll_span
+    rerun_halt_at = DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at
     for name, value in (("window", window), ("warn_at", warn_at), ("halt_at", halt_at),
-                        ("ok_halt_at", ok_halt_at)):
+                        ("ok_halt_at", ok_halt_at), ("same_failure_at", same_failure_at),
+                        ("poll_span", poll_span), ("rerun_halt_at", rerun_halt_at)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
     if window < 2:
@@ -282,12 +404,16 @@ def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_tu
         raise ConfigError("window", f"window <= {MAX_WINDOW}", f"window: must be <= {MAX_WINDOW}, got {window}")
     if warn_at < 2:
         raise ConfigError("warn_at", "warn_at >= 2", f"warn_at: must be >= 2, got {warn_at}")
-    for name, value in (("halt_at", halt_at), ("ok_halt_at", ok_halt_at)):
+    for name, value in (("halt_at", halt_at), ("ok_halt_at", ok_halt_at), ("same_failure_at", same_failure_at)):
         if value < 3:
             # Two equal answers are the least evidence that nothing changes.
             raise ConfigError(name, f"{name} >= 3", f"{name}: must be >= 3, got {value}")
         if value < warn_at:
             raise ConfigError(name, f"{name} >= warn_at", f"{name}: must be >= warn_at ({warn_at}), got {value}")
+    if poll_span < 2:
+        raise ConfigError("poll_span", "poll_span >= 2", f"poll_span: must be >= 2, got {poll_span}")
+    if rerun_halt_at < 3:
+        raise ConfigError("rerun_halt_at", "rerun_halt_at >= 3", f"rerun_halt_at: must be >= 3, got {rerun_halt_at}")
     if across_turns not in ACROSS_TURNS:
         raise ConfigError("across_turns", f"across_turns is one of {'|'.join(ACROSS_TURNS)}",
                           f"across_turns: must be one of {', '.join(ACROSS_TURNS)}, got {across_turns!r}")
@@ -308,29 +434,54 @@ class Normalizer:
         return text
 
 
-class ProgressDetector:
-    """Stale repeats and stale retries over the last `window` calls (see the module docstring)."""
+_DIGITS = re.compile(r"\d+")
+_CLASSES: dict[str, tuple[bool, bool]] = {}  # tool + arguments digest -> classify(): commands recur
 
-    __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "volatile", "errors",
-                 "normalize", "_entries", "_by_tool", "_next", "_moved", "_reads", "last")
+
+def _classified(name: str, args: Any, key: str) -> tuple[bool, bool]:
+    k = name + key
+    got = _CLASSES.get(k)
+    if got is None:
+        if len(_CLASSES) >= 16384:
+            _CLASSES.clear()  # bounded: a long session's commands are many, most never recur
+        got = _CLASSES[k] = classify(name, args)
+    return got
+
+
+class ProgressDetector:
+    """Stale repeats, stale retries and runs of one failure over the last `window` calls (see the
+    module docstring)."""
+
+    __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "poll_span",
+                 "rerun_halt_at", "volatile", "errors", "normalize", "_entries", "_by_tool", "_next", "_step",
+                 "_answered", "_turn", "_success", "_moved", "_reads", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
                  across_turns: str = DEFAULT_ACROSS_TURNS, volatile: Sequence[str] = DEFAULT_VOLATILE,
-                 errors: Sequence[str] = DEFAULT_ERRORS) -> None:
-        validate(window, warn_at, halt_at, ok_halt_at, across_turns)
+                 errors: Sequence[str] = DEFAULT_ERRORS, same_failure_at: int = DEFAULT_SAME_FAILURE_AT,
+                 poll_span: int = DEFAULT_POLL_SPAN, rerun_halt_at: int | None = None) -> None:
+        rerun_halt_at = DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at
+        validate(window, warn_at, halt_at, ok_halt_at, across_turns, same_failure_at, poll_span, rerun_halt_at)
         self.window = window
         self.warn_at = warn_at
         self.halt_at = halt_at
         self.ok_halt_at = ok_halt_at
         self.across_turns = across_turns
+        self.same_failure_at = same_failure_at
+        self.poll_span = poll_span
+        self.rerun_halt_at = max(rerun_halt_at, halt_at)  # never below a repeat with no edit between
         self.volatile = compile_patterns("volatile", volatile)
         self.errors = compile_patterns("errors", errors, re.IGNORECASE)
         self.normalize = Normalizer(self.volatile)
         self._entries: deque[Entry] = deque(maxlen=window)  # the window, oldest first
         self._by_tool: dict[str, deque[Entry]] = {}  # the same entries per tool (trimmed lazily)
         self._next = 0
-        self._moved = -1  # position of the latest call seen to make progress (-1: none)
+        self._step = 0  # agent steps: a check after an answer was recorded starts the next one
+        self._answered = True
+        self._turn = 0  # position of the first call after the latest user turn
+        self._success = -1  # position of the newest call answered by a success (-1: none)
+        self._moved: dict[str, int] = {}  # tool -> position of its latest repeat answered differently
         self._reads = False  # the call being checked only reads
         self.last: ProgressVerdict | None = None
 
@@ -356,6 +507,17 @@ class ProgressDetector:
             e._norm = e.raw or "" if is_capped(e.text) else self.digest(e.text)
         return e._norm
 
+    def failure_signature(self, e: Entry) -> str:
+        """What stays of a failure when what a guess changes is taken out: the argument values the
+        error names (an id tried: "order W0012 not found"), its volatile parts and every number
+        ("found 3 actions", "found 2 actions"). The runs-of-one-failure rule compares these."""
+        if e._sig is None:
+            text = e.text
+            for v in sorted(e.named, key=len, reverse=True):
+                text = text.replace(v, "\x01")
+            e._sig = _DIGITS.sub("#", self.normalize(text))
+        return e._sig
+
     def same_answer(self, a: Entry, b: Entry) -> bool:
         """Equal after the volatile parts are removed (and both failures, or both not)."""
         if a.failed != b.failed:
@@ -370,7 +532,11 @@ class ProgressDetector:
             args_digest = _hash(canonical if canonical is not None else canonical_bytes(args))
         position = self._next
         self._next = position + 1
-        self._reads = reads_only(name, args)
+        if self._answered:
+            self._step += 1
+            self._answered = False
+        reads, writes_ = _classified(name, args, args_digest)
+        self._reads = reads
         same_tool = self._by_tool.get(name)
         if same_tool is None:
             if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
@@ -381,8 +547,11 @@ class ProgressDetector:
             lo = position - self.window  # the window: the `window` calls before this one
             while same_tool and same_tool[0].position < lo:
                 same_tool.popleft()
-            action, count, rule, threshold = self._score(same_tool, args_digest, args)
-        entry = Entry(position, name, args_digest, args, self._reads)
+            if same_tool:
+                action, count, rule, threshold = self._score(same_tool, name, args_digest, args)
+            else:
+                action, count, rule, threshold = (ALLOW, 1, "", self.ok_halt_at)
+        entry = Entry(position, name, args_digest, args, reads, writes_, self._step)
         entry.stale = count
         self._entries.append(entry)
         same_tool.append(entry)
@@ -394,17 +563,19 @@ class ProgressDetector:
         for e in self._entries:
             self._by_tool.setdefault(e.tool, deque()).append(e)
 
-    def _score(self, same_tool: deque[Entry], key: str, args: Any) -> tuple[str, int, str, int]:
+    def _score(self, same_tool: deque[Entry], tool: str, key: str, args: Any) -> tuple[str, int, str, int]:
         """(action, count, rule, threshold) for a call with these arguments, given the tool's
         entries in the window."""
         repeat = 0  # earlier calls with this key that end on the same answer
         same: Entry | None = None
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
-        repeat_open = retry_open = True
-        moved = self._moved
+        repeat_open = retry_open = run_open = streak_open = True
+        streak, streak_head = 0, None  # in this call's failures in a row: those equal to its newest
+        moving = False  # this call's answers changed within its last poll_span answers
+        run_steps, run_head, run_step = 0, None, -1  # the run of one failure: steps, its newest
+        run_lo = max(self._success, self._turn - 1)  # a success or a user turn ends a run
+        moved = self._moved.get(tool, -1)
         for e in reversed(same_tool):
-            if e.position < moved:
-                break  # the world moved at `moved`: what came before is no evidence of a loop
             if e.raw is None:
                 continue  # an unknown answer neither breaks a run nor joins it
             if retry_open:
@@ -412,30 +583,90 @@ class ProgressDetector:
                     chain.append(e)
                 else:
                     retry_open = False
+            if run_open:
+                if not e.failed or e.position <= run_lo:
+                    run_open = False
+                else:
+                    if run_head is None:
+                        run_head = e
+                    if e is run_head or self.failure_signature(e) == self.failure_signature(run_head):
+                        if e.step != run_step:
+                            run_steps += 1
+                            run_step = e.step
+                    else:
+                        run_open = False
+            if streak_open and e.key == key:
+                if not e.failed:
+                    streak_open = False
+                elif streak_head is None:
+                    streak_head, streak = e, 1
+                elif self.failure_signature(e) == self.failure_signature(streak_head):
+                    streak += 1  # the same failure, up to its numbers (line numbers move with edits)
             if repeat_open and e.key == key:
-                if same is None or self.same_answer(e, same):
-                    same = e
-                    repeat += 1
+                if same is None:
+                    if e.failed or e.position >= moved:
+                        same, repeat = e, 1
+                    else:
+                        repeat_open = False  # a success before its tool moved: no evidence
+                elif self.same_answer(e, same):
+                    if not same.failed and e.position < moved:
+                        repeat_open = False  # the tool's world moved since (progress elsewhere)
+                    else:
+                        same = e
+                        repeat += 1
                 else:
                     repeat_open = False
-            if not (repeat_open or retry_open):
+                    moving = repeat < self.poll_span
+            if not (repeat_open or retry_open or run_open or streak_open):
                 break
         retry = self._retries(chain, key, args) + 1 if chain else 1
         repeat_count = repeat + 1
-        repeat_halt = self.halt_at if same is not None and (same.failed or self._only_reads_since(same)) \
-            else self.ok_halt_at
-        if repeat_count >= repeat_halt or retry >= self.halt_at:
+        if same is None:
+            repeat_halt = self.ok_halt_at
+        elif same.failed:
+            repeat_halt = self.halt_at
+            if self._wrote_since(same.position):
+                # A failure repeated after files changed is a re-run after an edit: judged by how
+                # often that failure came back while the call kept failing, against more rope.
+                repeat_count, repeat_halt = streak + 1, self.rerun_halt_at
+        else:
+            repeat_halt = self.halt_at if self._only_reads_since(same) else self.ok_halt_at
+            if moving:
+                repeat_halt = max(repeat_halt, self.poll_span + 1)  # a poll that moves lately
+        retry_halt = self.halt_at
+        if retry >= self.halt_at and self._wrote_since(chain[-1].position):
+            retry_halt = self.rerun_halt_at
+        run_count = run_steps + 1
+        run_halt = self.same_failure_at
+        if repeat_count >= repeat_halt or retry >= retry_halt or run_count >= run_halt:
             action = HALT
-        elif max(repeat_count, retry) >= self.warn_at:
+        elif max(repeat_count, retry) >= self.warn_at or run_count >= run_halt - 1:
             action = WARN
         else:
             action = ALLOW
-        if repeat == 0 and retry == 1:
+        if repeat == 0 and retry == 1 and run_count == 1:
             return action, 1, "", repeat_halt
-        # Report the rule nearer its halt.
-        if repeat_halt - repeat_count <= self.halt_at - retry:
+        # Report the rule nearer its halt (ties: repeat, then retry).
+        candidates = [(repeat_halt - repeat_count, 0, REPEAT)] if repeat else []
+        if chain:
+            candidates.append((retry_halt - retry, 1, RETRY))
+        if run_steps:
+            candidates.append((run_halt - run_count, 2, FAILURES))
+        best = min(candidates)
+        if best[2] == REPEAT:
             return action, repeat_count, REPEAT, repeat_halt
-        return action, retry, RETRY, self.halt_at
+        if best[2] == RETRY:
+            return action, retry, RETRY, retry_halt
+        return action, run_count, FAILURES, run_halt
+
+    def _wrote_since(self, first: int) -> bool:
+        """A call after position `first` changed files (a write whose answer is a success)."""
+        for e in reversed(self._entries):
+            if e.position <= first:
+                return False
+            if e.writes and e.raw is not None and not e.failed:
+                return True
+        return False
 
     def _only_reads_since(self, first: Entry) -> bool:
         """This call and every call since `first` (the oldest of its run of equal answers) only
@@ -483,23 +714,30 @@ class ProgressDetector:
             entry = next((e for e in reversed(entries) if e.position == position), None)
             if entry is None:
                 return
+        self._answered = True
         if isinstance(answer, str):
             entry.text, entry.raw = answer, text_digest(answer)
         else:
             entry.text, entry.raw, is_error = answer.text, answer.digest, is_error or answer.is_error
-        entry.failed = self.is_failure(entry.text, is_error)
-        if entry.failed:
+        entry._norm = entry._sig = None
+        entry.failed = failed = self.is_failure(entry.text, is_error)
+        if failed:
             text = entry.text
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
-        if position > self._moved:
-            key = entry.key
-            for e in reversed(self._by_tool.get(entry.tool, ())):
+        elif position > self._success:
+            self._success = position
+        tool = entry.tool
+        if position > self._moved.get(tool, -1):
+            key, raw = entry.key, entry.raw
+            for e in reversed(self._by_tool.get(tool, ())):
                 if e.key == key and e.raw is not None and e.position < position:
-                    if not self.same_answer(e, entry):
-                        self._moved = position  # a repeated call answered differently: progress
+                    # Equal texts are equal answers: normalized only when the text changed.
+                    if e.raw != raw and not self.same_answer(e, entry):
+                        self._moved[tool] = position  # a repeated call answered differently
                     break
 
     def user_turn(self) -> None:
+        self._turn = self._next  # a run of one failure never spans a user turn
         if self.across_turns == "all":
             return
         if self.across_turns == "errors":
@@ -515,6 +753,7 @@ class ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
+        new._moved = dict(self._moved)
         new._reindex()
         return new
 
@@ -529,7 +768,9 @@ class ProgressDetector:
         last = self.last
         return {"calls": tracked, "count": last.count if last else 0, "rule": last.rule if last else "",
                 "window": self.window, "warn_at": self.warn_at, "halt_at": self.halt_at,
-                "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns}
+                "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns,
+                "same_failure_at": self.same_failure_at, "poll_span": self.poll_span,
+                "rerun_halt_at": self.rerun_halt_at}
 
 
 # -- the Policy adapter and its registration ---------------------------------------------------
@@ -554,7 +795,8 @@ def resolve(field: str, items: Sequence[str], table: Mapping[str, str]) -> tuple
 def _detector(p: Mapping[str, Any]) -> ProgressDetector:
     return ProgressDetector(p["window"], p["warn_at"], p["halt_at"], p["ok_halt_at"], p["across_turns"],
                             resolve("volatile", p["volatile"], VOLATILE_PATTERNS),
-                            resolve("errors", p["errors"], ERROR_PATTERNS))
+                            resolve("errors", p["errors"], ERROR_PATTERNS), p["same_failure_at"],
+                            p["poll_span"], p["rerun_halt_at"])
 
 
 class ProgressPolicy(PerCallAnswers):
@@ -567,7 +809,9 @@ class ProgressPolicy(PerCallAnswers):
         reason = ""
         if v.action != vocab.ALLOW:
             reason = (f"{call.name}: the same answer {v.count - 1} times" if v.rule == REPEAT else
-                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it")
+                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it"
+                      if v.rule == RETRY else
+                      f"{call.name}: the same failure {v.count - 1} times in a row, whatever the arguments")
         return Check(i, v.action, v.count, None, v.threshold, reason), v.position
 
 
@@ -580,6 +824,15 @@ DETECTOR = Detector(
               "halt at this attempt after the same failure (a repeat or a retry)"),
         Param("ok_halt_at", INT, DEFAULT_OK_HALT_AT, 3,
               "halt at this identical call after the same successful answer"),
+        Param("same_failure_at", INT, DEFAULT_SAME_FAILURE_AT, 3,
+              "halt at this step of one tool failing the same way in a row, whatever the arguments "
+              "(no success, no user turn between)"),
+        Param("poll_span", INT, DEFAULT_POLL_SPAN, 2,
+              "a repeat whose answer moved within its last poll_span answers halts only once "
+              "poll_span answers in a row are the same"),
+        Param("rerun_halt_at", INT, DEFAULT_RERUN_HALT_AT, 3,
+              "halt at this attempt after the same failure when files were changed between (a re-run "
+              "after an edit)"),
         Param("across_turns", TEXT, DEFAULT_ACROSS_TURNS, 0,
               "what a user turn keeps: none | errors | all"),
         Param("volatile", NAMES, DEFAULT_VOLATILE_NAMES, 0,
