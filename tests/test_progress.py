@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
-from loopledger.detectors.progress import VOLATILE_PATTERNS, reads_only
+from loopledger.detectors.progress import VOLATILE_PATTERNS, reads_only, writes
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
 
@@ -506,3 +506,98 @@ def test_answers_are_judged_as_the_ledger_stores_them():
         d.check("t", {})
         d.record_answer(as_stored([Answers((Answer("1", text),))], 1024)[0].answers[0])
     assert d.check("t", {}).count == 2  # the 2nd answer differs: the run restarted at it
+
+
+# ── issue 18: reads that write, temp paths, and the rules added beside them ──────────────────
+
+
+@pytest.mark.parametrize("command", [
+    "cat a >& out.txt",  # >& FILE sends both streams into a file
+    "sed -n 'w out' a",  # sed's w command writes a file
+    "sed -ni p a",  # -i inside a cluster of short options
+    "find . -name x -fprintf out %p",
+    "git diff --output=p",
+    "git grep -Ovim foo",  # runs a pager program on the hits
+    "rg --pre ./x.sh foo",  # runs ./x.sh on every file
+    "tree -o listing.txt",
+])
+def test_a_reading_program_told_to_write_or_run_something_is_not_a_read(command):
+    assert not reads_only("bash", {"command": command})
+
+
+@pytest.mark.parametrize("command", ["cat a 2>&1", "sed -n '220,260p' a", "sed -n '/def f/p' a",
+                                     "git diff HEAD~1", "rg -n foo src | head -5", "find . -name '*.py'"])
+def test_reads_stay_reads(command):
+    assert reads_only("bash", {"command": command})
+
+
+@pytest.mark.parametrize("name,args,wrote", [
+    ("bash", {"command": "cat > fix.py << 'EOF'\nx = 1\nEOF"}, True),
+    ("bash", {"command": "sed -i 's/a/b/' src/x.py"}, True),
+    ("bash", {"command": "cd /repo && git checkout -- src"}, True),
+    ("bash", {"command": "cat a >& out.txt"}, True),
+    ("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}, True),
+    ("str_replace_editor", {"command": "str_replace", "path": "a.py", "old_str": "x", "new_str": "y"}, True),
+    ("Write", {"file_path": "a.py", "content": "x"}, True),
+    ("bash", {"command": "pytest -q"}, False),
+    ("bash", {"command": "npm start > /dev/null 2>&1 &"}, False),
+    ("think", {"thought": "the amount does not add up"}, False),
+    ("send_message", {"content": "hello"}, False),  # content without a path is not a file
+])
+def test_a_write_is_told_by_its_arguments(name, args, wrote):
+    assert writes(name, args) is wrote
+
+
+def test_a_temp_path_starts_a_path():
+    d = ProgressDetector()
+    assert d.normalize("/srv/job/tmp/step-1200") == "/srv/job/tmp/step-1200"
+    assert d.normalize("saved to /tmp/pytest-3/x.json") == "saved to \x00"
+    assert d.normalize("x=/var/tmp/abc") == "x=\x00"
+
+
+def test_a_failure_and_a_success_are_never_the_same_answer():
+    # the same text, once flagged: not a repeat of the same answer (the run restarts at it)
+    d = ProgressDetector()
+    got = run(d, [("t", {}, "boom"), ("t", {}, "boom", True), ("t", {}, "boom", True), ("t", {}, "boom", True)])
+    assert [c for _, c, _ in got] == [1, 2, 2, 3]
+
+
+def test_a_stale_retry_needs_the_same_error():
+    # the same arguments, a different error each time: each retry goes back to tried arguments
+    # but the error moved, so the retry run and the repeat restart at the newest (counts 2, 2)
+    calls = [("book", {"amount": 299}, f"Error: {why}") for why in ("card declined", "seat taken", "no fare")]
+    assert run(ProgressDetector(), calls) == [("allow", 1, ""), ("warn", 2, "repeat"), ("warn", 2, "repeat")]
+
+
+def test_error_patterns_look_only_at_the_opening_of_an_answer():
+    d = ProgressDetector()  # command_not_found reads the first line, within ERROR_HEAD (200)
+    assert d.is_failure("x" * 150 + " command not found")
+    assert not d.is_failure("x" * 250 + " command not found")
+
+
+def test_run_of_one_failure_counts_agent_steps_not_calls():
+    # seven reads of one batch failing "Sibling tool call errored" are one step; the retry of one
+    # of them is the 2nd step, not the 8th call
+    d = ProgressDetector()
+    positions = [d.check("Read", {"file_path": f"f{i}.py"}).position for i in range(7)]
+    for p in positions:
+        d.record_answer("Error: Sibling tool call errored", True, position=p)
+    v = d.check("Read", {"file_path": "f9.py"})
+    assert v.action == "allow"  # run of one failure: 2 steps of 5; retry: new arguments, 1
+    # the same seven failures as seven steps: the 8th is past same_failure_at
+    d = ProgressDetector()
+    for i in range(7):
+        d.check("Read", {"file_path": f"f{i}.py"})
+        d.record_answer("Error: Sibling tool call errored", True)
+    v = d.check("Read", {"file_path": "f9.py"})
+    assert (v.action, v.count, v.rule) == ("halt", 8, "failures")
+
+
+def test_a_poll_that_moved_lately_halts_only_after_poll_span_equal_answers():
+    # answers A B B B B B B: at each call the newest run of B is r long; B moved from A at the
+    # 2nd call, so the threshold is poll_span + 1 = 6 until the run of B's reaches 5
+    answers = ["A"] + ["B"] * 6
+    calls = [("get_status", {"id": 7}, a) for a in answers]
+    got = run(ProgressDetector(), calls)
+    assert [a for a, _, _ in got] == ["allow", "warn", "warn", "warn", "warn", "warn", "halt"]
+
