@@ -55,6 +55,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
 import xxhash
 from loopledger import vocab
 from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, PerCallAnswers
@@ -317,30 +318,37 @@ class Entry:
     the text itself: the normalized digest is computed only when two answers with different
     texts must be compared (rare: only repeats are compared), and then cached."""
 
-    __slots__ = ("position", "step", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "reads",
-                 "writes", "_norm", "_sig")
+    __slots__ = ("position", "step", "tool", "key", "args", "raw", "text", "failed", "named", "stale",
+                 "_norm", "_sig")
 
-    def __init__(self, position: int, tool: str, key: str, args: Any, reads: bool = False,
-                 writes: bool = False, step: int = 0) -> None:
+    def __init__(self, position: int, tool: str, key: str, args: Any, step: int = 0) -> None:
         self.position = position
         self.step = step  # the agent step (calls checked with no answer recorded between)
-        self.reads = reads  # the call only reads (reads_only)
-        self.writes = writes  # the call changes files (writes)
         self.tool = tool
         self.key = key  # digest of the canonical arguments
         self.args = args  # the call's arguments (shared, never changed): read when it fails
         self.raw: str | None = None  # digest of the full answer text (None: not back yet)
-        self.text = ""
-        self.failed = False
-        self.named: frozenset[str] = frozenset()  # argument values its error message names
         self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
-        self._norm: str | None = None
-        self._sig: str | None = None
+        # Set when the answer comes back (record_answer), read only once `raw` is set — one entry
+        # is built per check, so what an unanswered call never needs is not assigned:
+        # text, failed, named (argument values its error message names), _norm, _sig.
+
+    @property
+    def reads(self) -> bool:
+        """The call only reads (reads_only); classified when a rule first asks (cached by key)."""
+        return _classified(self.tool, self.args, self.key)[0]
+
+    @property
+    def writes(self) -> bool:
+        """The call changes files (writes)."""
+        return _classified(self.tool, self.args, self.key)[1]
 
     def copy(self) -> Entry:
-        new = Entry(self.position, self.tool, self.key, self.args, self.reads, self.writes, self.step)
-        new.raw, new.text, new.failed, new.named = self.raw, self.text, self.failed, self.named
-        new.stale, new._norm, new._sig = self.stale, self._norm, self._sig
+        new = Entry(self.position, self.tool, self.key, self.args, self.step)
+        new.raw, new.stale = self.raw, self.stale
+        if self.raw is not None:
+            new.text, new.failed, new.named = self.text, self.failed, self.named
+            new._norm, new._sig = self._norm, self._sig
         return new
 
 
@@ -435,6 +443,9 @@ class Normalizer:
 
 
 _DIGITS = re.compile(r"\d+")
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per check)
+_dumps, _SORT = orjson.dumps, orjson.OPT_SORT_KEYS
+_NOTHING: frozenset[str] = frozenset()
 _CLASSES: dict[str, tuple[bool, bool]] = {}  # tool + arguments digest -> classify(): commands recur
 
 
@@ -454,7 +465,7 @@ class ProgressDetector:
 
     __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "poll_span",
                  "rerun_halt_at", "volatile", "errors", "normalize", "_entries", "_by_tool", "_next", "_step",
-                 "_answered", "_turn", "_success", "_moved", "_reads", "last")
+                 "_answered", "_answered_at", "_turn", "_success", "_moved", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
@@ -482,7 +493,7 @@ class ProgressDetector:
         self._turn = 0  # position of the first call after the latest user turn
         self._success = -1  # position of the newest call answered by a success (-1: none)
         self._moved: dict[str, int] = {}  # tool -> position of its latest repeat answered differently
-        self._reads = False  # the call being checked only reads
+        self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
         self.last: ProgressVerdict | None = None
 
     # -- answers ---------------------------------------------------------------------------
@@ -529,34 +540,37 @@ class ProgressDetector:
     def check(self, name: str, args: Any, canonical: bytes | None = None,
               args_digest: str | None = None) -> ProgressVerdict:
         if args_digest is None:
-            args_digest = _hash(canonical if canonical is not None else canonical_bytes(args))
+            if canonical is None:
+                try:  # canonical_bytes, its common case inlined (the hot path)
+                    canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
+                except TypeError:
+                    canonical = canonical_bytes(args)
+            args_digest = _hash(canonical)
         position = self._next
         self._next = position + 1
         if self._answered:
             self._step += 1
             self._answered = False
-        reads, writes_ = _classified(name, args, args_digest)
-        self._reads = reads
         same_tool = self._by_tool.get(name)
         if same_tool is None:
             if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
                 self._reindex()
             same_tool = self._by_tool[name] = deque()
-            action, count, rule, threshold = (ALLOW, 1, "", self.ok_halt_at)
+            verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position))
         else:
             lo = position - self.window  # the window: the `window` calls before this one
             while same_tool and same_tool[0].position < lo:
                 same_tool.popleft()
-            if same_tool:
-                action, count, rule, threshold = self._score(same_tool, name, args_digest, args)
+            if self._answered_at.get(name, -1) < lo:  # no answer of this tool in the window yet
+                verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position))
             else:
-                action, count, rule, threshold = (ALLOW, 1, "", self.ok_halt_at)
-        entry = Entry(position, name, args_digest, args, reads, writes_, self._step)
-        entry.stale = count
+                verdict = _new(ProgressVerdict, (*self._score(same_tool, name, args_digest, args), position))
+        entry = Entry(position, name, args_digest, args, self._step)
+        entry.stale = verdict[1]
         self._entries.append(entry)
         same_tool.append(entry)
-        self.last = ProgressVerdict(action, count, rule, threshold, position)
-        return self.last
+        self.last = verdict
+        return verdict
 
     def _reindex(self) -> None:
         self._by_tool = {}
@@ -619,6 +633,8 @@ class ProgressDetector:
                     moving = repeat < self.poll_span
             if not (repeat_open or retry_open or run_open or streak_open):
                 break
+        if same is None and not chain and not run_steps:
+            return ALLOW, 1, "", self.ok_halt_at
         retry = self._retries(chain, key, args) + 1 if chain else 1
         repeat_count = repeat + 1
         if same is None:
@@ -630,7 +646,7 @@ class ProgressDetector:
                 # often that failure came back while the call kept failing, against more rope.
                 repeat_count, repeat_halt = streak + 1, self.rerun_halt_at
         else:
-            repeat_halt = self.halt_at if self._only_reads_since(same) else self.ok_halt_at
+            repeat_halt = self.halt_at if self._only_reads_since(same, tool, key, args) else self.ok_halt_at
             if moving:
                 repeat_halt = max(repeat_halt, self.poll_span + 1)  # a poll that moves lately
         retry_halt = self.halt_at
@@ -668,11 +684,11 @@ class ProgressDetector:
                 return True
         return False
 
-    def _only_reads_since(self, first: Entry) -> bool:
+    def _only_reads_since(self, first: Entry, tool: str, key: str, args: Any) -> bool:
         """This call and every call since `first` (the oldest of its run of equal answers) only
         read: nothing between could have changed what it reads, so the unchanged answer is as
         stale as a repeated failure."""
-        if not self._reads:
+        if not _classified(tool, args, key)[0]:
             return False
         for e in reversed(self._entries):
             if e.position < first.position:
@@ -724,9 +740,13 @@ class ProgressDetector:
         if failed:
             text = entry.text
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
-        elif position > self._success:
-            self._success = position
+        else:
+            entry.named = _NOTHING
+            if position > self._success:
+                self._success = position
         tool = entry.tool
+        if position > self._answered_at.get(tool, -1):
+            self._answered_at[tool] = position
         if position > self._moved.get(tool, -1):
             key, raw = entry.key, entry.raw
             for e in reversed(self._by_tool.get(tool, ())):
@@ -741,7 +761,7 @@ class ProgressDetector:
         if self.across_turns == "all":
             return
         if self.across_turns == "errors":
-            kept = [e for e in self._entries if e.failed]
+            kept = [e for e in self._entries if e.raw is not None and e.failed]
             self._entries.clear()
             self._entries.extend(kept)
         else:
@@ -753,7 +773,7 @@ class ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
-        new._moved = dict(self._moved)
+        new._moved, new._answered_at = dict(self._moved), dict(self._answered_at)
         new._reindex()
         return new
 
