@@ -459,12 +459,23 @@ def _classified(name: str, args: Any, key: str) -> tuple[bool, bool]:
     return got
 
 
+def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
+    """The patterns as one case-insensitive alternation (one search per answer), or None when
+    there are none or they do not combine (a `re:` pattern with inline global flags)."""
+    if not patterns:
+        return None
+    try:
+        return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), re.IGNORECASE)
+    except re.error:
+        return None
+
+
 class ProgressDetector:
     """Stale repeats, stale retries and runs of one failure over the last `window` calls (see the
     module docstring)."""
 
     __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "poll_span",
-                 "rerun_halt_at", "volatile", "errors", "normalize", "_entries", "_by_tool", "_next", "_step",
+                 "rerun_halt_at", "volatile", "errors", "_any_error", "normalize", "_entries", "_by_tool", "_next", "_step",
                  "_answered", "_answered_at", "_turn", "_success", "_moved", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
@@ -484,6 +495,8 @@ class ProgressDetector:
         self.rerun_halt_at = max(rerun_halt_at, halt_at)  # never below a repeat with no edit between
         self.volatile = compile_patterns("volatile", volatile)
         self.errors = compile_patterns("errors", errors, re.IGNORECASE)
+        # One search instead of one per pattern (each is checked on its own above).
+        self._any_error = _alternation(self.errors)
         self.normalize = Normalizer(self.volatile)
         self._entries: deque[Entry] = deque(maxlen=window)  # the window, oldest first
         self._by_tool: dict[str, deque[Entry]] = {}  # the same entries per tool (trimmed lazily)
@@ -502,10 +515,9 @@ class ProgressDetector:
         if is_error:
             return True
         head = text[:ERROR_HEAD]
-        for p in self.errors:
-            if p.search(head):
-                return True
-        return False
+        if self._any_error is not None:
+            return self._any_error.search(head) is not None
+        return any(p.search(head) for p in self.errors)
 
     def digest(self, text: str) -> str:
         """Digest of the text with its volatile parts removed."""
@@ -580,44 +592,55 @@ class ProgressDetector:
     def _score(self, same_tool: deque[Entry], tool: str, key: str, args: Any) -> tuple[str, int, str, int]:
         """(action, count, rule, threshold) for a call with these arguments, given the tool's
         entries in the window."""
-        repeat = 0  # earlier calls with this key that end on the same answer
-        same: Entry | None = None
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
-        repeat_open = retry_open = run_open = streak_open = True
-        streak, streak_head = 0, None  # in this call's failures in a row: those equal to its newest
-        moving = False  # this call's answers changed within its last poll_span answers
-        run_steps, run_head, run_step = 0, None, -1  # the run of one failure: steps, its newest
-        run_lo = max(self._success, self._turn - 1)  # a success or a user turn ends a run
-        moved = self._moved.get(tool, -1)
+        run_steps = 0  # the run of one failure: the agent steps it spans
+        # 1. The tool's trailing failures (a success ends both the retry chain and the run).
+        retry_open = run_open = True
+        run_head: Entry | None = None
         for e in reversed(same_tool):
             if e.raw is None:
                 continue  # an unknown answer neither breaks a run nor joins it
+            if not e.failed:
+                break
             if retry_open:
-                if e.failed and (not chain or self.same_answer(e, chain[0])):
+                if not chain or self.same_answer(e, chain[0]):
                     chain.append(e)
                 else:
                     retry_open = False
             if run_open:
-                if not e.failed or e.position <= run_lo:
-                    run_open = False
-                else:
-                    if run_head is None:
-                        run_head = e
-                    if e is run_head or self.failure_signature(e) == self.failure_signature(run_head):
-                        if e.step != run_step:
-                            run_steps += 1
-                            run_step = e.step
-                    else:
+                if run_head is None:
+                    run_lo = max(self._success, self._turn - 1)  # a success or a user turn ends a run
+                    if e.position <= run_lo:
                         run_open = False
-            if streak_open and e.key == key:
+                    else:
+                        run_head, run_steps, run_step = e, 1, e.step
+                elif e.position <= run_lo or self.failure_signature(e) != self.failure_signature(run_head):
+                    run_open = False
+                elif e.step != run_step:
+                    run_steps += 1
+                    run_step = e.step
+            if not (retry_open or run_open):
+                break
+        # 2. This call's own earlier answers (same tool and arguments).
+        repeat = 0  # earlier calls with this key that end on the same answer
+        same: Entry | None = None
+        streak, streak_head = 0, None  # in this call's failures in a row: those equal to its newest
+        moving = False  # this call's answers changed within its last poll_span answers
+        repeat_open = streak_open = True
+        moved = -1
+        for e in reversed(same_tool):
+            if e.key != key or e.raw is None:
+                continue
+            if streak_open:
                 if not e.failed:
                     streak_open = False
                 elif streak_head is None:
                     streak_head, streak = e, 1
                 elif self.failure_signature(e) == self.failure_signature(streak_head):
                     streak += 1  # the same failure, up to its numbers (line numbers move with edits)
-            if repeat_open and e.key == key:
+            if repeat_open:
                 if same is None:
+                    moved = self._moved.get(tool, -1)
                     if e.failed or e.position >= moved:
                         same, repeat = e, 1
                     else:
@@ -631,7 +654,7 @@ class ProgressDetector:
                 else:
                     repeat_open = False
                     moving = repeat < self.poll_span
-            if not (repeat_open or retry_open or run_open or streak_open):
+            if not (repeat_open or streak_open):
                 break
         if same is None and not chain and not run_steps:
             return ALLOW, 1, "", self.ok_halt_at
