@@ -520,6 +520,11 @@ def test_answers_are_judged_as_the_ledger_stores_them():
     "git grep -Ovim foo",  # runs a pager program on the hits
     "rg --pre ./x.sh foo",  # runs ./x.sh on every file
     "tree -o listing.txt",
+    "cat `ls *.py`",  # a command substitution runs something: not vouched for
+    "cat $(find . -name x)",
+    "cat a; rm a",  # chained
+    "sed -n -i 1p a",
+    "sed -n --in-place 1p a",
 ])
 def test_a_reading_program_told_to_write_or_run_something_is_not_a_read(command):
     assert not reads_only("bash", {"command": command})
