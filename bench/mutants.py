@@ -13,7 +13,6 @@ kill rate per module to stdout. Slow (minutes per module on two cores): not part
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys

@@ -14,7 +14,11 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    other calls is often a check after an edit; a failure repeated is not) — except a read of the
    workspace (`reads_only`: an editor's `command: view`, a shell pipeline of `cat`/`grep`/
    `sed -n`/`git diff`…) when it and every call since the oldest of its equal answers only read:
-   nothing could have changed what it reads, so it halts at halt_at like a failure.
+   nothing could have changed what it reads, so it halts at halt_at like a failure. A poll is
+   judged over its last `poll_span` answers: a success repeat whose answer changed within them
+   halts only once poll_span answers in a row are equal. A failure re-run after a write (a call
+   since that changed files, `writes`) counts the call's failures in a row with the newest's
+   failure signature and halts at `rerun_halt_at`: an edit → test cycle gets more rope.
 2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
    with known answers, newest first, while each failed with the error of the newest), oldest
    first, then this call: an attempt is a stale retry when it goes back to arguments already
@@ -22,7 +26,12 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    characters in the arguments that the error text contains: "flight HAT030 not available").
    Trying something new is progress: count = 1 + the stale retries in a row ending with this
    call (so a call with new arguments that keep nothing the error named counts 1). It halts at
-   count >= halt_at.
+   count >= halt_at (rerun_halt_at after a write).
+2b. Run of one failure: the tool's trailing failures since the latest success of any call and
+   the latest user turn, while each has the newest's failure signature (the text without the
+   argument values it names, its volatile parts and its numbers), counted in agent steps (calls
+   checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
+   format error nine times, ids guessed one after another); halts at `same_failure_at`.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
    tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
@@ -31,19 +40,21 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
-5. Progress elsewhere: a repeated call (same tool and arguments) answered differently from its
-   previous answer shows the world moving (a polled job whose log advances); what came before
-   it is no evidence of a loop, for any call: both rules look back only to it.
-6. The verdict: halt when either rule halts; else warn when either count >= warn_at; else
-   allow. The Check carries the count and threshold of the rule nearer its halt.
+5. Progress elsewhere, per tool: a repeated call answered differently from its previous answer
+   shows the world moving (a polled job whose log advances): the tool's successful repeats
+   before it are no evidence of a loop. A failure is never rescued so, nor another tool.
+6. The verdict: halt when any rule halts; else warn when a count >= warn_at (the run of one
+   failure: same_failure_at - 1); else allow. The Check carries the count and threshold of the
+   rule nearer its halt.
 7. A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
    keeps the failed calls (an agent retrying a failing write after its user says "try again",
    while re-reading after new user input is normal), `all` keeps everything.
 
 halt_at and ok_halt_at are >= 3: a halt always rests on two answers that did not change. The
 window holds `window` entries, so a verdict never depends on anything older. Defaults (window 20,
-warn_at 2, halt_at 3, ok_halt_at 4, across_turns errors) were chosen by scoring against the
-labelled corpus: docs/detection.md.
+warn_at 2, halt_at 3, ok_halt_at 4, same_failure_at 5, poll_span 5, rerun_halt_at 4 (never below
+halt_at), across_turns errors) were chosen by scoring against the labelled sets:
+docs/detection.md.
 """
 
 from __future__ import annotations
