@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
-from loopledger.detectors.progress import VOLATILE_PATTERNS, reads_only, writes
+from loopledger.detectors.progress import VOLATILE_PATTERNS, classify, classify_shell, reads_only, writes
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
 
@@ -606,3 +606,50 @@ def test_a_poll_that_moved_lately_halts_only_after_poll_span_equal_answers():
     got = run(ProgressDetector(), calls)
     assert [a for a, _, _ in got] == ["allow", "warn", "warn", "warn", "warn", "warn", "halt"]
 
+
+
+@pytest.mark.parametrize("command,reads,wrote", [
+    ("sed -n -e 1,5p a", True, False),
+    ("sed -n --expression=1,5p a", True, False),
+    ("sed -nE '/x/p' a", True, False),
+    ("sed -n -e 1p -e 'w x' a", False, False),
+    ("sed 1,5p a", False, False),  # without -n sed prints every line: not vouched for
+    ("sed -n -f script.sed a", False, False),
+    ("sed -n", False, False),
+    ("sed -n 's/a/b/p' a", False, False),  # only printing commands are vouched for
+    ("sed -i.bak s/a/b/ f", False, True),
+    ("perl -pi -e s/a/b/ f", False, True),
+    ("perl -ne print f", False, False),
+    ("tee out.txt", False, True),
+    ("cp a b", False, True),
+    ("/bin/rm -f a", False, True),
+    ("git apply x.patch", False, True),
+    ("git log --output=x", False, True),
+    ("find . -name '*.pyc' -delete", False, True),
+    ("git status", True, False),
+    ("git", False, False),
+    ("cat a > /dev/null", True, False),
+    ("cat a >> out", False, True),
+    ("cat a &> log", False, True),
+    ("grep x a >&2", True, False),
+    ("echo 'unbalanced", False, False),
+    ("", False, False),
+    ("ls -la", False, False),
+])
+def test_shell_commands_are_classified_by_what_they_do(command, reads, wrote):
+    assert classify_shell(command) == (reads, wrote)
+
+
+@pytest.mark.parametrize("args,expected", [
+    ({"command": "view", "path": "a.py"}, (True, False)),
+    ({"command": "create", "path": "a.py"}, (False, True)),
+    ({"cmd": ["cat", "x"]}, (True, False)),
+    ({"command": ["bash", "-lc", "cat x"]}, (True, False)),
+    ({"command": ["bash", "-lc", "cat x > y"]}, (False, True)),
+    ({"input": "*** Begin Patch\n*** Update File: a.py\n"}, (False, True)),
+    ({"path": "a.py"}, (False, False)),
+    (["cat", "x"], (False, False)),
+    (None, (False, False)),
+])
+def test_a_call_is_classified_by_its_arguments(args, expected):
+    assert classify("tool", args) == expected
