@@ -653,3 +653,53 @@ def test_shell_commands_are_classified_by_what_they_do(command, reads, wrote):
 ])
 def test_a_call_is_classified_by_its_arguments(args, expected):
     assert classify("tool", args) == expected
+
+
+# ── shapes from the corpus engineer's labelled sessions (corpus/labels.csv) ──────────────────
+
+
+def test_a_transient_failure_gets_one_attempt_more():
+    # tau-bench with injected 503s (task-12, normal): retried twice, the 3rd attempt runs
+    calls = [("get_order_details", {"order_id": "#W5490111"}, "Error: 503 Service Unavailable")] * 4
+    assert actions(ProgressDetector(), calls) == ["allow", "warn", "warn", "halt"]
+    # not transient: the 3rd is halted
+    calls = [("get_order_details", {"order_id": "#W5490111"}, "Error: order not found")] * 3
+    assert actions(ProgressDetector(), calls)[-1] == "halt"
+
+
+def test_a_user_turn_forgets_transient_failures():
+    # task-35 (normal): two 503s, the user speaks twice, the same order asked again
+    d = ProgressDetector()
+    call = ("get_order_details", {"order_id": "#W9672333"}, "Error: 503 Service Unavailable")
+    actions(d, [call, call])
+    d.user_turn()
+    assert run(d, [call])[0] == ("allow", 1, "")
+
+
+def test_the_shell_line_counter_is_volatile():
+    d = ProgressDetector()
+    a = "/bin/bash: line 316: cd: fastxml/: No such file or directory"
+    b = "/bin/bash: line 334: cd: fastxml/: No such file or directory"
+    assert d.normalize(a) == d.normalize(b) and d.normalize("line 316: x") == "line 316: x"
+
+
+def test_the_same_write_back_to_back_halts_whatever_it_answers():
+    # jackson-databind-4072 (loop): the identical `edit 1:1` insertion, the file growing each time
+    edit = {"command": "edit 1:1\nclass A {}\nend_of_edit"}
+    calls = [("edit", edit, f"[File: /r/A.java ({8 + 15 * i} lines total)]") for i in range(5)]
+    assert actions(ProgressDetector(), calls)[:4] == ["allow", "warn", "warn", "halt"]
+    # with another call between each, it is an edit → check cycle: no halt from this rule
+    between = []
+    for i, c in enumerate(calls):
+        between += [c, ("bash", {"command": f"javac A{i}.java"}, f"compiled {i}")]
+    assert "halt" not in actions(ProgressDetector(), between)
+
+
+def test_a_check_after_another_call_changed_files_gets_one_more():
+    # django-13964 (normal): `cat patch.txt` after regenerating it with a `git diff > patch.txt`
+    calls = []
+    for i in range(5):
+        calls += [("bash", {"command": f"git diff HEAD~{i} > patch.txt"}, ""),
+                  ("bash", {"command": "cat patch.txt"}, "diff --git a/x b/x")]
+    got = actions(ProgressDetector(), calls)
+    assert got[1::2] == ["allow", "warn", "warn", "warn", "halt"]  # the 5th check: ok_halt_at + 1

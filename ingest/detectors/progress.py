@@ -107,6 +107,8 @@ VOLATILE_PATTERNS: dict[str, str] = {
     # a commit sha, a request id, a memory address: 12+ hex digits, letters and digits among them
     "hex_id": r"\b(?:0x)?(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b",
     # /tmp/pytest-of-me/pytest-3/x, /var/folders/…/T/tmpab12, C:\Users\me\AppData\Local\Temp\x
+    # `/bin/bash: line 334:` — an interactive shell's command counter, one more on every call
+    "shell_line": r"\b(?:ba|da|z|k)?sh: line \d+:",
     # (a path's start: `/srv/job/tmp/step-1200` holds `/tmp/` but is not a temp path)
     "temp_path": r"(?<![\w.~/\\-])(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
                  r"|(?<![\w.~/\\-])[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
@@ -158,6 +160,9 @@ _SED_PRINTS = re.compile(r"(?:\s|[\d$,;!{}+~=pPlqQn]|/(?:[^/\\\n]|\\.)*/I?)*")
 # What changes files, told positively (a call that is neither a read nor one of these is unknown).
 WRITE_PROGRAMS = frozenset({"tee", "cp", "mv", "rm", "rmdir", "touch", "mkdir", "ln", "chmod", "chown",
                             "truncate", "dd", "install", "patch", "apply_patch", "unzip"})
+# SWE-agent's editing commands (`edit 1:1` + text + `end_of_edit`), told by the first word: their
+# text is code, which a shell tokenizer may not even read.
+EDIT_COMMANDS = frozenset({"edit", "insert", "append", "create"})
 WRITE_GIT = frozenset({"apply", "checkout", "restore", "reset", "stash", "am", "cherry-pick", "merge",
                        "rebase", "mv", "rm", "switch", "pull", "clean", "revert"})
 WRITE_VERBS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "edit", "append",
@@ -294,7 +299,7 @@ def classify(name: str, args: Any) -> tuple[bool, bool]:
         verb = command.strip().lower()
         if verb in READ_VERBS:
             return True, False
-        if verb in WRITE_VERBS:
+        if verb in WRITE_VERBS or verb.split(None, 1)[0] in EDIT_COMMANDS:
             return False, True
         return classify_shell(command)
     keys = args.keys()
@@ -454,6 +459,10 @@ class Normalizer:
 
 
 _DIGITS = re.compile(r"\d+")
+# A failure that says it will pass by itself (a server's 5xx/429, "try again later"): retrying it
+# is what the agent is asked to do, so it gets one attempt more (halt_at + 1).
+TRANSIENT = re.compile(r"\b(?:50[234]|429)\b|service unavailable|temporarily unavailable|rate.?limit|"
+                       r"try again later|too many requests", re.IGNORECASE)
 _new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per check)
 _dumps, _SORT = orjson.dumps, orjson.OPT_SORT_KEYS
 _NOTHING: frozenset[str] = frozenset()
@@ -674,18 +683,31 @@ class ProgressDetector:
         if same is None:
             repeat_halt = self.ok_halt_at
         elif same.failed:
-            repeat_halt = self.halt_at
+            repeat_halt = self.halt_at + 1 if self._transient(same) else self.halt_at
             if self._wrote_since(same.position):
                 # A failure repeated after files changed is a re-run after an edit: judged by how
                 # often that failure came back while the call kept failing, against more rope.
                 repeat_count, repeat_halt = streak + 1, self.rerun_halt_at
         else:
             repeat_halt = self.halt_at if self._only_reads_since(same, tool, key, args) else self.ok_halt_at
+            if self._wrote_since(same.position, key):
+                # a check after another call changed files (cat patch.txt after git diff > patch.txt):
+                # one more, as a failure re-run after a write gets one more than halt_at
+                repeat_halt = self.ok_halt_at + 1
             if moving:
                 repeat_halt = max(repeat_halt, self.poll_span + 1)  # a poll that moves lately
         retry_halt = self.halt_at
-        if retry >= self.halt_at and self._wrote_since(chain[-1].position):
-            retry_halt = self.rerun_halt_at
+        if retry >= self.halt_at:
+            if self._wrote_since(chain[-1].position):
+                retry_halt = self.rerun_halt_at
+            elif self._transient(chain[0]):
+                retry_halt = self.halt_at + 1
+        if repeat and same is not None and _classified(tool, args, key)[1]:
+            # The same write, again and again with nothing between: the same change re-made,
+            # whatever it answers (an insertion that grows the file each time).
+            again = self._in_a_row(tool, key) + 1
+            if again >= self.ok_halt_at and again > repeat_count:
+                repeat_count, repeat_halt = again, self.ok_halt_at
         run_count = run_steps + 1
         run_halt = self.same_failure_at
         if repeat_count >= repeat_halt or retry >= retry_halt or run_count >= run_halt:
@@ -709,12 +731,25 @@ class ProgressDetector:
             return action, retry, RETRY, retry_halt
         return action, run_count, FAILURES, run_halt
 
-    def _wrote_since(self, first: int) -> bool:
-        """A call after position `first` changed files (a write whose answer is a success)."""
+    def _transient(self, e: Entry) -> bool:
+        return TRANSIENT.search(e.text[:ERROR_HEAD]) is not None
+
+    def _in_a_row(self, tool: str, key: str) -> int:
+        """How many of the latest calls, back to back, were this one."""
+        n = 0
+        for e in reversed(self._entries):
+            if e.key != key or e.tool != tool:
+                break
+            n += 1
+        return n
+
+    def _wrote_since(self, first: int, other_than: str | None = None) -> bool:
+        """A call after position `first` changed files (a write whose answer is a success; with
+        `other_than`, a write with other arguments)."""
         for e in reversed(self._entries):
             if e.position <= first:
                 return False
-            if e.writes and e.raw is not None and not e.failed:
+            if e.writes and e.raw is not None and not e.failed and e.key != other_than:
                 return True
         return False
 
@@ -795,7 +830,8 @@ class ProgressDetector:
         if self.across_turns == "all":
             return
         if self.across_turns == "errors":
-            kept = [e for e in self._entries if e.raw is not None and e.failed]
+            # a transient failure (503, rate limit) says nothing of a retry after the user spoke
+            kept = [e for e in self._entries if e.raw is not None and e.failed and not self._transient(e)]
             self._entries.clear()
             self._entries.extend(kept)
         else:
