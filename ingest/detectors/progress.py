@@ -18,7 +18,10 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    judged over its last `poll_span` answers: a success repeat whose answer changed within them
    halts only once poll_span answers in a row are equal. A failure re-run after a write (a call
    since that changed files, `writes`) counts the call's failures in a row with the newest's
-   failure signature and halts at `rerun_halt_at`: an edit → test cycle gets more rope.
+   failure signature and halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
+   success repeat after another call changed files halts at ok_halt_at + 1. A transient failure
+   (5xx, 429, rate limit) halts at halt_at + 1 and is not kept over a user turn. The same write
+   back to back (nothing between) halts at ok_halt_at whatever it answers.
 2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
    with known answers, newest first, while each failed with the error of the newest), oldest
    first, then this call: an attempt is a stale retry when it goes back to arguments already
