@@ -703,3 +703,26 @@ def test_a_check_after_another_call_changed_files_gets_one_more():
                   ("bash", {"command": "cat patch.txt"}, "diff --git a/x b/x")]
     got = actions(ProgressDetector(), calls)
     assert got[1::2] == ["allow", "warn", "warn", "warn", "halt"]  # the 5th check: ok_halt_at + 1
+
+
+def test_the_per_tool_index_stays_bounded():
+    # 1,000 distinct tool names through a window of 5: only tools still in the window are kept
+    d = ProgressDetector(window=5)
+    for i in range(1000):
+        d.check(f"tool_{i}", {})
+        d.record_answer("ok")
+    assert len(d._by_tool) <= 4 * 5
+
+
+def test_a_late_answer_of_an_older_call_does_not_move_progress_back():
+    # two polls in one batch (answers recorded after both checks, the newer first): the poll
+    # moved at the newer position; the older answer arriving late must not reset that
+    d = ProgressDetector()
+    for text in ("a", "a", "a"):
+        d.check("st", {"job": 1})
+        d.record_answer(text)
+    p1 = d.check("st", {"job": 1}).position
+    p2 = d.check("st", {"job": 1}).position
+    d.record_answer("b", position=p2)
+    d.record_answer("c", position=p1)  # moved too, but before p2: the latest move stays p2
+    assert d._moved["st"] == p2
