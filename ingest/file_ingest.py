@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +52,10 @@ BIG_FILE_BYTES = 32 * 1024 * 1024  # computed under the claim, streaming: a file
 FLUSH_ROWS = 50_000  # rows held before an executemany round: bounded memory, few round trips
 
 
-@dataclass
-class FileReport:
-    path: str
-    # new | appended | rewritten | unchanged | skipped | error | missing; busy = another worker holds
-    # it (PostgreSQL), locked = the ledger stayed locked through the retries (nothing written)
-    action: str = "skipped"
-    format: str | None = None
-    bytes: int = 0
+@dataclass(kw_only=True)
+class Counts:
+    """What ingest counted: one file's report and a whole run's totals are both Counts."""
+
     sessions: int = 0  # sessions (re)written
     runs: int = 0
     calls: int = 0
@@ -68,6 +64,20 @@ class FileReport:
     blocks: int = 0
     halts: int = 0
     quarantined: int = 0
+
+    def add_counts(self, other: Counts) -> None:
+        for f in fields(Counts):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass
+class FileReport(Counts):
+    path: str
+    # new | appended | rewritten | unchanged | skipped | error | missing; busy = another worker holds
+    # it (PostgreSQL), locked = the ledger stayed locked through the retries (nothing written)
+    action: str = "skipped"
+    format: str | None = None
+    bytes: int = 0
     error: str | None = None
     resumed: bool = False  # an append read from the reader's checkpoint, replayed from snapshots
 

@@ -17,27 +17,19 @@ import xxhash
 from loopledger import file_ingest
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger.file_ingest import FileReport, ingest_file, is_busy, log, one_line, recorded
+from loopledger.file_ingest import Counts, FileReport, ingest_file, is_busy, log, one_line, recorded
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
 from sqlalchemy.engine import Engine
 
 
 @dataclass
-class Totals:
+class Totals(Counts):
     files: int = 0
     changed: int = 0  # files read this time (new, appended or rewritten)
     unchanged: int = 0
     errors: int = 0
     locked: int = 0  # files left as they were: the ledger stayed busy
-    sessions: int = 0
-    runs: int = 0
-    calls: int = 0
-    checks: int = 0
-    warnings: int = 0
-    blocks: int = 0
-    halts: int = 0
-    quarantined: int = 0
     error_messages: list[str] = field(default_factory=list)
 
     def add(self, r: FileReport) -> None:
@@ -52,8 +44,7 @@ class Totals:
         elif r.action == "locked":
             self.locked += 1
             self.error_messages.append(r.error or r.path)
-        for name in ("sessions", "runs", "calls", "checks", "warnings", "blocks", "halts", "quarantined"):
-            setattr(self, name, getattr(self, name) + getattr(r, name))
+        self.add_counts(r)
 
     @property
     def exit_code(self) -> int:

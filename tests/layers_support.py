@@ -40,5 +40,25 @@ def main() -> int:
     return res.returncode
 
 
+
+def diagram(root: Path = ROOT) -> str:
+    """The layers contract as a text picture (docs/architecture.md holds it; a test keeps it true)."""
+    import tomllib
+
+    conf = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in conf["contracts"] if c["type"] == "layers"]
+    rows = []
+    for layer in layers:
+        names = [n.strip().removeprefix("loopledger.") for n in layer.split("|")]
+        rows.append("   ".join(f"[{n}]" for n in names))
+    width = max(len(r) for r in rows)
+    out = []
+    for i, r in enumerate(rows):
+        out.append(r.center(width).rstrip())
+        if i < len(rows) - 1:
+            out.append("│".center(width).rstrip())
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

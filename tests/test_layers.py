@@ -31,3 +31,9 @@ def test_a_broken_import_fails(tmp_path, module, line, contract):
     assert res.returncode != 0
     broken = [ln for ln in res.stdout.splitlines() if ln.endswith("BROKEN")]
     assert any(ln.startswith(contract) for ln in broken), res.stdout
+
+
+def test_the_architecture_picture_is_the_contract():
+    from tests.layers_support import ROOT, diagram
+
+    assert diagram() in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")

@@ -147,8 +147,8 @@ def test_readme_guard_examples_run():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    start = readme.find("## Using the guards in your own agent loop")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "guards.md").read_text()
+    start = readme.find("# The guards in your own agent loop")
     assert start >= 0
     end = readme.find("\n## ", start + 1)
     section = readme[start:end if end > 0 else None]
@@ -156,7 +156,7 @@ def test_readme_guard_examples_run():
     assert len(blocks) == 5
     for block in blocks:
         scope: dict = {}
-        exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 — our own documentation
+        exec(compile(block, "docs/guards.md", "exec"), scope)  # noqa: S102 — our own documentation
         if "ProgressDetector" in scope:  # the progress example halts the 3rd retry, as it says
             assert (scope["v"].action, scope["v"].rule, scope["v"].count, scope["attempt"]) == ("halt", "retry", 3, 2)
     from loopledger.detectors import CycleDetector

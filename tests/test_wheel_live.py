@@ -1,6 +1,6 @@
 """The built wheel in a fresh virtualenv that also holds a package named `app` (a FastAPI or
-Flask project's usual name): both import, and the README's guard examples (Python, and the Node
-client of `loopledger guard`) run against the installed wheel, not this checkout."""
+Flask project's usual name): both import, and the manual's guard examples (docs/guards.md's Python,
+and docs/live.md's Node client of `loopledger guard`) run against the installed wheel, not this checkout."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
-def _blocks(lang: str, after: str) -> list[str]:
-    """The README's ```lang code blocks from the section titled `after` on."""
-    text = README.read_text(encoding="utf-8")
+def _blocks(lang: str, doc: str, after: str) -> list[str]:
+    """A manual page's ```lang code blocks from the section titled `after` on."""
+    text = (DOCS / doc).read_text(encoding="utf-8")
     text = text[text.index(after):]
     return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
 
@@ -79,7 +79,7 @@ def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
     # A ledger to enforce from, made by the installed command.
     subprocess.run(["loopledger", "enforce", "--default", "--db", "ledger.sqlite"], cwd=work, env=env, check=True,
                    capture_output=True)
-    blocks = _blocks("python", "## Using the guards in your own agent loop")
+    blocks = _blocks("python", "guards.md", "# The guards in your own agent loop")
     assert len(blocks) >= 5
     for code in blocks:
         proc = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=work, env=env, capture_output=True,
@@ -88,7 +88,7 @@ def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
     python_api = subprocess.run([str(venv / "bin" / "python"), "-c", blocks[-1]], cwd=work, env=env,
                                 capture_output=True, text=True).stdout.split()
     assert python_api == ["allow", "warn", "block", "halt"]
-    (js,) = _blocks("js", "### Guard any agent")
+    (js,) = _blocks("js", "live.md", "## Guard any agent")
     (work / "guard-client.mjs").write_text(js)
     node = shutil.which("node")
     if node is None:

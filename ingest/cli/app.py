@@ -485,7 +485,7 @@ def guard(
 ) -> None:
     """The enforced policy for any agent over JSON lines: one event per line on stdin
     ({"session", "event": "call"|"answer"|"user", ...}), one verdict line per call on stdout.
-    See the README's "Guard any agent" for the protocol and a client."""
+    See docs/live.md, "Guard any agent", for the protocol and a client."""
     from loopledger.cli.commands import run_guard
 
     raise typer.Exit(run_guard(db, policy, no_ledger))

@@ -1,6 +1,6 @@
-"""The README's CLI reference, generated from the commands' own help (one source of truth).
+"""The CLI reference (docs/cli.md), generated from the commands' own help (one source of truth).
 
-`python -m loopledger.cli.docs` rewrites the part of README.md between the two markers below;
+`python -m loopledger.cli.docs` rewrites the part of docs/cli.md between the two markers below;
 tests/test_readme.py fails when it is out of date (sqlite-utils' cog habit, without cog).
 """
 
@@ -45,7 +45,7 @@ def commands(group: click.Group, prefix: str = "loopledger") -> list[tuple[str, 
 
 
 def update(readme: Path) -> bool:
-    """Rewrite the reference inside `readme`; True if it changed."""
+    """Rewrite the reference inside `readme` (docs/cli.md); True if it changed."""
     text = readme.read_text(encoding="utf-8")
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
@@ -56,5 +56,5 @@ def update(readme: Path) -> bool:
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "README.md"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "docs" / "cli.md"
     print(("updated " if update(path) else "up to date: ") + str(path))

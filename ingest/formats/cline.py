@@ -109,10 +109,6 @@ def sniff(head: bytes) -> bool:
 # ── discovery: a folder is one unit ──────────────────────────────────────────────────────────
 
 
-def is_task_folder(folder: Path) -> bool:
-    return (folder / UI_FILE).is_file() or (folder / API_FILE).is_file()
-
-
 def unit_of(path: Path) -> Path | None:
     """The file that stands for `path`'s task folder when `path` is one of its member files
     (ui_messages.json, else api_conversation_history.json when the ui file is missing); None

@@ -15,7 +15,7 @@ texts are equal exactly when the full texts were, and answers carry the full dig
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -512,8 +512,3 @@ def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Ev
 
 def session_ids(conn: Connection) -> list[int]:
     return list(conn.execute(select(s.sessions.c.id).order_by(s.sessions.c.id)).scalars())
-
-
-def stats_of(conn: Connection, session_id: int) -> Mapping[str, Any]:
-    return {r.policy_id: dict(r._mapping) for r in conn.execute(
-        select(s.session_stats).where(s.session_stats.c.session_id == session_id))}
