@@ -128,7 +128,7 @@ def _run_child(cmd: list[str], **kw) -> int:
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
+                 "Repeatable; added to the default set (progress, stagnation, cycle at their defaults).",
                  show_default=False),
 ]
 ConfigOption = Annotated[
