@@ -726,3 +726,62 @@ def test_a_late_answer_of_an_older_call_does_not_move_progress_back():
     d.record_answer("b", position=p2)
     d.record_answer("c", position=p1)  # moved too, but before p2: the latest move stays p2
     assert d._moved["st"] == p2
+
+
+@pytest.mark.parametrize("command,reads", [
+    ("sed -n -e", False),  # -e without its script
+    ("sed -n --expression='/a=b/p' f", True),  # the script is everything after the first =
+    ("sed -n -e 1p -e '$p' f", True),
+    ("/usr/bin/cat a", True),  # a program named by its path
+    ("./bin/grep x a", True),
+    ("find -exec grep x {} +", False),
+    ("find . -execdir cat {} +", False),
+    ("git grep --open-files-in-pager=vim foo", False),
+    ("rg --pre=./x.sh foo", False),
+])
+def test_reads_are_told_by_every_option(command, reads):
+    assert reads_only("bash", {"command": command}) is reads
+
+
+@pytest.mark.parametrize("command", ["tree -o out.txt", "tree -oout.txt", "file -C -m magic",
+                                     "file --compile -m magic", "git log --output=x",
+                                     "find . -fprint0 out", "find . -fls out"])
+def test_options_that_write_files_are_writes(command):
+    assert classify_shell(command) == (False, True)
+
+
+def test_argument_values_an_error_can_name():
+    from loopledger.detectors.progress import leaves
+
+    args = {"a": [1234, True, "ab", {"b": ("xyz1",)}], "c": 12.5, "d": 7}
+    assert leaves(args) == {"1234", "xyz1", "12.5"}  # 4+ characters; never a bool
+    assert leaves(args, min_len=2) == {"1234", "xyz1", "12.5", "ab"}
+
+
+def test_a_run_of_one_failure_ignores_the_guessed_names_it_quotes():
+    # user names guessed one after another: "user <name> not found" (no digits to collapse)
+    names = ["amelia_silva", "amelia_silvia", "a_silva", "amelias", "silva_amelia", "amelia_s"]
+    calls = [("get_user_details", {"user_id": n}, f"Error: user {n} not found") for n in names]
+    assert actions(ProgressDetector(), calls)[4] == "halt"  # the 5th guess
+
+
+def test_a_digest_takes_any_text():
+    assert len(ProgressDetector().digest("lone surrogate \ud800")) == 32
+
+
+def test_state_names_every_parameter():
+    d = ProgressDetector(window=9, warn_at=2, halt_at=4, ok_halt_at=5, across_turns="none",
+                         same_failure_at=6, poll_span=3, rerun_halt_at=7)
+    st = d.state()
+    assert {k: st[k] for k in ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at",
+                               "poll_span", "rerun_halt_at")} == {
+        "window": 9, "warn_at": 2, "halt_at": 4, "ok_halt_at": 5, "across_turns": "none",
+        "same_failure_at": 6, "poll_span": 3, "rerun_halt_at": 7}
+    assert (st["count"], st["rule"], st["calls"]) == (0, "", [])
+    d.check("t", {})
+    d.record_answer("Error: x")
+    d.check("t", {})
+    st = d.state()
+    assert (st["count"], st["rule"]) == (2, "repeat")
+    assert [(c["tool"], c["stale"], c["answer"] is None) for c in st["calls"]] == [("t", 1, False), ("t", 2, True)]
+    assert st["calls"][0]["answer"].endswith("!")  # a failure

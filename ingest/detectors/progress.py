@@ -148,16 +148,13 @@ READ_PROGRAMS = frozenset({"cat", "head", "grep", "egrep", "fgrep", "rg", "wc", 
                            "file"})
 READ_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep"})
 READ_VERBS = frozenset({"view", "read", "open", "show"})  # an editor tool's command=view
-# Options that make a reading program write a file or run another program: `find -fprintf out`,
-# `git diff --output=p`, `git grep -O<pager>`, `rg --pre ./x.sh`, `tree -o out`, `file -C`.
-_FIND_ACTS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf",
-                        "-fls"})
-_OPTION_WRITES: dict[str, tuple[str, ...]] = {
-    "git": ("--output", "-O", "--open-files-in-pager"),
-    "rg": ("--pre",),
-    "tree": ("-o", "--output"),
-    "file": ("-C", "--compile"),
-}
+# Options that make a reading program run another program (`git grep -O<pager>`, `rg --pre
+# ./x.sh`) or write a file (`git diff --output=p`, `tree -o out`, `file -C`): not reads, and the
+# latter are writes. `find`'s actions likewise.
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_WRITES = frozenset({"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
+_OPTION_RUNS: dict[str, tuple[str, ...]] = {"git": ("-O", "--open-files-in-pager"), "rg": ("--pre",)}
+_OPTION_WRITES: dict[str, tuple[str, ...]] = {"git": ("--output",), "tree": ("-o",), "file": ("-C", "--compile")}
 # A sed script that only prints: addresses (numbers, $, /regex/), p, =, l, q, n, braces, `!`.
 _SED_PRINTS = re.compile(r"(?:\s|[\d$,;!{}+~=pPlqQn]|/(?:[^/\\\n]|\\.)*/I?)*")
 # What changes files, told positively (a call that is neither a read nor one of these is unknown).
@@ -186,17 +183,26 @@ def _short_flag(words: list[str], letter: str, long: str) -> bool:
                for w in words)
 
 
+def _has_option(words: list[str], options: tuple[str, ...]) -> bool:
+    """`--output`, `--output=p`, or a short option with its value attached (`-Ovim`)."""
+    return any(w == o or w.startswith(o + "=") or (len(o) == 2 and w.startswith(o))
+               for w in words for o in options)
+
+
 def _sed_reads(words: list[str]) -> bool:
-    """`sed -n` whose every script only prints (no `w`/`W` file, no `e` command, no -i, no -f)."""
+    """`sed -n` (alone or in a cluster: `-nE`) whose every script only prints (no `w`/`W` file,
+    no `e` command, no script file). `-i` is a write (classify_shell checks writes first)."""
     args = words[1:]
-    if "-n" not in args and not any(a.startswith("-") and not a.startswith("--") and "n" in a[1:] for a in args):
+    if not any(a.startswith("-") and not a.startswith("--") and "n" in a for a in args):
         return False
-    if _short_flag(args, "i", "--in-place") or _short_flag(args, "f", "--file"):
+    if _short_flag(args, "f", "--file"):
         return False
     scripts, rest, i = [], [], 0
     while i < len(args):
         a = args[i]
-        if a in ("-e", "--expression") and i + 1 < len(args):
+        if a in ("-e", "--expression"):
+            if i + 1 == len(args):
+                return False  # an option without its script
             scripts.append(args[i + 1])
             i += 2
             continue
@@ -217,14 +223,12 @@ def _stage_reads(words: list[str]) -> bool:
     if prog == "sed":
         return _sed_reads(words)
     if prog == "find":
-        return not any(w in _FIND_ACTS for w in words[1:])
+        return _FIND_RUNS.isdisjoint(words[1:])
     if prog == "git" and (len(words) < 2 or words[1] not in READ_GIT):
         return False
     if prog not in READ_PROGRAMS and prog != "git":
         return False
-    bad = _OPTION_WRITES.get(prog, ())
-    return not any(w == b or w.startswith(b + "=") or (len(b) == 2 and w.startswith(b) and b != "-o")
-                   for w in words[1:] for b in bad)
+    return not _has_option(words[1:], _OPTION_RUNS.get(prog, ()))
 
 
 def _stage_writes(words: list[str]) -> bool:
@@ -236,9 +240,10 @@ def _stage_writes(words: list[str]) -> bool:
     if prog in ("sed", "perl"):
         return _short_flag(words[1:], "i", "--in-place")
     if prog == "find":
-        return any(w in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls") for w in words[1:])
-    return prog == "git" and len(words) > 1 and (words[1] in WRITE_GIT
-                                                  or any(w.startswith("--output") for w in words[2:]))
+        return not _FIND_WRITES.isdisjoint(words[1:])
+    if prog == "git" and len(words) > 1 and words[1] in WRITE_GIT:
+        return True
+    return _has_option(words[1:], _OPTION_WRITES.get(prog, ()))
 
 
 def classify_shell(command: str) -> tuple[bool, bool]:
