@@ -785,3 +785,169 @@ def test_state_names_every_parameter():
     assert (st["count"], st["rule"]) == (2, "repeat")
     assert [(c["tool"], c["stale"], c["answer"] is None) for c in st["calls"]] == [("t", 1, False), ("t", 2, True)]
     assert st["calls"][0]["answer"].endswith("!")  # a failure
+
+
+@pytest.mark.parametrize("kwargs,field,rule,message", [
+    ({"window": 1}, "window", "window >= 2", "window: must be >= 2, got 1"),
+    ({"window": 10_001}, "window", "window <= 10000", "window: must be <= 10000, got 10001"),
+    ({"window": "5"}, "window", "window is an integer", "window: must be an integer, got '5'"),
+    ({"halt_at": True}, "halt_at", "halt_at is an integer", "halt_at: must be an integer, got True"),
+    ({"warn_at": 1}, "warn_at", "warn_at >= 2", "warn_at: must be >= 2, got 1"),
+    ({"halt_at": 2}, "halt_at", "halt_at >= 3", "halt_at: must be >= 3, got 2"),
+    ({"ok_halt_at": 2}, "ok_halt_at", "ok_halt_at >= 3", "ok_halt_at: must be >= 3, got 2"),
+    ({"same_failure_at": 2}, "same_failure_at", "same_failure_at >= 3", "same_failure_at: must be >= 3, got 2"),
+    ({"warn_at": 4, "halt_at": 3}, "halt_at", "halt_at >= warn_at", "halt_at: must be >= warn_at (4), got 3"),
+    ({"warn_at": 4, "halt_at": 4, "ok_halt_at": 3}, "ok_halt_at", "ok_halt_at >= warn_at",
+     "ok_halt_at: must be >= warn_at (4), got 3"),
+    ({"warn_at": 4, "halt_at": 4, "ok_halt_at": 4, "same_failure_at": 3}, "same_failure_at",
+     "same_failure_at >= warn_at", "same_failure_at: must be >= warn_at (4), got 3"),
+    ({"poll_span": 1}, "poll_span", "poll_span >= 2", "poll_span: must be >= 2, got 1"),
+    ({"poll_span": 2.5}, "poll_span", "poll_span is an integer", "poll_span: must be an integer, got 2.5"),
+    ({"rerun_halt_at": 2}, "rerun_halt_at", "rerun_halt_at >= 3", "rerun_halt_at: must be >= 3, got 2"),
+    ({"across_turns": "x"}, "across_turns",
+     "across_turns is one of none|errors|all", "across_turns: must be one of none, errors, all, got 'x'"),
+    ({"errors": "error_prefix"}, "errors", "errors is a list of patterns",
+     "errors: must be a list of regular expressions, got 'error_prefix'"),
+    ({"volatile": [""]}, "volatile", "volatile holds non-empty patterns",
+     "volatile: every pattern must be a non-empty string, got ''"),
+    ({"volatile": [3]}, "volatile", "volatile holds non-empty patterns",
+     "volatile: every pattern must be a non-empty string, got 3"),
+    ({"errors": ["("]}, "errors", "errors holds valid regular expressions", None),
+    ({"volatile": ["a*"]}, "volatile", "volatile patterns match something", "volatile: 'a*' matches the empty string"),
+])
+def test_each_bad_setting_is_named_with_its_rule_and_message(kwargs, field, rule, message):
+    from loopledger.detectors.progress import validate  # noqa: F401 — the rules live there
+
+    with pytest.raises(ConfigError) as got:
+        ProgressDetector(**kwargs)
+    assert (got.value.field, got.value.rule) == (field, rule)
+    if message is not None:
+        assert str(got.value) == message
+    else:
+        assert str(got.value).startswith("errors: '(' is not a valid regular expression (")
+
+
+# ── pinned by mutation testing (bench/mutants.py): each asserts a rule's exact edge ───────────
+
+
+@pytest.fixture(autouse=True)
+def _fresh_classification_cache():
+    # reads/writes are cached by tool + arguments digest across detectors; a test must see its
+    # own classification, not one an earlier test left
+    from loopledger.detectors import progress
+
+    progress._CLASSES.clear()
+
+
+def test_the_policy_names_the_rule_that_halted():
+    def reasons(calls):
+        events = [UserTurn("go")]
+        for i, (name, args, text) in enumerate(calls):
+            events += [Batch((Call(str(i), name, args),)), Answers((Answer(str(i), text),))]
+        return [c.reason for s in replay(events, PolicySpec("progress")) for c in s.checks]
+
+    got = reasons([("t", {"a": 1}, "Error: no")] * 3)
+    assert got == ["", "t: the same answer 1 times", "t: the same answer 2 times"]
+    got = reasons([("update", _update("HAT030", f"HAT0{50 + i}"), FAIL) for i in range(3)])
+    assert got[-1] == "update: the same error, retried 2 times without addressing it"
+    got = reasons([("get", {"id": f"#W0{i}"}, f"Error: #W0{i} not found") for i in range(5)])
+    assert got[-1] == "get: the same failure 4 times in a row, whatever the arguments"
+
+
+def test_a_call_whose_tool_answered_only_other_calls_counts_one():
+    got = run(ProgressDetector(), [("t", {"a": 1}, "ok"), ("t", {"a": 2}, "ok")])
+    assert got == [("allow", 1, ""), ("allow", 1, "")]
+    # the tool's answers all left the window: a fresh start too
+    d = ProgressDetector(window=2)
+    run(d, [("t", {"a": 1}, "ok"), ("u", {}, "x"), ("v", {}, "y")])
+    assert run(d, [("t", {"a": 1}, "ok")]) == [("allow", 1, "")]
+
+
+def test_arguments_are_keyed_by_their_canonical_form():
+    d = ProgressDetector()
+    run(d, [("t", {"a": 1, "b": 2}, "same"), ("t", {"b": 2, "a": 1}, "same")])
+    assert d.check("t", {"a": 1, "b": 2}).count == 3  # key order is not a difference
+    d = ProgressDetector()
+    run(d, [("t", None, "same")])
+    assert d.check("t", {}).count == 2  # no arguments ≡ {}
+    d = ProgressDetector()
+    run(d, [("t", {"n": 2 ** 70}, "same")])  # past orjson's integers: the fallback canonical form
+    assert d.check("t", {"n": 2 ** 70}).count == 2
+
+
+def test_a_transient_repeat_and_a_transient_retry_each_get_one_more():
+    # the repeat alone (a success of the tool between ends the retry chain and the run)
+    calls = []
+    for _ in range(4):
+        calls += [("get", {"id": "x"}, "Error: 503 Service Unavailable"), ("get", {"id": "y"}, "ok")]
+    assert actions(ProgressDetector(), calls)[0::2] == ["allow", "warn", "warn", "halt"]
+    # the retry alone (new arguments that keep the value the error names)
+    calls = [("get", {"id": "#W5490111", "try": i}, "Error: 503 Service Unavailable for #W5490111")
+             for i in range(4)]
+    assert actions(ProgressDetector(), calls) == ["allow", "warn", "warn", "halt"]
+
+
+def test_a_poll_reports_the_threshold_it_is_held_to():
+    d = ProgressDetector()
+    thresholds = []
+    for a in ["A"] + ["B"] * 6:
+        thresholds.append(d.check("get_status", {"id": 7}).threshold)
+        d.record_answer(a)
+    # moving (B moved from A within the last 5 answers): poll_span + 1; then ok_halt_at
+    assert thresholds[2:] == [6, 6, 6, 6, 4]
+
+
+def test_a_run_of_one_failure_starts_after_the_user_turn():
+    d = ProgressDetector()
+    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
+    actions(d, guess[:4])
+    d.user_turn()
+    assert actions(d, guess[4:9]) == ["allow", "allow", "allow", "warn", "halt"]
+
+
+def test_a_kept_failure_and_a_new_call_after_a_user_turn_count_one():
+    d = ProgressDetector()
+    actions(d, [("book", {"a": 1}, "Error: declined")])
+    d.user_turn()  # the failure is kept (across_turns=errors) but the run ends at the turn
+    assert run(d, [("book", {"a": 2}, "Error: declined")]) == [("allow", 1, "")]
+
+
+def test_ties_go_to_the_repeat_only_when_there_is_one():
+    d = ProgressDetector(ok_halt_at=3)
+    got = run(d, [("book", {"a": 1}, "Error: declined"), ("book", {"a": 2}, "Error: declined")])
+    assert got[1] == ("allow", 1, "retry")
+
+
+def test_the_run_of_one_failure_warns_one_before_it_halts():
+    calls = [("book", {"seat": 12, "n": i}, "Error: seat 12 is taken") for i in range(5)]
+    assert actions(ProgressDetector(), calls) == ["allow", "allow", "allow", "warn", "halt"]
+
+
+def test_writes_in_a_row_count_only_from_ok_halt_at():
+    edit = {"command": "edit 1:1\nclass A {}\nend_of_edit"}
+    d = ProgressDetector()
+    got = []
+    for i in range(3):
+        v = d.check("edit", edit)
+        got.append((v.count, v.threshold))
+        d.record_answer(f"[File: /r/A.java ({8 + 15 * i} lines total)]")
+    assert got[2] == (2, 6)  # two in a row before it: below ok_halt_at, the repeat rule reports
+
+
+def test_an_identical_write_repeated_around_reads_is_no_check_after_an_edit():
+    # django-11620: the same `cat > fix.patch` four times, reads between: its own writes are not
+    # "another call changed files", so ok_halt_at holds
+    calls = []
+    for i in range(4):
+        calls += [("bash", {"command": "cat > fix.patch << 'EOF'\n+x\nEOF"}, "<returncode>0</returncode>"),
+                  ("bash", {"command": f"sed -n '{i},9p' a.py"}, f"<returncode>0</returncode> {i}")]
+    assert actions(ProgressDetector(), calls)[6] == "halt"
+
+
+def test_a_stale_retry_gets_rerun_halt_at_only_with_a_write_since_its_oldest():
+    calls = [("update", _update("HAT030", "HAT050"), FAIL),
+             ("bash", {"command": "sed -i s/a/b/ plan.txt"}, ""),
+             ("update", _update("HAT030", "HAT051"), FAIL),
+             ("bash", {"command": "grep x plan.txt"}, "x"),
+             ("update", _update("HAT030", "HAT052"), FAIL)]
+    assert actions(ProgressDetector(), calls)[4] == "warn"  # the 3rd attempt: rerun_halt_at 4
