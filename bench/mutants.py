@@ -62,8 +62,9 @@ def run(module: str) -> tuple[int, int, list[str]]:
     subprocess.run([*mutmut, "run", "--max-children", "2"], cwd=STAGE, check=False)
     res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=STAGE, capture_output=True, text=True)
     lines = [ln.strip() for ln in res.stdout.splitlines() if ":" in ln]
-    killed = sum(1 for ln in lines if ln.endswith(": killed"))
-    survived = [ln.split(":")[0] for ln in lines if not ln.endswith(": killed")]
+    # a timeout is a detection too (the mutant made the tests hang: an infinite loop)
+    killed = sum(1 for ln in lines if ln.endswith((": killed", ": timeout")))
+    survived = [ln.split(":")[0] for ln in lines if not ln.endswith((": killed", ": timeout"))]
     details = []
     for name in survived:
         diff = subprocess.run([*mutmut, "show", name], cwd=STAGE, capture_output=True, text=True).stdout

@@ -951,3 +951,39 @@ def test_a_stale_retry_gets_rerun_halt_at_only_with_a_write_since_its_oldest():
              ("bash", {"command": "grep x plan.txt"}, "x"),
              ("update", _update("HAT030", "HAT052"), FAIL)]
     assert actions(ProgressDetector(), calls)[4] == "warn"  # the 3rd attempt: rerun_halt_at 4
+
+
+@pytest.mark.parametrize("command,reads", [
+    ("sed 1p main.py", False),  # an "n" in a file name is not -n
+    ("sed -E 1p a", False),  # another option is not -n
+    ("sed --expression=1p a", False),  # a long option holding an n is not -n
+    ("sed '1,5p' -n a", True),  # the script first, the option after
+    ("sed -n -f p a", False),  # a script file, whatever its name
+    ("sed -n --file=x p", False),
+    ("cat a |", False),  # an empty stage
+    ("cat a | python x.py", False),  # every stage must read
+    ("cat a && cat b", False),  # chained
+])
+def test_sed_and_pipelines_edge_cases(command, reads):
+    assert reads_only("bash", {"command": command}) is reads
+
+
+@pytest.mark.parametrize("command", ["find -fls out", "git stash"])
+def test_short_writes(command):
+    assert classify_shell(command) == (False, True)
+
+
+def test_different_failures_in_a_row_are_not_one_failure():
+    calls = [("get", {"id": i}, f"Error: {why}") for i, why in
+             enumerate(["no such order", "card declined", "seat taken", "bad date", "closed", "late"])]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_named_values_are_taken_out_longest_first():
+    d = ProgressDetector()
+    for args, text in (({"a": "ABCD", "b": "ABCDEF"}, "Error: ABCDEF not found"),
+                       ({"a": "WXYZ", "b": "WXYZQQ"}, "Error: WXYZQQ not found")):
+        d.check("get", args)
+        d.record_answer(text)
+    first, second = d._entries
+    assert d.failure_signature(first) == d.failure_signature(second)
