@@ -9,10 +9,12 @@ module's own tests). Survivors go to mutants.txt (one line each, the mutant's di
 kill rate per module to stdout. Slow (minutes per module on two cores): not part of `make test`.
 
     python -m bench.mutants [MODULE ...]     (default: every module in MODULES)
+    python -m bench.mutants --report MODULE  (the survivors of the last run, written again)
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -56,10 +58,11 @@ def stage(module: str, tests: tuple[str, ...]) -> None:
         encoding="utf-8")
 
 
-def run(module: str) -> tuple[int, int, list[str]]:
-    stage(module, MODULES[module])
+def run(module: str, report_only: bool = False) -> tuple[int, int, list[str]]:
     mutmut = [sys.executable, "-m", "mutmut"]
-    subprocess.run([*mutmut, "run", "--max-children", "2"], cwd=STAGE, check=False)
+    if not report_only:
+        stage(module, MODULES[module])
+        subprocess.run([*mutmut, "run", "--max-children", "2"], cwd=STAGE, check=False)
     res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=STAGE, capture_output=True, text=True)
     lines = [ln.strip() for ln in res.stdout.splitlines() if ":" in ln]
     # a timeout is a detection too (the mutant made the tests hang: an infinite loop)
@@ -68,15 +71,35 @@ def run(module: str) -> tuple[int, int, list[str]]:
     details = []
     for name in survived:
         diff = subprocess.run([*mutmut, "show", name], cwd=STAGE, capture_output=True, text=True).stdout
-        details.append(f"{name}\n{diff.strip()}\n")
+        details.append(f"{name}  [{why(name, diff)}]\n{diff.strip()}\n")
     return killed, len(lines), details
 
 
+# Why a surviving mutant changes nothing a caller can see, by the shape of its change (checked
+# by reading them; what matches none of these is marked so and explained in docs/detection.md).
+_WHY = (
+    (re.compile(r"^-.*= (False|True|0|\"\")\b.*\n\+.*= None\b", re.M), "falsy/truthy twin: None where False/True/0/'' was"),
+    (re.compile(r"^-.*\.r?split\(\"/\", 1\)\[-1\]", re.M), "split/rsplit on '/' keeping the last part: the same program name"),
+    (re.compile(r"_classified|_CLASSES|16384|16385", re.M), "a cache of a pure function (same values, only slower)"),
+    (re.compile(r"\\x01|\"#\"|XX#XX", re.M), "a placeholder character: any one replaces the same parts"),
+    (re.compile(r"_step [-+]=|_step = 1|step: int = 1", re.M), "agent step numbers are only compared for equality"),
+    (re.compile(r"4 \* self.window|5 \* self.window|4 / self.window", re.M), "the tool index bound: memory, not verdicts"),
+)
+
+
+def why(name: str, diff: str) -> str:
+    for pattern, reason in _WHY:
+        if pattern.search(diff) or pattern.search(name):
+            return reason
+    return "not classified: see docs/detection.md"
+
+
 def main(argv: list[str]) -> int:
-    modules = argv or list(MODULES)
+    report_only = "--report" in argv  # the last run's results again (.mutants/ holds one module)
+    modules = [a for a in argv if a != "--report"] or list(MODULES)
     report = []
     for m in modules:
-        killed, total, survivors = run(m)
+        killed, total, survivors = run(m, report_only)
         rate = killed / total if total else 0.0
         line = f"{m}: {killed}/{total} killed ({rate:.1%}), {len(survivors)} survived"
         print(line)
