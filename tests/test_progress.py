@@ -802,6 +802,12 @@ def test_state_names_every_parameter():
     ({"warn_at": 4, "halt_at": 4, "ok_halt_at": 4, "same_failure_at": 3}, "same_failure_at",
      "same_failure_at >= warn_at", "same_failure_at: must be >= warn_at (4), got 3"),
     ({"poll_span": 1}, "poll_span", "poll_span >= 2", "poll_span: must be >= 2, got 1"),
+    ({"warn_at": "2"}, "warn_at", "warn_at is an integer", "warn_at: must be an integer, got '2'"),
+    ({"ok_halt_at": "4"}, "ok_halt_at", "ok_halt_at is an integer", "ok_halt_at: must be an integer, got '4'"),
+    ({"same_failure_at": "5"}, "same_failure_at", "same_failure_at is an integer",
+     "same_failure_at: must be an integer, got '5'"),
+    ({"rerun_halt_at": "4"}, "rerun_halt_at", "rerun_halt_at is an integer",
+     "rerun_halt_at: must be an integer, got '4'"),
     ({"poll_span": 2.5}, "poll_span", "poll_span is an integer", "poll_span: must be an integer, got 2.5"),
     ({"rerun_halt_at": 2}, "rerun_halt_at", "rerun_halt_at >= 3", "rerun_halt_at: must be >= 3, got 2"),
     ({"across_turns": "x"}, "across_turns",
@@ -987,3 +993,73 @@ def test_named_values_are_taken_out_longest_first():
         d.record_answer(text)
     first, second = d._entries
     assert d.failure_signature(first) == d.failure_signature(second)
+
+
+def test_the_boundaries_of_each_setting_are_allowed():
+    from loopledger.detectors.progress import validate
+
+    d = ProgressDetector(window=10_000, poll_span=2, rerun_halt_at=3)
+    assert (d.window, d.poll_span, d.rerun_halt_at) == (10_000, 2, 3)
+    validate(20, 2, 3, 4, "errors")  # the new rules' settings default when not given
+
+
+def test_an_answer_for_a_call_out_of_the_window_is_ignored():
+    d = ProgressDetector(window=2)
+    first = d.check("t", {}).position
+    for i in range(3):
+        d.check("u", {"i": i})
+    d.record_answer("late", position=first)  # no error, nothing recorded
+    assert all(e.raw is None for e in d._entries)
+
+
+def test_only_the_same_call_back_to_back_is_a_write_in_a_row():
+    x, y = {"command": "edit 1:1\nA\nend_of_edit"}, {"command": "edit 9:9\nB\nend_of_edit"}
+    calls = [("edit", x, "[File: a (8 lines total)]"), ("edit", y, "[File: a (9 lines total)]"),
+             ("edit", x, "[File: a (10 lines total)]"), ("edit", x, "[File: a (11 lines total)]")]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_a_pending_answer_of_the_same_tool_is_skipped_not_a_stop():
+    d = ProgressDetector()
+    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(6)]
+    actions(d, guess[:4])
+    assert d.check("get", {"id": "#W04"}).action == "halt"  # the 5th step
+    assert d.check("get", {"id": "#W05"}).action == "halt"  # the 4th's answer pending: still the 5th
+
+
+def test_a_different_error_ends_the_retry_chain_for_good():
+    calls = [("update", _update("HAT030", "HAT050"), FAIL),
+             ("update", _update("HAT030", "HAT051"), "Error: payment declined"),
+             ("update", _update("HAT030", "HAT052"), FAIL),
+             ("update", _update("HAT030", "HAT053"), FAIL)]
+    assert actions(ProgressDetector(), calls)[3] == "warn"  # the chain is the 3rd only: retry 2
+
+
+def test_alternating_failures_are_no_run_of_one():
+    calls = [("get", {"i": i}, "Error: A" if i % 2 == 0 else "Error: B") for i in range(9)]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_steps_of_one_failure_count_batches():
+    d = ProgressDetector()
+    for b in range(3):
+        positions = [d.check("Read", {"file_path": f"f{b}{i}.py"}).position for i in range(7)]
+        for p in positions:
+            d.record_answer("Error: Sibling tool call errored", True, position=p)
+    assert d.check("Read", {"file_path": "g.py"}).action == "warn"  # the 4th step of 5
+
+
+def test_a_rerun_streak_ends_at_a_pass():
+    fail = "Exit code: 1\nFAILED test_parse"
+    calls = []
+    for text in (fail, fail, "Exit code: 0\n1 passed", fail, fail):
+        calls += [("bash", {"command": "pytest -q"}, text), ("Edit", {"file_path": "p.py", "old_string": "a",
+                                                                      "new_string": str(len(calls))}, "ok")]
+    assert actions(ProgressDetector(), calls + [("bash", {"command": "pytest -q"}, None)])[-1] == "warn"
+
+
+def test_an_answer_that_came_back_after_a_different_one_is_a_new_run():
+    calls = [("get", {"id": 1}, text) for text in ("x1", "x2", "x1")]
+    d = ProgressDetector()
+    run(d, calls)
+    assert d.check("get", {"id": 1}).count == 2  # x1 once since x2: not x1 twice
