@@ -6,7 +6,7 @@ STAMP     := $(VENV)/.installed
 LEDGER    ?= $(or $(LOOPLEDGER_DB),ledger.sqlite)
 PORT      ?= 8501
 
-.PHONY: run test bench lint ingest clean
+.PHONY: run test bench lint ingest clean mutants
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,9 +29,14 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# Mutation testing of the detectors and the scoring rule (slow; not part of `make test`):
+# survivors in mutants.txt. One module: make mutants MODULES=detectors/progress.py
+mutants: $(STAMP)
+	$(BIN)/python -m bench.mutants $(MODULES)
+
 lint: $(STAMP)
 	$(BIN)/ruff check ingest app tests bench
 	$(BIN)/python -m tests.layers_support
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts .lint
+	rm -rf $(VENV) .pytest_cache test-artifacts .lint .mutants

@@ -31,6 +31,7 @@ from loopledger.replay import replay_many
 
 BUDGET_PER_S = 300_000
 BUDGET_RATIO = 2.0
+PROGRESS_RATIO = 8.0  # issue 21: progress within 8× the baseline (the other detectors' range)
 TOOLS = ("Read", "Bash", "Edit", "Grep", "Glob", "write_file", "search")
 
 
@@ -99,9 +100,32 @@ def _detectors(calls: list[Call]) -> dict[str, Callable[[], None]]:
         for name, args in pairs:
             d.check(name, args)
 
+    # What an agent loop (and ingest) does: every check followed by its answer. 13 distinct
+    # answers, so a repeated call's answer text sometimes changes (normalized then) and sometimes
+    # not (compared by digest only).
+    answered = [(name, args, Answer(None, f"output {i % 13}")) for i, (name, args) in enumerate(pairs)]
+
+    def progress_answers() -> None:
+        d = ProgressDetector()
+        for name, args, answer in answered:
+            d.check(name, args)
+            d.record_answer(answer)
+
+    def peer(spec: str) -> Callable[[], None]:
+        def go() -> None:
+            p = make_policy(spec)
+            for b in policy_batches:
+                p.check(b)
+        return go
+
+    policy_batches = [Batch((c,)) for c in calls]
     return {"run-length (LoopDetector.check)": run_length, "ladder (LadderGuard.check)": ladder,
             "window (LoopGuard.record)": window, "cycle (CycleDetector.check)": cycle,
-            "progress (ProgressDetector.check)": progress}
+            "progress (ProgressDetector.check)": progress,
+            "progress, each check followed by its answer (check + record_answer)": progress_answers,
+            "openhands port (Policy.check per one-call batch)": peer("openhands"),
+            "gemini-cli port (Policy.check per one-call batch)": peer("gemini-cli"),
+            "roo port (Policy.check per one-call batch)": peer("roo")}
 
 
 def _session(calls: list[Call]) -> list:
@@ -179,12 +203,13 @@ def run(quick: bool) -> str:
         f"({base_best / n * 1e9:.0f} ns/call). Budget: ≥ {BUDGET_PER_S:,} checks/s and ≤ {BUDGET_RATIO:.0f}× the "
         "baseline.",
         "",
-        "| detector | checks/s | ns/check | × baseline | ≥ 300k/s | ≤ 2× |",
-        "|---|---:|---:|---:|---|---|",
+        "| detector | checks/s | ns/check | × baseline | ≥ 300k/s | ≤ 2× | ≤ 8× |",
+        "|---|---:|---:|---:|---|---|---|",
     ]
     for label, rate, ratio in rows:
         lines.append(f"| {label} | {rate:,.0f} | {1e9 / rate:,.0f} | {ratio:.2f}× | "
-                     f"{'✅' if rate >= BUDGET_PER_S else '❌'} | {'✅' if ratio <= BUDGET_RATIO else '❌'} |")
+                     f"{'✅' if rate >= BUDGET_PER_S else '❌'} | {'✅' if ratio <= BUDGET_RATIO else '❌'} | "
+                     f"{'✅' if ratio <= PROGRESS_RATIO else '❌'} |")
     lines += [
         "",
         f"The whole engine: `replay_many` with the {len(DEFAULT_SPECS)} default policies over a "

@@ -9,7 +9,7 @@ import pytest
 from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors import PolicySpec
 from loopledger.detectors.policy import DEFAULT_SPECS
-from loopledger.events import Batch
+from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.formats import read
 from loopledger.replay import replay_many
 
@@ -22,12 +22,13 @@ def session(name: str) -> list:
     return only[1]
 
 
-def first_halts(name: str) -> dict[str, int | None]:
-    """Each default policy's first halt in the file's one session, as a 1-based call position."""
-    specs = list(DEFAULT_SPECS)
+def first_halts(name: str | list, specs=DEFAULT_SPECS) -> dict[str, int | None]:
+    """Each policy's first halt in the file's one session (or in these events), as a 1-based call
+    position (the default set's policies unless told)."""
+    specs = list(specs)
     halts: dict[str, int | None] = {s.detector: None for s in specs}
     position = 0
-    for steps in replay_many(session(name), specs):
+    for steps in replay_many(session(name) if isinstance(name, str) else name, specs):
         event = steps[0].event
         if not isinstance(event, Batch):
             continue
@@ -40,7 +41,7 @@ def first_halts(name: str) -> dict[str, int | None]:
 
 
 def test_the_default_set_is_what_these_fixtures_are_judged_by():
-    assert [s.detector for s in DEFAULT_SPECS] == ["progress", "run-length", "stagnation", "cycle"]
+    assert [s.detector for s in DEFAULT_SPECS] == ["progress", "stagnation", "cycle"]
     assert all(s == PolicySpec(s.detector) for s in DEFAULT_SPECS)
 
 
@@ -69,3 +70,85 @@ def test_a_poll_whose_answer_moves_is_never_halted(across_turns):
                 for c in steps[0].checks]
     assert len(verdicts) == 7 and "halt" not in verdicts
     assert set(first_halts("codex-ci-poll.jsonl").values()) == {None}
+
+
+def set_halt(name: str | list) -> int | None:
+    """The default set's first halt (any policy): what `ingest` and the live default would do."""
+    return min((h for h in first_halts(name).values() if h), default=None)
+
+
+# ── issue 18: shapes beyond the shared corpus (each fails on the code before it) ─────────────
+
+
+def test_a_log_tail_whose_only_change_is_the_clock_is_halted_at_its_fourth_poll():
+    # 20 polls of `tail; date`: after the clock and the wall time are removed every answer is the
+    # same success, from the first: never moved, so the 4th (ok_halt_at) is halted.
+    assert first_halts("codex-log-tail-clock-poll.jsonl")["progress"] == 4
+    assert set_halt("codex-log-tail-clock-poll.jsonl") == 4
+
+
+def test_a_build_log_poll_that_moves_over_its_run_is_never_halted_by_the_default_set():
+    # 16 polls; answers stall for two (calls 2-3) and three (5-7, 12-14) polls, then move again.
+    # Each stall is within poll_span (5) of a different answer: moving, not a loop.
+    assert set(first_halts("codex-build-log-poll.jsonl").values()) == {None}
+    # run-length with the seed's semantics halts it at the 4th poll (two equal answers in a row
+    # after call 2's change: count 3 > max_strikes 2) — why it left the default set.
+    assert first_halts("codex-build-log-poll.jsonl", [PolicySpec("run-length")])["run-length"] == 4
+
+
+def test_progress_elsewhere_does_not_hide_a_failing_call_on_the_same_tool():
+    # npm start & / ps (its pid moves) / curl failing identically, ten rounds: the 3rd curl
+    # (call 9) is the 3rd identical failure. A moving answer rescues successes, never a failure.
+    assert first_halts("codex-server-curl-loop.jsonl")["progress"] == 9
+    assert set_halt("codex-server-curl-loop.jsonl") == 9
+
+
+def test_tests_rerun_after_each_edit_get_rerun_halt_at_not_halt_at():
+    # pytest at calls 1, 3, 5, 7 failing the same way, a `sed -i` (a write) between each: the 3rd
+    # pytest (call 5) runs; the 4th (call 7) is halted at rerun_halt_at = 4.
+    assert first_halts("codex-pytest-after-edits.jsonl")["progress"] == 7
+    assert set_halt("codex-pytest-after-edits.jsonl") == 7
+
+
+def test_a_step_counter_under_a_tmp_folder_is_not_a_temp_path():
+    # `/srv/job/tmp/step-1200`, 1300, …: every answer differs; nothing halts.
+    assert set(first_halts("codex-training-step-poll.jsonl").values()) == {None}
+
+
+def test_ids_guessed_one_after_another_failing_the_same_way_are_halted_at_the_fifth():
+    # get_order_details #W0000100, …01, …: "order <id> not found" each time, no success and no
+    # user turn between: the 5th guess is the 5th step of one failure (same_failure_at = 5).
+    assert first_halts("tau-order-id-enumeration.json")["progress"] == 5
+    assert set_halt("tau-order-id-enumeration.json") == 5
+
+
+def test_payment_methods_each_asked_for_by_the_user_are_not_a_run_of_one_failure():
+    # four methods, the same error, a user turn before each: no run spans a user turn.
+    assert set(first_halts("tau-payment-methods-asked-by-user.json").values()) == {None}
+
+
+def harness_errors(n: int) -> list:
+    """A text-action agent whose replies hold 0 or several actions: the reader makes each reply
+    one `harness_error` call answered by the harness's message, flagged as a failure."""
+    events: list = [UserTurn("Fix the bug in parse.py")]
+    for i in range(n):
+        cid = f"h{i}"
+        events.append(Batch((Call(cid, "harness_error", {"reply": f"THOUGHT: try {i}\n```bash\nls {i}\n```"}),)))
+        found = (3, 2, 0)[i % 3]
+        events.append(Answers((Answer(cid, "Please always provide EXACTLY ONE action in triple backticks, "
+                                           f"found {found} actions.", is_error=True),)))
+    return events
+
+
+def test_the_same_harness_format_error_in_a_row_is_halted_at_the_fifth_reply():
+    # the message differs only in its count of actions (3, 2, 0): the same failure, five steps
+    assert first_halts(harness_errors(9))["progress"] == 5
+    assert set_halt(harness_errors(9)) == 5
+    assert set(first_halts(harness_errors(4)).values()) == {None}  # four: not yet
+
+
+def test_a_success_between_harness_errors_ends_the_run():
+    events = harness_errors(4)
+    events += [Batch((Call("ok", "bash", {"command": "ls"}),)), Answers((Answer("ok", "parse.py"),))]
+    events += harness_errors(4)[1:]
+    assert set(first_halts(events).values()) == {None}

@@ -28,9 +28,11 @@ def test_builtin_specs_one_per_detector_with_complete_params():
 
 
 def test_default_set_is_the_measured_choice_each_at_its_defaults():
-    # docs/detection.md: the answer-reading detectors plus stagnation; ladder and window (which
-    # judge keys only) are left out of the default set but stay available at the seeds' defaults.
-    assert [s.detector for s in DEFAULT_SPECS] == ["progress", "run-length", "stagnation", "cycle"]
+    # docs/detection.md: progress and cycle (they read answers) plus stagnation; ladder and window
+    # (which judge keys only) and run-length (it halts a poll whose output grows once it stalls)
+    # are left out of the default set but stay available at the seeds' defaults.
+    assert [s.detector for s in DEFAULT_SPECS] == ["progress", "stagnation", "cycle"]
+    assert PolicySpec("run-length").params["max_strikes"] == 2
     assert all(s == PolicySpec(s.detector) for s in DEFAULT_SPECS)
     assert PolicySpec("window").params == {"window": 8, "threshold": 3}
     assert PolicySpec("ladder").params["halt_at"] == 4

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
-from loopledger.detectors.progress import VOLATILE_PATTERNS, reads_only
+from loopledger.detectors.progress import VOLATILE_PATTERNS, classify, classify_shell, reads_only, writes
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
 
@@ -93,11 +93,15 @@ def test_going_back_to_arguments_already_tried_with_that_error_is_a_stale_retry(
     assert [c for _, c, _ in run(ProgressDetector(), calls)] == [1, 1, 2, 3]
 
 
-def test_trying_something_new_each_time_is_not_a_loop():
-    # tau-bench task 23 (normal): a different payment method each time, the same error.
+def test_trying_something_new_each_time_the_user_asks_is_not_a_loop():
+    # tau-bench task 23 (normal): a different payment method each time, each asked for by the
+    # user (a user turn between), the same error.
     err = "Error: gift card balance is not enough"
-    calls = [("update", _update("HAT072", payment=f"gift_card_{i}"), err) for i in range(6)]
-    assert actions(ProgressDetector(), calls) == ["allow"] * 6
+    d, got = ProgressDetector(), []
+    for i in range(6):
+        got += actions(d, [("update", _update("HAT072", payment=f"gift_card_{i}"), err)])
+        d.user_turn()
+    assert got == ["allow"] * 6
 
 
 def test_a_new_attempt_ends_the_run_of_stale_retries():
@@ -119,8 +123,10 @@ def test_other_tools_failing_the_same_way_are_not_retries_of_this_one():
 
 def test_values_shorter_than_four_characters_are_not_named_by_an_error():
     err = "Error: seat 12 is taken"
-    calls = [("book", {"seat": 12, "n": i}, err) for i in range(4)]
-    assert actions(ProgressDetector(), calls) == ["allow"] * 4
+    calls = [("book", {"seat": 12, "n": i}, err) for i in range(3)]
+    # never a stale retry (12 is not named): each retry counts 1, nearer its halt (3) than the run
+    # of one failure (2 and 3 of same_failure_at 5)
+    assert run(ProgressDetector(), calls) == [("allow", 1, ""), ("allow", 1, "retry"), ("allow", 1, "retry")]
 
 
 # ── rule 3: what a failure is ─────────────────────────────────────────────────────────────────
@@ -500,3 +506,560 @@ def test_answers_are_judged_as_the_ledger_stores_them():
         d.check("t", {})
         d.record_answer(as_stored([Answers((Answer("1", text),))], 1024)[0].answers[0])
     assert d.check("t", {}).count == 2  # the 2nd answer differs: the run restarted at it
+
+
+# ── issue 18: reads that write, temp paths, and the rules added beside them ──────────────────
+
+
+@pytest.mark.parametrize("command", [
+    "cat a >& out.txt",  # >& FILE sends both streams into a file
+    "sed -n 'w out' a",  # sed's w command writes a file
+    "sed -ni p a",  # -i inside a cluster of short options
+    "find . -name x -fprintf out %p",
+    "git diff --output=p",
+    "git grep -Ovim foo",  # runs a pager program on the hits
+    "rg --pre ./x.sh foo",  # runs ./x.sh on every file
+    "tree -o listing.txt",
+    "cat `ls *.py`",  # a command substitution runs something: not vouched for
+    "cat $(find . -name x)",
+    "cat a; rm a",  # chained
+    "sed -n -i 1p a",
+    "sed -n --in-place 1p a",
+])
+def test_a_reading_program_told_to_write_or_run_something_is_not_a_read(command):
+    assert not reads_only("bash", {"command": command})
+
+
+@pytest.mark.parametrize("command", ["cat a 2>&1", "sed -n '220,260p' a", "sed -n '/def f/p' a",
+                                     "git diff HEAD~1", "rg -n foo src | head -5", "find . -name '*.py'"])
+def test_reads_stay_reads(command):
+    assert reads_only("bash", {"command": command})
+
+
+@pytest.mark.parametrize("name,args,wrote", [
+    ("bash", {"command": "cat > fix.py << 'EOF'\nx = 1\nEOF"}, True),
+    ("bash", {"command": "sed -i 's/a/b/' src/x.py"}, True),
+    ("bash", {"command": "cd /repo && git checkout -- src"}, True),
+    ("bash", {"command": "cat a >& out.txt"}, True),
+    ("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}, True),
+    ("str_replace_editor", {"command": "str_replace", "path": "a.py", "old_str": "x", "new_str": "y"}, True),
+    ("Write", {"file_path": "a.py", "content": "x"}, True),
+    ("bash", {"command": "pytest -q"}, False),
+    ("bash", {"command": "npm start > /dev/null 2>&1 &"}, False),
+    ("think", {"thought": "the amount does not add up"}, False),
+    ("send_message", {"content": "hello"}, False),  # content without a path is not a file
+])
+def test_a_write_is_told_by_its_arguments(name, args, wrote):
+    assert writes(name, args) is wrote
+
+
+def test_a_temp_path_starts_a_path():
+    d = ProgressDetector()
+    assert d.normalize("/srv/job/tmp/step-1200") == "/srv/job/tmp/step-1200"
+    assert d.normalize("saved to /tmp/pytest-3/x.json") == "saved to \x00"
+    assert d.normalize("x=/var/tmp/abc") == "x=\x00"
+
+
+def test_a_failure_and_a_success_are_never_the_same_answer():
+    # the same text, once flagged: not a repeat of the same answer (the run restarts at it)
+    d = ProgressDetector()
+    got = run(d, [("t", {}, "boom"), ("t", {}, "boom", True), ("t", {}, "boom", True), ("t", {}, "boom", True)])
+    assert [c for _, c, _ in got] == [1, 2, 2, 3]
+
+
+def test_a_stale_retry_needs_the_same_error():
+    # the same arguments, a different error each time: each retry goes back to tried arguments
+    # but the error moved, so the retry run and the repeat restart at the newest (counts 2, 2)
+    calls = [("book", {"amount": 299}, f"Error: {why}") for why in ("card declined", "seat taken", "no fare")]
+    assert run(ProgressDetector(), calls) == [("allow", 1, ""), ("warn", 2, "repeat"), ("warn", 2, "repeat")]
+
+
+def test_error_patterns_look_only_at_the_opening_of_an_answer():
+    d = ProgressDetector()  # command_not_found reads the first line, within ERROR_HEAD (200)
+    assert d.is_failure("x" * 150 + " command not found")
+    assert not d.is_failure("x" * 250 + " command not found")
+
+
+def test_run_of_one_failure_counts_agent_steps_not_calls():
+    # seven reads of one batch failing "Sibling tool call errored" are one step; the retry of one
+    # of them is the 2nd step, not the 8th call
+    d = ProgressDetector()
+    positions = [d.check("Read", {"file_path": f"f{i}.py"}).position for i in range(7)]
+    for p in positions:
+        d.record_answer("Error: Sibling tool call errored", True, position=p)
+    v = d.check("Read", {"file_path": "f9.py"})
+    assert v.action == "allow"  # run of one failure: 2 steps of 5; retry: new arguments, 1
+    # the same seven failures as seven steps: the 8th is past same_failure_at
+    d = ProgressDetector()
+    for i in range(7):
+        d.check("Read", {"file_path": f"f{i}.py"})
+        d.record_answer("Error: Sibling tool call errored", True)
+    v = d.check("Read", {"file_path": "f9.py"})
+    assert (v.action, v.count, v.rule) == ("halt", 8, "failures")
+
+
+def test_a_poll_that_moved_lately_halts_only_after_poll_span_equal_answers():
+    # answers A B B B B B B: at each call the newest run of B is r long; B moved from A at the
+    # 2nd call, so the threshold is poll_span + 1 = 6 until the run of B's reaches 5
+    answers = ["A"] + ["B"] * 6
+    calls = [("get_status", {"id": 7}, a) for a in answers]
+    got = run(ProgressDetector(), calls)
+    assert [a for a, _, _ in got] == ["allow", "warn", "warn", "warn", "warn", "warn", "halt"]
+
+
+
+@pytest.mark.parametrize("command,reads,wrote", [
+    ("sed -n -e 1,5p a", True, False),
+    ("sed -n --expression=1,5p a", True, False),
+    ("sed -nE '/x/p' a", True, False),
+    ("sed -n -e 1p -e 'w x' a", False, False),
+    ("sed 1,5p a", False, False),  # without -n sed prints every line: not vouched for
+    ("sed -n -f script.sed a", False, False),
+    ("sed -n", False, False),
+    ("sed -n 's/a/b/p' a", False, False),  # only printing commands are vouched for
+    ("sed -i.bak s/a/b/ f", False, True),
+    ("perl -pi -e s/a/b/ f", False, True),
+    ("perl -ne print f", False, False),
+    ("tee out.txt", False, True),
+    ("cp a b", False, True),
+    ("/bin/rm -f a", False, True),
+    ("git apply x.patch", False, True),
+    ("git log --output=x", False, True),
+    ("find . -name '*.pyc' -delete", False, True),
+    ("git status", True, False),
+    ("git", False, False),
+    ("cat a > /dev/null", True, False),
+    ("cat a >> out", False, True),
+    ("cat a &> log", False, True),
+    ("grep x a >&2", True, False),
+    ("echo 'unbalanced", False, False),
+    ("", False, False),
+    ("ls -la", False, False),
+])
+def test_shell_commands_are_classified_by_what_they_do(command, reads, wrote):
+    assert classify_shell(command) == (reads, wrote)
+
+
+@pytest.mark.parametrize("args,expected", [
+    ({"command": "view", "path": "a.py"}, (True, False)),
+    ({"command": "create", "path": "a.py"}, (False, True)),
+    ({"cmd": ["cat", "x"]}, (True, False)),
+    ({"command": ["bash", "-lc", "cat x"]}, (True, False)),
+    ({"command": ["bash", "-lc", "cat x > y"]}, (False, True)),
+    ({"input": "*** Begin Patch\n*** Update File: a.py\n"}, (False, True)),
+    ({"path": "a.py"}, (False, False)),
+    (["cat", "x"], (False, False)),
+    (None, (False, False)),
+])
+def test_a_call_is_classified_by_its_arguments(args, expected):
+    assert classify("tool", args) == expected
+
+
+# ── shapes from the corpus engineer's labelled sessions (corpus/labels.csv) ──────────────────
+
+
+def test_a_transient_failure_gets_one_attempt_more():
+    # tau-bench with injected 503s (task-12, normal): retried twice, the 3rd attempt runs
+    calls = [("get_order_details", {"order_id": "#W5490111"}, "Error: 503 Service Unavailable")] * 4
+    assert actions(ProgressDetector(), calls) == ["allow", "warn", "warn", "halt"]
+    # not transient: the 3rd is halted
+    calls = [("get_order_details", {"order_id": "#W5490111"}, "Error: order not found")] * 3
+    assert actions(ProgressDetector(), calls)[-1] == "halt"
+
+
+def test_a_user_turn_forgets_transient_failures():
+    # task-35 (normal): two 503s, the user speaks twice, the same order asked again
+    d = ProgressDetector()
+    call = ("get_order_details", {"order_id": "#W9672333"}, "Error: 503 Service Unavailable")
+    actions(d, [call, call])
+    d.user_turn()
+    assert run(d, [call])[0] == ("allow", 1, "")
+
+
+def test_the_shell_line_counter_is_volatile():
+    d = ProgressDetector()
+    a = "/bin/bash: line 316: cd: fastxml/: No such file or directory"
+    b = "/bin/bash: line 334: cd: fastxml/: No such file or directory"
+    assert d.normalize(a) == d.normalize(b) and d.normalize("line 316: x") == "line 316: x"
+
+
+def test_the_same_write_back_to_back_halts_whatever_it_answers():
+    # jackson-databind-4072 (loop): the identical `edit 1:1` insertion, the file growing each time
+    edit = {"command": "edit 1:1\nclass A {}\nend_of_edit"}
+    calls = [("edit", edit, f"[File: /r/A.java ({8 + 15 * i} lines total)]") for i in range(5)]
+    assert actions(ProgressDetector(), calls)[:4] == ["allow", "warn", "warn", "halt"]
+    # with another call between each, it is an edit → check cycle: no halt from this rule
+    between = []
+    for i, c in enumerate(calls):
+        between += [c, ("bash", {"command": f"javac A{i}.java"}, f"compiled {i}")]
+    assert "halt" not in actions(ProgressDetector(), between)
+
+
+def test_a_check_after_another_call_changed_files_gets_one_more():
+    # django-13964 (normal): `cat patch.txt` after regenerating it with a `git diff > patch.txt`
+    calls = []
+    for i in range(5):
+        calls += [("bash", {"command": f"git diff HEAD~{i} > patch.txt"}, ""),
+                  ("bash", {"command": "cat patch.txt"}, "diff --git a/x b/x")]
+    got = actions(ProgressDetector(), calls)
+    assert got[1::2] == ["allow", "warn", "warn", "warn", "halt"]  # the 5th check: ok_halt_at + 1
+
+
+def test_the_per_tool_index_stays_bounded():
+    # 1,000 distinct tool names through a window of 5: only tools still in the window are kept
+    d = ProgressDetector(window=5)
+    for i in range(1000):
+        d.check(f"tool_{i}", {})
+        d.record_answer("ok")
+    assert len(d._by_tool) <= 4 * 5
+
+
+def test_a_late_answer_of_an_older_call_does_not_move_progress_back():
+    # two polls in one batch (answers recorded after both checks, the newer first): the poll
+    # moved at the newer position; the older answer arriving late must not reset that
+    d = ProgressDetector()
+    for text in ("a", "a", "a"):
+        d.check("st", {"job": 1})
+        d.record_answer(text)
+    p1 = d.check("st", {"job": 1}).position
+    p2 = d.check("st", {"job": 1}).position
+    d.record_answer("b", position=p2)
+    d.record_answer("c", position=p1)  # moved too, but before p2: the latest move stays p2
+    assert d._moved["st"] == p2
+
+
+@pytest.mark.parametrize("command,reads", [
+    ("sed -n -e", False),  # -e without its script
+    ("sed -n --expression='/a=b/p' f", True),  # the script is everything after the first =
+    ("sed -n -e 1p -e '$p' f", True),
+    ("/usr/bin/cat a", True),  # a program named by its path
+    ("./bin/grep x a", True),
+    ("find -exec grep x {} +", False),
+    ("find . -execdir cat {} +", False),
+    ("git grep --open-files-in-pager=vim foo", False),
+    ("rg --pre=./x.sh foo", False),
+])
+def test_reads_are_told_by_every_option(command, reads):
+    assert reads_only("bash", {"command": command}) is reads
+
+
+@pytest.mark.parametrize("command", ["tree -o out.txt", "tree -oout.txt", "file -C -m magic",
+                                     "file --compile -m magic", "git log --output=x",
+                                     "find . -fprint0 out", "find . -fls out"])
+def test_options_that_write_files_are_writes(command):
+    assert classify_shell(command) == (False, True)
+
+
+def test_argument_values_an_error_can_name():
+    from loopledger.detectors.progress import leaves
+
+    args = {"a": [1234, True, "ab", {"b": ("xyz1",)}], "c": 12.5, "d": 7}
+    assert leaves(args) == {"1234", "xyz1", "12.5"}  # 4+ characters; never a bool
+    assert leaves(args, min_len=2) == {"1234", "xyz1", "12.5", "ab"}
+
+
+def test_a_run_of_one_failure_ignores_the_guessed_names_it_quotes():
+    # user names guessed one after another: "user <name> not found" (no digits to collapse)
+    names = ["amelia_silva", "amelia_silvia", "a_silva", "amelias", "silva_amelia", "amelia_s"]
+    calls = [("get_user_details", {"user_id": n}, f"Error: user {n} not found") for n in names]
+    assert actions(ProgressDetector(), calls)[4] == "halt"  # the 5th guess
+
+
+def test_a_digest_takes_any_text():
+    assert len(ProgressDetector().digest("lone surrogate \ud800")) == 32
+
+
+def test_state_names_every_parameter():
+    d = ProgressDetector(window=9, warn_at=2, halt_at=4, ok_halt_at=5, across_turns="none",
+                         same_failure_at=6, poll_span=3, rerun_halt_at=7)
+    st = d.state()
+    assert {k: st[k] for k in ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at",
+                               "poll_span", "rerun_halt_at")} == {
+        "window": 9, "warn_at": 2, "halt_at": 4, "ok_halt_at": 5, "across_turns": "none",
+        "same_failure_at": 6, "poll_span": 3, "rerun_halt_at": 7}
+    assert (st["count"], st["rule"], st["calls"]) == (0, "", [])
+    d.check("t", {})
+    d.record_answer("Error: x")
+    d.check("t", {})
+    st = d.state()
+    assert (st["count"], st["rule"]) == (2, "repeat")
+    assert [(c["tool"], c["stale"], c["answer"] is None) for c in st["calls"]] == [("t", 1, False), ("t", 2, True)]
+    assert st["calls"][0]["answer"].endswith("!")  # a failure
+
+
+@pytest.mark.parametrize("kwargs,field,rule,message", [
+    ({"window": 1}, "window", "window >= 2", "window: must be >= 2, got 1"),
+    ({"window": 10_001}, "window", "window <= 10000", "window: must be <= 10000, got 10001"),
+    ({"window": "5"}, "window", "window is an integer", "window: must be an integer, got '5'"),
+    ({"halt_at": True}, "halt_at", "halt_at is an integer", "halt_at: must be an integer, got True"),
+    ({"warn_at": 1}, "warn_at", "warn_at >= 2", "warn_at: must be >= 2, got 1"),
+    ({"halt_at": 2}, "halt_at", "halt_at >= 3", "halt_at: must be >= 3, got 2"),
+    ({"ok_halt_at": 2}, "ok_halt_at", "ok_halt_at >= 3", "ok_halt_at: must be >= 3, got 2"),
+    ({"same_failure_at": 2}, "same_failure_at", "same_failure_at >= 3", "same_failure_at: must be >= 3, got 2"),
+    ({"warn_at": 4, "halt_at": 3}, "halt_at", "halt_at >= warn_at", "halt_at: must be >= warn_at (4), got 3"),
+    ({"warn_at": 4, "halt_at": 4, "ok_halt_at": 3}, "ok_halt_at", "ok_halt_at >= warn_at",
+     "ok_halt_at: must be >= warn_at (4), got 3"),
+    ({"warn_at": 4, "halt_at": 4, "ok_halt_at": 4, "same_failure_at": 3}, "same_failure_at",
+     "same_failure_at >= warn_at", "same_failure_at: must be >= warn_at (4), got 3"),
+    ({"poll_span": 1}, "poll_span", "poll_span >= 2", "poll_span: must be >= 2, got 1"),
+    ({"warn_at": "2"}, "warn_at", "warn_at is an integer", "warn_at: must be an integer, got '2'"),
+    ({"ok_halt_at": "4"}, "ok_halt_at", "ok_halt_at is an integer", "ok_halt_at: must be an integer, got '4'"),
+    ({"same_failure_at": "5"}, "same_failure_at", "same_failure_at is an integer",
+     "same_failure_at: must be an integer, got '5'"),
+    ({"rerun_halt_at": "4"}, "rerun_halt_at", "rerun_halt_at is an integer",
+     "rerun_halt_at: must be an integer, got '4'"),
+    ({"poll_span": 2.5}, "poll_span", "poll_span is an integer", "poll_span: must be an integer, got 2.5"),
+    ({"rerun_halt_at": 2}, "rerun_halt_at", "rerun_halt_at >= 3", "rerun_halt_at: must be >= 3, got 2"),
+    ({"across_turns": "x"}, "across_turns",
+     "across_turns is one of none|errors|all", "across_turns: must be one of none, errors, all, got 'x'"),
+    ({"errors": "error_prefix"}, "errors", "errors is a list of patterns",
+     "errors: must be a list of regular expressions, got 'error_prefix'"),
+    ({"volatile": [""]}, "volatile", "volatile holds non-empty patterns",
+     "volatile: every pattern must be a non-empty string, got ''"),
+    ({"volatile": [3]}, "volatile", "volatile holds non-empty patterns",
+     "volatile: every pattern must be a non-empty string, got 3"),
+    ({"errors": ["("]}, "errors", "errors holds valid regular expressions", None),
+    ({"volatile": ["a*"]}, "volatile", "volatile patterns match something", "volatile: 'a*' matches the empty string"),
+])
+def test_each_bad_setting_is_named_with_its_rule_and_message(kwargs, field, rule, message):
+    from loopledger.detectors.progress import validate  # noqa: F401 — the rules live there
+
+    with pytest.raises(ConfigError) as got:
+        ProgressDetector(**kwargs)
+    assert (got.value.field, got.value.rule) == (field, rule)
+    if message is not None:
+        assert str(got.value) == message
+    else:
+        assert str(got.value).startswith("errors: '(' is not a valid regular expression (")
+
+
+# ── pinned by mutation testing (bench/mutants.py): each asserts a rule's exact edge ───────────
+
+
+@pytest.fixture(autouse=True)
+def _fresh_classification_cache():
+    # reads/writes are cached by tool + arguments digest across detectors; a test must see its
+    # own classification, not one an earlier test left
+    from loopledger.detectors import progress
+
+    progress._CLASSES.clear()
+
+
+def test_the_policy_names_the_rule_that_halted():
+    def reasons(calls):
+        events = [UserTurn("go")]
+        for i, (name, args, text) in enumerate(calls):
+            events += [Batch((Call(str(i), name, args),)), Answers((Answer(str(i), text),))]
+        return [c.reason for s in replay(events, PolicySpec("progress")) for c in s.checks]
+
+    got = reasons([("t", {"a": 1}, "Error: no")] * 3)
+    assert got == ["", "t: the same answer 1 times", "t: the same answer 2 times"]
+    got = reasons([("update", _update("HAT030", f"HAT0{50 + i}"), FAIL) for i in range(3)])
+    assert got[-1] == "update: the same error, retried 2 times without addressing it"
+    got = reasons([("get", {"id": f"#W0{i}"}, f"Error: #W0{i} not found") for i in range(5)])
+    assert got[-1] == "get: the same failure 4 times in a row, whatever the arguments"
+
+
+def test_a_call_whose_tool_answered_only_other_calls_counts_one():
+    got = run(ProgressDetector(), [("t", {"a": 1}, "ok"), ("t", {"a": 2}, "ok")])
+    assert got == [("allow", 1, ""), ("allow", 1, "")]
+    # the tool's answers all left the window: a fresh start too
+    d = ProgressDetector(window=2)
+    run(d, [("t", {"a": 1}, "ok"), ("u", {}, "x"), ("v", {}, "y")])
+    assert run(d, [("t", {"a": 1}, "ok")]) == [("allow", 1, "")]
+
+
+def test_arguments_are_keyed_by_their_canonical_form():
+    d = ProgressDetector()
+    run(d, [("t", {"a": 1, "b": 2}, "same"), ("t", {"b": 2, "a": 1}, "same")])
+    assert d.check("t", {"a": 1, "b": 2}).count == 3  # key order is not a difference
+    d = ProgressDetector()
+    run(d, [("t", None, "same")])
+    assert d.check("t", {}).count == 2  # no arguments ≡ {}
+    d = ProgressDetector()
+    run(d, [("t", {"n": 2 ** 70}, "same")])  # past orjson's integers: the fallback canonical form
+    assert d.check("t", {"n": 2 ** 70}).count == 2
+
+
+def test_a_transient_repeat_and_a_transient_retry_each_get_one_more():
+    # the repeat alone (a success of the tool between ends the retry chain and the run)
+    calls = []
+    for _ in range(4):
+        calls += [("get", {"id": "x"}, "Error: 503 Service Unavailable"), ("get", {"id": "y"}, "ok")]
+    assert actions(ProgressDetector(), calls)[0::2] == ["allow", "warn", "warn", "halt"]
+    # the retry alone (new arguments that keep the value the error names)
+    calls = [("get", {"id": "#W5490111", "try": i}, "Error: 503 Service Unavailable for #W5490111")
+             for i in range(4)]
+    assert actions(ProgressDetector(), calls) == ["allow", "warn", "warn", "halt"]
+
+
+def test_a_poll_reports_the_threshold_it_is_held_to():
+    d = ProgressDetector()
+    thresholds = []
+    for a in ["A"] + ["B"] * 6:
+        thresholds.append(d.check("get_status", {"id": 7}).threshold)
+        d.record_answer(a)
+    # moving (B moved from A within the last 5 answers): poll_span + 1; then ok_halt_at
+    assert thresholds[2:] == [6, 6, 6, 6, 4]
+
+
+def test_a_run_of_one_failure_starts_after_the_user_turn():
+    d = ProgressDetector()
+    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
+    actions(d, guess[:4])
+    d.user_turn()
+    assert actions(d, guess[4:9]) == ["allow", "allow", "allow", "warn", "halt"]
+
+
+def test_a_kept_failure_and_a_new_call_after_a_user_turn_count_one():
+    d = ProgressDetector()
+    actions(d, [("book", {"a": 1}, "Error: declined")])
+    d.user_turn()  # the failure is kept (across_turns=errors) but the run ends at the turn
+    assert run(d, [("book", {"a": 2}, "Error: declined")]) == [("allow", 1, "")]
+
+
+def test_ties_go_to_the_repeat_only_when_there_is_one():
+    d = ProgressDetector(ok_halt_at=3)
+    got = run(d, [("book", {"a": 1}, "Error: declined"), ("book", {"a": 2}, "Error: declined")])
+    assert got[1] == ("allow", 1, "retry")
+
+
+def test_the_run_of_one_failure_warns_one_before_it_halts():
+    calls = [("book", {"seat": 12, "n": i}, "Error: seat 12 is taken") for i in range(5)]
+    assert actions(ProgressDetector(), calls) == ["allow", "allow", "allow", "warn", "halt"]
+
+
+def test_writes_in_a_row_count_only_from_ok_halt_at():
+    edit = {"command": "edit 1:1\nclass A {}\nend_of_edit"}
+    d = ProgressDetector()
+    got = []
+    for i in range(3):
+        v = d.check("edit", edit)
+        got.append((v.count, v.threshold))
+        d.record_answer(f"[File: /r/A.java ({8 + 15 * i} lines total)]")
+    assert got[2] == (2, 6)  # two in a row before it: below ok_halt_at, the repeat rule reports
+
+
+def test_an_identical_write_repeated_around_reads_is_no_check_after_an_edit():
+    # django-11620: the same `cat > fix.patch` four times, reads between: its own writes are not
+    # "another call changed files", so ok_halt_at holds
+    calls = []
+    for i in range(4):
+        calls += [("bash", {"command": "cat > fix.patch << 'EOF'\n+x\nEOF"}, "<returncode>0</returncode>"),
+                  ("bash", {"command": f"sed -n '{i},9p' a.py"}, f"<returncode>0</returncode> {i}")]
+    assert actions(ProgressDetector(), calls)[6] == "halt"
+
+
+def test_a_stale_retry_gets_rerun_halt_at_only_with_a_write_since_its_oldest():
+    calls = [("update", _update("HAT030", "HAT050"), FAIL),
+             ("bash", {"command": "sed -i s/a/b/ plan.txt"}, ""),
+             ("update", _update("HAT030", "HAT051"), FAIL),
+             ("bash", {"command": "grep x plan.txt"}, "x"),
+             ("update", _update("HAT030", "HAT052"), FAIL)]
+    assert actions(ProgressDetector(), calls)[4] == "warn"  # the 3rd attempt: rerun_halt_at 4
+
+
+@pytest.mark.parametrize("command,reads", [
+    ("sed 1p main.py", False),  # an "n" in a file name is not -n
+    ("sed -E 1p a", False),  # another option is not -n
+    ("sed --expression=1p a", False),  # a long option holding an n is not -n
+    ("sed '1,5p' -n a", True),  # the script first, the option after
+    ("sed -n -f p a", False),  # a script file, whatever its name
+    ("sed -n --file=x p", False),
+    ("cat a |", False),  # an empty stage
+    ("cat a | python x.py", False),  # every stage must read
+    ("cat a && cat b", False),  # chained
+])
+def test_sed_and_pipelines_edge_cases(command, reads):
+    assert reads_only("bash", {"command": command}) is reads
+
+
+@pytest.mark.parametrize("command", ["find -fls out", "git stash"])
+def test_short_writes(command):
+    assert classify_shell(command) == (False, True)
+
+
+def test_different_failures_in_a_row_are_not_one_failure():
+    calls = [("get", {"id": i}, f"Error: {why}") for i, why in
+             enumerate(["no such order", "card declined", "seat taken", "bad date", "closed", "late"])]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_named_values_are_taken_out_longest_first():
+    d = ProgressDetector()
+    for args, text in (({"a": "ABCD", "b": "ABCDEF"}, "Error: ABCDEF not found"),
+                       ({"a": "WXYZ", "b": "WXYZQQ"}, "Error: WXYZQQ not found")):
+        d.check("get", args)
+        d.record_answer(text)
+    first, second = d._entries
+    assert d.failure_signature(first) == d.failure_signature(second)
+
+
+def test_the_boundaries_of_each_setting_are_allowed():
+    from loopledger.detectors.progress import validate
+
+    d = ProgressDetector(window=10_000, poll_span=2, rerun_halt_at=3)
+    assert (d.window, d.poll_span, d.rerun_halt_at) == (10_000, 2, 3)
+    validate(20, 2, 3, 4, "errors")  # the new rules' settings default when not given
+
+
+def test_an_answer_for_a_call_out_of_the_window_is_ignored():
+    d = ProgressDetector(window=2)
+    first = d.check("t", {}).position
+    for i in range(3):
+        d.check("u", {"i": i})
+    d.record_answer("late", position=first)  # no error, nothing recorded
+    assert all(e.raw is None for e in d._entries)
+
+
+def test_only_the_same_call_back_to_back_is_a_write_in_a_row():
+    x, y = {"command": "edit 1:1\nA\nend_of_edit"}, {"command": "edit 9:9\nB\nend_of_edit"}
+    calls = [("edit", x, "[File: a (8 lines total)]"), ("edit", y, "[File: a (9 lines total)]"),
+             ("edit", x, "[File: a (10 lines total)]"), ("edit", x, "[File: a (11 lines total)]")]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_a_pending_answer_of_the_same_tool_is_skipped_not_a_stop():
+    d = ProgressDetector()
+    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(6)]
+    actions(d, guess[:4])
+    assert d.check("get", {"id": "#W04"}).action == "halt"  # the 5th step
+    assert d.check("get", {"id": "#W05"}).action == "halt"  # the 4th's answer pending: still the 5th
+
+
+def test_a_different_error_ends_the_retry_chain_for_good():
+    calls = [("update", _update("HAT030", "HAT050"), FAIL),
+             ("update", _update("HAT030", "HAT051"), "Error: payment declined"),
+             ("update", _update("HAT030", "HAT052"), FAIL),
+             ("update", _update("HAT030", "HAT053"), FAIL)]
+    assert actions(ProgressDetector(), calls)[3] == "warn"  # the chain is the 3rd only: retry 2
+
+
+def test_alternating_failures_are_no_run_of_one():
+    calls = [("get", {"i": i}, "Error: A" if i % 2 == 0 else "Error: B") for i in range(9)]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_steps_of_one_failure_count_batches():
+    d = ProgressDetector()
+    for b in range(3):
+        positions = [d.check("Read", {"file_path": f"f{b}{i}.py"}).position for i in range(7)]
+        for p in positions:
+            d.record_answer("Error: Sibling tool call errored", True, position=p)
+    assert d.check("Read", {"file_path": "g.py"}).action == "warn"  # the 4th step of 5
+
+
+def test_a_rerun_streak_ends_at_a_pass():
+    fail = "Exit code: 1\nFAILED test_parse"
+    calls = []
+    for text in (fail, fail, "Exit code: 0\n1 passed", fail, fail):
+        calls += [("bash", {"command": "pytest -q"}, text), ("Edit", {"file_path": "p.py", "old_string": "a",
+                                                                      "new_string": str(len(calls))}, "ok")]
+    assert actions(ProgressDetector(), calls + [("bash", {"command": "pytest -q"}, None)])[-1] == "warn"
+
+
+def test_an_answer_that_came_back_after_a_different_one_is_a_new_run():
+    calls = [("get", {"id": 1}, text) for text in ("x1", "x2", "x1")]
+    d = ProgressDetector()
+    run(d, calls)
+    assert d.check("get", {"id": 1}).count == 2  # x1 once since x2: not x1 twice

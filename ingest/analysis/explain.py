@@ -188,22 +188,24 @@ def _times(n: int) -> str:
 
 def _progress(w: Why) -> str:
     """progress' count is the attempt this call is without progress (1: nothing tried before),
-    threshold the attempt at which the rule that counted it halts: halt_at for a failure (repeated
-    or retried), ok_halt_at for a repeat of a successful answer. The warn threshold (warn_at) is
-    not on the check, so a warning names only where the halt would come."""
+    threshold the attempt at which the rule that counted it halts, named as the detector names it
+    in its reason ([halt_at], [ok_halt_at], [rerun_halt_at], [poll_span], [same_failure_at], or
+    NAME + 1 where a rule gives one attempt more). The warn threshold (warn_at) is not on the
+    check, so a warning names only where the halt would come."""
     if w.verdict not in ("warn", "halt") or w.count is None:
         return generic(w)
     earlier = max(w.count - 1, 0)
-    m = re.search(r"\b(ok_halt_at|halt_at)\b", w.reason)
-    retry = "retried" in w.reason or "same error" in w.reason
-    if retry:
+    m = re.search(r"\[(\w+(?: \+ 1)?)\]", w.reason)
+    if "same failure" in w.reason:
+        what = (f"the same failure {_times(earlier)} before in a row, whatever the arguments: "
+                f"this is attempt {w.count}")
+    elif "retried" in w.reason or "same error" in w.reason:
         what = (f"the same error {_times(earlier)} before, each time retried without addressing it: "
                 f"this is attempt {w.count}")
-        name = "halt_at"
     else:
         what = (f"the same call with the same arguments got the same answer {_times(earlier)} before: "
                 f"this is attempt {w.count}")
-        name = m.group(1) if m else "halt_at or ok_halt_at"
+    name = m.group(1) if m else "halt_at"
     if w.threshold is None:
         return f"{_subject(w)}{what}"
     return f"{_subject(w)}{what}; halts at attempt {w.threshold} ({name} = {w.threshold})"

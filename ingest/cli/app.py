@@ -10,13 +10,14 @@ from typing import Annotated
 
 import typer
 from loopledger import __version__
+from loopledger.detectors.policy import DEFAULT_DETECTORS
 
 app = typer.Typer(
     name="loopledger",
     help=(
         "Find loops in LLM agent transcripts. Reads Claude Code, Codex CLI, OpenAI/Anthropic message "
         "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs the default loop guards "
-        "(progress, run-length, stagnation, cycle; more with --policy) over every step, "
+        f"({', '.join(DEFAULT_DETECTORS)}; more with --policy) over every step, "
         "and writes each check and result verdict to a ledger (SQLite by default, PostgreSQL by URL)."
     ),
     no_args_is_help=True,
@@ -131,7 +132,7 @@ def _run_child(cmd: list[str], **kw) -> int:
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the default set (progress, run-length, stagnation, cycle at their defaults).",
+                 "Repeatable; added to the default set (progress, stagnation, cycle at their defaults).",
                  show_default=False),
 ]
 ConfigOption = Annotated[
@@ -429,7 +430,7 @@ def enforce(
         "call: the most severe verdict of any of them). Omit it to see what is enforced.",
         show_default=False)] = None,
     default: Annotated[bool, typer.Option("--default", help="Go back to the default set (the one ingest judges "
-                                          "with: progress, run-length, stagnation, cycle).")] = False,
+                                          f"with: {', '.join(DEFAULT_DETECTORS)}).")] = False,
     db: DbOption = None,
 ) -> None:
     """Choose the policy (or set) the hooks, `loopledger guard` and Policy.enforced(db) use on live

@@ -282,10 +282,11 @@ DETECTORS: tuple[str, ...] = registry.builtin_names()
 # what Replay lists and what the sample_data tables show.
 BUILTIN_SPECS: tuple[PolicySpec, ...] = tuple(PolicySpec(d) for d in DETECTORS)
 
-# What the worker runs when the user configures nothing (`make run`, `ingest`): the detectors that
-# read answers (a repeat whose answer changed is progress) plus stagnation (prose loops no tool
-# guard sees), each at its defaults. Chosen by scoring against the labelled corpus
-# (docs/detection.md): ladder and window judge keys only, so they halt repeats that make
-# progress (window halts a normal edit → run cycle); they stay available by name.
-DEFAULT_DETECTORS: tuple[str, ...] = ("progress", "run-length", "stagnation", "cycle")
+# What the worker runs when the user configures nothing (`make run`, `ingest`, the live default):
+# progress and cycle (they read answers: a repeat whose answer changed is progress) plus
+# stagnation (prose loops no tool guard sees), each at its defaults. Chosen by scoring against
+# the labelled sets (docs/detection.md): ladder and window judge keys only, so they halt repeats
+# that make progress; run-length (the seed's semantics) halts a poll whose output grows as soon as
+# two polls in a row answer the same. All three stay available by name, exactly as seeded.
+DEFAULT_DETECTORS: tuple[str, ...] = ("progress", "stagnation", "cycle")
 DEFAULT_SPECS: tuple[PolicySpec, ...] = tuple(PolicySpec(d) for d in DEFAULT_DETECTORS)

@@ -14,7 +14,14 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    other calls is often a check after an edit; a failure repeated is not) — except a read of the
    workspace (`reads_only`: an editor's `command: view`, a shell pipeline of `cat`/`grep`/
    `sed -n`/`git diff`…) when it and every call since the oldest of its equal answers only read:
-   nothing could have changed what it reads, so it halts at halt_at like a failure.
+   nothing could have changed what it reads, so it halts at halt_at like a failure. A poll is
+   judged over its last `poll_span` answers: a success repeat whose answer changed within them
+   halts only once poll_span answers in a row are equal. A failure re-run after a write (a call
+   since that changed files, `writes`) counts the call's failures in a row with the newest's
+   failure signature and halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
+   success repeat after another call changed files halts at ok_halt_at + 1. A transient failure
+   (5xx, 429, rate limit) halts at halt_at + 1 and is not kept over a user turn. The same write
+   back to back (nothing between) halts at ok_halt_at whatever it answers.
 2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
    with known answers, newest first, while each failed with the error of the newest), oldest
    first, then this call: an attempt is a stale retry when it goes back to arguments already
@@ -22,7 +29,12 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    characters in the arguments that the error text contains: "flight HAT030 not available").
    Trying something new is progress: count = 1 + the stale retries in a row ending with this
    call (so a call with new arguments that keep nothing the error named counts 1). It halts at
-   count >= halt_at.
+   count >= halt_at (rerun_halt_at after a write).
+2b. Run of one failure: the tool's trailing failures since the latest success of any call and
+   the latest user turn, while each has the newest's failure signature (the text without the
+   argument values it names, its volatile parts and its numbers), counted in agent steps (calls
+   checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
+   format error nine times, ids guessed one after another); halts at `same_failure_at`.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
    tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
@@ -31,19 +43,21 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
-5. Progress elsewhere: a repeated call (same tool and arguments) answered differently from its
-   previous answer shows the world moving (a polled job whose log advances); what came before
-   it is no evidence of a loop, for any call: both rules look back only to it.
-6. The verdict: halt when either rule halts; else warn when either count >= warn_at; else
-   allow. The Check carries the count and threshold of the rule nearer its halt.
+5. Progress elsewhere, per tool: a repeated call answered differently from its previous answer
+   shows the world moving (a polled job whose log advances): the tool's successful repeats
+   before it are no evidence of a loop. A failure is never rescued so, nor another tool.
+6. The verdict: halt when any rule halts; else warn when a count >= warn_at (the run of one
+   failure: same_failure_at - 1); else allow. The Check carries the count and threshold of the
+   rule nearer its halt.
 7. A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
    keeps the failed calls (an agent retrying a failing write after its user says "try again",
    while re-reading after new user input is normal), `all` keeps everything.
 
 halt_at and ok_halt_at are >= 3: a halt always rests on two answers that did not change. The
 window holds `window` entries, so a verdict never depends on anything older. Defaults (window 20,
-warn_at 2, halt_at 3, ok_halt_at 4, across_turns errors) were chosen by scoring against the
-labelled corpus: docs/detection.md.
+warn_at 2, halt_at 3, ok_halt_at 4, same_failure_at 5, poll_span 5, rerun_halt_at 4 (never below
+halt_at), across_turns errors) were chosen by scoring against the labelled sets:
+docs/detection.md.
 """
 
 from __future__ import annotations
@@ -55,6 +69,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
 import xxhash
 from loopledger import vocab
 from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, PerCallAnswers
@@ -67,7 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors
     from loopledger.detectors.policy import PolicySpec
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
-REPEAT, RETRY = "repeat", "retry"
+REPEAT, RETRY, FAILURES = "repeat", "retry", "failures"
 ACROSS_TURNS = ("none", "errors", "all")
 
 DEFAULT_WINDOW = 20
@@ -75,6 +90,9 @@ DEFAULT_WARN_AT = 2
 DEFAULT_HALT_AT = 3
 DEFAULT_OK_HALT_AT = 4
 DEFAULT_ACROSS_TURNS = "errors"
+DEFAULT_SAME_FAILURE_AT = 5
+DEFAULT_POLL_SPAN = 5
+DEFAULT_RERUN_HALT_AT = 4
 MAX_WINDOW = 10_000
 ERROR_HEAD = 200  # error patterns look at the opening of an answer, where tools put the verdict
 NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
@@ -92,8 +110,11 @@ VOLATILE_PATTERNS: dict[str, str] = {
     # a commit sha, a request id, a memory address: 12+ hex digits, letters and digits among them
     "hex_id": r"\b(?:0x)?(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b",
     # /tmp/pytest-of-me/pytest-3/x, /var/folders/…/T/tmpab12, C:\Users\me\AppData\Local\Temp\x
-    "temp_path": r"(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
-                 r"|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
+    # `/bin/bash: line 334:` — an interactive shell's command counter, one more on every call
+    "shell_line": r"\b(?:ba|da|z|k)?sh: line \d+:",
+    # (a path's start: `/srv/job/tmp/step-1200` holds `/tmp/` but is not a temp path)
+    "temp_path": r"(?<![\w.~/\\-])(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
+                 r"|(?<![\w.~/\\-])[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
 }
 DEFAULT_VOLATILE_NAMES: tuple[str, ...] = tuple(VOLATILE_PATTERNS)
 DEFAULT_VOLATILE: tuple[str, ...] = tuple(VOLATILE_PATTERNS.values())
@@ -127,75 +148,192 @@ READ_PROGRAMS = frozenset({"cat", "head", "grep", "egrep", "fgrep", "rg", "wc", 
                            "file"})
 READ_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep"})
 READ_VERBS = frozenset({"view", "read", "open", "show"})  # an editor tool's command=view
+# Options that make a reading program run another program (`git grep -O<pager>`, `rg --pre
+# ./x.sh`) or write a file (`git diff --output=p`, `tree -o out`, `file -C`): not reads, and the
+# latter are writes. `find`'s actions likewise.
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_WRITES = frozenset({"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
+_OPTION_RUNS: dict[str, tuple[str, ...]] = {"git": ("-O", "--open-files-in-pager"), "rg": ("--pre",)}
+_OPTION_WRITES: dict[str, tuple[str, ...]] = {"git": ("--output",), "tree": ("-o",), "file": ("-C", "--compile")}
+# A sed script that only prints: addresses (numbers, $, /regex/), p, =, l, q, n, braces, `!`.
+_SED_PRINTS = re.compile(r"(?:\s|[\d$,;!{}+~=pPlqQn]|/(?:[^/\\\n]|\\.)*/I?)*")
+# What changes files, told positively (a call that is neither a read nor one of these is unknown).
+WRITE_PROGRAMS = frozenset({"tee", "cp", "mv", "rm", "rmdir", "touch", "mkdir", "ln", "chmod", "chown",
+                            "truncate", "dd", "install", "patch", "apply_patch", "unzip"})
+# SWE-agent's editing commands (`edit 1:1` + text + `end_of_edit`), told by the first word: their
+# text is code, which a shell tokenizer may not even read.
+EDIT_COMMANDS = frozenset({"edit", "insert", "append", "create"})
+WRITE_GIT = frozenset({"apply", "checkout", "restore", "reset", "stash", "am", "cherry-pick", "merge",
+                       "rebase", "mv", "rm", "switch", "pull", "clean", "revert"})
+WRITE_VERBS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "edit", "append",
+                         "replace", "patch", "apply", "delete"})  # an editor tool's command
+# Arguments that carry new content for a file (an editor's old/new text, a whole file, a patch).
+EDIT_KEYS = frozenset({"old_str", "new_str", "old_string", "new_string", "file_text", "new_content",
+                       "edits", "patch", "diff", "insert_line"})
+CONTENT_KEYS = frozenset({"content", "contents", "text"})
+PATH_KEYS = frozenset({"path", "file_path", "filename", "file", "target_file", "absolute_path"})
 _SHELL_FIELDS = ("command", "cmd")
 _CHAINS = frozenset({";", "&&", "||", "&", "(", ")", ";;"})
+_QUIET = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
 
-def _reads_shell(command: str) -> bool:
-    """A shell command that only reads: every pipeline stage a read-only program, nothing chained,
-    no write redirect (`2>&1` and `>/dev/null` are not writes)."""
+def _short_flag(words: list[str], letter: str, long: str) -> bool:
+    """`-i`, a cluster holding it (`-ni`, `-pi`) or `--in-place[=…]`-style long form."""
+    return any((w.startswith("-") and not w.startswith("--") and letter in w[1:]) or w.startswith(long)
+               for w in words)
+
+
+def _has_option(words: list[str], options: tuple[str, ...]) -> bool:
+    """`--output`, `--output=p`, or a short option with its value attached (`-Ovim`)."""
+    return any(w == o or w.startswith(o + "=") or (len(o) == 2 and w.startswith(o))
+               for w in words for o in options)
+
+
+def _sed_reads(words: list[str]) -> bool:
+    """`sed -n` (alone or in a cluster: `-nE`) whose every script only prints (no `w`/`W` file,
+    no `e` command, no script file). `-i` is a write (classify_shell checks writes first)."""
+    args = words[1:]
+    if not any(a.startswith("-") and not a.startswith("--") and "n" in a for a in args):
+        return False
+    if _short_flag(args, "f", "--file"):
+        return False
+    scripts, rest, i = [], [], 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-e", "--expression"):
+            if i + 1 == len(args):
+                return False  # an option without its script
+            scripts.append(args[i + 1])
+            i += 2
+            continue
+        if a.startswith("--expression="):
+            scripts.append(a.split("=", 1)[1])
+        elif not a.startswith("-"):
+            rest.append(a)
+        i += 1
+    if not scripts and rest:
+        scripts.append(rest[0])
+    return bool(scripts) and all(_SED_PRINTS.fullmatch(s) for s in scripts)
+
+
+def _stage_reads(words: list[str]) -> bool:
+    if not words:
+        return False
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog == "sed":
+        return _sed_reads(words)
+    if prog == "find":
+        return _FIND_RUNS.isdisjoint(words[1:])
+    if prog == "git" and (len(words) < 2 or words[1] not in READ_GIT):
+        return False
+    if prog not in READ_PROGRAMS and prog != "git":
+        return False
+    return not _has_option(words[1:], _OPTION_RUNS.get(prog, ()))
+
+
+def _stage_writes(words: list[str]) -> bool:
+    if not words:
+        return False
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog in WRITE_PROGRAMS:
+        return True
+    if prog in ("sed", "perl"):
+        return _short_flag(words[1:], "i", "--in-place")
+    if prog == "find":
+        return not _FIND_WRITES.isdisjoint(words[1:])
+    if prog == "git" and len(words) > 1 and words[1] in WRITE_GIT:
+        return True
+    return _has_option(words[1:], _OPTION_WRITES.get(prog, ()))
+
+
+def classify_shell(command: str) -> tuple[bool, bool]:
+    """(reads, writes) of a shell command. reads: every pipeline stage a read-only program, nothing
+    chained, no write redirect (`2>&1` and `>/dev/null` are not writes). writes: a redirect into a
+    file, `sed -i`, `tee`, `cp`/`mv`/`rm`, `git checkout`… anywhere in it."""
     lex = shlex.shlex(command, posix=True, punctuation_chars=True)
     lex.whitespace_split = True
     try:
         tokens = list(lex)
     except ValueError:
-        return False  # unbalanced quotes: not something to vouch for
+        return False, False  # unbalanced quotes: not something to vouch for
     if not tokens:
-        return False
+        return False, False
+    reads = writes = False
+    chained = False
     stage: list[str] = []
     stages = [stage]
     for i, t in enumerate(tokens):
         if t == "|":
             stage = []
             stages.append(stage)
-        elif t in _CHAINS or "`" in t or "$(" in t:
-            return False
+        elif t in _CHAINS:
+            chained = True
+            stage = []
+            stages.append(stage)
+        elif "`" in t or "$(" in t:
+            chained = True
+            stage.append(t)
         elif set(t) <= set("<>&|") and ">" in t:
             target = tokens[i + 1] if i + 1 < len(tokens) else ""
-            if not (t == ">&" or target in ("/dev/null", "&1", "&2")):
-                return False
+            dup = t in (">&", "<&") and (target.isdigit() or target == "-")
+            if not dup and target not in _QUIET and target not in ("&1", "&2"):
+                writes = True
         else:
             stage.append(t)
-    for words in stages:
-        if not words:
-            return False
-        prog = words[0].rsplit("/", 1)[-1]
-        if prog == "sed":
-            if "-n" not in words[1:] or any(w.startswith(("-i", "--in-place")) for w in words[1:]):
-                return False
-        elif prog == "find":
-            if any(w in ("-delete", "-exec", "-execdir", "-ok", "-fprint") for w in words[1:]):
-                return False
-        elif prog == "git":
-            if len(words) < 2 or words[1] not in READ_GIT:
-                return False
-        elif prog not in READ_PROGRAMS:
-            return False
-    return True
+    writes = writes or any(_stage_writes(w) for w in stages)
+    reads = not chained and not writes and all(_stage_reads(w) for w in stages)
+    return reads, writes
+
+
+def _shell_text(args: dict) -> str | None:
+    for field in _SHELL_FIELDS:
+        value = args.get(field)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            # Codex ["bash", "-lc", "cat x"]; an argv ["cat", "x"]
+            value = value[2] if len(value) == 3 and value[1] in ("-c", "-lc") else shlex.join(value)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def classify(name: str, args: Any) -> tuple[bool, bool]:
+    """(reads, writes): whether a call only reads the workspace, and whether it (positively)
+    changes files, from what its arguments say. A tool's name is not enough: `get_workflow_run`
+    and `read_file` of a log read what moves by itself (a poll). Unknown is neither."""
+    if not isinstance(args, dict):
+        return False, False
+    command = _shell_text(args)
+    if command is not None:
+        verb = command.strip().lower()
+        if verb in READ_VERBS:
+            return True, False
+        if verb in WRITE_VERBS or verb.split(None, 1)[0] in EDIT_COMMANDS:
+            return False, True
+        return classify_shell(command)
+    keys = args.keys()
+    if not EDIT_KEYS.isdisjoint(keys) or (not CONTENT_KEYS.isdisjoint(keys) and not PATH_KEYS.isdisjoint(keys)):
+        return False, True
+    return False, any(isinstance(v, str) and v.lstrip().startswith("*** Begin Patch") for v in args.values())
 
 
 def reads_only(name: str, args: Any) -> bool:
-    """Whether a call only reads the workspace, from what its arguments say: an editor's
-    `command: view`, or a shell command made of programs that read files (`cat`, `grep`,
-    `sed -n`, `git diff`, …). A tool's name is not enough: `get_workflow_run` and `read_file` of
-    a log read what moves by itself (a poll). Unknown is not a read."""
-    if isinstance(args, dict):
-        for field in _SHELL_FIELDS:
-            value = args.get(field)
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                # Codex ["bash", "-lc", "cat x"]; an argv ["cat", "x"]
-                value = value[2] if len(value) == 3 and value[1] in ("-c", "-lc") else shlex.join(value)
-            if isinstance(value, str):
-                return value.strip().lower() in READ_VERBS or _reads_shell(value)
-    return False
+    """Whether a call only reads the workspace: an editor's `command: view`, or a shell command
+    made of programs that read files (`cat`, `grep`, `sed -n`, `git diff`, …) without a write."""
+    return classify(name, args)[0]
+
+
+def writes(name: str, args: Any) -> bool:
+    """Whether a call changes files, by its arguments: an editor's old/new text or whole file, a
+    patch, a shell redirect into a file, `sed -i`, `tee`, `git checkout`…"""
+    return classify(name, args)[1]
 
 
 class ProgressVerdict(NamedTuple):
     action: str  # allow | warn | halt
     count: int  # the attempt this call would be without progress (the rule that halts soonest)
-    rule: str  # "repeat" | "retry" | "" (nothing tried before)
-    threshold: int  # the count at which that rule halts (halt_at, or ok_halt_at for a repeat
-    #                 of a successful answer)
+    rule: str  # "repeat" | "retry" | "failures" | "" (nothing tried before)
+    threshold: int  # the count at which that rule halts (halt_at, ok_halt_at, rerun_halt_at,
+    #                 poll_span + 1 or same_failure_at)
     position: int  # this call's position, for record_answer
 
 
@@ -204,26 +342,37 @@ class Entry:
     the text itself: the normalized digest is computed only when two answers with different
     texts must be compared (rare: only repeats are compared), and then cached."""
 
-    __slots__ = ("position", "tool", "key", "args", "raw", "text", "failed", "named", "stale", "reads",
-                 "_norm")
+    __slots__ = ("position", "step", "tool", "key", "args", "raw", "text", "failed", "named", "stale",
+                 "_norm", "_sig")
 
-    def __init__(self, position: int, tool: str, key: str, args: Any, reads: bool = False) -> None:
+    def __init__(self, position: int, tool: str, key: str, args: Any, step: int = 0) -> None:
         self.position = position
-        self.reads = reads  # the call only reads (reads_only)
+        self.step = step  # the agent step (calls checked with no answer recorded between)
         self.tool = tool
         self.key = key  # digest of the canonical arguments
         self.args = args  # the call's arguments (shared, never changed): read when it fails
         self.raw: str | None = None  # digest of the full answer text (None: not back yet)
-        self.text = ""
-        self.failed = False
-        self.named: frozenset[str] = frozenset()  # argument values its error message names
         self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
-        self._norm: str | None = None
+        # Set when the answer comes back (record_answer), read only once `raw` is set — one entry
+        # is built per check, so what an unanswered call never needs is not assigned:
+        # text, failed, named (argument values its error message names), _norm, _sig.
+
+    @property
+    def reads(self) -> bool:
+        """The call only reads (reads_only); classified when a rule first asks (cached by key)."""
+        return _classified(self.tool, self.args, self.key)[0]
+
+    @property
+    def writes(self) -> bool:
+        """The call changes files (writes)."""
+        return _classified(self.tool, self.args, self.key)[1]
 
     def copy(self) -> Entry:
-        new = Entry(self.position, self.tool, self.key, self.args, self.reads)
-        new.raw, new.text, new.failed, new.named = self.raw, self.text, self.failed, self.named
-        new.stale, new._norm = self.stale, self._norm
+        new = Entry(self.position, self.tool, self.key, self.args, self.step)
+        new.raw, new.stale = self.raw, self.stale
+        if self.raw is not None:
+            new.text, new.failed, new.named = self.text, self.failed, self.named
+            new._norm, new._sig = self._norm, self._sig
         return new
 
 
@@ -271,9 +420,14 @@ def compile_patterns(field: str, patterns: Any, flags: int = 0) -> tuple[re.Patt
     return tuple(out)
 
 
-def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any) -> None:
+def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any,
+             same_failure_at: Any = None, poll_span: Any = None, rerun_halt_at: Any = None) -> None:
+    same_failure_at = DEFAULT_SAME_FAILURE_AT if same_failure_at is None else same_failure_at
+    poll_span = DEFAULT_POLL_SPAN if poll_span is None else poll_span
+    rerun_halt_at = DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at
     for name, value in (("window", window), ("warn_at", warn_at), ("halt_at", halt_at),
-                        ("ok_halt_at", ok_halt_at)):
+                        ("ok_halt_at", ok_halt_at), ("same_failure_at", same_failure_at),
+                        ("poll_span", poll_span), ("rerun_halt_at", rerun_halt_at)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
     if window < 2:
@@ -282,12 +436,16 @@ def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_tu
         raise ConfigError("window", f"window <= {MAX_WINDOW}", f"window: must be <= {MAX_WINDOW}, got {window}")
     if warn_at < 2:
         raise ConfigError("warn_at", "warn_at >= 2", f"warn_at: must be >= 2, got {warn_at}")
-    for name, value in (("halt_at", halt_at), ("ok_halt_at", ok_halt_at)):
+    for name, value in (("halt_at", halt_at), ("ok_halt_at", ok_halt_at), ("same_failure_at", same_failure_at)):
         if value < 3:
             # Two equal answers are the least evidence that nothing changes.
             raise ConfigError(name, f"{name} >= 3", f"{name}: must be >= 3, got {value}")
         if value < warn_at:
             raise ConfigError(name, f"{name} >= warn_at", f"{name}: must be >= warn_at ({warn_at}), got {value}")
+    if poll_span < 2:
+        raise ConfigError("poll_span", "poll_span >= 2", f"poll_span: must be >= 2, got {poll_span}")
+    if rerun_halt_at < 3:
+        raise ConfigError("rerun_halt_at", "rerun_halt_at >= 3", f"rerun_halt_at: must be >= 3, got {rerun_halt_at}")
     if across_turns not in ACROSS_TURNS:
         raise ConfigError("across_turns", f"across_turns is one of {'|'.join(ACROSS_TURNS)}",
                           f"across_turns: must be one of {', '.join(ACROSS_TURNS)}, got {across_turns!r}")
@@ -308,30 +466,75 @@ class Normalizer:
         return text
 
 
-class ProgressDetector:
-    """Stale repeats and stale retries over the last `window` calls (see the module docstring)."""
+_DIGITS = re.compile(r"\d+")
+# A failure that says it will pass by itself (a server's 5xx/429, "try again later"): retrying it
+# is what the agent is asked to do, so it gets one attempt more (halt_at + 1).
+TRANSIENT = re.compile(r"\b(?:50[234]|429)\b|service unavailable|temporarily unavailable|rate.?limit|"
+                       r"try again later|too many requests", re.IGNORECASE)
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per check)
+_dumps, _SORT = orjson.dumps, orjson.OPT_SORT_KEYS
+_NOTHING: frozenset[str] = frozenset()
+_CLASSES: dict[str, tuple[bool, bool]] = {}  # tool + arguments digest -> classify(): commands recur
 
-    __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "volatile", "errors",
-                 "normalize", "_entries", "_by_tool", "_next", "_moved", "_reads", "last")
+
+def _classified(name: str, args: Any, key: str) -> tuple[bool, bool]:
+    k = name + key
+    got = _CLASSES.get(k)
+    if got is None:
+        if len(_CLASSES) >= 16384:
+            _CLASSES.clear()  # bounded: a long session's commands are many, most never recur
+        got = _CLASSES[k] = classify(name, args)
+    return got
+
+
+def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
+    """The patterns as one case-insensitive alternation (one search per answer), or None when
+    there are none or they do not combine (a `re:` pattern with inline global flags)."""
+    if not patterns:
+        return None
+    try:
+        return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), re.IGNORECASE)
+    except re.error:
+        return None
+
+
+class ProgressDetector:
+    """Stale repeats, stale retries and runs of one failure over the last `window` calls (see the
+    module docstring)."""
+
+    __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "poll_span",
+                 "rerun_halt_at", "volatile", "errors", "_any_error", "normalize", "_entries", "_by_tool", "_next", "_step",
+                 "_answered", "_answered_at", "_turn", "_success", "_moved", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
                  across_turns: str = DEFAULT_ACROSS_TURNS, volatile: Sequence[str] = DEFAULT_VOLATILE,
-                 errors: Sequence[str] = DEFAULT_ERRORS) -> None:
-        validate(window, warn_at, halt_at, ok_halt_at, across_turns)
+                 errors: Sequence[str] = DEFAULT_ERRORS, same_failure_at: int = DEFAULT_SAME_FAILURE_AT,
+                 poll_span: int = DEFAULT_POLL_SPAN, rerun_halt_at: int | None = None) -> None:
+        rerun_halt_at = DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at
+        validate(window, warn_at, halt_at, ok_halt_at, across_turns, same_failure_at, poll_span, rerun_halt_at)
         self.window = window
         self.warn_at = warn_at
         self.halt_at = halt_at
         self.ok_halt_at = ok_halt_at
         self.across_turns = across_turns
+        self.same_failure_at = same_failure_at
+        self.poll_span = poll_span
+        self.rerun_halt_at = max(rerun_halt_at, halt_at)  # never below a repeat with no edit between
         self.volatile = compile_patterns("volatile", volatile)
         self.errors = compile_patterns("errors", errors, re.IGNORECASE)
+        # One search instead of one per pattern (each is checked on its own above).
+        self._any_error = _alternation(self.errors)
         self.normalize = Normalizer(self.volatile)
         self._entries: deque[Entry] = deque(maxlen=window)  # the window, oldest first
         self._by_tool: dict[str, deque[Entry]] = {}  # the same entries per tool (trimmed lazily)
         self._next = 0
-        self._moved = -1  # position of the latest call seen to make progress (-1: none)
-        self._reads = False  # the call being checked only reads
+        self._step = 0  # agent steps: a check after an answer was recorded starts the next one
+        self._answered = True
+        self._turn = 0  # position of the first call after the latest user turn
+        self._success = -1  # position of the newest call answered by a success (-1: none)
+        self._moved: dict[str, int] = {}  # tool -> position of its latest repeat answered differently
+        self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
         self.last: ProgressVerdict | None = None
 
     # -- answers ---------------------------------------------------------------------------
@@ -340,10 +543,9 @@ class ProgressDetector:
         if is_error:
             return True
         head = text[:ERROR_HEAD]
-        for p in self.errors:
-            if p.search(head):
-                return True
-        return False
+        if self._any_error is not None:
+            return self._any_error.search(head) is not None
+        return any(p.search(head) for p in self.errors)
 
     def digest(self, text: str) -> str:
         """Digest of the text with its volatile parts removed."""
@@ -356,6 +558,17 @@ class ProgressDetector:
             e._norm = e.raw or "" if is_capped(e.text) else self.digest(e.text)
         return e._norm
 
+    def failure_signature(self, e: Entry) -> str:
+        """What stays of a failure when what a guess changes is taken out: the argument values the
+        error names (an id tried: "order W0012 not found"), its volatile parts and every number
+        ("found 3 actions", "found 2 actions"). The runs-of-one-failure rule compares these."""
+        if e._sig is None:
+            text = e.text
+            for v in sorted(e.named, key=len, reverse=True):
+                text = text.replace(v, "\x01")
+            e._sig = _DIGITS.sub("#", self.normalize(text))
+        return e._sig
+
     def same_answer(self, a: Entry, b: Entry) -> bool:
         """Equal after the volatile parts are removed (and both failures, or both not)."""
         if a.failed != b.failed:
@@ -367,81 +580,192 @@ class ProgressDetector:
     def check(self, name: str, args: Any, canonical: bytes | None = None,
               args_digest: str | None = None) -> ProgressVerdict:
         if args_digest is None:
-            args_digest = _hash(canonical if canonical is not None else canonical_bytes(args))
+            if canonical is None:
+                try:  # canonical_bytes, its common case inlined (the hot path)
+                    canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
+                except TypeError:
+                    canonical = canonical_bytes(args)
+            args_digest = _hash(canonical)
         position = self._next
         self._next = position + 1
-        self._reads = reads_only(name, args)
+        if self._answered:
+            self._step += 1
+            self._answered = False
         same_tool = self._by_tool.get(name)
         if same_tool is None:
             if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
                 self._reindex()
             same_tool = self._by_tool[name] = deque()
-            action, count, rule, threshold = (ALLOW, 1, "", self.ok_halt_at)
+            verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position))
         else:
             lo = position - self.window  # the window: the `window` calls before this one
             while same_tool and same_tool[0].position < lo:
                 same_tool.popleft()
-            action, count, rule, threshold = self._score(same_tool, args_digest, args)
-        entry = Entry(position, name, args_digest, args, self._reads)
-        entry.stale = count
+            if self._answered_at.get(name, -1) < lo:  # no answer of this tool in the window yet
+                verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position))
+            else:
+                verdict = _new(ProgressVerdict, (*self._score(same_tool, name, args_digest, args), position))
+        entry = Entry(position, name, args_digest, args, self._step)
+        entry.stale = verdict[1]
         self._entries.append(entry)
         same_tool.append(entry)
-        self.last = ProgressVerdict(action, count, rule, threshold, position)
-        return self.last
+        self.last = verdict
+        return verdict
 
     def _reindex(self) -> None:
         self._by_tool = {}
         for e in self._entries:
             self._by_tool.setdefault(e.tool, deque()).append(e)
 
-    def _score(self, same_tool: deque[Entry], key: str, args: Any) -> tuple[str, int, str, int]:
+    def _score(self, same_tool: deque[Entry], tool: str, key: str, args: Any) -> tuple[str, int, str, int]:
         """(action, count, rule, threshold) for a call with these arguments, given the tool's
         entries in the window."""
-        repeat = 0  # earlier calls with this key that end on the same answer
-        same: Entry | None = None
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
-        repeat_open = retry_open = True
-        moved = self._moved
+        run_steps = 0  # the run of one failure: the agent steps it spans
+        # 1. The tool's trailing failures (a success ends both the retry chain and the run).
+        retry_open = run_open = True
+        run_head: Entry | None = None
         for e in reversed(same_tool):
-            if e.position < moved:
-                break  # the world moved at `moved`: what came before is no evidence of a loop
             if e.raw is None:
                 continue  # an unknown answer neither breaks a run nor joins it
+            if not e.failed:
+                break
             if retry_open:
-                if e.failed and (not chain or self.same_answer(e, chain[0])):
+                if not chain or self.same_answer(e, chain[0]):
                     chain.append(e)
                 else:
                     retry_open = False
-            if repeat_open and e.key == key:
-                if same is None or self.same_answer(e, same):
-                    same = e
-                    repeat += 1
+            if run_open:
+                if run_head is None:
+                    run_lo = max(self._success, self._turn - 1)  # a success or a user turn ends a run
+                    if e.position <= run_lo:
+                        run_open = False
+                    else:
+                        run_head, run_steps, run_step = e, 1, e.step
+                elif e.position <= run_lo or self.failure_signature(e) != self.failure_signature(run_head):
+                    run_open = False
+                elif e.step != run_step:
+                    run_steps += 1
+                    run_step = e.step
+            if not (retry_open or run_open):
+                break
+        # 2. This call's own earlier answers (same tool and arguments).
+        repeat = 0  # earlier calls with this key that end on the same answer
+        same: Entry | None = None
+        streak, streak_head = 0, None  # in this call's failures in a row: those equal to its newest
+        moving = False  # this call's answers changed within its last poll_span answers
+        repeat_open = streak_open = True
+        moved = -1
+        for e in reversed(same_tool):
+            if e.key != key or e.raw is None:
+                continue
+            if streak_open:
+                if not e.failed:
+                    streak_open = False
+                elif streak_head is None:
+                    streak_head, streak = e, 1
+                elif self.failure_signature(e) == self.failure_signature(streak_head):
+                    streak += 1  # the same failure, up to its numbers (line numbers move with edits)
+            if repeat_open:
+                if same is None:
+                    moved = self._moved.get(tool, -1)
+                    if e.failed or e.position >= moved:
+                        same, repeat = e, 1
+                    else:
+                        repeat_open = False  # a success before its tool moved: no evidence
+                elif self.same_answer(e, same):
+                    if not same.failed and e.position < moved:
+                        repeat_open = False  # the tool's world moved since (progress elsewhere)
+                    else:
+                        same = e
+                        repeat += 1
                 else:
                     repeat_open = False
-            if not (repeat_open or retry_open):
+                    moving = repeat < self.poll_span
+            if not (repeat_open or streak_open):
                 break
+        if same is None and not chain and not run_steps:
+            return ALLOW, 1, "", self.ok_halt_at
         retry = self._retries(chain, key, args) + 1 if chain else 1
         repeat_count = repeat + 1
-        repeat_halt = self.halt_at if same is not None and (same.failed or self._only_reads_since(same)) \
-            else self.ok_halt_at
-        if repeat_count >= repeat_halt or retry >= self.halt_at:
+        if same is None:
+            repeat_halt = self.ok_halt_at
+        elif same.failed:
+            repeat_halt = self.halt_at + 1 if self._transient(same) else self.halt_at
+            if self._wrote_since(same.position):
+                # A failure repeated after files changed is a re-run after an edit: judged by how
+                # often that failure came back while the call kept failing, against more rope.
+                repeat_count, repeat_halt = streak + 1, self.rerun_halt_at
+        else:
+            repeat_halt = self.halt_at if self._only_reads_since(same, tool, key, args) else self.ok_halt_at
+            if self._wrote_since(same.position, key):
+                # a check after another call changed files (cat patch.txt after git diff > patch.txt):
+                # one more, as a failure re-run after a write gets one more than halt_at
+                repeat_halt = self.ok_halt_at + 1
+            if moving:
+                repeat_halt = max(repeat_halt, self.poll_span + 1)  # a poll that moves lately
+        retry_halt = self.halt_at
+        if retry >= self.halt_at:
+            if self._wrote_since(chain[-1].position):
+                retry_halt = self.rerun_halt_at
+            elif self._transient(chain[0]):
+                retry_halt = self.halt_at + 1
+        if repeat and same is not None and _classified(tool, args, key)[1]:
+            # The same write, again and again with nothing between: the same change re-made,
+            # whatever it answers (an insertion that grows the file each time).
+            again = self._in_a_row(tool, key) + 1
+            if again >= self.ok_halt_at and again > repeat_count:
+                repeat_count, repeat_halt = again, self.ok_halt_at
+        run_count = run_steps + 1
+        run_halt = self.same_failure_at
+        if repeat_count >= repeat_halt or retry >= retry_halt or run_count >= run_halt:
             action = HALT
-        elif max(repeat_count, retry) >= self.warn_at:
+        elif max(repeat_count, retry) >= self.warn_at or run_count >= run_halt - 1:
             action = WARN
         else:
             action = ALLOW
-        if repeat == 0 and retry == 1:
+        if repeat == 0 and retry == 1 and run_count == 1:
             return action, 1, "", repeat_halt
-        # Report the rule nearer its halt.
-        if repeat_halt - repeat_count <= self.halt_at - retry:
+        # Report the rule nearer its halt (ties: repeat, then retry).
+        candidates = [(repeat_halt - repeat_count, 0, REPEAT)] if repeat else []
+        if chain:
+            candidates.append((retry_halt - retry, 1, RETRY))
+        if run_steps:
+            candidates.append((run_halt - run_count, 2, FAILURES))
+        best = min(candidates)
+        if best[2] == REPEAT:
             return action, repeat_count, REPEAT, repeat_halt
-        return action, retry, RETRY, self.halt_at
+        if best[2] == RETRY:
+            return action, retry, RETRY, retry_halt
+        return action, run_count, FAILURES, run_halt
 
-    def _only_reads_since(self, first: Entry) -> bool:
+    def _transient(self, e: Entry) -> bool:
+        return TRANSIENT.search(e.text[:ERROR_HEAD]) is not None
+
+    def _in_a_row(self, tool: str, key: str) -> int:
+        """How many of the latest calls, back to back, were this one."""
+        n = 0
+        for e in reversed(self._entries):
+            if e.key != key or e.tool != tool:
+                break
+            n += 1
+        return n
+
+    def _wrote_since(self, first: int, other_than: str | None = None) -> bool:
+        """A call after position `first` changed files (a write whose answer is a success; with
+        `other_than`, a write with other arguments)."""
+        for e in reversed(self._entries):
+            if e.position <= first:
+                return False
+            if e.writes and e.raw is not None and not e.failed and e.key != other_than:
+                return True
+        return False
+
+    def _only_reads_since(self, first: Entry, tool: str, key: str, args: Any) -> bool:
         """This call and every call since `first` (the oldest of its run of equal answers) only
         read: nothing between could have changed what it reads, so the unchanged answer is as
         stale as a repeated failure."""
-        if not self._reads:
+        if not _classified(tool, args, key)[0]:
             return False
         for e in reversed(self._entries):
             if e.position < first.position:
@@ -483,27 +807,39 @@ class ProgressDetector:
             entry = next((e for e in reversed(entries) if e.position == position), None)
             if entry is None:
                 return
+        self._answered = True
         if isinstance(answer, str):
             entry.text, entry.raw = answer, text_digest(answer)
         else:
             entry.text, entry.raw, is_error = answer.text, answer.digest, is_error or answer.is_error
-        entry.failed = self.is_failure(entry.text, is_error)
-        if entry.failed:
+        entry._norm = entry._sig = None
+        entry.failed = failed = self.is_failure(entry.text, is_error)
+        if failed:
             text = entry.text
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
-        if position > self._moved:
-            key = entry.key
-            for e in reversed(self._by_tool.get(entry.tool, ())):
+        else:
+            entry.named = _NOTHING
+            if position > self._success:
+                self._success = position
+        tool = entry.tool
+        if position > self._answered_at.get(tool, -1):
+            self._answered_at[tool] = position
+        if position > self._moved.get(tool, -1):
+            key, raw = entry.key, entry.raw
+            for e in reversed(self._by_tool.get(tool, ())):
                 if e.key == key and e.raw is not None and e.position < position:
-                    if not self.same_answer(e, entry):
-                        self._moved = position  # a repeated call answered differently: progress
+                    # Equal texts are equal answers: normalized only when the text changed.
+                    if e.raw != raw and not self.same_answer(e, entry):
+                        self._moved[tool] = position  # a repeated call answered differently
                     break
 
     def user_turn(self) -> None:
+        self._turn = self._next  # a run of one failure never spans a user turn
         if self.across_turns == "all":
             return
         if self.across_turns == "errors":
-            kept = [e for e in self._entries if e.failed]
+            # a transient failure (503, rate limit) says nothing of a retry after the user spoke
+            kept = [e for e in self._entries if e.raw is not None and e.failed and not self._transient(e)]
             self._entries.clear()
             self._entries.extend(kept)
         else:
@@ -515,6 +851,7 @@ class ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
+        new._moved, new._answered_at = dict(self._moved), dict(self._answered_at)
         new._reindex()
         return new
 
@@ -529,7 +866,9 @@ class ProgressDetector:
         last = self.last
         return {"calls": tracked, "count": last.count if last else 0, "rule": last.rule if last else "",
                 "window": self.window, "warn_at": self.warn_at, "halt_at": self.halt_at,
-                "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns}
+                "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns,
+                "same_failure_at": self.same_failure_at, "poll_span": self.poll_span,
+                "rerun_halt_at": self.rerun_halt_at}
 
 
 # -- the Policy adapter and its registration ---------------------------------------------------
@@ -554,7 +893,8 @@ def resolve(field: str, items: Sequence[str], table: Mapping[str, str]) -> tuple
 def _detector(p: Mapping[str, Any]) -> ProgressDetector:
     return ProgressDetector(p["window"], p["warn_at"], p["halt_at"], p["ok_halt_at"], p["across_turns"],
                             resolve("volatile", p["volatile"], VOLATILE_PATTERNS),
-                            resolve("errors", p["errors"], ERROR_PATTERNS))
+                            resolve("errors", p["errors"], ERROR_PATTERNS), p["same_failure_at"],
+                            p["poll_span"], p["rerun_halt_at"])
 
 
 class ProgressPolicy(PerCallAnswers):
@@ -562,14 +902,32 @@ class ProgressPolicy(PerCallAnswers):
         super().__init__(spec)
         self.detector = _detector(spec.params)
 
+    def _threshold_name(self, v: ProgressVerdict) -> str:
+        """Which parameter set the halt this verdict counts toward (a transient failure or a
+        re-read after another call changed files gets one attempt more: `NAME + 1`)."""
+        d = self.detector
+        candidates = {FAILURES: (("same_failure_at", d.same_failure_at),),
+                      RETRY: (("halt_at", d.halt_at), ("rerun_halt_at", d.rerun_halt_at)),
+                      REPEAT: (("ok_halt_at", d.ok_halt_at), ("halt_at", d.halt_at),
+                               ("poll_span + 1", d.poll_span + 1))}.get(v.rule, (("halt_at", d.halt_at),))
+        for name, value in candidates:
+            if v.threshold == value:
+                return name
+        for name, value in candidates:
+            if v.threshold == value + 1:
+                return f"{name} + 1"
+        return candidates[0][0]
+
     def _judge(self, i: int, call: Any) -> tuple[Check, int]:
         v = self.detector.check(call.name, call.args, args_digest=call_key(call)[1])
         reason = ""
         if v.action != vocab.ALLOW:
-            # The threshold's name as the form names it (a repeat of a success halts at ok_halt_at).
-            name = "halt_at" if v.rule != REPEAT or v.threshold == self.detector.halt_at else "ok_halt_at"
+            # The threshold's name as the form names it, so the words match the numbers.
+            name = self._threshold_name(v)
             reason = (f"{call.name}: the same answer {v.count - 1} times [{name}]" if v.rule == REPEAT else
-                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it [{name}]")
+                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it [{name}]"
+                      if v.rule == RETRY else
+                      f"{call.name}: the same failure {v.count - 1} times in a row, whatever the arguments [{name}]")
         return Check(i, v.action, v.count, None, v.threshold, reason), v.position
 
 
@@ -582,6 +940,15 @@ DETECTOR = Detector(
               "halt at this attempt after the same failure (a repeat or a retry)"),
         Param("ok_halt_at", INT, DEFAULT_OK_HALT_AT, 3,
               "halt at this identical call after the same successful answer"),
+        Param("same_failure_at", INT, DEFAULT_SAME_FAILURE_AT, 3,
+              "halt at this step of one tool failing the same way in a row, whatever the arguments "
+              "(no success, no user turn between)"),
+        Param("poll_span", INT, DEFAULT_POLL_SPAN, 2,
+              "a repeat whose answer moved within its last poll_span answers halts only once "
+              "poll_span answers in a row are the same"),
+        Param("rerun_halt_at", INT, DEFAULT_RERUN_HALT_AT, 3,
+              "halt at this attempt after the same failure when files were changed between (a re-run "
+              "after an edit)"),
         Param("across_turns", TEXT, DEFAULT_ACROSS_TURNS, 0,
               "what a user turn keeps: none | errors | all"),
         Param("volatile", NAMES, DEFAULT_VOLATILE_NAMES, 0,

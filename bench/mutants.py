@@ -1,0 +1,113 @@
+"""`make mutants`: mutation testing of the detectors and the scoring rule with mutmut (3.x).
+
+mutmut 3 names a mutant by its file's path (`src.` stripped) and imports the mutated copy from
+`mutants/src`; LoopLedger's package `loopledger` lives in folder `ingest/` (pyproject's
+package-dir), so the run happens in a staging folder, `.mutants/`, laid out the way mutmut
+expects: `src/loopledger` (a copy of ingest/), `tests/` and a pyproject.toml whose `[tool.mutmut]`
+names the modules and the tests that pin them (the [tool.mutmut] table of ours, with each
+module's own tests). Survivors go to mutants.txt (one line each, the mutant's diff below), the
+kill rate per module to stdout. Slow (minutes per module on two cores): not part of `make test`.
+
+    python -m bench.mutants [MODULE ...]     (default: every module in MODULES)
+    python -m bench.mutants --report MODULE  (the survivors of the last run, written again)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGE = ROOT / ".mutants"
+OUT = ROOT / "mutants.txt"
+
+# module (under ingest/) -> the tests that pin it
+MODULES: dict[str, tuple[str, ...]] = {
+    # (the hypothesis properties are left out for progress: minutes per mutant on two cores, and
+    # every rule has an example test)
+    "detectors/progress.py": ("tests/test_progress.py", "tests/test_detection_fixtures.py"),
+    "detectors/run_length.py": ("tests/test_run_length.py", "tests/test_run_length_match.py",
+                                "tests/test_stagnation.py", "tests/test_detectors_hypothesis.py"),
+    "detectors/ladder.py": ("tests/test_ladder.py", "tests/test_detectors_hypothesis.py"),
+    "detectors/window.py": ("tests/test_window.py", "tests/test_detectors_hypothesis.py"),
+    "detectors/cycle.py": ("tests/test_cycle.py", "tests/test_detectors_hypothesis.py"),
+    "analysis/scoring.py": ("tests/test_scoring.py", "tests/test_score_cli.py"),
+}
+
+
+def stage(module: str, tests: tuple[str, ...]) -> None:
+    if STAGE.exists():
+        shutil.rmtree(STAGE)
+    (STAGE / "src").mkdir(parents=True)
+    shutil.copytree(ROOT / "ingest", STAGE / "src" / "loopledger",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests", STAGE / "tests", ignore=shutil.ignore_patterns("__pycache__", "e2e"))
+    selection = ", ".join(f'"{t}"' for t in tests)
+    (STAGE / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n"
+        'testpaths = ["tests"]\n'
+        "markers = [\"e2e: browser\", \"corpus: corpus\", \"postgres: pg\"]\n\n"
+        "[tool.mutmut]\n"
+        f'source_paths = ["src/loopledger/{module}"]\n'
+        'also_copy = ["src/loopledger"]\n'
+        f"pytest_add_cli_args_test_selection = [{selection}]\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-n", "0"]\n',
+        encoding="utf-8")
+
+
+def run(module: str, report_only: bool = False) -> tuple[int, int, list[str]]:
+    mutmut = [sys.executable, "-m", "mutmut"]
+    if not report_only:
+        stage(module, MODULES[module])
+        subprocess.run([*mutmut, "run", "--max-children", "2"], cwd=STAGE, check=False)
+    res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=STAGE, capture_output=True, text=True)
+    lines = [ln.strip() for ln in res.stdout.splitlines() if ":" in ln]
+    # a timeout is a detection too (the mutant made the tests hang: an infinite loop)
+    killed = sum(1 for ln in lines if ln.endswith((": killed", ": timeout")))
+    survived = [ln.split(":")[0] for ln in lines if not ln.endswith((": killed", ": timeout"))]
+    details = []
+    for name in survived:
+        diff = subprocess.run([*mutmut, "show", name], cwd=STAGE, capture_output=True, text=True).stdout
+        details.append(f"{name}  [{why(name, diff)}]\n{diff.strip()}\n")
+    return killed, len(lines), details
+
+
+# Why a surviving mutant changes nothing a caller can see, by the shape of its change (checked
+# by reading them; what matches none of these is marked so and explained in docs/detection.md).
+_WHY = (
+    (re.compile(r"^-.*= (False|True|0|\"\")\b.*\n\+.*= None\b", re.M), "falsy/truthy twin: None where False/True/0/'' was"),
+    (re.compile(r"^-.*\.r?split\(\"/\", 1\)\[-1\]", re.M), "split/rsplit on '/' keeping the last part: the same program name"),
+    (re.compile(r"_classified|_CLASSES|16384|16385", re.M), "a cache of a pure function (same values, only slower)"),
+    (re.compile(r"\\x01|\"#\"|XX#XX", re.M), "a placeholder character: any one replaces the same parts"),
+    (re.compile(r"_step [-+]=|_step = 1|step: int = 1", re.M), "agent step numbers are only compared for equality"),
+    (re.compile(r"4 \* self.window|5 \* self.window|4 / self.window", re.M), "the tool index bound: memory, not verdicts"),
+)
+
+
+def why(name: str, diff: str) -> str:
+    for pattern, reason in _WHY:
+        if pattern.search(diff) or pattern.search(name):
+            return reason
+    return "not classified: see docs/detection.md"
+
+
+def main(argv: list[str]) -> int:
+    report_only = "--report" in argv  # the last run's results again (.mutants/ holds one module)
+    modules = [a for a in argv if a != "--report"] or list(MODULES)
+    report = []
+    for m in modules:
+        killed, total, survivors = run(m, report_only)
+        rate = killed / total if total else 0.0
+        line = f"{m}: {killed}/{total} killed ({rate:.1%}), {len(survivors)} survived"
+        print(line)
+        report.append(f"## {line}\n\n" + "\n".join(survivors))
+    OUT.write_text("\n".join(report) + "\n", encoding="utf-8")
+    print(f"survivors: {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
