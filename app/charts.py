@@ -17,7 +17,8 @@ from loopledger.app.charts_replay import VERDICT_COLORS  # one palette for every
 BAR_MEASURES = ("runs", "strikes", "warnings", "blocks", "halts")
 MEASURE_COLORS = {"runs": "#74c0fc", "strikes": "#9775fa", "warnings": VERDICT_COLORS[vocab.WARN],
                   "blocks": VERDICT_COLORS[vocab.BLOCK], "halts": VERDICT_COLORS[vocab.HALT]}
-STATUS_COLORS = {"ok": "#2b8a3e", "new": "#74c0fc", "quarantined": "#f2a900", "error": "#c92a2a", "missing": "#868e96"}
+STATUS_COLORS = {"ok": "#2b8a3e", "new": "#74c0fc", "quarantined": "#f2a900", "error": "#c92a2a", "missing": "#868e96",
+                 "truncated": "#9c36b5"}
 LABEL_CHARS = 48
 
 
@@ -94,15 +95,17 @@ def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[int, int] | None 
         data["why"] = ""
     color = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
                       legend=alt.Legend(title="verdict", orient="top"))
-    tooltip = [alt.Tooltip("seq:Q", title="step"), alt.Tooltip("tool:N"), alt.Tooltip("args:N"),
-               alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"), alt.Tooltip("why:N")]
+    tooltip = [*([alt.Tooltip("call:N")] if "call" in data else []), alt.Tooltip("seq:Q", title="step"),
+               alt.Tooltip("tool:N"), alt.Tooltip("args:N"), alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"),
+               alt.Tooltip("why:N")]
     scale = alt.Scale(domain=list(domain), zero=False, nice=False) if domain else alt.Scale(zero=False)
     x = alt.X("seq:Q", title="step (click a mark to read the transcript there)", scale=scale,
               axis=alt.Axis(tickMinStep=1, format="d"))
     pick = alt.selection_point(name="mark_pick", fields=["seq", "run_idx"], on="click", clear=False)
     base = alt.Chart(width=width)
     points = base.mark_point(filled=True, size=60, cursor="pointer").encode(
-        x=x, y=alt.Y("tool:N", title=None), color=color, tooltip=tooltip,
+        # Whole tool names (update_reservation_flight, not update_reservati…): they are what a lane is.
+        x=x, y=alt.Y("tool:N", title=None, axis=alt.Axis(labelLimit=360)), color=color, tooltip=tooltip,
         opacity=alt.condition(alt.datum.verdict == vocab.AFTER_HALT, alt.value(0.35), alt.value(1.0))
     ).add_params(pick)
     rules = base.transform_filter(

@@ -74,7 +74,9 @@ def counters_chart(rows: Sequence[dict[str, Any]], cursor: int | None, height: i
                                         axis=alt.Axis(format="d", tickMinStep=1)))
     lines = base.mark_line(interpolate="step-after").encode(
         y=alt.Y("value:Q", title="count", axis=alt.Axis(format="d", tickMinStep=1)),
-        color=alt.Color("series:N", title=None),
+        # Neutral colours: red, orange and amber mean halt, block and warn on every page.
+        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=["count", "total", "threshold"],
+                                                                range=["#343a40", "#74c0fc", "#868e96"])),
         strokeDash=alt.condition(alt.datum.series == "threshold", alt.value([4, 3]), alt.value([1, 0])),
     )
     dots = base.transform_filter(
@@ -108,20 +110,35 @@ def with_cursor(spec: dict[str, Any], cursor: int) -> dict[str, Any]:
     return {**spec, "layer": [*spec["layer"], rule]}
 
 
+# One colour meaning on every page: halts red, blocks orange, warnings amber (the verdicts'
+# colours); calls saved, not a verdict, blue.
+METRIC_COLORS = {"halts": VERDICT_COLORS[vocab.HALT], "halted_runs": VERDICT_COLORS[vocab.HALT],
+                 "blocks": VERDICT_COLORS[vocab.BLOCK], "warnings": VERDICT_COLORS[vocab.WARN], "saved": "#1c7ed6"}
+METRIC_TITLES = {"halts": "halts", "saved": "calls saved", "warnings": "warnings", "blocks": "blocks",
+                 "halted_runs": "halted runs"}
+
+
 def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
-                      metrics: Sequence[str] = ("halts", "warnings", "saved")) -> alt.Chart:
-    """Each metric against the swept parameter, one line per metric (invalid settings dropped)."""
+                      metrics: Sequence[str] = ("halts", "saved", "warnings")) -> alt.HConcatChart:
+    """Each metric against the swept parameter, one small chart per metric, each with its own
+    y scale (halts in tens and calls saved in thousands on one axis would flatten the halts),
+    coloured as that measure is on every page (invalid settings dropped)."""
     long = [{param: r[param], "metric": m, "value": r[m]}
             for r in rows if r.get("error") is None for m in metrics]
     df = pd.DataFrame(long, columns=[param, "metric", "value"])
     df[param] = _values(list(df[param]))
     order = list(dict.fromkeys(df[param]))
-    return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X(f"{param}:O", title=param, sort=order, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("value:Q", title="count", axis=alt.Axis(format="d", tickMinStep=1)),
-        color=alt.Color("metric:N", title=None),
-        tooltip=[f"{param}:O", "metric:N", "value:Q"],
-    ).properties(height=260, width=max(320, 60 * len(order)))
+    width = max(160, min(200, 36 * len(order)))  # three panels side by side fit a 1400 px page
+    panels = [
+        alt.Chart(title=METRIC_TITLES.get(m, m)).transform_filter(alt.datum.metric == m)
+        .mark_line(point=alt.OverlayMarkDef(color=METRIC_COLORS.get(m, "#495057")),
+                   color=METRIC_COLORS.get(m, "#495057"))
+        .encode(x=alt.X(f"{param}:O", title=param, sort=order, axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("value:Q", title=METRIC_TITLES.get(m, m), axis=alt.Axis(format="d", tickMinStep=1)),
+                tooltip=[alt.Tooltip(f"{param}:O"), alt.Tooltip("value:Q", title=METRIC_TITLES.get(m, m))])
+        .properties(height=220, width=width)
+        for m in metrics]
+    return alt.hconcat(*panels, data=df, spacing=24).resolve_scale(y="independent")
 
 
 def _values(values: list[Any]) -> list[Any]:
@@ -160,8 +177,10 @@ def grid_heatmap(rows: Sequence[dict[str, Any]], param: str, param2: str, metric
         y=alt.Y(f"{param2}:O", sort=list(dict.fromkeys(df[param2]))),
         tooltip=[f"{param}:O", f"{param2}:O", f"{metric}:Q"],
     )
+    # Halts in reds (red means halt on every page); any other measure in blues.
+    scheme = "reds" if metric in ("halts", "halted_runs") else "blues"
     rect = base.mark_rect(cursor="pointer").encode(
-        color=alt.Color("rank:O", scale=alt.Scale(scheme="orangered"), legend=None), href=alt.Href("link:N"))
+        color=alt.Color("rank:O", scale=alt.Scale(scheme=scheme), legend=None), href=alt.Href("link:N"))
     text = base.mark_text(fontSize=12).encode(
         text=alt.Text(f"{metric}:Q", format="d"),
         color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("#212529")), href=alt.Href("link:N"))

@@ -33,7 +33,7 @@ def outcome_bars(rows: pd.DataFrame) -> alt.Chart:
         .encode(
             y=alt.Y("policy:N", sort=alt.EncodingSortField("order", op="min"), title=None,
                     axis=alt.Axis(labelLimit=420)),
-            x=alt.X("sum(sessions):Q", title="labelled sessions"),
+            x=alt.X("sum(sessions):Q", title="labelled sessions", axis=alt.Axis(format="d", tickMinStep=1)),
             color=alt.Color("part:N", scale=alt.Scale(domain=list(PARTS), range=list(PARTS.values())),
                             legend=alt.Legend(title=None, orient="top")),
             order=alt.Order("part_order:Q"),

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from loopledger import vocab
-from loopledger.analysis import scoring, sweep
+from loopledger.analysis import explain, scoring, sweep
 from loopledger.events import Batch, Event, Prose, Retry, UserTurn
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
@@ -156,8 +156,9 @@ def next_seq_with(index: dict[str, list[int]], cursor: int, verdict: str, last: 
     return seqs[i]
 
 
-def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
-    """One event as plain lines for the transcript block (shown by st.code, never as markdown)."""
+def event_lines(seq: int, ev: Event, limit: int = 600, before: int | None = None) -> list[str]:
+    """One event as plain lines for the transcript block (shown by st.code, never as markdown).
+    `before`: the calls the session made before this step, so each call reads as call #N."""
     if isinstance(ev, UserTurn):
         return [f"[{seq}] user: {clip(ev.text, limit)}"]
     if isinstance(ev, Prose):
@@ -168,15 +169,18 @@ def event_lines(seq: int, ev: Event, limit: int = 600) -> list[str]:
         lines = [f"[{seq}] assistant: {clip(ev.text, limit)}"] if ev.text else []
         for i, c in enumerate(ev.calls):
             args = args_text(c.args).replace("\n", " ")
-            lines.append(f"[{seq}] call {i}: {c.name} {clip(args, limit)}")
+            name = f"call #{before + i + 1}" if before is not None else f"call {i}"
+            lines.append(f"[{seq}] {name}: {c.name} {clip(args, limit)}")
         return lines
     return [f"[{seq}] answer{' (error)' if a.is_error else ''}: {clip(' '.join(a.text.split()), limit)}"
             for a in ev.answers]
 
 
 def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
-    """The checks at one step, with the tool name of the call each judges."""
+    """The checks at one step, with the tool name of the call each judges (its Why names a shell
+    call by its command: explain.tool_words)."""
     names = [c.name for c in event.calls] if isinstance(event, Batch) else []
+    words = [explain.tool_words(c.name, c.args) for c in event.calls] if isinstance(event, Batch) else []
     rows = []
     for c in step.checks:
         rows.append({
@@ -184,7 +188,7 @@ def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
             "verdict": c.verdict, "count": c.count, "total": c.total, "threshold": c.threshold,
             "reason": c.reason or "",
             # The tool(s) the check judged, for its Why sentence (a batch-level check: every call's).
-            "tool": names[c.idx] if 0 <= c.idx < len(names) else ", ".join(dict.fromkeys(names)),
+            "tool": words[c.idx] if 0 <= c.idx < len(names) else ", ".join(dict.fromkeys(names)),
         })
     return rows
 
@@ -234,27 +238,46 @@ def halts_by_run(steps: Sequence[Any]) -> dict[int, int]:
     return out
 
 
-def halt_change(old: dict[int, int], new: dict[int, int], run: int) -> str:
+def halt_change(old: dict[int, int], new: dict[int, int], run: int,
+                ref: Callable[[int], str] = lambda seq: f"step {seq}") -> str:
     """What Apply changed, said in one line: the halt of `run` before and after, and if the run
-    no longer halts, where the next halt is ("no halt in this run any more; the next one is in run 12")."""
+    no longer halts, where the next halt is ("no halt in this run any more; the next one is in run 12").
+    `ref` words a halt's step (the page passes call_ref: "call #N (step S)")."""
     def nxt() -> str:
         later = sorted(r for r in new if r > run) or sorted(new)
         if not later:
             return "no run of this session halts under these parameters"
         r = later[0]
-        return f"the next one is in run {r} (step {new[r]})"
+        return f"the next one is in run {r} ({ref(new[r])})"
 
     before, after = old.get(run), new.get(run)
     if before is not None and after is not None:
-        line = (f"halt unchanged at step {after}" if before == after
-                else f"halt moved from step {before} to {after}")
+        line = (f"halt unchanged at {ref(after)}" if before == after
+                else f"halt moved from {ref(before)} to {ref(after)}")
     elif before is not None:
-        line = f"no halt in this run any more (it was at step {before}); {nxt()}"
+        line = f"no halt in this run any more (it was at {ref(before)}); {nxt()}"
     elif after is not None:
-        line = f"this run now halts at step {after} (it did not before)"
+        line = f"this run now halts at {ref(after)} (it did not before)"
     else:
         line = f"this run halts neither before nor after; {nxt()}"
     return f"Run {run}: {line}. Halted runs in this session: {len(old)} → {len(new)}."
+
+
+def calls_before(events: Sequence[Event]) -> list[int]:
+    """seq → how many tool calls the session made before that step (the base of "call #N")."""
+    out, n = [], 0
+    for ev in events:
+        out.append(n)
+        if isinstance(ev, Batch):
+            n += len(ev.calls)
+    return out
+
+
+def call_ref(before: Sequence[int], seq: int, idx: int = 0) -> str:
+    """"call #N (step S)": N 1-based over the session, counted as labels and the leaderboard count
+    (loopledger.analysis.scoring.call_position; a batch-level check is its batch's first call)."""
+    n = before[seq] if 0 <= seq < len(before) else None
+    return explain.call_ref(None if n is None else n + max(idx, 0) + 1, seq)
 
 
 def neighbour_halt(halt_seqs: Sequence[int], cursor: int, forward: bool = True) -> int | None:
@@ -268,6 +291,4 @@ def neighbour_halt(halt_seqs: Sequence[int], cursor: int, forward: bool = True) 
 
 def spec_label(spec: Any) -> str:
     """A spec's label with the dashboard's one word for an unset limit."""
-    from loopledger.analysis.explain import NO_LIMIT
-
-    return " ".join(part.replace("=none", f"={NO_LIMIT}") for part in spec.label.split(" "))
+    return " ".join(part.replace("=none", f"={explain.NO_LIMIT}") for part in spec.label.split(" "))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 from loopledger import vocab
-from loopledger.analysis import explain
+from loopledger.analysis import explain, scoring
+from loopledger.app import when
 from loopledger.app.replay_view import replay_link  # noqa: F401  (one link builder for every page)
 from loopledger.ledger import read
 
@@ -77,10 +79,24 @@ def with_why(tl: pd.DataFrame) -> pd.DataFrame:
     out["why"] = ""
     if loud.any():
         sub = out[loud]
+        args = sub["args"] if "args" in sub else [None] * len(sub)
         out.loc[loud, "why"] = [
-            explain.sentence(d, v, c, t, th, r, tool if tool != read.PROSE_TOOL else "")
-            for d, v, c, t, th, r, tool in zip(sub["detector"], sub["verdict"], sub["count"], sub["total"],
-                                               sub["threshold"], sub["reason"], sub["tool"], strict=True)]
+            explain.sentence(d, v, c, t, th, r, explain.tool_words(tool, a) if tool != read.PROSE_TOOL else "")
+            for d, v, c, t, th, r, tool, a in zip(sub["detector"], sub["verdict"], sub["count"], sub["total"],
+                                                  sub["threshold"], sub["reason"], sub["tool"], args, strict=True)]
+    return out
+
+
+def number_timeline(tl: pd.DataFrame, before: int) -> pd.DataFrame:
+    """Timeline rows (read.timeline) with `call`: "call #N" over the session for a call's checks
+    ("" for a prose turn's), given the calls before the first step drawn. Every call of the drawn
+    steps has checks (batch-level ones are spread over each call of their batch)."""
+    out = tl.copy()
+    is_call = out["tool"] != read.PROSE_TOOL
+    keys = sorted({(int(s), int(i)) for s, i in zip(out["seq"][is_call], out["idx"][is_call], strict=True)})
+    n = {k: before + i + 1 for i, k in enumerate(keys)}
+    out["call"] = [f"call #{n[(int(s), int(i))]}" if c else "" for s, i, c in zip(out["seq"], out["idx"], is_call,
+                                                                                   strict=True)]
     return out
 
 
@@ -111,6 +127,33 @@ def picked_mark(event: Any) -> tuple[int, int] | None:
         return int(p["seq"]), int(p["run_idx"])
     except (KeyError, TypeError, ValueError):
         return None
+
+
+CALL_LINKS_HELP = ("Every call this verdict rests on, by its number over the whole session (as labels and the "
+                   "leaderboard count calls); a link opens that call's run at its step.")
+
+
+def call_links(sid: int, calls: Sequence[tuple[int, int]], numbers: dict[tuple[int, int], tuple[int, int]],
+               run: int, limit: int = 24) -> str:
+    """Markdown links to each call ("[call #4 (run 2)](./session?…) · [call #7](…)"), built from
+    numbers only, so it carries no transcript text. Calls of another run say their run."""
+    parts = []
+    for seq, idx in calls[-limit:]:
+        n, r = numbers.get((seq, max(idx, 0)), (None, run))
+        name = f"call #{n}" if n is not None else f"step {seq}"
+        q = urlencode({"session": int(sid), "run": int(r), "step": int(seq)})
+        parts.append(f"[{name}{f' (run {r})' if r != run else ''}](./session?{q})")
+    more = len(calls) - limit
+    return " · ".join(parts) + (f" (and {more} earlier)" if more > 0 else "")
+
+
+def number_calls(rows: pd.DataFrame, before: int) -> pd.DataFrame:
+    """Transcript rows (read.transcript) with `n`, each call's 1-based number over the session,
+    given how many calls came before the first row's step."""
+    out = rows.copy()
+    is_call = (out["kind"] == vocab.KIND_BATCH) & out["idx"].notna() if len(out) else pd.Series(dtype=bool)
+    out["n"] = (is_call.cumsum() + before).where(is_call) if len(out) else pd.Series(dtype=float)
+    return out
 
 
 def call_rows(df: pd.DataFrame) -> list[explain.CallRow]:
@@ -156,3 +199,21 @@ def ending_text(head: dict, run: int | None = None) -> str:
     detail = head.get("outcome_detail") or ""
     where = f" (run {head['outcome_run']})" if head.get("outcome_run") is not None and run is None else ""
     return f"Ended: {ENDING_WORDS.get(status, status)}" + (f" — {detail}" if detail else "") + where
+
+
+def label_rows(labels: pd.DataFrame) -> pd.DataFrame:
+    """A session's label (read.run_labels) for people: the run it was given from ("whole session",
+    never -1), its loop calls as FIRST-LAST, who, and when in the dashboard's one time format."""
+    return pd.DataFrame({
+        "label": labels["label"],
+        "given from": ["whole session" if int(r) == -1 else f"run {int(r)}" for r in labels["run_idx"]],
+        "loop calls": [scoring.format_loop_calls(_opt(a), _opt(b)) or when.MISSING
+                       for a, b in zip(labels["loop_first"], labels["loop_last"], strict=True)],
+        "reason": [n if isinstance(n, str) and n else when.MISSING for n in labels["note"]],
+        "labelled by": [b if isinstance(b, str) and b else when.MISSING for b in labels["labelled_by"]],
+        "labelled": when.moments(labels["created_at"]),
+    })
+
+
+def _opt(v: Any) -> int | None:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else int(v)

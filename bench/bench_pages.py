@@ -36,6 +36,7 @@ from loopledger.app import data
 with data.connect() as conn:
     st.metric("one", conn.execute(sa.text("SELECT 1")).scalar())
 """
+REPLAY = "views/replay.py"
 BIG_SESSION = 20_000  # calls in the ledger's last session: a long agent session
 # "SESSIONS,CALLS" overrides the ledger's size (a loaded machine may not build 10k/1M in time);
 # the section's text says which size it measured.
@@ -99,8 +100,20 @@ def _targets(url: str) -> dict:
                                       "ORDER BY sum(halts) DESC LIMIT 1")).scalar()
         biggest = conn.execute(sa.text("SELECT id FROM sessions ORDER BY n_calls DESC LIMIT 1")).scalar()
         n_calls = conn.execute(sa.text("SELECT max(n_calls) FROM sessions")).scalar()
+        # The issue's "~200-call Session page": the session nearest 200 calls.
+        mid, mid_calls = conn.execute(sa.text("SELECT id, n_calls FROM sessions ORDER BY abs(n_calls - 200), id "
+                                              "LIMIT 1")).first()
+        # "Replay this run at the halt" from the most halted session: its first halt.
+        first_halt = sa.text("SELECT run_idx, policy_id, halt_seq FROM run_outcomes WHERE session_id = :s "
+                             "AND halt_seq IS NOT NULL ORDER BY halt_seq LIMIT 1")
+        halt = conn.execute(first_halt, {"s": halted}).first()
+        # The largest session halts nowhere in the generated ledger: its longest run's last step then.
+        big_halt = conn.execute(first_halt, {"s": biggest}).first() or conn.execute(sa.text(
+            "SELECT r.idx, (SELECT id FROM policies WHERE is_default ORDER BY label LIMIT 1), r.last_seq FROM runs r "
+            "WHERE r.session_id = :s ORDER BY r.n_calls DESC LIMIT 1"), {"s": biggest}).first()
     eng.dispose()
-    return {"halted": halted, "biggest": biggest, "biggest_calls": n_calls}
+    return {"halted": halted, "biggest": biggest, "biggest_calls": n_calls, "mid": mid, "mid_calls": mid_calls,
+            "halt": halt, "big_halt": big_halt}
 
 
 def _sample(page: str | None, params: dict, warm: bool, click: str | None = None) -> float:
@@ -123,6 +136,8 @@ def _sample(page: str | None, params: dict, warm: bool, click: str | None = None
         at.run()
     else:
         st.cache_data.clear()
+        if page == REPLAY:  # its events and replays are cache_resource: a first open replays from scratch
+            st.cache_resource.clear()
     if click:
         at.button(key=click).click()
     t0 = time.perf_counter()
@@ -176,13 +191,19 @@ def _measure(url: str, reps: int) -> tuple[list[str], float]:
 def _pages(tg: dict) -> list[tuple[str, str | None, dict, str | None, str | None]]:
     """(row name, page file, query parameters, button to press, how a browser gets there: the
     sidebar link's title, or None for a URL with the query parameters)."""
-    return [
+    pages = [
         ("Sessions (home, all default policies)", None, {}, None, "Sessions"),
         (f"Session #{tg['halted']} (most halted)", "views/session.py", {"session": tg["halted"]}, None, None),
         (f"Session #{tg['biggest']} (largest, {tg['biggest_calls']} calls)", "views/session.py",
          {"session": tg["biggest"]}, None, None),
-        (f"Replay of session #{tg['halted']} (its first run, the default policy)", "views/replay.py",
-         {"session": tg["halted"]}, None, None),
+        (f"Session #{tg['mid']} ({tg['mid_calls']} calls)", "views/session.py", {"session": tg["mid"]}, None, None),
+    ]
+    for key, sid, what in (("halt", tg["halted"], "most halted"), ("big_halt", tg["biggest"], "largest")):
+        if tg[key] is not None:
+            run_idx, policy, seq = tg[key]
+            pages.append((f"Replay of session #{sid} ({what}) at its halt or longest run", REPLAY,
+                          {"session": sid, "run": run_idx, "policy": policy, "step": seq}, None, None))
+    return pages + [
         ("Compare: the default sweep (Run sweep pressed)", "views/compare.py", {}, "cp_run", "Compare"),
         ("Guard leaderboard", "views/leaderboard.py", {}, None, "Guard leaderboard"),
         ("Ingest health", "views/health.py", {}, None, "Ingest health"),

@@ -1,7 +1,8 @@
 """Change detection: what a file's bytes mean against its `sources` row.
 
 unchanged (size and mtime as stored: not even read) · touched (same bytes) · appended (the bytes
-up to the stored offset hash to the stored hash) · rewritten · new. A file recorded with status
+up to the stored offset hash to the stored hash) · truncated (shorter than the bytes already read:
+emptied by `: > f`, rotated, cut) · rewritten · new. A file recorded with status
 `error` is never "unchanged": the failure may have come from outside it (a bad flag, a crash), so
 every later ingest tries it again.
 """
@@ -13,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import xxhash
+from loopledger import formats
 
 STATUS_OK, STATUS_QUARANTINED, STATUS_ERROR, STATUS_MISSING = "ok", "quarantined", "error", "missing"
+# The sessions a file held before it shrank, kept under a source row of their own (file_ingest).
+STATUS_TRUNCATED = "truncated"
 _HASH_CHUNK = 1 << 20
 
 
@@ -50,8 +54,45 @@ def count_newlines(path: Path, upto: int) -> int:
     return n
 
 
+def stamp(path: Path) -> tuple[int, float]:
+    """Size and mtime of what `path` stands for: the file's own, or, for a unit whose session
+    is spread over member files (OpenCode storage), their total size and newest mtime, so a new
+    or rewritten member is a change of the unit. Raises FileNotFoundError like stat()."""
+    st = path.stat()
+    parts = formats.members(path)
+    if len(parts) == 1:
+        return st.st_size, st.st_mtime
+    size, mtime = st.st_size, st.st_mtime
+    for p in parts[1:]:
+        try:
+            m = p.stat()
+        except OSError:
+            continue  # removed while we looked: the next look sees the new set
+        size, mtime = size + m.st_size, max(mtime, m.st_mtime)
+    return size, mtime
+
+
+def _scan_members(path: Path, parts: list[Path]) -> Scan:
+    """A multi-file unit is never "appended" (its bytes are not one stream): its hash covers
+    every member's name and bytes, so any change reads it whole."""
+    size, mtime = stamp(path)
+    full = xxhash.xxh3_128()
+    for p in parts:
+        full.update(p.name.encode() + b"\0")
+        try:
+            with open(p, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    full.update(chunk)
+        except OSError:
+            continue
+    return Scan(path, size, mtime, full.hexdigest(), None, 0, True)
+
+
 def scan(path: Path, old_offset: int) -> Scan:
     """Size, mtime, the hash of all bytes and of the first `old_offset` (one pass, no parsing)."""
+    parts = formats.members(path)
+    if len(parts) > 1:
+        return _scan_members(path, parts)
     st = path.stat()
     full = xxhash.xxh3_128()
     prefix_hash, done, last = None, 0, b""
@@ -89,4 +130,6 @@ def decide(row: dict[str, Any], sc: Scan) -> str:
         return "touched"  # mtime moved, bytes did not
     if sc.size > row["byte_offset"] and sc.prefix_hash == row["content_hash"]:
         return "appended"
+    if sc.size < row["byte_offset"]:
+        return "truncated"  # bytes already read are gone: what the ledger holds from them is kept
     return "rewritten"

@@ -38,7 +38,11 @@ def load_config(path: Path) -> list[PolicySpec]:
     """The [[policy]] entries of a loopledger.toml (detector = "…", params = {…})."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: no such file") from None
+    except OSError as exc:  # in words, not "[Errno 13] …"
+        raise ConfigFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:  # TOML errors name line and column
         raise ConfigFileError(f"{path}: {exc}") from None
     entries = data.get("policy", [])
     if not isinstance(entries, list):

@@ -27,9 +27,9 @@ def main() -> None:
         from loopledger.live.hooks import run
 
         raise SystemExit(run(argv[1], argv[2:]))
-    from loopledger.cli.app import app
+    from loopledger.cli.app import run as cli
 
-    app()
+    cli(argv)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,11 @@ from loopledger.changes import (
     STATUS_MISSING,
     STATUS_OK,
     STATUS_QUARANTINED,
+    STATUS_TRUNCATED,
     Scan,
     decide,
     scan,
+    stamp,
     unchanged,
 )
 from loopledger.config import Options
@@ -41,7 +43,7 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Batch, Checkpoint, Event, ReadError, SessionInfo
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
-from loopledger.redact import redact_event
+from loopledger.redact import redact_event, redact_text, redact_value
 from loopledger.replay import Step
 from loopledger.sessions import SessionGroup, SessionGrouper
 from sqlalchemy import delete, func, select, update
@@ -73,13 +75,16 @@ class Counts:
 @dataclass
 class FileReport(Counts):
     path: str
-    # new | appended | rewritten | unchanged | skipped | error | missing; busy = another worker holds
-    # it (PostgreSQL), locked = the ledger stayed locked through the retries (nothing written)
+    # new | appended | rewritten | truncated | empty | unchanged | skipped | error | missing; busy =
+    # another worker holds it (PostgreSQL), locked = the ledger stayed locked through the retries
+    # (nothing written). truncated: the file shrank; what the ledger held from it is kept (note).
     action: str = "skipped"
     format: str | None = None
     bytes: int = 0
     error: str | None = None
     resumed: bool = False  # an append read from the reader's checkpoint, replayed from snapshots
+    note: str | None = None  # not an error: e.g. the file shrank and its earlier sessions were kept
+    bad_lines: list[str] = field(default_factory=list)  # the first quarantined lines, "FILE:LINE: why"
 
 
 # ── replaying one session ────────────────────────────────────────────────────────────────────
@@ -242,6 +247,10 @@ class Computed:
     tail: Tail | None = None  # the open session's new end, when resumed
     resumed: bool = False  # read from the reader's checkpoint: only new bytes, new rows
     reader: dict[str, Any] | None = None  # the reader checkpoint to store (None: delete it)
+    truncated_from: int | None = None  # the file shrank from this many bytes read: keep what they gave
+
+
+BAD_LINES_SHOWN = 5  # quarantined lines a report names (all of them are in ingest_errors)
 
 
 def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) -> Computed:
@@ -255,6 +264,17 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
     out = Computed(action, sc, report=report)
     if action in ("unchanged", "touched"):
         return out
+    if action == "truncated":
+        # As a file that is gone: its sessions are kept (apply moves them aside, marked), and
+        # what is in the file now is read as a new file's.
+        out.truncated_from = row["byte_offset"]
+        out.action = "new"  # the report still says truncated
+    if sc.size == 0 or not _has_content(path, sc):
+        # Nothing to read (a rotated log starts empty; an agent creates its file first): not an
+        # error, and no reader is asked to guess the format of nothing.
+        out.action = report.action = "empty" if out.truncated_from is None else "truncated"
+        out.format = report.format = row.get("format")
+        return out
     if (action == "appended" and prior.point is not None and prior.reader is not None
             and opts.format in (None, prior.reader["format"])):
         return _compute_tail(path, prior, opts, out)
@@ -263,7 +283,7 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
         items = (formats.read_from(path, fmt) if formats.resumable(fmt) else formats.read(path, fmt))
     except (formats.UnknownFormat, OSError, ValueError) as exc:
         out.action = report.action = "error"
-        out.error = report.error = str(exc)
+        out.error = report.error = redact_text(str(exc))  # stored and printed: it may quote the file
         return out
     out.format = report.format = fmt
     appended = action == "appended"
@@ -289,18 +309,37 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
             # The writer is mid-line: the next change completes it and re-reads this session.
             out.errors[:] = [e for e in out.errors if e.line != sc.lines]
         report.quarantined = len(out.errors)
+        report.bad_lines = [str(e) for e in out.errors[:BAD_LINES_SHOWN]]
         if grouper.checkpoint is not None and cut_seq is not None:
-            out.reader = {"cp": grouper.checkpoint, "key": grouper.checkpoint_key, "repeats": grouper.repeats,
+            out.reader = {"cp": _redacted_checkpoint(grouper.checkpoint, opts), "key": grouper.checkpoint_key, "repeats": grouper.repeats,
                           "format": fmt, "seq": cut_seq}
 
     out.sessions = list(sessions()) if materialize else sessions()
     return out
 
 
+def _has_content(path: Path, sc: Scan) -> bool:
+    """Whether a small file holds more than whitespace (a big one is assumed to)."""
+    if sc.size > 4096:
+        return True
+    with open(path, "rb") as fh:
+        return bool(fh.read(4096).strip())
+
+
 def _redacted(info: SessionInfo | None, events: list[Event], opts: Options) -> tuple[Any, list[Event]]:
-    if not opts.redact:
-        return info, events
-    return (redact_event(info) if info is not None else None), [redact_event(ev) for ev in events]
+    # Always through redact_event: --no-redact keeps the secrets, never the depth (a value nested
+    # past redact.MAX_DEPTH becomes a marker either way, so no consumer below meets it).
+    secrets = opts.redact
+    return ((redact_event(info, secrets=secrets) if info is not None else None),
+            [redact_event(ev, secrets=secrets) for ev in events])
+
+
+def _redacted_checkpoint(cp: Checkpoint, opts: Options) -> Checkpoint:
+    """The reader's checkpoint as stored: its state holds raw content (a message waiting for more
+    lines), so its secrets go as the events' do. Not depth-capped: a resumed reader must read on
+    from exactly the state it left (a state too deep to pickle is simply not stored)."""
+    state = redact_value(cp.state, secrets=opts.redact, max_depth=None)
+    return cp if state is cp.state else Checkpoint(cp.offset, cp.line, state)
 
 
 def _session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
@@ -323,7 +362,7 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
         items = formats.read_from(path, fmt, st["cp"])
     except (OSError, ValueError) as exc:
         out.action = report.action = "error"
-        out.error = report.error = str(exc)
+        out.error = report.error = redact_text(str(exc))  # stored and printed: it may quote the file
         return out
     current = SessionInfo(st["key"], fmt)
     grouper = SessionGrouper(path, repeats=st["repeats"], current=current)
@@ -352,8 +391,9 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
     if opts.defer_partial_tail and not out.scan.ends_with_newline:
         out.errors[:] = [e for e in out.errors if e.line != out.scan.lines]  # mid-line: read again later
     report.quarantined = len(out.errors)
+    report.bad_lines = [str(e) for e in out.errors[:BAD_LINES_SHOWN]]
     if grouper.checkpoint is not None and cut_seq is not None:
-        out.reader = {"cp": grouper.checkpoint, "key": grouper.checkpoint_key, "repeats": grouper.repeats,
+        out.reader = {"cp": _redacted_checkpoint(grouper.checkpoint, opts), "key": grouper.checkpoint_key, "repeats": grouper.repeats,
                       "format": fmt, "seq": cut_seq}
     return out
 
@@ -497,6 +537,13 @@ def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
     if c.action == "touched":
         conn.execute(update(s.sources).where(src.id == source_id).values(mtime=c.scan.mtime, claimed_by=None))
         return
+    note = _keep_truncated(conn, source_id, c, now) if c.truncated_from is not None else None
+    if c.action in ("empty", "truncated"):  # nothing in the file now: an empty source, not an error
+        conn.execute(delete(s.reader_states).where(s.reader_states.c.source_id == source_id))
+        conn.execute(update(s.sources).where(src.id == source_id).values(
+            size=c.scan.size, mtime=c.scan.mtime, content_hash=c.scan.full_hash, byte_offset=c.scan.size,
+            status=STATUS_OK, error=note, claimed_by=None, ingested_at=now))
+        return
     if c.action == "error":
         # Not "seen": size and mtime are not recorded, so any later ingest tries the file again
         # (the failure may be a bad flag or a crash, not the file).
@@ -521,8 +568,41 @@ def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
         select(s.ingest_errors.c.id).where(s.ingest_errors.c.source_id == source_id).limit(1)).first() is not None)
     conn.execute(update(s.sources).where(src.id == source_id).values(
         format=c.format, size=c.scan.size, mtime=c.scan.mtime, content_hash=c.scan.full_hash,
-        byte_offset=c.scan.size, status=STATUS_QUARANTINED if quarantined else STATUS_OK, error=None,
+        byte_offset=c.scan.size, status=STATUS_QUARANTINED if quarantined else STATUS_OK, error=note,
         claimed_by=None, ingested_at=now))
+
+
+def _keep_truncated(conn: Connection, source_id: int, c: Computed, now: float) -> str:
+    """The file shrank below the bytes already read (emptied, rotated, cut): nothing recorded from
+    them is lost. Its sessions (their calls, checks, labels, live events) and quarantined lines
+    move to a source row of their own, status `truncated`, whose path names the file and when it
+    shrank; the file itself is then read as new. Returns the note for the file's row."""
+    src = s.sources.c
+    old = conn.execute(select(s.sources).where(src.id == source_id)).mappings().one()
+    n = conn.execute(select(func.count()).select_from(s.sessions)
+                     .where(s.sessions.c.source_id == source_id)).scalar_one()
+    assert c.report is not None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    if not n:
+        note = f"the file shrank from {c.truncated_from} to {c.scan.size} bytes at {stamp}; nothing was kept from it"
+        c.report.note = note
+        return note
+    kept = f"{old['path']} (before it shrank, {stamp})"
+    while conn.execute(select(src.id).where(src.path == kept)).first() is not None:
+        kept += "'"  # shrank twice within a second
+    message = (f"{old['path']} shrank from {c.truncated_from} to {c.scan.size} bytes at {stamp} (emptied, "
+               f"rotated or cut): the {n} session(s) read from it before are kept here")
+    kept_id = conn.execute(s.sources.insert().values(
+        path=kept, format=old["format"], size=old["size"], mtime=old["mtime"], content_hash=old["content_hash"],
+        byte_offset=old["byte_offset"], status=STATUS_TRUNCATED, error=message,
+        ingested_at=old["ingested_at"]).returning(src.id)).scalar_one()
+    for table in (s.sessions, s.ingest_errors):
+        conn.execute(update(table).where(table.c.source_id == source_id).values(source_id=kept_id))
+    conn.execute(delete(s.reader_states).where(s.reader_states.c.source_id == source_id))
+    note = (f"the file shrank from {c.truncated_from} to {c.scan.size} bytes at {stamp}; the {n} session(s) "
+            f"read from it before are kept under {kept!r}")
+    c.report.note = note
+    return note
 
 
 # ── one file, end to end ─────────────────────────────────────────────────────────────────────
@@ -572,7 +652,7 @@ def _missing(engine: Engine, key: str, report: FileReport) -> FileReport:
 def _crashed(engine: Engine, key: str, exc: Exception) -> FileReport:
     """A reader or detector bug on one file: record it on the source (one line; the traceback
     goes to the log), carry on with the others. The file is not marked seen: tried again later."""
-    msg = f"{key}: could not be ingested ({one_line(exc)})"
+    msg = redact_text(f"{key}: could not be ingested ({one_line(exc)})")  # stored on the source row
     log.error("%s", msg, exc_info=exc)
     with engine.begin() as conn:
         conn.execute(update(s.sources).where(s.sources.c.path == key).values(
@@ -590,13 +670,13 @@ def busy_report(key: str, exc: BaseException) -> FileReport:
 def look(engine: Engine, path: Path) -> tuple[str, dict[str, Any] | None]:
     """The cheap look before any work: 'missing', 'unchanged' or 'changed', with the source row."""
     try:
-        st = path.stat()
+        size, mtime = stamp(path)
     except FileNotFoundError:
         return "missing", None
     with engine.connect() as conn:
         row = conn.execute(select(s.sources).where(s.sources.c.path == str(path))).mappings().first()
     row = dict(row) if row else None
-    return ("unchanged" if unchanged(row, st.st_size, st.st_mtime) else "changed"), row
+    return ("unchanged" if unchanged(row, size, mtime) else "changed"), row
 
 
 def row_state(row: dict[str, Any]) -> tuple:

@@ -19,7 +19,16 @@ import xxhash
 from loopledger import file_ingest
 from loopledger.config import Options
 from loopledger.discovery import discover
-from loopledger.file_ingest import Counts, FileReport, ingest_file, is_busy, log, one_line, recorded
+from loopledger.file_ingest import (
+    BAD_LINES_SHOWN,
+    Counts,
+    FileReport,
+    ingest_file,
+    is_busy,
+    log,
+    one_line,
+    recorded,
+)
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
 from sqlalchemy.engine import Engine
@@ -28,15 +37,17 @@ from sqlalchemy.engine import Engine
 @dataclass
 class Totals(Counts):
     files: int = 0
-    changed: int = 0  # files read this time (new, appended or rewritten)
+    changed: int = 0  # files read this time (new, appended, rewritten, truncated or empty)
     unchanged: int = 0
     errors: int = 0
     locked: int = 0  # files left as they were: the ledger stayed busy
     error_messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # not errors (a file shrank: its sessions kept)
+    bad_lines: list[str] = field(default_factory=list)  # the first quarantined lines, "FILE:LINE: why"
 
     def add(self, r: FileReport) -> None:
         self.files += 1
-        if r.action in ("new", "appended", "rewritten"):
+        if r.action in ("new", "appended", "rewritten", "truncated", "empty"):
             self.changed += 1
         elif r.action in ("unchanged", "busy", "skipped"):
             self.unchanged += 1
@@ -46,6 +57,9 @@ class Totals(Counts):
         elif r.action == "locked":
             self.locked += 1
             self.error_messages.append(r.error or r.path)
+        if r.note:
+            self.notes.append(f"{r.path}: {r.note}")
+        self.bad_lines.extend(r.bad_lines[: max(0, BAD_LINES_SHOWN - len(self.bad_lines))])
         self.add_counts(r)
 
     @property

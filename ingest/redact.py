@@ -1,4 +1,13 @@
-"""Secret redaction, applied to transcript text before it is stored and before detectors see it.
+"""The one redaction point: everything LoopLedger stores, spools, logs or prints from outside
+passes here first, so a new path has one function to call, not a pattern to remember.
+
+Who calls it: ingest and replay (redact_event on every event and session, and on the reader
+checkpoints stored for appends: file_ingest), the live paths (loopledger.live.session redacts
+every call, answer and prompt the hooks, `guard` and LiveGuard report; the hook log redacts its
+lines), and every excerpt of a bad line (`excerpt`). `redact_value` is for any JSON value from
+outside (tool arguments, a payload, span attributes). It also bounds depth: a container nested
+deeper than MAX_DEPTH becomes a marker naming its digest, so one odd value costs that value, not
+the file; with --no-redact only that bound applies. Nothing here recurses.
 
 Transcripts hold whatever the agent saw: API keys pasted into prompts, tokens echoed by `env`,
 private keys read from disk. They are replaced by a fixed marker naming the kind of secret, so
@@ -15,6 +24,7 @@ import re
 from typing import Any
 
 import orjson
+import xxhash
 from loopledger.events import Answer, Answers, Batch, Call, Prose, Retry, SessionInfo, UserTurn
 
 # (kind, pattern); the whole match is replaced unless the pattern has a group named "secret".
@@ -31,20 +41,21 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bearer-token", r"\b[Bb](?i:earer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
     ("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:(?P<secret>[^\s/@]+)@"),
 )
-_COMBINED = re.compile("|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})"
-                                for i, (_, p) in enumerate(_PATTERNS)), re.DOTALL)
+_SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
+_COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
 _KINDS = [kind for kind, _ in _PATTERNS]
 # Cheap substring tests that every pattern needs at least one of: most texts hold none, and
 # `in` scans far faster than the regex engine does.
 _MARKERS = ("PRIVATE KEY", "sk-", "k_live_", "k_test_", "AKIA", "ASIA", "ws_secret_access_key",
             "WS_SECRET_ACCESS_KEY", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AIza", "xox", "earer", "EARER", "://")
+_MARKERS_B = tuple(mk.encode() for mk in _MARKERS)
 
 
 def _replace(m: re.Match[str]) -> str:
     # The outer group k<i> closes last, so it is the match's lastgroup.
     i = int(m.lastgroup[1:])
     marker = f"[REDACTED:{_KINDS[i]}]"
-    secret = m.group(f"s{i}") if f"s{i}" in _COMBINED.groupindex else None
+    secret = m.group(f"s{i}") if f"s{i}" in m.re.groupindex else None
     if secret is None:
         return marker
     start, end = m.span(f"s{i}")
@@ -53,56 +64,152 @@ def _replace(m: re.Match[str]) -> str:
     return whole[: start - base] + marker + whole[end - base :]
 
 
-def _may_hold_secret(text: str) -> bool:
-    # A plain loop: any() over a generator costs a frame switch per marker, per text.
-    for mk in _MARKERS:
-        if mk in text:
-            return True
-    return False
-
-
 def redact_text(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<kind>]`; the same object when clean."""
-    if not text or not _may_hold_secret(text):
+    global _COMBINED
+    if not text or not any(mk in text for mk in _MARKERS):
         return text
+    if _COMBINED is None:
+        _COMBINED = re.compile(_SOURCE, re.DOTALL)
     return _COMBINED.sub(_replace, text)
 
 
-def redact_value(value: Any) -> Any:
-    """Redact every string inside a JSON value (dict keys are left alone: they name fields)."""
+# Containers nested deeper than this are replaced by a marker. No real tool call nests this deep;
+# past it every recursive consumer downstream (orjson stops at 255, pickle, deepcopy, repr, the
+# dashboard's JSON view) would be one RecursionError away, and one odd value must cost that value,
+# never the file (design.md, "Live paths").
+MAX_DEPTH = 128
+TOO_DEEP = "[loopledger: nested deeper than"  # start of the marker (see _too_deep)
+_CONTAINERS = (dict, list, tuple)
+
+
+def redact_value(value: Any, *, secrets: bool = True, max_depth: int | None = MAX_DEPTH) -> Any:
+    """A JSON value from outside (tool arguments, a hook's payload, a span's attributes), safe to
+    store, judge, log or print: every string in it redacted (dict keys are left alone: they name
+    fields), and every container nested deeper than MAX_DEPTH replaced by a marker string that
+    names its digest (so two different deep values stay different). `secrets=False` (--no-redact)
+    only bounds the depth; `max_depth=None` only redacts (a reader's state, which must stay what
+    the reader left). Events inside (a reader state holds some) are redacted as redact_event
+    does. Iterative: no input raises RecursionError. The same object when nothing changed."""
     if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        out = {k: redact_value(v) for k, v in value.items()}
-        return value if all(out[k] is value[k] for k in value) else out
-    if isinstance(value, list):
-        items = [redact_value(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    return value
+        return redact_text(value) if secrets else value
+    if isinstance(value, _EVENTS):
+        return redact_event(value, secrets=secrets)
+    if not isinstance(value, _CONTAINERS):
+        return value
+    limit = max_depth if max_depth is not None else 1 << 62
+    try:
+        # One C-speed serialization decides most values: no marker in it means no secret, and
+        # fewer brackets than MAX_DEPTH (brackets inside strings only overcount) means not too deep.
+        flat = orjson.dumps(value)
+    except TypeError:  # deeper than orjson goes (255), non-string keys, huge ints, lone surrogates
+        flat = None
+    if flat is not None and flat.count(b"{") + flat.count(b"[") <= limit and (
+            not secrets or not any(mk in flat for mk in _MARKERS_B)):
+        return value
+    return _walk(value, secrets, limit)
 
 
-def _redact_call(call: Call) -> Call:
-    if isinstance(call.args, dict | list):
-        try:
-            # One scan of the serialized arguments instead of one per string inside them.
-            flat = orjson.dumps(call.args).decode()
-        except TypeError:
-            flat = None
-        if flat is not None and not _may_hold_secret(flat):
-            return call
-    args = redact_value(call.args)
+def _walk(root: Any, secrets: bool, limit: int) -> Any:
+    # An explicit stack of frames [source, children, results, changed, depth]; a frame is done
+    # when it has a result for each child, and hands its (possibly new) container to its parent.
+    frames: list[list[Any]] = [[root, list(root.values()) if isinstance(root, dict) else list(root), [], False, 1]]
+    while True:
+        frame = frames[-1]
+        src, children, results, _, depth = frame
+        if len(results) < len(children):
+            child = children[len(results)]
+            if isinstance(child, str):
+                new = redact_text(child) if secrets else child
+            elif isinstance(child, _EVENTS):
+                new = redact_event(child, secrets=secrets)
+            elif isinstance(child, _CONTAINERS):
+                if depth >= limit:
+                    new = _too_deep(child, secrets, limit)
+                else:
+                    frames.append([child, list(child.values()) if isinstance(child, dict) else list(child),
+                                   [], False, depth + 1])
+                    continue
+            else:
+                new = child
+            results.append(new)
+            if new is not child:
+                frame[3] = True
+            continue
+        frames.pop()
+        if not frame[3]:
+            out = src
+        elif isinstance(src, dict):
+            out = dict(zip(src.keys(), results, strict=True))
+        else:
+            out = type(src)(results) if isinstance(src, tuple) else results
+        if not frames:
+            return out
+        parent = frames[-1]
+        parent[2].append(out)
+        if out is not src:
+            parent[3] = True
+
+
+def _too_deep(value: Any, secrets: bool, limit: int) -> str:
+    """The marker standing in for a container cut at MAX_DEPTH: what it was, how big, and a digest
+    of its contents (iterative, keys sorted; secrets redacted first), so equal values get equal
+    markers and different ones different markers."""
+    h = xxhash.xxh3_128()
+    n = 0
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        n += type(item) is not _Key
+        if isinstance(item, dict):
+            h.update(b"{%d" % len(item))
+            for k, v in sorted(item.items(), key=lambda kv: repr(kv[0]), reverse=True):
+                stack.append(v)
+                stack.append(_Key(repr(k)))
+        elif isinstance(item, list | tuple):
+            h.update(b"[%d" % len(item))
+            stack.extend(reversed(item))
+        elif isinstance(item, _Key):
+            h.update(b"k" + item.encode("utf-8", "surrogatepass") + b"\0")
+        elif isinstance(item, str):
+            text = redact_text(item) if secrets else item
+            h.update(b"s%d:" % len(text) + text.encode("utf-8", "surrogatepass"))
+        else:
+            h.update(b"v" + repr(item).encode("utf-8", "surrogatepass") + b"\0")
+    return f"{TOO_DEEP} {limit} levels: a {type(value).__name__} of {n} values, xxh3 {h.hexdigest()}]"
+
+
+_EVENTS = (Call, Answer, Batch, Answers, UserTurn, Prose, Retry, SessionInfo)
+
+
+class _Key(str):
+    """A dict key on _too_deep's stack (told apart from a string value)."""
+
+
+def _redact_call(call: Call, secrets: bool = True) -> Call:
+    args = redact_value(call.args, secrets=secrets)
     return call if args is call.args else Call(call.id, call.name, args, call.args_malformed)
 
 
-def redact_event(ev):
-    """One event (or SessionInfo) with its transcript text redacted; unchanged objects are reused."""
+def redact_event(ev, *, secrets: bool = True):
+    """One event (or SessionInfo) with its transcript text redacted and its values bounded in
+    depth (redact_value); unchanged objects are reused. `secrets=False` (--no-redact) only bounds
+    the depth: no event leaves here that a recursive consumer cannot take."""
+    text_of = redact_text if secrets else _same
+    if isinstance(ev, Call):
+        return _redact_call(ev, secrets)
+    if isinstance(ev, Answer):
+        text = text_of(ev.text)
+        return ev if text is ev.text else Answer(ev.call_id, text, ev.is_error, ev.ts)
     if isinstance(ev, Batch):
-        calls = tuple(_redact_call(c) for c in ev.calls)
-        text = redact_text(ev.text)
+        calls = tuple(_redact_call(c, secrets) for c in ev.calls)
+        text = text_of(ev.text)
         if text is ev.text and all(a is b for a, b in zip(calls, ev.calls, strict=True)):
             return ev
         return Batch(calls, text, ev.ts, ev.line)
     if isinstance(ev, Answers):
+        if not secrets:
+            return ev
         answers = []
         changed = False
         for a in ev.answers:
@@ -115,14 +222,19 @@ def redact_event(ev):
                 answers.append(Answer(a.call_id, text, a.is_error, a.ts))
         return Answers(tuple(answers), ev.line) if changed else ev
     if isinstance(ev, (UserTurn, Prose, Retry)):
-        text = redact_text(ev.text)
+        text = text_of(ev.text)
         return ev if text is ev.text else type(ev)(text, ev.ts, ev.line)
     if isinstance(ev, SessionInfo):
-        title = redact_text(ev.title)
-        if title is ev.title:
+        title = text_of(ev.title)
+        meta = redact_value(ev.meta, secrets=secrets)
+        if title is ev.title and meta is ev.meta:
             return ev
-        return SessionInfo(ev.key, ev.format, title, ev.agent, ev.model, ev.started_at, ev.parent_key, ev.meta)
+        return SessionInfo(ev.key, ev.format, title, ev.agent, ev.model, ev.started_at, ev.parent_key, meta)
     return ev
+
+
+def _same(text: str) -> str:
+    return text
 
 
 EXCERPT_CHARS = 200

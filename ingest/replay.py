@@ -260,6 +260,18 @@ class Replayer:
     def back(self) -> Step | None:
         return self.jump_to(self.position - 1)
 
+    def fork(self) -> Replayer:
+        """A new cursor at position 0 sharing this one's computed steps and snapshots, so a page can
+        replay a session once (cached) and give every viewer their own cursor without replaying it
+        again. Shared read-only: a move deep-copies the snapshot it restarts from, and a replayer
+        that has reached the end appends no step and takes no snapshot any more."""
+        new = Replayer.__new__(Replayer)
+        new.events, new.snapshot_every = self.events, self.snapshot_every
+        new._snapshots, new._known = self._snapshots, self._known
+        new._driver = self._copy(self._snapshots[0])
+        new.position = 0
+        return new
+
     def jump_to(self, position: int) -> Step | None:
         """Move to `position` events applied (clamped to 0..len); return the last step taken."""
         position = max(0, min(position, len(self.events)))

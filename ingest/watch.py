@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from loopledger import formats
+from loopledger.changes import stamp
 from loopledger.config import Options
 from loopledger.discovery import _looks_like_transcript, default_watch_paths, discover
 from loopledger.file_ingest import FileReport, ingest_file
@@ -81,8 +82,7 @@ def watch(engine: Engine, paths: Sequence[Path | str], opts: Options, stop: thre
                 if stop.is_set():
                     break
                 try:
-                    st = p.stat()
-                    sig = (st.st_size, st.st_mtime)
+                    sig = stamp(p)  # a multi-file unit (OpenCode storage) changes with any member
                 except OSError:
                     sig = None
                 if sig is not None and seen.get(p) == sig:

@@ -1,10 +1,12 @@
-"""The ingest worker: discover → read → redact → replay every policy → write, one file at a time.
+"""The ingest worker: discover → read → redact → replay the policies (the default set, plus any
+--policy / loopledger.toml ones) → write, one file at a time.
 
 Split by responsibility; this module keeps the names other code imports:
     config.py        Options, loopledger.toml policies (load_config, policy_specs)
     discovery.py     which files are transcripts (discover, default_watch_paths)
     sessions.py      grouping a reader's items into sessions (shared with `replay`, golden)
-    changes.py       change detection against the sources row (scan, decide)
+    changes.py       change detection against the sources row (scan, decide; a file that shrank
+                     is `truncated`: its sessions are kept, file_ingest._keep_truncated)
     file_ingest.py   one file: compute (read, redact, replay; resumed on appends), then one short
                      write transaction (claim, apply); busy-ledger retries
     jobs.py          many files, in --jobs processes (ingest_paths, Totals)

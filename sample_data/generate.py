@@ -437,6 +437,73 @@ def claude_export_md(s: Script, *, session_id: str, project: str) -> str:
     return head + "".join(f"### {r}\n> {t}\n\n{b}\n\n---\n\n" for r, t, b in sections)
 
 
+def opencode_export(s: Script, *, session_id: str, project_id: str, directory: str,
+                    provider: str, model: str) -> dict:
+    """`opencode export` (packages/opencode/src/cli/cmd/export.ts): {info, messages: [{info,
+    parts}]}; one assistant message per user turn, one step (step-start … step-finish) per batch
+    or prose turn; a C named `invalid` is a call OpenCode could not repair (tool/invalid.ts)."""
+    ids = Ids(s.name, s.start)
+    t0 = datetime.fromisoformat(s.start).replace(tzinfo=UTC)
+
+    def ms() -> int:
+        ids.tick()
+        return int((ids.t - t0).total_seconds() * 1000) + int(t0.timestamp() * 1000)
+
+    def oid(prefix: str) -> str:
+        return f"{prefix}_{ids.hex(26)}"
+
+    created = int(t0.timestamp() * 1000)
+    messages: list[dict] = []
+    last_user = ""
+    assistant: dict | None = None
+
+    def part(msg: dict, kind: str, **kw: Any) -> None:
+        msg["parts"].append({"id": oid("prt"), "sessionID": session_id, "messageID": msg["info"]["id"],
+                             "type": kind, **kw})
+
+    for ev in s.events:
+        if ev[0] == "user":
+            assistant = None
+            msg = {"info": {"id": oid("msg"), "sessionID": session_id, "role": "user", "time": {"created": ms()},
+                            "agent": "build", "model": {"providerID": provider, "modelID": model}}, "parts": []}
+            part(msg, "text", text=ev[1])
+            last_user = msg["info"]["id"]
+            messages.append(msg)
+            continue
+        if assistant is None:
+            assistant = {"info": {"id": oid("msg"), "sessionID": session_id, "role": "assistant",
+                                  "time": {"created": ms()}, "parentID": last_user, "modelID": model,
+                                  "providerID": provider, "mode": "build", "agent": "build",
+                                  "path": {"cwd": directory, "root": directory}, "cost": 0.0,
+                                  "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}},
+                         "parts": []}
+            messages.append(assistant)
+        part(assistant, "step-start")
+        text = ev[1]
+        if text:
+            start = ms()
+            part(assistant, "text", text=text, time={"start": start, "end": start + 300})
+        for c in (ev[2] if ev[0] == "batch" else []):
+            start = ms()
+            if c.name == "invalid":
+                state = {"status": "completed", "input": c.args, "output": c.answer, "title": "Invalid Tool",
+                         "metadata": {}, "time": {"start": start, "end": start + 1}}
+            elif c.error:
+                state = {"status": "error", "input": c.args, "error": c.answer, "metadata": {},
+                         "time": {"start": start, "end": start + 900}}
+            else:
+                state = {"status": "completed", "input": c.args, "output": c.answer, "title": c.name,
+                         "metadata": {}, "time": {"start": start, "end": start + 900}}
+            part(assistant, "tool", callID=f"toolu_{ids.hex(24)}", tool=c.name, state=state)
+        part(assistant, "step-finish", reason="tool-calls" if ev[0] == "batch" else "stop", cost=0.004,
+             tokens={"input": 1800, "output": 120, "reasoning": 0, "cache": {"read": 0, "write": 0}})
+        assistant["info"]["time"]["completed"] = ms()
+    info = {"id": session_id, "slug": s.name, "version": "1.0.134", "projectID": project_id, "directory": directory,
+            "title": next((e[1][:60] for e in s.events if e[0] == "user"), s.name),
+            "time": {"created": created, "updated": ms()}}
+    return {"info": info, "messages": messages, "todos": []}
+
+
 def openhands_v1_conversation(s: Script, *, conversation_id: str, model: str) -> tuple[dict, list[dict]]:
     """An OpenHands V1 (software-agent-sdk) conversation folder: base_state.json and one event
     per file (SystemPromptEvent, MessageEvent, ActionEvent with tool_call, ObservationEvent)."""
@@ -1096,6 +1163,27 @@ def gemini_ci_poll() -> Script:
     return s
 
 
+def opencode_invalid_edit() -> Script:
+    """A harness error loop: OpenCode reroutes an `edit` without `oldString` to its `invalid`
+    tool four times (nothing runs, the same refusal comes back), then the edit goes through."""
+    s = Script("opencode-invalid-edit", "2026-03-10T10:20:00")
+    s.user("Rename the config key `retries` to `max_retries` in src/config.ts and run the tests.")
+    s.calls(C("read", {"filePath": "/home/dev/relay/src/config.ts"},
+              "<file>\n00001| export const defaults = {\n00002|   retries: 3,\n00003|   timeoutMs: 5000,\n"
+              "00004| };\n</file>"), text="Reading the config first.")
+    refusal = ("The arguments provided to the tool are invalid: Invalid input for tool edit: "
+               "oldString: Required")
+    for _ in range(4):
+        s.calls(C("invalid", {"tool": "edit", "error": "Invalid input for tool edit: oldString: Required"},
+                  refusal), text="Renaming the key.")
+    s.calls(C("edit", {"filePath": "/home/dev/relay/src/config.ts", "oldString": "  retries: 3,",
+                       "newString": "  max_retries: 3,"}, ""), text="Renaming the key, with the old text.")
+    s.calls(C("bash", {"command": "npm test --silent", "description": "Run the tests"},
+              "Tests: 41 passed, 41 total"), text="Running the tests.")
+    s.say("Renamed `retries` to `max_retries`; all 41 tests pass.")
+    return s
+
+
 def otel_rollout_poll() -> Script:
     """A quiet poll: the same rollout-status call, the same 'waiting' answer, 7 times."""
     s = Script("otel-rollout-poll", "2026-03-09T14:02:00")
@@ -1679,6 +1767,9 @@ def write_all(root: Path = HERE) -> list[Path]:
     put("otlp/otel-collector-traces.jsonl", otlp_requests(
         otel_rollout_poll(), conversation="conv_5f1c9a2e", service="deploy-bot", agent="deployer",
         model="gpt-4.1-2025-04-14"), "jsonl")
+    put(OPENCODE_FILE, opencode_export(
+        opencode_invalid_edit(), session_id=OPENCODE_SESSION, project_id="5c1e9b7a3d2f4e6a8b0c1d2e3f4a5b6c7d8e9f0a",
+        directory="/home/dev/relay", provider="anthropic", model="claude-sonnet-4-5"), indent=2)
     (root / "aider").mkdir(parents=True, exist_ok=True)
     (root / "aider/.aider.chat.history.md").write_text(AIDER_HISTORY, encoding="utf-8")
     written.append(root / "aider/.aider.chat.history.md")
@@ -1770,6 +1861,8 @@ def write_all(root: Path = HERE) -> list[Path]:
     return written
 
 
+OPENCODE_SESSION = "ses_3a9f0c1d2e4bQm7Lx2Vt8Rk5Wd"
+OPENCODE_FILE = f"opencode/{OPENCODE_SESSION}.json"
 CLINE_TASK = "1773151320000"
 OH_V1_ID = "9a4e7c21-3b5d-4f86-a0c9-1e2d3f4a5b6c"
 OH_V1_FILE = f"openhands_v1/{OH_V1_ID.replace('-', '')}/base_state.json"
@@ -1778,6 +1871,9 @@ CLINE_FILE = f"cline/saoudrizwan.claude-dev/tasks/{CLINE_TASK}/ui_messages.json"
 CC_FILE = f"claude_code/{CC_PARENT}.jsonl"
 CC_SUB = f"claude_code/{CC_PARENT}/subagents/agent-b71d0c4.jsonl"
 SHOWS: dict[tuple[str, str], str] = {
+    (OPENCODE_FILE, OPENCODE_SESSION):
+        "harness errors: OpenCode reroutes an `edit` without `oldString` to its `invalid` tool "
+        "4×, nothing runs and the same refusal comes back (`opencode export` JSON)",
     ("aider/.aider.chat.history.md", "1"):
         "clean: coding agent, 3 runs (edit blocks, a `/run`, a changelog edit)",
     ("anthropic/helpdesk_resend_email.json", "0"):

@@ -10,7 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DATA = ROOT / "sample_data"
-CORPUS = ROOT.parent / "shared" / "corpus"
+# ../shared/corpus beside the clone; LOOPLEDGER_CORPUS names it from a worktree elsewhere.
+CORPUS = Path(os.environ.get("LOOPLEDGER_CORPUS") or ROOT.parent / "shared" / "corpus")
 ARTIFACTS = ROOT / "test-artifacts"
 
 PG_URL = os.environ.get("LOOPLEDGER_TEST_PG_URL")

@@ -58,10 +58,23 @@ LABELS_CSV = f"""file,session_key,label,loop_calls,reason
 {FILE},task-6.trial-0,unclear,,too short to say
 """
 
+# Wilson 95% intervals, by hand (z = 1.959964, z² = 3.841459; bounds = (p + z²/2n ∓ z·√(p(1−p)/n +
+# z²/4n²)) / (1 + z²/n)):
+#   2/4: p 0.5, 1 + z²/n = 1.960365, p + z²/2n = 0.980182, z·√(0.0625 + 0.060023) = 0.686052
+#        → (0.294130 / 1.960365, 1.666234 / 1.960365) = (0.150, 0.850)
+#   2/3: p 0.6667, 1 + z²/n = 2.280486, p + z²/2n = 1.306910, z·√(0.074074 + 0.106707) = 0.833345
+#        → (0.473565 / 2.280486, 2.140255 / 2.280486) = (0.208, 0.939)
+#   2/2: p 1, the lower bound is n / (n + z²) = 2 / 5.841459 = 0.342, the upper 1
+
 # (loops, caught, early, missed, normal, false halts, precision, recall, saved, calls into loop)
 EXPECTED = {
     WINDOW.id: (3, 2, 1, 0, 2, 1, "0.50", "0.67", 7, "4 (3, 5)"),
     LADDER.id: (3, 2, 0, 1, 2, 0, "1.00", "0.67", 1, "4 (4, 4)"),
+}
+# (precision interval, recall interval), as the tables print them
+INTERVALS = {
+    WINDOW.id: ("[0.15, 0.85]", "[0.21, 0.94]"),  # precision 2/4, recall 2/3
+    LADDER.id: ("[0.34, 1.00]", "[0.21, 0.94]"),  # precision 2/2, recall 2/3
 }
 
 

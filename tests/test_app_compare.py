@@ -6,12 +6,15 @@ sessions' events (rebuilt from the ledger).
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import sqlalchemy as sa
 from app_support import charts, ledger_env
 from loopledger import vocab
+from loopledger.analysis import scoring
+from loopledger.analysis.scoring import call_position
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
@@ -123,12 +126,18 @@ def test_flipped_runs_link_to_replay(ledger):
     # Follow it: Replay opens that run, that policy, at A's halt.
     rp = open_page("views/replay.py", **q)
     assert not rp.exception, rp.exception
-    assert rp.session_state["rp_spec"] == a and rp.selectbox(key="rp_run").value == int(row["run"])
+    assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == int(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
+
+    def step_of(cell: str) -> int:  # "call #N (step S)": N counted over the session, S the event
+        m = re.fullmatch(r"call #(\d+) \(step (\d+)\)", cell)
+        assert m and int(m.group(1)) == call_position(sessions[int(row["session"])], int(m.group(2)), 0), cell
+        return int(m.group(2))
+
     if row["A"] == vocab.HALTED:
-        assert rp.slider(key="rp_step").value == int(row["A halts at"]) and verdict == vocab.HALT
+        assert rp.slider(key="rp_step").value == step_of(row["A halts at"]) and verdict == vocab.HALT
     elif row["B"] == vocab.HALTED:  # A did not halt: the link lands where B halted, and A lets it pass
-        assert rp.slider(key="rp_step").value == int(row["B halts at"]) and verdict != vocab.HALT
+        assert rp.slider(key="rp_step").value == step_of(row["B halts at"]) and verdict != vocab.HALT
 
 
 def test_filters_narrow_the_sessions(ledger):
@@ -190,6 +199,17 @@ def test_precision_and_recall_against_labels(tmp_path):
             fp = sum(1 for k, v in labels.items() if v == "not_loop" and k in flagged)
             fn = sum(1 for k, v in labels.items() if v == "real_loop" and k not in flagged)
             assert (row["tp"], row["fp"], row["fn"]) == (tp, fp, fn)
+            # the intervals are Wilson's over those independent counts; recall's denominator is the
+            # two runs labelled loop, so its interval is one of three worked by hand (z² = 3.841459):
+            #   0/2: [0, z²/2 / (1 + z²/2)] = [0, 1.920730 / 2.920730] = [0.00, 0.66]
+            #   1/2: (1.460365 ∓ z·√(0.125 + 0.240091) = 1.184265) / 2.920730 = [0.09, 0.91]
+            #   2/2: [2 / (2 + z²), 1] = [2 / 5.841459, 1] = [0.34, 1.00]
+            assert tp + fn == 2
+            assert row["recall 95% CI"] == {0: "[0.00, 0.66]", 1: "[0.09, 0.91]", 2: "[0.34, 1.00]"}[tp]
+            assert row["precision 95% CI"] == scoring.interval_text(scoring.wilson(tp, tp + fp))
+            # The scores written for people: two decimals, "—" when nothing was flagged (never None).
+            assert row["precision"] == (f"{tp / (tp + fp):.2f}" if tp + fp else "—")
+            assert row["recall"] == f"{tp / 2:.2f}"
         row3 = scores[scores["threshold"] == 3].iloc[0]
         # The halted run labelled loop is caught, the clean one labelled loop is missed.
         assert row3["tp"] >= 1 and row3["fn"] >= 1 and row3["fp"] >= 1
@@ -293,3 +313,29 @@ def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
     assert not {"None", "nan", "null"} & {str(v) for v in flips["B halts at"]}
     # The picked flipped run can be labelled right here, with no pre-selected label.
     assert at.radio(key="cp_label").value is None
+
+
+def test_each_detector_sweeps_its_own_halt_threshold_by_default(ledger):
+    """Switching the detector to progress must not keep window's parameter or range: progress'
+    `window` only bounds its memory (six identical rows); its first sweep is halt_at from 3."""
+    at = open_page(PAGE)
+    at.selectbox(key="cp_detector").set_value("window").run()
+    assert at.selectbox(key="cp_param_window").value == "threshold"
+    assert at.text_input(key="cp_range_window_threshold").value == "2..7"  # default 3, minimum 2
+    at.selectbox(key="cp_detector").set_value("progress").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="cp_param_progress").value == "halt_at"
+    assert at.text_input(key="cp_range_progress_halt_at").value == "3..8"  # default 3 = its minimum
+
+
+def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
+    from loopledger.app.charts_replay import VERDICT_COLORS
+
+    at = _sweep(open_page(PAGE), "window", "threshold", "2..5")
+    (spec, df) = next((s, d) for s, d in charts(at) if "hconcat" in s)
+    panels = spec["hconcat"]
+    assert [p["title"] for p in panels] == ["halts", "calls saved", "warnings"]
+    assert spec["resolve"]["scale"]["y"] == "independent"
+    assert panels[0]["mark"]["color"] == VERDICT_COLORS[vocab.HALT] == "#c92a2a"
+    assert panels[2]["mark"]["color"] == VERDICT_COLORS[vocab.WARN]
+    assert all(p["encoding"]["y"]["axis"]["format"] == "d" for p in panels)  # counts: integer ticks

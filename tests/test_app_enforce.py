@@ -67,6 +67,23 @@ def test_a_new_decision_shows_on_the_next_refresh(live_ledger):
     assert after.iloc[0]["enforced"] == "allow"
 
 
+def _halted_runs(url: str, spec: PolicySpec) -> tuple[int, int]:
+    """Independently of the page's sweep: replay every session's events and count its runs and the
+    runs with a halt."""
+    from loopledger.ledger.store import load_events, session_ids
+    from loopledger.replay import replay
+
+    eng = make_engine(url, readonly=True)
+    halted = runs = 0
+    with eng.connect() as conn:
+        for sid in session_ids(conn):
+            steps = list(replay(load_events(conn, sid), spec))
+            runs += len({s.run for s in steps})
+            halted += len({s.run for s in steps if any(c.verdict == "halt" for c in s.checks)})
+    eng.dispose()
+    return halted, runs
+
+
 def test_enforce_this_setting_on_compare(tmp_path):
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     eng = make_engine(url)
@@ -79,12 +96,20 @@ def test_enforce_this_setting_on_compare(tmp_path):
         at.text_input(key="cp_range_ladder_halt_at").input("4..6").run()
         at.button(key="cp_run").click().run()
         assert not at.exception, at.exception
-        labels = at.selectbox(key="cp_enforce_sel").options
-        choice = next(lb for lb in labels if "halt_at=5" in lb)
-        at.selectbox(key="cp_enforce_sel").set_value(choice).run()
+        # Nothing is preselected: the button cannot enforce until a person picks a row.
+        assert at.selectbox(key="cp_enforce_sel").value is None and at.button(key="cp_enforce").disabled
+        options = at.selectbox(key="cp_enforce_sel").options
+        choice = next(i for i, lb in enumerate(options) if lb == "halt_at=5")
+        at.selectbox(key="cp_enforce_sel").select_index(choice).run()
+        # Before it is pressed, the button says what it will do on the swept sessions.
+        halted, runs = _halted_runs(url, PolicySpec.parse("ladder:halt_at=5"))
+        assert at.button(key="cp_enforce").label == f"Enforce halt_at=5: halts {halted} of {runs} runs"
         at.button(key="cp_enforce").click().run()
         assert not at.exception, at.exception
         assert at.success and "Enforced" in at.success[0].value
+        # "Enforced now" reads the new setting right beside the success message, not the old default.
+        now = [t.value for t in at.text if t.value.startswith("Enforced now: ")]
+        assert len(now) == 1 and "ladder" in now[0] and "halt_at=5" in now[0] and "(the default)" not in now[0]
     with eng.connect() as conn:
         assert enforce.enforced(conn) == PolicySpec.parse("ladder:halt_at=5")
         assert enforce.history(conn)[0]["origin"] == "compare"

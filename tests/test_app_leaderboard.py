@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from app_support import app, charts, ledger_env, markdown_texts
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
-from score_support import EXPECTED, LADDER, WINDOW, build
+from score_support import EXPECTED, INTERVALS, LADDER, WINDOW, build
 
 PAGE = "views/leaderboard.py"
 COUNTS = ("loops", "caught", "early", "missed", "normal", "false_halts")
@@ -49,8 +49,9 @@ def test_the_table_shows_the_hand_counted_numbers(ledger):
     got = {}
     for row in table.itertuples(index=False):
         pid = parse_qs(urlparse(row.loops).query)["policy"][0]
-        got[pid] = (*[_n(getattr(row, c)) for c in COUNTS], f"{row.precision:.2f}", f"{row.recall:.2f}",
-                    int(row.saved), f"{row[table.columns.get_loc('into loop (median)')]:g} "
+        # Scores are written for people ("0.67"; "—" when there is nothing to score), never None.
+        got[pid] = (*[_n(getattr(row, c)) for c in COUNTS], row.precision, row.recall,
+                    int(row.saved), f"{row[table.columns.get_loc('into loop (median)')]} "
                     f"({row[table.columns.get_loc('into loop (each catch)')]})")
     assert got == EXPECTED
     # Ranked: both catch 2, LADDER has no false halt.
@@ -76,7 +77,7 @@ def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):
     at = app(PAGE, policy=WINDOW.id, cell="early", n="1")
     assert not at.exception, at.exception
     rows = _frame(at, "halt at call")
-    assert list(rows["key"]) == ["task-2.trial-0"] and list(rows["halt at call"]) == [4]
+    assert list(rows["key"]) == ["task-2.trial-0"] and list(rows["halt at call"]) == ["call #4"]
     link = parse_qs(urlparse(rows.iloc[0]["replay"]).query)
     # task-2: system prompt is not an event; user turn = seq 0, then call/answer pairs: call 4 is seq 7.
     assert link == {"session": [str(keys["task-2.trial-0"])], "run": ["0"], "policy": [WINDOW.id], "step": ["7"]}
@@ -84,7 +85,7 @@ def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):
     assert not at.exception, at.exception
     caught = _frame(at, "halt at call")
     assert sorted(zip(caught["key"], caught["halt at call"], caught["calls into loop"], strict=True)) == [
-        ("task-1.trial-0", 6, 4), ("task-2.trial-0", 8, 4)]
+        ("task-1.trial-0", "call #6", "4"), ("task-2.trial-0", "call #8", "4")]
     at = app(PAGE, policy=LADDER.id, cell="loops", n="3")
     assert not at.exception, at.exception
     loops = _frame(at, "outcome")
@@ -96,7 +97,7 @@ def test_two_policies_show_where_they_disagree(ledger):
     at.selectbox(key="lb_a").set_value(WINDOW.id).run()
     at.selectbox(key="lb_b").set_value(LADDER.id).run()
     assert not at.exception, at.exception
-    rows = _frame(at, "B halts at call")
+    rows = _frame(at, "B halts at")
     got = sorted(zip(rows["key"], rows["A"], rows["B"], strict=True))
     assert got == [("task-2.trial-0", "halted early", "caught"), ("task-3.trial-0", "caught", "missed"),
                    ("task-5.trial-0", "false halt", "clean")]
@@ -186,7 +187,10 @@ def test_enforce_this_setting_from_the_leaderboard(tmp_path):
     url, _ = build(tmp_path)
     with ledger_env(url):
         at = app(PAGE)
+        # No policy preselected: nothing is enforced by one click.
+        assert at.selectbox(key="lb_enforce_sel").value is None and at.button(key="lb_enforce").disabled
         at.selectbox(key="lb_enforce_sel").set_value(WINDOW.id).run()
+        assert at.button(key="lb_enforce").label.startswith("Enforce it: halts ")
         at.button(key="lb_enforce").click().run()
         assert not at.exception, at.exception
         assert any("Enforced" in s.value for s in at.success)
@@ -195,3 +199,50 @@ def test_enforce_this_setting_from_the_leaderboard(tmp_path):
         assert enforce.enforced(conn) == WINDOW
         assert enforce.history(conn)[0]["origin"] == "leaderboard"
     eng.dispose()
+
+
+def test_precision_and_recall_show_their_hand_computed_intervals(ledger):
+    at = app(PAGE)
+    assert not at.exception, at.exception
+    table = _frame(at, "false_halts")
+    got = {parse_qs(urlparse(r.loops).query)["policy"][0]: (r[table.columns.get_loc("precision 95% CI")],
+                                                             r[table.columns.get_loc("recall 95% CI")])
+           for r in table.itertuples(index=False)}
+    assert got == INTERVALS  # worked out in score_support: 2/4, 2/2 and 2/3
+    # every label is in: nothing splits the top policies
+    assert any("No unlabelled session splits" in c.value for c in at.caption)
+
+
+def _unlabel(url: str, keys: list[str]) -> None:
+    eng = make_engine(url)
+    with eng.begin() as conn:
+        ids = [i for k, i in conn.execute(sa.select(t.sessions.c.key, t.sessions.c.id)).all() if k in keys]
+        conn.execute(sa.delete(t.labels).where(t.labels.c.session_id.in_(ids)))
+    eng.dispose()
+
+
+def test_label_next_lists_the_unlabelled_sessions_the_top_policies_split_on(tmp_path):
+    # From score_support's table: WINDOW halts task-3 and task-5, LADDER neither (splits);
+    # task-4 neither halts (no split). With those three unlabelled, task-3 and task-5 are listed.
+    url, _ = build(tmp_path)
+    keys = _session_ids(url)
+    _unlabel(url, ["task-3.trial-0", "task-4.trial-0", "task-5.trial-0"])
+    with ledger_env(url):
+        at = app(PAGE)
+        assert not at.exception, at.exception
+        nxt = _frame(at, "not halted by")
+        assert list(nxt["key"]) == ["task-3.trial-0", "task-5.trial-0"]
+        assert set(nxt["halted by"]) == {WINDOW.label} and set(nxt["not halted by"]) == {LADDER.label}
+        # one label from the list: task-5 is normal → WINDOW gains a false halt, LADDER a clean session
+        at.selectbox(key="lb_next_session").set_value(keys["task-5.trial-0"])
+        at.radio(key="lb_next_label").set_value("normal")
+        at.button(key="FormSubmitter:label_form_lb_next-Save label").click().run()
+        assert not at.exception, at.exception
+        assert any("Saved" in s.value for s in at.success)
+        at = app(PAGE)
+        assert not at.exception, at.exception
+        assert list(_frame(at, "not halted by")["key"]) == ["task-3.trial-0"]
+        table = _frame(at, "false_halts")
+        window = next(r for r in table.itertuples(index=False) if WINDOW.id in r.loops)
+        # normal sessions now: task-5 only (task-4 is still unlabelled), and WINDOW halted it
+        assert (_n(window.normal), _n(window.false_halts)) == (1, 1)

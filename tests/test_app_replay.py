@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from app_support import ledger_env, make_ledger, markdown_texts, metrics, plain_texts
 from loopledger import vocab
+from loopledger.analysis.scoring import call_position
 from loopledger.detectors.policy import DETECTORS, PolicySpec
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
@@ -41,6 +42,15 @@ def ledger(tmp_path_factory):
 def _state(at) -> object:
     assert len(at.json) == 1
     return json.loads(at.json[0].value)
+
+
+def _run_box(at):
+    """The run picker (one widget per spec: its labels name that spec's halts)."""
+    return next(s for s in at.selectbox if s.label == "Run")
+
+
+def _run_label(at, run: int) -> str:
+    return next(o for o in _run_box(at).options if o.startswith((f"run {run} —", f"run {run}:")))
 
 
 def _apply(at) -> None:
@@ -74,8 +84,8 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         run, first, last = _longest_run(url, sid)
         if at.selectbox(key="rp_session").value != sid:
             at.selectbox(key="rp_session").set_value(sid).run()
-        if at.selectbox(key="rp_run").value != run:
-            at.selectbox(key="rp_run").set_value(run).run()
+        if _run_box(at).value != run:
+            _run_box(at).set_value(run).run()
         check(first)
         if last == first:
             continue
@@ -168,12 +178,16 @@ def test_apply_says_what_changed(ledger):
 
     old, new = halts(base), halts(looser)
     (info,) = [i.value for i in at.info]
+
+    def ref(seq: int) -> str:  # the session's 1-based call number, as labels and the leaderboard count it
+        return f"call #{call_position(sessions[sid], seq, 0)} (step {seq})"
+
     if h2 is not None:
-        assert f"halt moved from step {h1} to {h2}" in info
+        assert f"halt moved from {ref(h1)} to {ref(h2)}" in info
     else:
         later = sorted(r for r in new if r > run) or sorted(new)
-        tail = f"the next one is in run {later[0]} (step {new[later[0]]})" if later else "no run of this session halts"
-        assert f"no halt in this run any more (it was at step {h1}); {tail}" in info
+        tail = f"the next one is in run {later[0]} ({ref(new[later[0]])})" if later else "no run of this session halts"
+        assert f"no halt in this run any more (it was at {ref(h1)}); {tail}" in info
     assert f"Halted runs in this session: {len(old)} → {len(new)}" in info
 
 
@@ -194,18 +208,18 @@ def test_next_and_previous_halt_cross_runs(ledger):
     at = open_page(PAGE, session=str(sid), run=str(first_run), policy=spec.text, step=str(lo))
     assert not at.exception, at.exception
     # The run picker marks the runs this policy halts.
-    options = at.selectbox(key="rp_run").options
-    assert [i for i, o in enumerate(options) if " — halts at step " in o] == [r for r, *_ in runs_of(url, sid) if r in runs_with]
+    options = _run_box(at).options
+    assert [i for i, o in enumerate(options) if " — halts at call #" in o] == [r for r, *_ in runs_of(url, sid) if r in runs_with]
     seen = []
     for _ in range(min(4, len(halts))):
         at.button(key="rp_next_halt").click().run()
         assert not at.exception, at.exception
         seen.append(at.session_state["rp_step"])
-        assert at.selectbox(key="rp_run").value == run_of[seen[-1]]
+        assert _run_box(at).value == run_of[seen[-1]]
         assert metrics(at)["Verdict at this step"] == vocab.HALT
     assert seen == halts[:len(seen)] and len({run_of[s] for s in seen}) >= 2
     at.button(key="rp_prev_halt").click().run()
-    assert at.session_state["rp_step"] == seen[-2] and at.selectbox(key="rp_run").value == run_of[seen[-2]]
+    assert at.session_state["rp_step"] == seen[-2] and _run_box(at).value == run_of[seen[-2]]
 
 
 def test_state_fields_and_steps_read_for_people(ledger):
@@ -256,7 +270,7 @@ def test_deep_link_lands_on_the_stored_halt(ledger):
     at = open_page(PAGE, session=str(sid), run=str(run), policy=pid, step=str(seq))
     assert not at.exception, at.exception
     assert at.selectbox(key="rp_session").value == sid
-    assert at.selectbox(key="rp_run").value == run
+    assert _run_box(at).value == run
     assert at.selectbox(key="rp_detector").value == detector
     assert at.session_state["rp_spec"].id == pid
     assert at.slider(key="rp_step").value == seq
@@ -302,7 +316,7 @@ def test_a_growing_session_replays_its_new_events(tmp_path):
         at.run()
         assert not at.exception, at.exception
         run2, first2, last2 = runs_of(url, sid)[-1]
-        at.selectbox(key="rp_run").set_value(run2).run()
+        _run_box(at).set_value(run2).run()
         at.slider(key="rp_step").set_value(last2).run()
         assert not at.exception, at.exception
         ref = list(replay(after, spec, with_state=True))
@@ -360,3 +374,39 @@ def test_a_link_never_imports_a_module(ledger):
     assert "os:getpid" not in registry.names()
     assert any("policy=os:getpid" in x for x in plain_texts(at))
     assert at.session_state["rp_spec"].detector in registry.builtin_names()
+
+
+def test_a_second_apply_keeps_the_run_and_step(ledger):
+    """The issue: a second Apply (same values, or Enter then Apply) jumped to run 0, step 0 and said
+    "Halted runs in this session: 0 → 0". The place and the before → after counts must hold."""
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(h1))
+    at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
+    _apply(at)
+    looser = PolicySpec("window", {"threshold": 4})
+    _apply(at)  # the same values again
+    assert not at.exception, at.exception
+    assert (at.session_state["rp_run"], at.session_state["rp_step"]) == (run, h1)
+    assert _run_box(at).value == run
+    n_looser = len({s.run for s in replay(sessions[sid], looser) if any(c.verdict == vocab.HALT for c in s.checks)})
+    (info,) = [i.value for i in at.info]
+    assert f"Halted runs in this session: {n_looser} → {n_looser}." in info
+
+
+def test_after_apply_the_run_picker_reads_the_new_halt(ledger):
+    """The issue: after Apply moved a halt to step 179 the run picker still read "halts at step 183"."""
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
+    label = _run_label(at, run)
+    assert f"halts at call #{call_position(sessions[sid], h1, 0)} (step {h1})" in label
+    at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
+    _apply(at)
+    label = _run_label(at, run)
+    if h2 is not None:
+        assert f"halts at call #{call_position(sessions[sid], h2, 0)} (step {h2})" in label
+    else:
+        assert "halts at" not in label

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, plain_texts, read_model
@@ -62,7 +64,7 @@ def test_without_run_opens_the_first_halted_run_at_its_halt(ledger):
     assert at.query_params["run"] == str(run)
     assert at.number_input(key=f"focus_{sid}_{run}").value == seq
     texts = [x.value for x in at.text]
-    assert any(x.startswith(f"▶ HALTING BATCH  [step {seq}]") and "halt" in x for x in texts)
+    assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x) and "halt" in x for x in texts)
     links = [b.proto.url for b in at.get("link_button")]
     assert len(links) == 1 and links[0].startswith(f"./replay?session={sid}&run={run}&policy=")
     assert links[0].endswith(f"&step={seq}")
@@ -117,7 +119,7 @@ def test_jump_to_halt_moves_the_transcript_back(ledger):
     at.button(key="jump_halt").click().run()
     assert not at.exception
     assert at.number_input(key=f"focus_{sid}_{run}").value == seq
-    assert any(x.value.startswith(f"▶ HALTING BATCH  [step {seq}]") for x in at.text)
+    assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x.value) for x in at.text)
 
 
 def test_label_a_run(ledger):

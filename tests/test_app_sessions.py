@@ -51,8 +51,8 @@ def test_table_lists_sessions_most_halted_first_with_links(ledger):
     assert list(df.halts) == sorted(df.halts, reverse=True)
     top = read_model(url, "sessions_page", read.SessionFilter(), "halts", True, 1)
     assert int(df.id.iloc[0]) == int(top.id.iloc[0])
-    # Numbers before text: the counters are the first columns, the path (shortened) after them.
-    assert list(df.columns[:8]) == ["id", "halts", "runs", "calls", "strikes", "warnings", "blocks", "saved"]
+    # The title beside the id (readable without scrolling sideways), then the counters, the path after them.
+    assert list(df.columns[:8]) == ["id", "title", "halts", "runs", "calls", "warnings", "blocks", "saved"]
     assert list(df.columns[-2:]) == ["file", "path"]
     assert all(len(f) <= len(p) for f, p in zip(df.file, df.path, strict=True))
     assert all(f == p or (f.startswith("…/") and p.endswith(f[2:])) for f, p in zip(df.file, df.path, strict=True))

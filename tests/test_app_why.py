@@ -68,8 +68,14 @@ def test_why_sentence_from_the_halting_checks_own_numbers(real_ledger):
     texts = [t.value for t in at.text]
     assert halts
     for detector, seq, count, threshold, tool in halts:
-        (line,) = [t for t in texts if t.startswith(f"{detector} halted at step {seq}")]
-        assert tool in line and re.search(rf"\b{count} (times|calls)\b", line) and str(threshold) in line
+        # call #N: 1-based over the session, counted in SQL (calls before the halt's step, plus one;
+        # a batch-level check is its batch's first call), as labels and the leaderboard count.
+        n = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=seq)[0][0]
+        idx = _sql(real_ledger, "SELECT halt_idx FROM run_outcomes o JOIN policies p ON p.id = o.policy_id WHERE "
+                                "o.session_id = :s AND o.run_idx = :r AND p.detector = :d", s=sid, r=run, d=detector)[0][0]
+        (line,) = [t for t in texts if t.startswith(f"{detector} halted at call #{n + max(idx, 0) + 1} (step {seq}")]
+        assert tool in line and str(threshold) in line
+        assert re.search(rf"\b{count} (times|calls)\b|attempt {count}\b", line), line
     run_length = [t for t in texts if t.startswith("run-length halted")]
     if any(d == "run-length" for d, *_ in halts):
         assert "the same batch" in run_length[0] and "unchanged answers; at most 2 allowed" in run_length[0]
@@ -95,22 +101,27 @@ def test_the_excerpt_starts_at_the_first_call_of_the_repeat_and_marks_identical_
                                            "AND idx = :i", s=sid, q=halt_seq, i=max(halt_idx, 0))
     at = app(PAGE, session=str(sid))
     texts = [t.value for t in at.text]
-    # The first halt's "repeated:" line lists calls identical to the halting call (checked in SQL).
-    rep = next(t for t in texts if t.strip().startswith("repeated: "))
-    listed = [int(x) for x in re.findall(r"\d+", rep.split("(and")[0])]
+    # The first halt's "rests on" line links calls identical to the halting call (checked in SQL).
+    rests = next(m for m in markdown_texts(at) if m.startswith("rests on "))
+    links = [(int(n), int(q)) for n, q in re.findall(r"\[call #(\d+)[^\]]*\]\(\./session\?session=\d+&run=\d+&step=(\d+)\)",
+                                                      rests)]
+    listed = [q for _, q in links]
     assert listed and listed[-1] == halt_seq and len(listed) >= 2
-    for seq in listed:
+    for n, seq in links:
         same = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq = :q AND tool = :t "
                                  "AND args_hash = :h", s=sid, q=seq, t=tool, h=args_hash)[0][0]
         assert same >= 1, seq
+        before = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=seq)[0][0]
+        assert before < n <= before + 8, (n, seq)  # the call's own number, within its batch
     first = listed[0]
+    first_n = links[0][0]
     # The transcript excerpt starts at the first repeated call, not a few steps before the halt.
-    steps = [int(m.group(1)) for t in texts if (m := re.match(r"(?:▶ HALTING BATCH  )?\[step (\d+)\]", t))]
+    head = re.compile(r"(?:▶ HALTING BATCH  )?call #\d+ \(step (\d+)")
+    steps = [int(m.group(1)) for t in texts if (m := head.match(t))]
     assert steps[0] == first and halt_seq in steps
-    # Each later repeat is marked identical to the first one.
-    later = [t for t in texts if (m := re.match(r"(?:▶ HALTING BATCH  )?\[step (\d+)\]", t))
-             and int(m.group(1)) in listed[1:] and f": {tool}" in t]
-    assert later and all(f"arguments identical to step {first}" in t for t in later)
+    # Each later repeat is marked identical to the first one, by its call number.
+    later = [t for t in texts if (m := head.match(t)) and int(m.group(1)) in listed[1:] and f": {tool}" in t]
+    assert later and all(f"arguments identical to call #{first_n}" in t for t in later)
 
 
 def test_next_and_previous_halted_run_and_the_picker_marks(real_ledger):
@@ -206,3 +217,17 @@ def test_past_the_last_halted_run_the_next_halted_session_opens(real_ledger):
     prev = at.button(key="prev_halted")
     if len(_halted_runs(real_ledger, following)) == 1:
         assert f"session #{sid}" in prev.help
+
+
+def test_the_timeline_names_each_call_by_its_session_number(real_ledger):
+    sid = _most_halted_session(real_ledger)
+    run = _most_halted_run(real_ledger, sid)
+    at = app(PAGE, session=str(sid), run=str(run))
+    assert not at.exception
+    (_, tl), = [c for c in charts(at) if "facet" in c[0]]
+    # The n-th call of the session (ordered in SQL) is call #n in the timeline's tooltip.
+    order = _sql(real_ledger, "SELECT seq, idx FROM calls WHERE session_id = :s ORDER BY seq, idx", s=sid)
+    want = {(s, i): f"call #{k + 1}" for k, (s, i) in enumerate(order)}
+    calls = tl[tl["call"] != ""]
+    assert len(calls) and all(want[(int(s), int(i))] == c for s, i, c in zip(calls["seq"], calls["idx"], calls["call"],
+                                                                             strict=True))

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.corpus
 
 FOLDERS = ("swe-agent-traj", "openhands", "aider-chat-history-md")
 AIDER = "aider-chat-history-md/aider-website-example-complex-change.md"
+PONYC = "openhands/multi-swe-bench-ponyc-output.jsonl"
 
 # file → {column: (our value, why)}. Everything not listed must equal the README.
 DIFFERS = {
@@ -28,6 +29,12 @@ DIFFERS = {
                        "aider/getinput.py with different hunks are not identical calls"),
         "ABAB": (0, "same reason: with the hunks in the arguments, getinput.py / main.py edits "
                     "never repeat exactly"),
+    },
+    PONYC: {
+        "calls": (103, "the README counts the agent's action events; two replies the controller could "
+                       "not turn into an action (an `error` observation with no cause) are one "
+                       "harness_error call each: what the agent asked for and never ran"),
+        "ABAB": (4, "same reason: one of the harness errors sits between two identical calls"),
     },
 }
 
@@ -91,6 +98,22 @@ def test_counts_match_the_readme(corpus_dir, folder):
             assert why and ours != expected[column]
             expected[column] = ours
         assert measure(corpus_dir / name) == expected, name
+
+
+def test_openhands_counted_without_harness_errors_reproduces_it(corpus_dir):
+    """Leaving the harness_error calls out gives the README's numbers for the OpenHands file:
+    the difference is the refused replies, not a call we missed or invented."""
+    path = corpus_dir / PONYC
+    keys = [[]]
+    for item in read(path):
+        if isinstance(item, SessionStart):
+            keys.append([])
+        elif isinstance(item, Batch):
+            keys[-1].extend(key(c) for c in item.calls if c.name != "harness_error")
+    sessions = [k for k in keys[1:]]
+    abab = sum(1 for ks in sessions for i in range(2, len(ks)) if ks[i] == ks[i - 2] != ks[i - 1])
+    row = readme_rows(corpus_dir)[PONYC]
+    assert (sum(map(len, sessions)), abab) == (row["calls"], row["ABAB"])
 
 
 def test_aider_counted_the_readme_way_reproduces_it(corpus_dir):

@@ -12,12 +12,12 @@ from loopledger.events import Batch, Call
 
 def test_run_length_halt_reads_as_the_issue_asks():
     assert explain.sentence("run-length", "halt", 3, 3, 2, "same batch 3 times in a row (max 2)", "run_tests") == (
-        "`run_tests` — the same batch 3 times in a row with unchanged answers; at most 2 allowed")
+        "run_tests — the same batch 3 times in a row with unchanged answers; at most 2 allowed")
 
 
 def test_run_length_ceiling_halt_names_the_ceiling_from_its_reason():
     text = explain.sentence("run-length", "halt", 1, 16, 15, "carried past the ceiling 15 by changing answers", "Read")
-    assert text == "`Read` — the same batch 16 times in this run; its answers kept changing, but at most 15 are " \
+    assert text == "Read — the same batch 16 times in this run; its answers kept changing, but at most 15 are " \
                    "allowed in one run"
 
 
@@ -30,29 +30,63 @@ def test_the_sentence_uses_the_detectors_own_numbers():
     halt = checks[-1]
     assert halt.verdict == "halt"
     text = explain.sentence("ladder", halt.verdict, halt.count, halt.total, halt.threshold, halt.reason, "Bash")
-    assert text == "`Bash` — the same call with the same arguments 4 times in a row (mutating tool); halts at 4"
+    assert text == "Bash — the same call with the same arguments 4 times in a row (mutating tool); halts at 4"
     warn = checks[1]
     assert explain.sentence("ladder", warn.verdict, warn.count, None, warn.threshold, warn.reason, "Bash") == \
-        "`Bash` — the same call with the same arguments 2 times in a row (mutating tool); warns at 2"
+        "Bash — the same call with the same arguments 2 times in a row (mutating tool); warns at 2"
 
 
 def test_window_cycle_stagnation():
     assert explain.sentence("window", "halt", 3, None, 3, "grep 3 times in the last 8 calls", "grep") == \
-        "`grep` — the same call 3 times among the last 8 calls; halts at 3"
+        "grep — the same call 3 times among the last 8 calls; halts at 3"
     assert explain.sentence("cycle", "warn", 3, 2, 3, "period 2 ×3: edit → test", "test") == \
-        "`edit → test` — the same 2 calls repeated 3 times in a row with unchanged answers; warns at 3"
+        "edit → test — the same 2 calls repeated 3 times in a row with unchanged answers; warns at 3"
     assert explain.sentence("stagnation", "halt", 6, None, 5, "the same reply 6 times in the last 20 prose turns") == \
         "the same reply 6 times in the last 20 replies; at most 5 allowed"
 
 
 def test_progress_sentence():
     assert explain.sentence("progress", "halt", 4, None, 4, "run_tests: the same answer 3 times", "run_tests") == \
-        "`run_tests` — the same answer 3 times (4 calls without progress); halts at 4"
+        ("run_tests — the same call with the same arguments got the same answer 3 times before: this is "
+         "attempt 4; halts at attempt 4 (halt_at or ok_halt_at = 4)")
+
+
+def test_progress_warning_agrees_with_its_numbers_and_names_its_threshold():
+    # The issue's contradiction: a warning at the 2nd call said "the same answer 1 times (2 calls
+    # without progress); warns at 4". count 2 = the 2nd attempt, 1 earlier; 4 is where it halts.
+    text = explain.sentence("progress", "warn", 2, None, 4, "run_tests: the same answer 1 times [ok_halt_at]",
+                            "run_tests")
+    assert text == ("run_tests — the same call with the same arguments got the same answer once before: this is "
+                    "attempt 2; halts at attempt 4 (ok_halt_at = 4)")
+    assert "warns at" not in text and "1 times" not in text
+    retry = explain.sentence("progress", "halt", 3, None, 3,
+                             "pytest: the same error, retried 2 times without addressing it [halt_at]", "pytest")
+    assert retry == ("pytest — the same error twice before, each time retried without addressing it: this is "
+                     "attempt 3; halts at attempt 3 (halt_at = 3)")
+
+
+def test_a_shell_call_is_named_by_its_command():
+    assert explain.tool_words("bash", '{"command": "git commit -am fix"}') == "bash: git commit -am fix"
+    assert explain.tool_words("exec_command", {"cmd": ["bash", "-lc", "pytest -x"]}) == "exec_command: pytest -x"
+    assert explain.tool_words("Read", '{"file_path": "a.py"}') == "Read"
+    assert explain.tool_words("bash", "not json") == "bash"
+    # Arguments the timeline read cut short (their first characters): the command's start still names it.
+    assert explain.tool_words("bash", '{"timeout": 5, "command": "git push origin ma') == "bash: git push origin ma"
+    long = explain.tool_words("bash", {"command": "x" * 200})
+    assert len(long) == len("bash: ") + explain.COMMAND_CHARS and long.endswith("…")
+
+
+def test_calls_are_named_by_their_session_number():
+    assert explain.call_ref(12, 35, 37) == "call #12 (step 35, line 37)"
+    assert explain.call_ref(1, 0) == "call #1 (step 0)"
+    assert explain.call_ref(None, 7) == "step 7"
+    assert explain.call_list([4, 7, 10]) == "calls #4, #7 and #10"
+    assert explain.call_list([3]) == "call #3"
 
 
 def test_unknown_detector_gets_the_generic_sentence_and_never_raises():
     assert explain.sentence("gemini-cli", "halt", 4, None, 3, "stale retry: same error", "write_file") == \
-        "`write_file` — gemini-cli said halt: stale retry: same error (count 4, threshold 3)"
+        "write_file — gemini-cli said halt: stale retry: same error (count 4, threshold 3)"
     assert explain.sentence("my-plugin", "warn") == "my-plugin said warn"
     # NaN and None from a DataFrame are "no number", never "nan".
     text = explain.sentence("openhands", "halt", math.nan, None, float("nan"), None, None)
@@ -64,7 +98,7 @@ def test_a_broken_explainer_falls_back(monkeypatch):
         raise RuntimeError("bug")
 
     monkeypatch.setitem(explain.EXPLAINERS, "boom", boom)
-    assert explain.sentence("boom", "halt", 2, None, 2, "", "x") == "`x` — boom said halt (count 2, threshold 2)"
+    assert explain.sentence("boom", "halt", 2, None, 2, "", "x") == "x — boom said halt (count 2, threshold 2)"
 
 
 def test_register_a_plugin_sentence(monkeypatch):

@@ -171,3 +171,33 @@ def test_appended_aider_output_reaches_the_ledger(tmp_path):
 
 def test_a_grown_file_shows_every_changed_session_past_the_old_end(tmp_path):
     assert_growth_shows_past_the_old_end(aider, FIX.read_bytes(), tmp_path, ".md")
+
+
+def test_a_reply_aider_could_not_parse_is_one_harness_error(tmp_path):
+    """aider/coders/base_coder.py, apply_updates: when the coder's get_edits raises (a block
+    without its ======= / >>>>>>> REPLACE, a listing without a file name) aider applies nothing,
+    prints "The LLM did not conform to the edit format.", the troubleshooting link and the
+    parser's reason, and sends that reason back. The reply ran nothing: one harness_error call
+    answered by those lines (not an edit, not a malformed line of the file). A block that parsed
+    but "failed to match" was tried: it stays an edit answered by an error (above)."""
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(
+        "# aider chat started at 2026-03-01 10:00:00\n\n#### rename foo to bar in app.py  \n\n"
+        "I'll rename it.\n\napp.py\n```python\n<<<<<<< SEARCH\ndef foo():\n=======\ndef bar():\n```\n\n"
+        "> Tokens: 2.1k sent, 40 received.  \n"
+        "> The LLM did not conform to the edit format.  \n"
+        "> https://aider.chat/docs/troubleshooting/edit-errors.html  \n"
+        "> Expected `>>>>>>> REPLACE` or `=======`  \n\n"
+        "Sorry, here is the complete block.\n\napp.py\n```python\n<<<<<<< SEARCH\ndef foo():\n=======\n"
+        "def bar():\n>>>>>>> REPLACE\n```\n\n> Applied edit to app.py  \n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    cs = calls(items)
+    assert [(c.name, c.args.get("reason")) for c in cs] == [("harness_error", "malformed_edit"), ("edit", None)]
+    answers = {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+    refused = answers[cs[0].id]
+    assert refused.is_error and refused.text.splitlines() == [
+        "The LLM did not conform to the edit format.",
+        "https://aider.chat/docs/troubleshooting/edit-errors.html",
+        "Expected `>>>>>>> REPLACE` or `=======`"]
+    assert not answers[cs[1].id].is_error

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
@@ -25,8 +26,9 @@ OUTPUT = FIX / "output.jsonl"
 EVENTS = FIX / "trajectory.json"
 LEGACY = FIX / "legacy-output.jsonl"
 
+# the last Batch/Answers: the cause-less error observation (the controller ran nothing)
 FIRST_INSTANCE = ["SessionStart", "UserTurn", "Batch", "Answers", "Batch", "Answers", "Prose",
-                  "Batch", "Answers", "Prose"]
+                  "Batch", "Answers", "Batch", "Answers", "Prose"]
 
 
 def test_output_jsonl_one_session_per_line():
@@ -47,7 +49,7 @@ def test_events_become_calls_answers_and_prose():
     items = list(openhands.read(OUTPUT))
     first = items[: items.index(next(i for i in items[1:] if isinstance(i, SessionStart)))]
     # system/recall and their observations skipped; think and finish are prose; the
-    # cause-less error observation answers nothing
+    # cause-less error observation is the harness refusing a reply: a harness_error call
     assert kinds(first) == FIRST_INSTANCE
     run = first[2].calls[0]
     assert run.id == "toolu_01" and run.name == "execute_bash"
@@ -58,7 +60,9 @@ def test_events_become_calls_answers_and_prose():
     assert first[3].answers[0].is_error  # exit code 1
     assert isinstance(first[6], Prose) and first[6].text.startswith("%W is not ISO week")
     assert first[8].answers[0].is_error and "did not appear verbatim" in first[8].answers[0].text
-    assert first[9].text == "The parser now uses ISO week directives."
+    assert first[9].calls[0].name == "harness_error" and first[10].answers[0].is_error
+    assert first[10].answers[0].text == "The action has not been executed."
+    assert first[11].text == "The parser now uses ISO week directives."
 
 
 def test_actions_of_one_model_response_are_one_batch():
@@ -75,7 +79,7 @@ def test_saved_event_list_is_one_session_with_event_positions():
     assert kinds(items) == FIRST_INSTANCE
     assert items[0].info.model == "claude-3-5-sonnet-20241022"
     assert items[1].line == 2 and items[2].line == 5  # the event's index in the list
-    assert [c.id for c in calls(items)] == ["toolu_01", "toolu_02", "toolu_03", "toolu_05"]
+    assert [c.id for c in calls(items)] == ["toolu_01", "toolu_02", "toolu_03", "toolu_05", "error-14"]
 
 
 def test_legacy_flat_events():
@@ -198,3 +202,26 @@ def test_an_editor_read_gets_back_the_view_command_the_model_sent(tmp_path):
     assert got[0].name == "str_replace_editor"
     assert got[0].args == {"command": "view", "path": "/w/parser.c", "start": 0, "end": -1, "view_range": None}
     assert got[1].name == "read" and got[1].args == {"path": "/w/a.c"}
+
+
+@pytest.mark.corpus
+def test_an_error_observation_answering_no_action_is_a_harness_error(corpus_dir):
+    """A real run (the shared corpus's OpenHands multi-swe-bench output, MIT): in
+    ponylang__ponyc-4593 the controller could not turn one reply into an action (a
+    str_replace_editor call with a bad `command`) and answered with an ErrorObservation that has
+    no cause (event 29). That reply ran nothing: one harness_error call, answered by the error,
+    between the calls around it. Counted by hand with jq over events 0-33:
+      jq -r '.history[] | select((.action != null and .tool_call_metadata != null)
+             or (.observation=="error" and .cause==null)) | .id' → 11 run (execute_bash),
+      1 read (str_replace_editor, id 27), the error (id 29), 2 reads (ids 30, 32)."""
+    path = corpus_dir / "openhands" / "multi-swe-bench-ponyc-output.jsonl"
+    items = list(openhands.read(path))
+    assert not errors(items)
+    start = next(n for n, i in enumerate(items) if isinstance(i, SessionStart) and i.info.key == "ponylang__ponyc-4593")
+    end = next((n for n, i in enumerate(items) if n > start and isinstance(i, SessionStart)), len(items))
+    cs = [c for i in items[start:end] if isinstance(i, Batch) for c in i.calls][:15]
+    assert [c.name for c in cs] == ["execute_bash"] * 11 + ["str_replace_editor", "harness_error"] + ["str_replace_editor"] * 2
+    answers = {a.call_id: a for i in items[start:end] if isinstance(i, Answers) for a in i.answers}
+    refused = answers[cs[12].id]
+    assert cs[12].args == {"reason": "error_observation"} and refused.is_error
+    assert refused.text.startswith("Parameter 'command' is expected to be one of ['view', 'create'")

@@ -67,7 +67,7 @@ def test_function_calling_history():
 def test_bad_steps_are_reported_and_reading_goes_on(tmp_path):
     doc = json.loads(COMMANDS.read_text())
     doc["trajectory"][1] = "garbage"
-    doc["trajectory"][3]["action"] = ""
+    doc["trajectory"][3]["action"] = None  # (an empty action with a reply is a format error: below)
     path = tmp_path / "x.traj"
     path.write_text(json.dumps(doc))
     items = list(swe_agent.read(path))
@@ -117,3 +117,31 @@ def test_wrong_types_never_raise(k, value):
     for source in (COMMANDS, FUNCTIONS):
         doc = replace_node(json.loads(source.read_text()), k, value)
         assert_survives(swe_agent, json.dumps(doc).encode(), ".traj")
+
+
+def test_a_step_swe_agent_could_not_parse_is_one_harness_error(tmp_path):
+    """SWE-agent 1.x (sweagent/agent/agents.py: forward() fills `thought` with the reply when
+    parsing found no action; forward_with_handling adds that step to the trajectory, runs
+    nothing and requeries with tools.format_error_template, which the next step's `query`
+    ends with). Built from that code, as no public trajectory at hand holds one."""
+    doc = json.loads(COMMANDS.read_text())
+    error = ("Your output was not formatted correctly. You must always include one discussion and one "
+             "command as part of your response. Make sure you do not have multiple discussion/command tags.")
+    reply = "I will now look at the file and then edit it, then run the tests."
+    failed = {"action": "", "observation": "", "response": reply, "thought": reply, "state": "{}",
+              "execution_time": 0.0, "query": [], "extra_info": {}}
+    nxt = dict(doc["trajectory"][1])
+    nxt["query"] = [{"role": "system", "content": "SETTING"}, {"role": "assistant", "content": reply},
+                    {"role": "user", "content": error}]
+    doc["trajectory"] = [doc["trajectory"][0], failed, nxt, *doc["trajectory"][2:]]
+    path = tmp_path / "fmt.traj"
+    path.write_text(json.dumps(doc, indent=2))
+    items = list(swe_agent.read(path))
+    assert not errors(items)  # not a malformed record
+    cs = calls(items)
+    assert [c.name for c in cs] == ["find_file", "harness_error", "open", "edit", "edit", "python", "submit"]
+    assert cs[1].args == {"reason": "format_error"}
+    refused = next(i for i in items if isinstance(i, Batch) and i.calls[0].name == "harness_error")
+    assert refused.text == reply
+    answer = next(a for i in items if isinstance(i, Answers) for a in i.answers if a.call_id == cs[1].id)
+    assert answer.is_error and answer.text == error

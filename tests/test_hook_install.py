@@ -133,7 +133,7 @@ def test_user_settings_and_a_changed_ledger(tmp_path, ledger):
     (group,) = doc["hooks"]["PreToolUse"]  # replaced, not added twice
     assert group["hooks"][0]["command"].endswith(str(other))
     assert _cli("uninstall", "claude-code", "--user", env=env).returncode == 0
-    assert json.loads(settings.read_text()) == {}
+    assert not settings.exists() and not (home / ".claude").exists()  # install made both: both gone
 
 
 def test_gemini_settings(tmp_path, ledger):
@@ -159,3 +159,95 @@ def test_settings_we_must_not_touch(tmp_path, ledger):
         proc = _cli("install", "claude-code", "--project", str(project), "--db", str(ledger))
         assert proc.returncode == 1 and "error:" in proc.stderr and "Traceback" not in proc.stderr
         assert settings.read_text() == text  # left alone
+
+
+# ── point 11: hook install surprises ─────────────────────────────────────────────────────────
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>" for p in sorted(folder.rglob("*"))}
+
+
+def test_point_11_project_alone_means_the_current_folder(tmp_path, ledger):
+    project = tmp_path / "shop"
+    project.mkdir()
+    for args in (("--project",), ("--project", "--db", str(ledger)), ("--db", str(ledger), "--project")):
+        extra = () if "--db" in args else ("--db", str(ledger))
+        proc = _cli("install", "claude-code", *extra, *args, cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        assert (project / ".claude" / "settings.json").is_file()
+        proc = _cli("uninstall", "claude-code", "--project", cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        assert not (project / ".claude").exists()
+
+
+def test_point_11_the_hook_names_the_ledger_the_person_uses_and_never_creates_one(tmp_path, ledger):
+    project = tmp_path / "shop"
+    project.mkdir()
+    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    # Nothing named, no ledger here: refused, the path said, nothing created anywhere.
+    proc = _cli("install", "claude-code", "--project", str(project), cwd=project, env=env)
+    assert proc.returncode == 2 and str(project / "ledger.sqlite") in " ".join(proc.stderr.split())
+    assert _listing(project) == {}
+    # The ledger the dashboard opens (here through LOOPLEDGER_DB, as `loopledger dashboard` resolves
+    # it): named by absolute path in the hook, and printed.
+    proc = _cli("install", "claude-code", "--project", str(project), cwd=project,
+                env={**env, "LOOPLEDGER_DB": str(ledger)})
+    assert proc.returncode == 0, proc.stderr
+    assert f"ledger: {ledger}" in proc.stdout
+    doc = json.loads((project / ".claude" / "settings.json").read_text())
+    assert {h["command"] for groups in doc["hooks"].values() for g in groups for h in g["hooks"]} == \
+        {f"{BIN} hook claude-code --db {ledger}"}
+    # A relative --db is the person's path from where they stand, made absolute.
+    proc = _cli("install", "claude-code", "--project", "--db", "../ledger.sqlite", cwd=project, env=env)
+    assert proc.returncode == 0 and f"ledger: {ledger}" in proc.stdout
+    assert not (project / "ledger.sqlite").exists()
+
+
+def test_point_11_uninstall_restores_exactly_what_was_there(tmp_path, ledger):
+    cases = {
+        "no folder": None,
+        "empty folder": {},
+        "realistic": {"settings.json": REALISTIC.encode()},
+        "empty file": {"settings.json": b""},
+        "empty object": {"settings.json": b"{}"},
+        "beside other files": {"settings.json": WITHOUT_HOOKS.encode(), "settings.local.json": b'{"x": 1}\n'},
+    }
+    for name, files in cases.items():
+        project = tmp_path / name.replace(" ", "-")
+        project.mkdir()
+        if files is not None:
+            (project / ".claude").mkdir()
+            for fname, data in files.items():
+                (project / ".claude" / fname).write_bytes(data)
+        before = _listing(project)
+        for _ in range(2):  # a second install (same ledger) changes nothing that matters
+            assert _cli("install", "claude-code", "--project", str(project), "--db", str(ledger)).returncode == 0
+        assert "PreToolUse" in (project / ".claude" / "settings.json").read_text()
+        proc = _cli("uninstall", "claude-code", "--project", str(project))
+        assert proc.returncode == 0, proc.stderr
+        assert _listing(project) == before, name  # byte for byte, nothing of ours left
+
+
+def test_point_11_uninstall_keeps_what_the_person_changed_since(tmp_path, ledger):
+    project = tmp_path / "shop"
+    (project / ".claude").mkdir(parents=True)
+    settings = project / ".claude" / "settings.json"
+    settings.write_text(WITHOUT_HOOKS)
+    assert _cli("install", "claude-code", "--project", str(project), "--db", str(ledger)).returncode == 0
+    settings.write_text(settings.read_text().replace('"opus"', '"sonnet"'))  # the person's own edit
+    proc = _cli("uninstall", "claude-code", "--project", str(project))
+    assert proc.returncode == 0
+    assert settings.read_text() == WITHOUT_HOOKS.replace('"opus"', '"sonnet"')
+    backup = settings.with_name("settings.json" + hs.BACKUP_SUFFIX)
+    assert backup.read_text() == WITHOUT_HOOKS and str(backup) in " ".join(proc.stdout.split())
+    # Created by install, edited since: the person's settings stay, the file too.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert _cli("install", "claude-code", "--project", str(fresh), "--db", str(ledger)).returncode == 0
+    made = fresh / ".claude" / "settings.json"
+    doc = json.loads(made.read_text())
+    made.write_text(json.dumps({**doc, "model": "opus"}, indent=2))
+    assert _cli("uninstall", "claude-code", "--project", str(fresh)).returncode == 0
+    assert json.loads(made.read_text()) == {"model": "opus"}
+    assert not made.with_name("settings.json" + hs.CREATED_SUFFIX).exists()

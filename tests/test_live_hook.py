@@ -298,3 +298,271 @@ def test_each_event_resumes_the_sealed_state_and_a_bad_snapshot_falls_back_to_re
     refused_expected = {t for t, v in expected.items() if v in REFUSED}
     assert refused == refused_expected
     eng.dispose()
+
+
+# ── point 12: a halt stops the agent in the real Claude Code ─────────────────────────────────
+
+LADDER = "ladder:warn_at=2,block_at=3,halt_at=4"  # explicit: the live default may change
+
+
+def _batch_event(pre: dict, response: object) -> dict:
+    """Claude Code 2.1.197's PostToolBatch input (its bundled hook schema): the common fields and
+    tool_calls [{tool_name, tool_input, tool_use_id, tool_response}] of the batch just resolved."""
+    common = {k: pre[k] for k in ("session_id", "transcript_path", "cwd", "permission_mode")}
+    return {**common, "hook_event_name": "PostToolBatch",
+            "tool_calls": [{"tool_name": pre["tool_name"], "tool_input": pre["tool_input"],
+                            "tool_use_id": pre["tool_use_id"], "tool_response": response}]}
+
+
+def test_point_12_post_tool_batch_ends_the_turn_after_a_halted_call_only(tmp_path, fresh_db):
+    _ledger(fresh_db, PolicySpec.parse(LADDER)).dispose()
+    loop = npm_test_loop(tmp_path, calls=5)
+    said = []
+    for ev in loop.events:
+        if ev["hook_event_name"] != "PreToolUse":
+            if ev["hook_event_name"] in ("SessionStart", "UserPromptSubmit"):
+                run_hook(ev, fresh_db)
+            continue
+        pre = output(run_hook(ev, fresh_db))
+        refused = pre is not None
+        if not refused:
+            run_hook(next(e for e in loop.events if e.get("tool_use_id") == ev["tool_use_id"]
+                          and e["hook_event_name"] == "PostToolUseFailure"), fresh_db)
+        reason = pre["hookSpecificOutput"]["permissionDecisionReason"] if refused else FAILING
+        proc = run_hook(_batch_event(ev, reason), fresh_db)
+        assert proc.returncode == 0 and proc.stderr == b""
+        said.append(output(proc))
+    # Hand-counted under LADDER: allow, warn, block, halt, after_halt. A batch holding an allowed,
+    # warned or blocked call says nothing (the model goes on, reading the refusal); a halted one,
+    # and one refused after the halt, end the turn with the reason the person sees.
+    assert said[:3] == [None, None, None]
+    for out in said[3:]:
+        assert set(out) == {"continue", "stopReason"} and out["continue"] is False
+        assert out["stopReason"].startswith("LoopLedger halted the agent (ladder)")
+
+
+def test_point_12_hook_install_adds_the_post_tool_batch_hook(tmp_path, fresh_db):
+    _ledger(fresh_db).dispose()
+    project = tmp_path / "p"
+    project.mkdir()
+    proc = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", str(project),
+                           "--db", fresh_db.removeprefix("sqlite:///")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((project / ".claude" / "settings.json").read_text())
+    (group,) = doc["hooks"]["PostToolBatch"]
+    assert "matcher" not in group  # PostToolBatch takes no tool matcher
+    assert group["hooks"][0]["command"].split(" hook ")[1].startswith("claude-code --db ")
+
+
+def _stream(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path):
+    """Claude Code itself (npm @anthropic-ai/claude-code, pinned in tests/real_clients.py), headless,
+    with the settings `hook install` writes, against a stand-in Messages API on 127.0.0.1 that asks
+    for `cat missing.txt` on every turn: warn reaches the model as added context, block is a deny
+    the model reads, and at the halt the run ends (no model request after it) with the reason."""
+    from tests.real_clients import claude_code, clean_env
+    from tests.stand_in_models import AnthropicServer
+
+    claude = claude_code()
+    ledger = tmp_path / "ledger.sqlite"
+    subprocess.run([str(BIN), "enforce", LADDER, "--db", str(ledger)], check=True, capture_output=True)
+    project, home = tmp_path / "shop", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    inst = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr
+    with AnthropicServer(max_turns=12) as model:
+        env = clean_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-stand-in",
+                        LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
+        proc = subprocess.run([*claude, "-p", "Show me missing.txt", "--output-format", "stream-json", "--verbose",
+                               "--include-hook-events", "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        requests = [body for _, body in model.recorded.requests]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    stream = _stream(proc.stdout)
+    (result,) = [m for m in stream if m.get("type") == "result"]
+    # Calls 1-4 are asked for; the 4th is halted; the run ends there: 4 model turns, not 12.
+    assert len(requests) == 4, [model.tool_results(b) for b in requests]
+    assert result["terminal_reason"] == "hook_stopped"
+    # The model's view, request by request: the result of call n is in request n+1.
+    second, third, fourth = (model.tool_results(b) for b in requests[1:])
+    assert all(b["type"] == "tool_result" for b in second) and "LoopLedger" not in json.dumps(second)
+    context = [b["text"] for b in third if b["type"] == "text"]
+    assert any("LoopLedger warning (ladder)" in t for t in context), third  # warn: added context
+    assert "No such file" in json.dumps(third)  # ... beside the call's real result
+    (blocked,) = [b for b in fourth if b["type"] == "tool_result"]
+    assert blocked["is_error"] is True and "LoopLedger blocked this Bash call" in json.dumps(blocked)
+    assert "No such file" not in json.dumps(blocked)  # block: not run
+    # The stop, with the reason the person sees, is the PostToolBatch hook's answer.
+    stops = [json.loads(m["stdout"]) for m in stream if m.get("subtype") == "hook_response"
+             and m.get("hook_event") == "PostToolBatch" and m.get("stdout", "").strip()]
+    assert len(stops) == 1 and stops[0]["continue"] is False
+    assert stops[0]["stopReason"].startswith("LoopLedger halted the agent (ladder)")
+    # The ledger: the four decisions, enforced, in the session Claude Code named.
+    with sqlite3.connect(ledger) as db:
+        verdicts = [v for (v,) in db.execute("SELECT verdict FROM enforced_checks ORDER BY seq")]
+    assert verdicts == ["allow", "warn", "block", "halt"]
+    assert not (tmp_path / "hook.log").exists()  # nothing went wrong in a hook
+
+
+# ── point 13: Gemini CLI's results read alike live and replayed ──────────────────────────────
+
+GEMINI_FIXTURE = Path(__file__).parent / "fixtures" / "gemini_cli_0_61"
+# The shell result both calls got, as gemini-cli's llmContent gave it minus its wrapper and the
+# per-call process group id (hand-copied from the recorded hook input).
+CAT_MISSING = "Output: cat: missing.txt: No such file or directory\nExit Code: 1"
+
+
+def _gemini_recording(tmp_path: Path) -> tuple[Path, list[dict]]:
+    session = tmp_path / "session-2026-12-01T10-06-0dc88e00.jsonl"
+    session.write_bytes((GEMINI_FIXTURE / "session.jsonl").read_bytes())
+    events = [{**json.loads(line), "transcript_path": str(session), "cwd": str(tmp_path)}
+              for line in (GEMINI_FIXTURE / "hook_events.jsonl").read_text().splitlines() if line.strip()]
+    return session, events
+
+
+def _stored(db_url: str) -> tuple[list, list]:
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+        answers = db.execute("SELECT text, is_error FROM live_events WHERE kind = 'answer' ORDER BY seq").fetchall()
+        verdicts = [v for (v,) in db.execute("SELECT verdict FROM enforced_checks ORDER BY seq")]
+    return answers, verdicts
+
+
+def _replayed_in_order(path: Path, spec: PolicySpec, fmt: str) -> list[str]:
+    events = [it for it in formats.read(path, fmt) if not isinstance(it, SessionStart | ReadError)]
+    return [c.verdict for step in replay(events, spec) for c in step.checks]
+
+
+def test_point_13_identical_failing_shell_calls_store_identical_answers_and_halt_as_replayed(tmp_path, fresh_db):
+    spec = PolicySpec.parse("progress")  # result-aware: a repeat is a loop only when the answer did not change
+    _ledger(fresh_db, spec).dispose()
+    session, events = _gemini_recording(tmp_path)
+    before = [e for e in events if e["hook_event_name"] == "AfterTool"]
+    assert len(before) == 2 and before[0]["tool_response"] != before[1]["tool_response"]  # PGIDs differ
+    outs = []
+    for ev in events:
+        proc = run_hook(ev, fresh_db, agent="gemini-cli")
+        assert proc.returncode == 0 and proc.stderr == b""
+        outs.append((ev["hook_event_name"], output(proc)))
+    answers, verdicts = _stored(fresh_db)
+    # Both runs of the failing command: the same answer, a failure (it exited 1).
+    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)]
+    # progress (warn_at 2, halt_at 3): the second unchanged failure warns, the third call halts.
+    assert verdicts == ["allow", "warn", "halt"]
+    calls = [o for name, o in outs if name == "BeforeTool"]
+    assert calls[0] == {} and calls[1] == {}
+    assert calls[2]["decision"] == "deny" and calls[2]["continue"] is False
+    assert calls[2]["stopReason"].startswith("LoopLedger halted the agent (progress)")
+    # The session file Gemini CLI wrote for the same run, replayed: the same verdicts.
+    assert _replayed_in_order(session, spec, "gemini-cli") == verdicts
+    read = [a for it in formats.read(session, "gemini-cli") if type(it).__name__ == "Answers" for a in it.answers]
+    assert [(a.text, a.is_error) for a in read[:2]] == [(CAT_MISSING, True), (CAT_MISSING, True)]
+    assert read[2].text.startswith("LoopLedger halted the agent") and read[2].is_error
+
+
+def test_point_13_gemini_results_one_reading_for_hook_and_reader():
+    from loopledger.formats.gemini import tool_result
+
+    # A command whose own output has lines like the trailer's: only the trailer is read.
+    out = "Output: Error: not found\nExit Code: 3 reported above\ndone"
+    assert tool_result("run_shell_command", f"<untrusted_context>\n{out}\nProcess Group PGID: 77\n</untrusted_context>",
+                       False) == (out, False)
+    assert tool_result("run_shell_command", "Output: x\nSignal: SIGKILL\nBackground PIDs: 12, 13\nProcess Group PGID: 9",
+                       False) == ("Output: x\nSignal: SIGKILL", True)
+    assert tool_result("run_shell_command", "Output: (empty)\nError: spawn bash ENOENT", False)[1] is True
+    # An escaped closing tag inside comes back; a hook's context and refusal words go.
+    assert tool_result("web_fetch", "<untrusted_context>\na &lt;/untrusted_context&gt; b\n</untrusted_context>\n\n"
+                       "<hook_context>note</hook_context>", False) == ("a </untrusted_context> b", False)
+    assert tool_result("read_file", "Tool execution blocked: no", False) == ("no", True)
+    # Process ids are only a shell result's: another tool's text is left as it is.
+    assert tool_result("read_file", "Process Group PGID: 5", False) == ("Process Group PGID: 5", False)
+
+
+def test_point_13_hook_install_gemini_says_the_folder_must_be_trusted_and_how(tmp_path, fresh_db):
+    _ledger(fresh_db).dispose()
+    project, home = tmp_path / "g", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
+    db = fresh_db.removeprefix("sqlite:///")
+    proc = subprocess.run([str(BIN), "hook", "install", "gemini-cli", "--project", str(project), "--db", db],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "only in a trusted folder" in said and "not trusted yet" in said
+    assert "/permissions trust" in said and str(home / ".gemini" / "trustedFolders.json") in said
+    assert "hooksConfig" not in proc.stdout  # enabled by default: not the fix
+    # Trusted as gemini-cli records it: the install says so and gives no recipe.
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    proc = subprocess.run([str(BIN), "hook", "install", "gemini-cli", "--project", str(project), "--db", db],
+                          capture_output=True, text=True, env=env)
+    said = " ".join(proc.stdout.split())
+    assert "it is trusted" in said and "/permissions" not in said
+
+
+def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path):
+    """gemini-cli itself (npm @google/gemini-cli 0.61.0), headless, in a folder trusted the way it
+    records trust (~/.gemini/trustedFolders.json), with `hook install` settings, against a stand-in
+    Gemini API on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL): identical failing shell calls are stored as
+    the same failure, `progress` halts the third, and its session file replays to the same verdicts."""
+    from tests.real_clients import clean_env, gemini_cli
+    from tests.stand_in_models import GeminiServer
+
+    gemini = gemini_cli()
+    ledger = tmp_path / "ledger.sqlite"
+    subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
+    project, home = tmp_path / "shop", tmp_path / "home"
+    project.mkdir()
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    env = clean_env(home, LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
+    inst = subprocess.run([str(BIN), "hook", "install", "gemini-cli", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True, env=env)
+    assert inst.returncode == 0 and "it is trusted" in " ".join(inst.stdout.split()), inst.stdout
+    with GeminiServer(max_turns=10) as model:
+        env.update(GOOGLE_GEMINI_BASE_URL=model.url, GEMINI_API_KEY="stand-in")
+        proc = subprocess.run([*gemini, "-p", "Show me missing.txt", "--output-format", "stream-json", "--yolo",
+                               "-m", "gemini-2.5-flash"], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=600)
+        n_requests = len(model.recorded.requests)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert n_requests == 3  # calls 1-3 asked for; the third halted; no turn after it
+    results = [m for m in _stream(proc.stdout) if m.get("type") == "tool_result"]
+    assert results[-1]["status"] == "error" and "LoopLedger halted the agent (progress)" in results[-1]["output"]
+    answers, verdicts = _stored(f"sqlite:///{ledger}")
+    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)] and verdicts == ["allow", "warn", "halt"]
+    (session,) = (home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+    assert _replayed_in_order(session, PolicySpec.parse("progress"), "gemini-cli") == verdicts
+    assert not (tmp_path / "hook.log").exists()
+
+
+def test_point_13_a_failed_tool_is_stored_as_its_session_file_records_it(tmp_path, fresh_db):
+    """gemini-cli 0.61.0's read_file on a missing file (hook input and chat record copied from a
+    recorded run): the model, and the session file, get the error's message alone."""
+    _ledger(fresh_db).dispose()
+    session = tmp_path / "session-2026-12-01T10-29-eb30ee4c.jsonl"
+    call = {"id": "read_file__call-1", "name": "read_file", "args": {"file_path": "missing.txt"}, "status": "error",
+            "result": [{"functionResponse": {"id": "read_file__call-1", "name": "read_file",
+                                             "response": {"error": "File not found: /p/missing.txt"}}}],
+            "resultDisplay": "File not found.", "timestamp": "2026-12-01T10:29:34.965Z"}
+    session.write_text(json.dumps({"sessionId": "eb30ee4c", "projectHash": "ab", "startTime": "2026-12-01T10:29:30Z"})
+                       + "\n" + json.dumps({"id": "m1", "type": "gemini", "timestamp": "2026-12-01T10:29:34Z",
+                                            "content": "", "toolCalls": [call]}) + "\n")
+    base = {"session_id": "eb30ee4c", "transcript_path": str(session), "cwd": "/p", "tool_name": "read_file",
+            "tool_input": {"file_path": "missing.txt"}}
+    after = {**base, "hook_event_name": "AfterTool", "tool_response": {
+        "llmContent": "Could not read file because no file was found at the specified path.",
+        "returnDisplay": "File not found.",
+        "error": {"message": "File not found: /p/missing.txt", "type": "file_not_found"}}}
+    for ev in ({**base, "hook_event_name": "BeforeTool"}, after):
+        assert run_hook(ev, fresh_db, agent="gemini-cli").returncode == 0
+    answers, _ = _stored(fresh_db)
+    read = [(a.text, a.is_error) for it in formats.read(session, "gemini-cli") if type(it).__name__ == "Answers"
+            for a in it.answers]
+    assert answers == [("File not found: /p/missing.txt", 1)] and read == [("File not found: /p/missing.txt", True)]

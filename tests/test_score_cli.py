@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from score_support import EXPECTED, LADDER, WINDOW, build
+from score_support import EXPECTED, INTERVALS, LADDER, WINDOW, build
 
 BIN = Path(sys.executable).with_name("loopledger")
 
@@ -30,7 +30,9 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 
 def _expected_cells(pid: str) -> list[str]:
-    return [str(v) for v in EXPECTED[pid]]
+    """The hand-counted row, each ratio followed by its hand-computed Wilson interval."""
+    (*counts, precision, recall, saved, into), (p_ci, r_ci) = EXPECTED[pid], INTERVALS[pid]
+    return [str(v) for v in (*counts, precision, p_ci, recall, r_ci, saved, into)]
 
 
 def test_score_prints_the_hand_counted_table(tmp_path):
@@ -56,11 +58,12 @@ def test_a_policy_replayed_from_the_ledger_scores_like_a_stored_one(tmp_path):
     assert rows[WINDOW.id]["policy"] == f"{WINDOW.label} (replayed)"
     for pid in (LADDER.id, WINDOW.id):
         got = [rows[pid][k] for k in ("loops", "caught", "early", "missed", "normal", "false_halts", "precision",
-                                      "recall", "saved", "into_loop")]
+                                      "precision_ci", "recall", "recall_ci", "saved", "into_loop")]
         assert got == _expected_cells(pid)
     md = _run("score", "--db", url, "--format", "markdown").stdout
     assert md.splitlines()[0].startswith("| policy | loops | caught |")
-    assert f"| {LADDER.label} | 3 | 2 | 0 | 1 | 2 | 0 | 1.00 | 0.67 | 1 | 4 (4, 4) |" in md
+    assert (f"| {LADDER.label} | 3 | 2 | 0 | 1 | 2 | 0 | 1.00 | [0.34, 1.00] | 0.67 | [0.21, 0.94] | 1 | 4 (4, 4) |"
+            in md)
 
 
 @pytest.mark.parametrize(("args", "message"), [

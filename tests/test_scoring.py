@@ -144,3 +144,55 @@ def test_a_set_of_policies_halts_where_its_first_member_does():
           Judged("A", 3, NORMAL, None, None, 2, 9)]  # B never judged session 3: the set did not either
     got = scoring.any_of(js, ["A", "B"], "A+B")
     assert [(j.session_id, j.halt_at, j.saved, j.outcome) for j in got] == [(1, 4, 3, CAUGHT), (2, None, 0, CLEAN)]
+
+
+# ── Wilson 95% intervals, against values computed by hand ──────────────────────────────────────
+# z = 1.959964, z² = 3.841459; bounds = (p + z²/2n ∓ z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n).
+#   11/11: p = 1 → the lower bound is n / (n + z²) = 11 / 14.841459 = 0.7412, the upper 1
+#   2/4:   (0.980182 ∓ 0.686052) / 1.960365 = 0.1500, 0.8500
+#   2/3:   (1.306910 ∓ 0.833345) / 2.280486 = 0.2077, 0.9385
+#   0/5:   p = 0 → lower 0; upper = z²/n / (1 + z²/n) = 0.768292 / 1.768292 = 0.4345
+#   7/10:  p 0.7, 1 + z²/n = 1.384146, p + z²/2n = 0.892073,
+#          z·√(0.021 + 0.009604) = 0.342876 → 0.3968, 0.8922
+@pytest.mark.parametrize(("k", "n", "low", "high"), [
+    (11, 11, 0.7412, 1.0), (2, 4, 0.1500, 0.8500), (2, 3, 0.2077, 0.9385), (0, 5, 0.0, 0.4345),
+    (7, 10, 0.3968, 0.8922),
+])
+def test_wilson_interval_matches_the_hand_computation(k, n, low, high):
+    got = scoring.wilson(k, n)
+    assert got == pytest.approx((low, high), abs=5e-5)
+
+
+def test_wilson_without_labels_is_none_and_a_bad_count_is_refused():
+    assert scoring.wilson(0, 0) is None
+    with pytest.raises(ValueError):
+        scoring.wilson(3, 2)
+    assert scoring.interval_text(None) == "—" and scoring.interval_text(scoring.wilson(11, 11)) == "[0.74, 1.00]"
+
+
+def test_a_policy_scores_intervals_over_its_own_denominators():
+    # 11 loops all caught on the first call, 3 normal sessions untouched: recall 11/11, precision
+    # 11/11 (it halted 11 sessions) → both [0.74, 1.00]; none halted → no precision interval.
+    judged = [Judged("P", i, LOOP, 1, 3, 1) for i in range(11)] + [Judged("P", 100 + i, NORMAL) for i in range(3)]
+    judged += [Judged("Q", 200, LOOP, 1, 3, None)]
+    p, q = scoring.score(judged, [("P", "perfect"), ("Q", "idle")])
+    assert scoring.interval_text(p.recall_interval) == "[0.74, 1.00]"
+    assert scoring.interval_text(p.precision_interval) == "[0.74, 1.00]"
+    assert q.precision_interval is None and q.recall_interval == pytest.approx((0.0, 0.7935), abs=5e-5)
+    # Q: 0/1 → upper = z² / (1 + z²) = 3.841459 / 4.841459 = 0.7935
+
+
+def test_label_next_is_the_sessions_the_top_policies_split_on():
+    # session → who halts among A, B, C:  1: A only (1 vs 2) · 2: A, B (2 vs 1) · 3: all (no split)
+    # · 4: none (no split) · 5: B only, C not judged (left out) · 6: C only (1 vs 2)
+    halts = [(1, "A", True), (1, "B", False), (1, "C", False),
+             (2, "A", True), (2, "B", True), (2, "C", False),
+             (3, "A", True), (3, "B", True), (3, "C", True),
+             (4, "A", False), (4, "B", False), (4, "C", False),
+             (5, "A", False), (5, "B", True),
+             (6, "A", False), (6, "B", False), (6, "C", True), (6, "Z", True)]
+    got = scoring.label_next(halts, ["A", "B", "C"])
+    assert [(x.session_id, x.halting, x.quiet) for x in got] == [
+        (1, ("A",), ("B", "C")), (2, ("A", "B"), ("C",)), (6, ("C",), ("A", "B"))]
+    # with two policies every split is 1 vs 1: session order; the limit cuts the list
+    assert [x.session_id for x in scoring.label_next(halts, ["A", "B"], limit=2)] == [1, 5]

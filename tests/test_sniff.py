@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,8 @@ EXPECTED = {
     "openai_responses/weather.jsonl": "openai-responses",
     "anthropic/request.json": "anthropic",
     "anthropic/messages.jsonl": "anthropic",
+    "opencode/ses_export.json": "opencode",
+    "opencode/storage/session/b7e1f0c3a2d94e6f8a1b2c3d4e5f6a7b8c9d0e1f/ses_4f1c2b7a9ffeR2xQe8mT0aLkVd.json": "opencode",
 }
 
 
@@ -71,3 +74,17 @@ def test_my_readers_are_registered_with_their_contract():
         mod = mods[name]
         assert mod.NAME == name and mod.DESCRIPTION and callable(mod.sniff) and callable(mod.read)
         assert mod.sniff(b"") is False
+
+
+def test_opencode_export_redirected_by_powershell_is_sniffed_through_its_utf16_bom(tmp_path):
+    """PowerShell's `>` writes UTF-16LE with a BOM: every byte of ASCII is followed by a NUL, so
+    no byte-pattern sniffer sees the export's keys; OpenCode's decodes first. A mini-swe-agent
+    trajectory ({"info", "messages"}, no parts, no ses_ id) stays OpenAI chat."""
+    ps = tmp_path / "out.json"
+    ps.write_bytes((FIX / "opencode" / "ses_export.json").read_text(encoding="utf-8").encode("utf-16"))
+    assert sniff(ps) == "opencode"
+    mini = tmp_path / "acme__pages-42.traj.json"
+    mini.write_text(json.dumps({"info": {"exit_status": "Submitted"}, "trajectory_format": "mini-swe-agent-1",
+                                "messages": [{"role": "user", "content": "fix it"},
+                                             {"role": "assistant", "content": "```bash\nls\n```"}]}, indent=2))
+    assert sniff(mini) == "openai-chat"

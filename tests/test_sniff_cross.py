@@ -15,10 +15,17 @@ GENERAL = ("openai-responses", "anthropic", "openai-chat")
 FOLDERS = {"aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_code": "claude-code",
            "cline": "cline", "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
            "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent",
-           "claude_export": "claude-export", "openhands_v1": "openhands-v1", "otlp": "otlp"}
+           "claude_export": "claude-export", "openhands_v1": "openhands-v1", "otlp": "otlp",
+           "opencode": "opencode", "mini_swe_agent_v1": "openai-chat"}
 CORPUS = {"aider-chat-history-md": "aider", "claude-code-jsonl": "claude-code", "codex-rollout-jsonl": "codex",
           "openai-chat-tool-calls": "openai-chat", "openhands": "openhands", "swe-agent-traj": "swe-agent"}
-NOT_TRANSCRIPTS = ("README.md", "task_metadata.json", "generate.py", "golden.py")
+NOT_TRANSCRIPTS = (".gitignore", "README.md", "SOURCE.md", "task_metadata.json", "generate.py", "golden.py")
+
+
+def _member(p: Path) -> bool:
+    """An OpenCode storage file that is part of a session, not one (message, part, project):
+    its session file is what is sniffed."""
+    return "storage" in p.parts and p.parent.parent.name != "session"
 
 
 def _files(root: Path, folders: dict[str, str]) -> list[tuple[Path, str]]:
@@ -26,7 +33,7 @@ def _files(root: Path, folders: dict[str, str]) -> list[tuple[Path, str]]:
     for folder, fmt in folders.items():
         base = root / folder
         if base.is_dir():
-            out += [(p, fmt) for p in sorted(base.rglob("*")) if p.is_file() and p.name not in NOT_TRANSCRIPTS]
+            out += [(p, fmt) for p in sorted(base.rglob("*")) if p.is_file() and p.name not in NOT_TRANSCRIPTS and not _member(p)]
     return out
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from loopledger.detectors.policy import PolicySpec
-from loopledger.events import Answers, Batch, Prose, SessionStart, UserTurn
+from loopledger.events import Answers, Batch, SessionStart, UserTurn
 from loopledger.formats import read, sniff
 from loopledger.replay import replay, tally
 
@@ -50,14 +50,15 @@ def test_mini_swe_agent_v1_bash_blocks_are_calls_with_observations(tmp_path):
     items = list(read(path))
     assert items[0].info.key == "acme__pages-77" and items[0].info.agent == "mini-swe-agent"
     calls = [c for i in items if isinstance(i, Batch) for c in i.calls]
-    assert [c.name for c in calls] == ["bash"] * 4
-    assert [c.args["command"] for c in calls][:3] == ["grep -rn 'def paginate' src", "python repro.py", "python repro.py"]
+    # the reply without a block ran nothing: one harness_error call, answered by the format error
+    assert [c.name for c in calls] == ["bash"] * 3 + ["harness_error", "bash"]
+    assert [c.args["command"] for c in calls[:3]] == ["grep -rn 'def paginate' src", "python repro.py", "python repro.py"]
     got = _answers(items)
     assert not got[calls[0].id].is_error and got[calls[1].id].is_error  # returncode 1
+    assert calls[3].args == {"reason": "format_error", "actions": 0} and got[calls[3].id].is_error
     assert got[calls[1].id].digest == got[calls[2].id].digest
     # only the task is the person; observations and the format-error nudge are not
     assert [i.text for i in items if isinstance(i, UserTurn)] == [MINI_V1["messages"][1]["content"]]
-    assert any(isinstance(i, Prose) for i in items)
     # the repeated failing command is judged as a repeat (a strike) by run-length
     steps = list(replay([i for i in items if not isinstance(i, SessionStart)], PolicySpec.parse("run-length")))
     assert tally(steps).totals()["strikes"] >= 1

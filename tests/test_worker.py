@@ -184,7 +184,11 @@ def test_rewritten_file_replaces_its_sessions(engine, tmp_path, other):
     f = tmp_path / "output.jsonl"
     f.write_bytes(_openhands_line(1, 3) + _openhands_line(2, 5))
     worker.ingest_file(engine, f, worker.Options())
-    f.write_bytes(_openhands_line(7, 2))  # shorter, different: a rewrite (or a truncation)
+    size = f.stat().st_size
+    # Different bytes, no shorter: a rewrite. (A shorter file is a truncation, whose earlier
+    # sessions are kept: tests/test_live_trust_redaction.py.)
+    f.write_bytes(_openhands_line(7, 12))
+    assert f.stat().st_size >= size
     report = worker.ingest_file(engine, f, worker.Options())
     assert report.action == "rewritten"
     with engine.connect() as conn:

@@ -84,7 +84,7 @@ def test_watch_follows_files_and_resumes(tmp_path, fresh_db):
         latencies["appended lines"] = _wait(
             fresh_db, lambda c: (_events_of(c, "a.jsonl") or 0) > before, "appended lines of a.jsonl")
 
-        b.write_bytes(b"".join(b_lines[:10]))  # truncated: a rewrite
+        b.write_bytes(b"".join(b_lines[:10]))  # truncated: read anew, what was read before kept
         latencies["truncated file"] = _wait(
             fresh_db, lambda c: _status(c, "b.jsonl") == "ok" and _ingested_size(c, "b.jsonl") == b.stat().st_size,
             "truncated b.jsonl re-read")
@@ -127,6 +127,15 @@ def test_watch_follows_files_and_resumes(tmp_path, fresh_db):
     worker.ingest_paths(other, [tmp_path / "projects"], worker.Options())
     mine = make_engine(fresh_db)
     try:
+        # b.jsonl's session as it was before it shrank is kept, under a source of its own; the rest
+        # equals a ledger built from the final files in one go.
+        with mine.begin() as conn:
+            kept = conn.execute(select(schema.sources.c.id, schema.sources.c.path)
+                                .where(schema.sources.c.status == "truncated")).all()
+            assert len(kept) == 1 and kept[0].path.startswith(str(b))
+            assert conn.execute(select(schema.sessions.c.n_events)
+                                .where(schema.sessions.c.source_id == kept[0].id)).scalar() > 0
+            conn.execute(schema.sources.delete().where(schema.sources.c.id == kept[0].id))
         assert dump(mine) == dump(other)
     finally:
         mine.dispose()

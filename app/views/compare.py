@@ -11,10 +11,10 @@ import pandas as pd
 import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
-from loopledger.analysis import explain, sweep
+from loopledger.analysis import explain, scoring, sweep
 from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
-from loopledger.app import data, safe
+from loopledger.app import data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, read_live, store
@@ -69,7 +69,16 @@ def _label_form(session_id: int, run_idx: int) -> None:
                     st.error(f"Not saved: {exc}")
 
 
+# The parameter a first sweep of each detector moves: its halt threshold, the one that decides
+# what it halts (progress' `window` only bounds its memory: six settings of it read the same).
+SWEEP_FIRST = {"run-length": "max_strikes", "stagnation": "max_steps", "ladder": "halt_at", "window": "threshold",
+               "cycle": "halt_repeats", "progress": "halt_at", "openhands": "action_observation",
+               "gemini-cli": "repeats", "roo": "limit"}
+
+
 def _default_range(detector: str, name: str) -> str:
+    """Six values around the parameter's default, never below its minimum, for this detector's
+    own parameter (widget keys carry detector and parameter, so a switch never keeps another's)."""
     p = next(p for p in PARAMS[detector] if p.name == name)
     d = p.default if isinstance(p.default, int) else p.minimum + 2
     lo = max(p.minimum, d - 2)
@@ -100,7 +109,9 @@ numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]
 if not numeric:
     st.info("This detector has no numeric parameter to sweep.")
     st.stop()
-param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}")
+first_param = SWEEP_FIRST.get(detector)
+param = c2.selectbox("Parameter", numeric, key=f"cp_param_{detector}",
+                     index=numeric.index(first_param) if first_param in numeric else 0)
 rng = c3.text_input("Range", _default_range(detector, param), key=f"cp_range_{detector}_{param}",
                     help="2..6, 2..12:2 or 3,5,8")
 param2 = c4.selectbox("Second parameter", ["(none)", *[n for n in numeric if n != param]],
@@ -188,6 +199,10 @@ if totals["error"].isna().all():
     totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
 else:
     totals["error"] = totals["error"].fillna("")
+    # A skipped setting has no totals: "—", never a literal None.
+    for col in totals.columns:
+        if col not in axis_names and col not in ("setting", "error") and totals[col].isna().any():
+            totals[col] = [when.MISSING if pd.isna(v) else f"{int(v):,}" for v in totals[col]]
 for name in axis_names:
     if totals[name].isna().any():  # an unset limit reads "no limit", never None/null
         totals[name] = [explain.param_value(None if pd.isna(v) else int(v)) for v in totals[name]]
@@ -244,12 +259,13 @@ b_label = b_col.selectbox("Setting B", choices, index=b_default, key="cp_flip_b"
 sa_, sb_ = setting_of[a_label], setting_of[b_label]
 flips = sweep.flipped(sa_, sb_)
 if flips:
-    def _halt(v):
-        return "—" if v is None else int(v)
+    def _halt(sid: int, v):
+        # call #N over the session, as labels and the leaderboard number calls (cached count per step).
+        return "—" if v is None else explain.call_ref(data.q("calls_before", sid, int(v)) + 1, int(v))
 
     table = pd.DataFrame([{
         "session": f.session_id, "run": f.run_idx, "A": f.outcome_a, "B": f.outcome_b,
-        "A halts at": _halt(f.halt_seq_a), "B halts at": _halt(f.halt_seq_b),
+        "A halts at": _halt(f.session_id, f.halt_seq_a), "B halts at": _halt(f.session_id, f.halt_seq_b),
         "ended": ENDED.get(endings.get(f.session_id, (None,))[0], "—"),
         # Land on this setting's halt, else on the other's: the step where the two part ways.
         "replay A": rv.replay_link(f.session_id, f.run_idx, sa_.spec.text,
@@ -281,8 +297,15 @@ if run_labels:
     scores = sweep.score_rows(result, run_labels, POSITIVE[positive])
     for r in scores:
         r["setting"] = short.get(r["setting"], r["setting"])
+        # Wilson 95% intervals (loopledger.analysis.scoring): how much so few labelled runs can tell
+        r["precision 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fp"]))
+        r["recall 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fn"]))
     st.altair_chart(charts.pr_chart(scores), key="cp_pr")
-    safe.table(pd.DataFrame(scores), key="cp_scores")
+    shown = pd.DataFrame(scores)
+    for col in ("precision", "recall"):  # nothing flagged: no precision, "—" (never None)
+        if col in shown:
+            shown[col] = [when.number(v) for v in shown[col]]
+    safe.table(shown, key="cp_scores")
     st.caption(f"{len(run_labels)} labelled run(s) among the selected sessions.")
 else:
     st.caption("No run of the selected sessions is labelled yet (label runs on the Session page or below the "
@@ -304,17 +327,31 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
 
 # ── enforce ──────────────────────────────────────────────────────────────────────────────────
 st.subheader("Enforce on live agents")
+st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
+           "use the enforced setting.")
+now_box = st.empty()  # filled after the button: a press shows the new setting, not the one before it
+e1, e2 = st.columns([3, 2])
+# Nothing preselected: enforcing changes what live agents may do, so a person picks the row.
+to_enforce = e1.selectbox("Setting to enforce", labels, index=None, key="cp_enforce_sel",
+                          placeholder="pick a setting of the sweep", format_func=lambda lb: short.get(lb, lb))
+if to_enforce is not None:
+    chosen_s = valid[labels.index(to_enforce)]
+    effect = f"halts {chosen_s.totals['halted_runs']:,} of {chosen_s.totals['runs']:,} runs"
+    label = f"Enforce {short.get(to_enforce, to_enforce)}: {effect}"
+    e1.caption(f"On the {len(session_ids)} swept session(s) of this ledger this setting {effect} and saves "
+               f"{chosen_s.totals['saved']:,} calls.")
+else:
+    chosen_s, label = None, "Enforce (pick a setting first)"
+if e2.button(label, key="cp_enforce", disabled=chosen_s is None):
+    with data._writer(data.url()).begin() as conn:
+        enforce.set_enforced(conn, chosen_s.spec, origin="compare")
+    st.success(f"Enforced {short.get(to_enforce, to_enforce)}: live agents are judged by this setting from their "
+               "next call.")
 with _conn() as conn:
     try:
         now = read_live.enforced_label(conn)
     except sa.exc.SQLAlchemyError:
         now = None
-st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
-           "use the enforced setting. Enforced now:")
-safe.text(now or f"{enforce.DEFAULT_SPEC.label} (the default)")
-e1, e2 = st.columns([3, 1])
-to_enforce = e1.selectbox("Setting to enforce", labels, key="cp_enforce_sel")
-if e2.button("Enforce this setting", key="cp_enforce"):
-    with data._writer(data.url()).begin() as conn:
-        enforce.set_enforced(conn, valid[labels.index(to_enforce)].spec, origin="compare")
-    st.success("Enforced: live agents are judged by this setting from their next call.")
+with now_box.container():
+    # A spec label can hold user-typed names (observation tools): plain text.
+    safe.text("Enforced now: " + (now or f"{enforce.DEFAULT_SPEC.label} (the default)"))

@@ -6,10 +6,8 @@ Paths and excerpts are transcript-side text: tables only.
 
 from __future__ import annotations
 
-import datetime as dt
-
 import streamlit as st
-from loopledger.app import charts, data, safe
+from loopledger.app import charts, data, safe, when
 
 PAGE_SIZE = 100
 
@@ -23,13 +21,12 @@ def _live(status: str) -> None:
     c[1].metric("Quarantined lines", f"{totals['quarantined_lines']:,}")
     c[2].metric("Sources not ok", f"{sum(v for k, v in counts.items() if k != 'ok'):,}")
     last = totals["last_ingest"]
-    c[3].metric("Last ingest (UTC)",
-                dt.datetime.fromtimestamp(last, dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if last else "never")
+    c[3].metric("Last ingest", when.moment(last) if last else "never")
     if counts:
         st.altair_chart(charts.source_status(counts), key="status_chart")
 
     sources = data.q("sources_page", status, PAGE_SIZE, 0)
-    failed = sources[sources["status"].isin(["error", "quarantined", "missing"])]
+    failed = sources[sources["status"].isin(["error", "quarantined", "missing", "truncated"])]
     if len(failed):
         # A failed source's message first and whole, not in the last column off to the right.
         st.subheader("Sources that need attention")
@@ -39,7 +36,7 @@ def _live(status: str) -> None:
                                                      if row.errors else ""))
     st.subheader("Sources")
     cols = ["status", "error", "path", "format", "last_ingest", "sessions", "calls", "errors", "size", "id"]
-    shown = sources[cols].assign(error=sources["error"].fillna(""))
+    shown = sources[cols].assign(error=sources["error"].fillna(""), last_ingest=when.moments(sources["last_ingest"]))
     if not shown["error"].any():
         shown = shown.drop(columns=["error"])  # no message to show: the path takes the room
     safe.table(shown, key="sources_table",
@@ -49,7 +46,8 @@ def _live(status: str) -> None:
     st.subheader("Quarantined lines")
     errs = data.q("ingest_errors", PAGE_SIZE)
     if len(errs):
-        safe.table(errs[["where", "message", "excerpt", "created_at"]], key="errors_table")
+        safe.table(errs[["where", "message", "excerpt", "created_at"]].assign(created_at=when.moments(errs["created_at"])),
+                   key="errors_table", column_config={"created_at": st.column_config.TextColumn("quarantined")})
     else:
         st.write("No quarantined lines.")
     st.caption(f"Newest {PAGE_SIZE} shown · refreshes every {data.REFRESH_S} s")

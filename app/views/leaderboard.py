@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import scoring
-from loopledger.app import charts_scores, data, safe
+from loopledger.app import charts_scores, data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
@@ -41,11 +41,18 @@ def table_rows(ranked: list[scoring.PolicyScore]) -> pd.DataFrame:
         row = {"policy": s.policy}
         for col in scoring.COUNT_COLUMNS:
             row[col] = cell_link(s.policy_id, col, r[col])
-        row |= {"precision": s.precision, "recall": s.recall, "saved": s.saved,
-                "into loop (median)": s.into_loop_median,
+        # A score with nothing to score (no halt: no precision) reads "—", never None.
+        row |= {"precision": when.number(s.precision), "precision 95% CI": scoring.interval_text(s.precision_interval),
+                "recall": when.number(s.recall), "recall 95% CI": scoring.interval_text(s.recall_interval),
+                "saved": s.saved, "into loop (median)": when.number(s.into_loop_median, "{:g}"),
                 "into loop (each catch)": ", ".join(map(str, sorted(s.into_loop))), "policy_id": s.policy_id}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _call(n: int | None) -> str:
+    """A 1-based session call number as every page writes it: "call #10" ("—": never halted)."""
+    return when.MISSING if n is None else f"call #{n}"
 
 
 def _replay_link(j: scoring.Judged) -> str:
@@ -60,7 +67,8 @@ def session_rows(judged: list[scoring.Judged], brief: pd.DataFrame) -> pd.DataFr
         b = info.get(j.session_id)
         rows.append({"session": j.session_id, "key": b.key if b else "", "title": b.title if b else "",
                      "label": j.label, "loop calls": scoring.format_loop_calls(j.first, j.last),
-                     "outcome": OUTCOME_WORDS[j.outcome], "halt at call": j.halt_at, "calls into loop": j.into_loop,
+                     "outcome": OUTCOME_WORDS[j.outcome], "halt at call": _call(j.halt_at),
+                     "calls into loop": when.number(j.into_loop, "{:d}"),
                      "replay": _replay_link(j), "session page": f"./session?session={j.session_id}"})
     return pd.DataFrame(rows, columns=["session", "key", "title", "label", "loop calls", "outcome", "halt at call",
                                        "calls into loop", "replay", "session page"])
@@ -87,10 +95,37 @@ def _drill(policy_id: str, cell: str, by_policy: dict[str, list[scoring.Judged]]
         c1, c2 = st.columns([3, 1])
         pick = c1.selectbox("Open a session", range(len(rows)), key="lb_cell_pick",
                             format_func=lambda i: f"session #{rows[i].session_id}: {OUTCOME_WORDS[rows[i].outcome]}"
-                            + (f" at call {rows[i].halt_at}" if rows[i].halt_at else ""))
+                            + (f" at {_call(rows[i].halt_at)}" if rows[i].halt_at else ""))
         c2.link_button("Replay at the halt" if rows[pick].halt_at else "Replay", table.iloc[pick]["replay"])
         label_form([j.session_id for j in rows], "lb_cell")
     st.page_link("views/leaderboard.py", label="Back to the whole leaderboard")
+
+
+TOP = 3  # the policies whose splits pick the sessions to label next
+
+
+def _label_next(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
+    """Unlabelled sessions the top policies split on (scoring.label_next), with the label form."""
+    top = tuple(s.policy_id for s in ranked[:TOP])
+    halts = data.fresh("unlabelled_halts", top)
+    picks = scoring.label_next(halts.itertuples(index=False, name=None), top, LIST_LIMIT)
+    if not picks:
+        st.caption("No unlabelled session splits the top policies: a new label would move them alike.")
+        return
+    st.caption("Unlabelled sessions where some of the top policies halt and others do not: whatever the label, "
+               "it moves their scores apart (the intervals above narrow where it counts).")
+    brief = data.fresh("sessions_brief", [p.session_id for p in picks])
+    info = {int(r.id): r for r in brief.itertuples(index=False)}
+    rows = [{"session": p.session_id, "key": info[p.session_id].key if p.session_id in info else "",
+             "title": info[p.session_id].title if p.session_id in info else "",
+             "calls": info[p.session_id].n_calls if p.session_id in info else None,
+             "halted by": "; ".join(names.get(x, x) for x in p.halting),
+             "not halted by": "; ".join(names.get(x, x) for x in p.quiet),
+             "session page": f"./session?session={p.session_id}"} for p in picks]
+    safe.table(pd.DataFrame(rows), key="lb_next", column_config={
+        "title": st.column_config.TextColumn("title", width="medium"),
+        "session page": st.column_config.LinkColumn("session page", display_text="open session")})
+    label_form([p.session_id for p in picks], "lb_next")
 
 
 def _disagree(a: str, b: str, by_policy: dict[str, list[scoring.Judged]], names: dict[str, str]) -> None:
@@ -103,8 +138,8 @@ def _disagree(a: str, b: str, by_policy: dict[str, list[scoring.Judged]], names:
     info = {int(r.id): r for r in brief.itertuples(index=False)}
     rows = [{"session": x.session_id, "key": info[x.session_id].key if x.session_id in info else "",
              "label": x.label, "loop calls": scoring.format_loop_calls(x.first, x.last),
-             "A": OUTCOME_WORDS[x.outcome], "A halts at call": x.halt_at,
-             "B": OUTCOME_WORDS[y.outcome], "B halts at call": y.halt_at,
+             "A": OUTCOME_WORDS[x.outcome], "A halts at": _call(x.halt_at),
+             "B": OUTCOME_WORDS[y.outcome], "B halts at": _call(y.halt_at),
              "replay A": _replay_link(x), "replay B": _replay_link(y)} for x, y in pairs[:LIST_LIMIT]]
     safe.table(pd.DataFrame(rows), key="lb_disagree", column_config={
         "replay A": st.column_config.LinkColumn("replay A", display_text="open in Replay"),
@@ -116,7 +151,8 @@ def main() -> None:
     st.header("Guard leaderboard")
     st.caption("Each stored policy scored against people's labels: a halt inside the labelled loop is caught, "
                "before it early (it stopped good work), after it or none missed; any halt on a normal "
-               "session is a false halt. Unclear sessions are left out. Every number opens its sessions.")
+               "session is a false halt. Unclear sessions are left out. Every number opens its sessions. "
+               "Precision and recall come with their Wilson 95% intervals: how much so few labels can tell.")
     totals = data.fresh("label_totals")
     cols = st.columns(5)
     for col, (key, title) in zip(cols, (("loop", "Loops"), ("normal", "Normal"), ("unclear", "Unclear"),
@@ -151,9 +187,9 @@ def main() -> None:
                      for c in scoring.COUNT_COLUMNS}
         safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | {
             "policy": st.column_config.TextColumn("policy", width="medium"),
-            "precision": st.column_config.NumberColumn("precision", format="%.2f"),
-            "recall": st.column_config.NumberColumn("recall", format="%.2f"),
-            "into loop (median)": st.column_config.NumberColumn("into loop (median)", format="%g")})
+            "precision": st.column_config.TextColumn("precision"),
+            "recall": st.column_config.TextColumn("recall"),
+            "into loop (median)": st.column_config.TextColumn("into loop (median)")})
         # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
         by_id = {s.policy_id: s for s in ranked}
         o1, o2, o3 = st.columns([3, 2, 1])
@@ -179,20 +215,34 @@ def main() -> None:
         else:
             _disagree(a, b, by_policy, names)
 
+        st.subheader("Label next")
+        _label_next(ranked, names)
+
         st.subheader("Enforce on live agents")
-        e1, e2 = st.columns([3, 1])
-        chosen = e1.selectbox("Policy to enforce", ids, format_func=names.get, key="lb_enforce_sel",
+        e1, e2 = st.columns([3, 2])
+        # Nothing preselected: what live agents may do changes only when a person picks a policy.
+        chosen = e1.selectbox("Policy to enforce", ids, index=None, format_func=names.get, key="lb_enforce_sel",
+                              placeholder="pick a policy",
                               help="The hooks, `loopledger guard` and Policy.enforced(db) judge live agents with it.")
-        if e2.button("Enforce this setting", key="lb_enforce"):
+        label = "Enforce (pick a policy first)"
+        if chosen is not None:
+            per = data.q("per_policy", read.SessionFilter())
+            halted = int(per.loc[per["policy_id"] == chosen, "halts"].sum())
+            runs = int(data.q("headline", read.SessionFilter())["runs"])
+            label = f"Enforce it: halts {halted:,} of {runs:,} runs"
+        if e2.button(label, key="lb_enforce", disabled=chosen is None):
             with data._writer(data.url()).begin() as conn:
                 enforce.set_enforced_id(conn, chosen, origin="leaderboard")
             st.success("Enforced: live agents are judged by this policy from their next call.")
+            safe.text(f"Enforced now: {names.get(chosen, chosen)}")
 
     st.subheader("Who labelled what")
     by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")
     labels = data.fresh("label_list", "" if by == "all" else by)
     if len(labels):
         labels.insert(0, "open", [f"./session?session={int(i)}" for i in labels["session_id"]])
+        labels["labelled_at"] = when.moments(labels["labelled_at"])
+        labels["loop_calls"] = [c or when.MISSING for c in labels["loop_calls"]]
         safe.table(labels, key="lb_labels", column_config={
             "open": st.column_config.LinkColumn("open", display_text="open")})
     else:

@@ -16,14 +16,14 @@ import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain
 from loopledger.app import charts_replay as charts
-from loopledger.app import data, safe
+from loopledger.app import data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.detectors import registry
 from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, Retry, UserTurn, text_digest
 from loopledger.ledger import read
 from loopledger.ledger.store import load_events
-from loopledger.replay import Replayer, replay
+from loopledger.replay import Replayer
 
 STATE_HELP = {
     "count": "identical batches in a row; changed answers reset it to 1",
@@ -42,6 +42,7 @@ STATE_HELP = {
 ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
 TRANSCRIPT_WINDOW = 40  # events shown up to the cursor; the slider reaches the rest
 PLAY_SECONDS = 0.7
+SNAPSHOTS = 96  # cursor snapshots per session replay (see _full)
 LINK_KEYS = ("session", "run", "policy", "step")
 
 
@@ -59,9 +60,25 @@ def _events(db_url: str, session_id: int, updated_at: float | None, n_events: in
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
+def _full(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> Replayer:
+    # One pass of the engine per session version and spec: its steps feed the counter chart and the
+    # "next warning/block/halt" jumps, its snapshots every viewer's cursor (Replayer.fork), so
+    # opening a run does not replay the session a second time to place the cursor.
+    events = _events(db_url, session_id, updated_at, n_events)
+    # About SNAPSHOTS snapshots whatever the length: each is a deep copy (600 of them doubled a 20k-call
+    # session's replay), and a step back re-steps at most len/SNAPSHOTS events from the nearest one.
+    rp = Replayer(events, spec_text, snapshot_every=max(64, len(events) // SNAPSHOTS))
+    rp.jump_to(len(rp))
+    return rp
+
+
 def _all_steps(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> list:
-    # One pass of the same engine feeds the counter chart and the "next warning/block/halt" jumps.
-    return list(replay(_events(db_url, session_id, updated_at, n_events), spec_text))
+    return _full(db_url, session_id, updated_at, n_events, spec_text).steps
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _calls_before(db_url: str, session_id: int, updated_at: float | None, n_events: int) -> list[int]:
+    return rv.calls_before(_events(db_url, session_id, updated_at, n_events))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -152,11 +169,10 @@ def _replayer(session: rv.SessionRow, spec: PolicySpec) -> Replayer:
     """The Replayer for this session version and spec, kept across reruns."""
     key = (session.id, session.updated_at, session.n_events, spec.id)
     if st.session_state.get("rp_key") != key:
-        events = _events(data.url(), session.id, session.updated_at, session.n_events)
         old = st.session_state.get("rp_replayer")
-        rp = Replayer(events, spec)
+        rp = _full(data.url(), session.id, session.updated_at, session.n_events, spec.text).fork()
         if old is not None:
-            rp.jump_to(min(old.position, len(events)))
+            rp.jump_to(min(old.position, len(rp)))
         st.session_state.rp_replayer = rp
         st.session_state.rp_key = key
     return st.session_state.rp_replayer
@@ -219,9 +235,22 @@ halt_at = rv.halts_by_run(all_steps)  # run → its first halt's step, under thi
 
 if st.session_state.get("rp_run") not in run_bounds:
     st.session_state.rp_run = next(iter(run_bounds))
-run_idx = c2.selectbox("Run", list(run_bounds), key="rp_run", help="“halts at step …” marks the runs this policy halts",
-                       format_func=lambda i: (f"run {i} — halts at step {halt_at[i]}: " if i in halt_at else
-                                              f"run {i}: ") + run_text.get(i, ""))
+# The picker's labels name this spec's halts, so the widget is one per spec: a browser holding the
+# old label ("halts at step 179") would otherwise send it back after Apply, match no option and
+# fall to run 0. rp_run is the page's run; the widget follows it and writes it back on a pick.
+run_key = f"rp_run_pick_{spec.id}"
+st.session_state[run_key] = st.session_state.rp_run
+calls_before = _calls_before(data.url(), session.id, session.updated_at, session.n_events)
+
+
+def _picked_run() -> None:
+    st.session_state.rp_run = st.session_state[run_key]
+
+
+run_idx = c2.selectbox("Run", list(run_bounds), key=run_key, on_change=_picked_run,
+                       help="“halts at call #…” marks the runs this policy halts",
+                       format_func=lambda i: (f"run {i} — halts at {rv.call_ref(calls_before, halt_at[i])}: "
+                                              if i in halt_at else f"run {i}: ") + run_text.get(i, ""))
 first, last = run_bounds[run_idx]
 if st.session_state.get("rp_scope") != (session_id, run_idx):
     # Another session or run was picked: start at its first step (a deep link set its own).
@@ -264,7 +293,8 @@ with st.form("rp_params"):
         else:
             new_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, new.text)
             # Said once, right after Apply: where the halt went (or that it is gone, and where the next one is).
-            st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx), new.id)
+            st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx,
+                                                          lambda seq: rv.call_ref(calls_before, seq)), new.id)
             st.session_state.rp_spec = spec = new
             st.rerun()
 with _conn() as conn:
@@ -272,7 +302,8 @@ with _conn() as conn:
 if ending is not None and ending[2] == run_idx:
     # Next to the halts: would the guard have cut off a run that went on to succeed?
     safe.text(f"This run ended: {ENDED.get(ending[0], ending[0])}" + (f" — {ending[1]}" if ending[1] else "")
-              + (f"; this policy halts it at step {halt_at[run_idx]}" if run_idx in halt_at else ""))
+              + (f"; this policy halts it at {rv.call_ref(calls_before, halt_at[run_idx])}" if run_idx in halt_at
+                 else ""))
 changed = st.session_state.get("rp_changed")
 if changed and changed[1] == spec.id:
     st.info(changed[0], icon=":material/compare_arrows:")
@@ -370,11 +401,13 @@ def _show_event(seq: int, ev: Any) -> None:
         st.caption(f"step {seq} · provider retry")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Batch):
-        st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s)")
+        first_call = calls_before[seq] + 1
+        st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s): "
+                   + explain.call_list(range(first_call, first_call + len(ev.calls))))
         if ev.text:
             safe.text(rv.clip(ev.text))
-        for c in ev.calls:
-            safe.code(f"{c.name}  {rv.args_text(c.args)}")
+        for i, c in enumerate(ev.calls):
+            safe.code(f"call #{first_call + i}: {c.name}  {rv.args_text(c.args)}")
     elif isinstance(ev, Answers):
         st.caption(f"step {seq} · {len(ev.answers)} answer(s)")
         for a in ev.answers:
@@ -448,7 +481,8 @@ def cursor_view() -> None:
         if lo > first:
             st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
         # Earlier steps as one plain-text block (one element, not dozens), the cursor's step apart.
-        earlier = [line for seq in range(lo, cur) for line in rv.event_lines(seq, events[seq])]
+        earlier = [line for seq in range(lo, cur) for line in rv.event_lines(seq, events[seq],
+                                                                              before=calls_before[seq])]
         if earlier:
             safe.code("\n".join(earlier))
         with st.container(border=True):
@@ -461,7 +495,10 @@ def cursor_view() -> None:
         st.metric("Verdict at this step", worst or "no check")
         if step is not None and step.checks:
             rows = rv.checks_table(step, events[cur])
-            safe.table(pd.DataFrame(rows).drop(columns=["reason"]), key="rp_checks")
+            table = pd.DataFrame(rows).drop(columns=["reason"])
+            for col in ("count", "total", "threshold"):  # a number the detector did not give: "—", not None
+                table[col] = [when.MISSING if v is None or pd.isna(v) else str(int(v)) for v in table[col]]
+            safe.table(table, key="rp_checks")
             # Why, in words: whole sentences under the table, never a cut-off cell.
             for row in rows:
                 if row["verdict"] in (vocab.WARN, vocab.BLOCK, vocab.HALT):

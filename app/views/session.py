@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, data, safe
+from loopledger.app import charts, data, safe, when
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
@@ -55,7 +55,7 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     if ending:
         safe.text(ending)
     info = {"format": head["format"], "source file": head["path"], "agent": head["agent"], "model": head["model"],
-            "started": head["started_at"], "ended": head["ended_at"], "status": head["status"]}
+            "started": when.moment(head["started_at"]), "ended": when.moment(head["ended_at"]), "status": head["status"]}
     # An unknown value is a dash, as everywhere on the dashboard (never None / null).
     safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
 
@@ -119,27 +119,48 @@ def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
     return int(run)
 
 
-def _why(sid: int, run: int, run_halts: pd.DataFrame, calls: list[explain.CallRow], ending: str) -> dict | None:
-    """The Why box: one sentence per halt of this run, the repeated calls and where they are.
+def _halt_call(sid: int, seq: int, idx: int, numbers: dict[tuple[int, int], tuple[int, int]]) -> tuple[str, str]:
+    """(where, tool words) of a halting check: "call #12 (step 35, line 37)" and the tool as a
+    person names it (a shell call by its command). A batch-level check is its batch's first call;
+    a check on a prose turn has no call and is named by its step."""
+    row = data.q("transcript", sid, seq, seq)
+    line = row["line"].iloc[0] if len(row) else None
+    num = numbers.get((seq, max(idx, 0)))
+    where = explain.call_ref(num[0] if num else None, seq, line)
+    calls = row[row["idx"].notna()] if len(row) else row
+    if idx == explain.BATCH_LEVEL or not len(calls):
+        return where, ""
+    one = calls[calls["idx"] == idx]
+    return where, explain.tool_words(one["tool"].iloc[0], one["args"].iloc[0]) if len(one) else ""
+
+
+def _why(sid: int, run: int, run_halts: pd.DataFrame, ending: str) -> dict | None:
+    """The Why box: one sentence per halt of this run, then every call its verdict rests on, by
+    call number and linked, in whatever run they are (a multi-turn retry's earlier attempts too).
     Returns the first halt's repeat (first seq, halt seq) for the transcript excerpt."""
     st.subheader(f"Why run {run} halted" if len(run_halts) else f"Run {run}")
     if not len(run_halts):
         st.write("No policy halted this run.")
         return None
+    upto = data.q("calls_upto", sid, int(run_halts["halt_seq"].max()))
+    calls = sv.call_rows(upto)
+    numbers = {(int(s), int(i)): (int(n), int(r)) for s, i, n, r in
+               zip(upto["seq"], upto["idx"], upto["n"], upto["run_idx"], strict=True)}
     first = None
     with st.container(border=True, key="why_box"):
         for h in run_halts.itertuples(index=False):
-            text = explain.sentence(h.detector, vocab.HALT, h.count, h.total, h.threshold, h.reason, h.tool)
-            safe.text(f"{h.detector} halted at {explain.position(h.halt_seq, h.halt_idx)}: {text}")
-            rep = explain.repeated_calls(h.detector, calls, int(h.halt_seq), int(h.halt_idx),
-                                         explain._int(h.count), explain._int(h.total))
+            seq, idx = int(h.halt_seq), int(h.halt_idx)
+            where, tool = _halt_call(sid, seq, idx, numbers)
+            text = explain.sentence(h.detector, vocab.HALT, h.count, h.total, h.threshold, h.reason, tool or h.tool)
+            safe.text(f"{h.detector} halted at {where}: {text}")
+            rep = explain.repeated_calls(h.detector, calls, seq, idx, explain._int(h.count), explain._int(h.total))
             if rep:
-                # A batch-level guard repeats whole batches: name each batch once.
-                shown = list(dict.fromkeys((s, 0) for s, _ in rep)) if int(h.halt_idx) == explain.BATCH_LEVEL else rep
-                safe.text(f"    repeated: {explain.positions(shown)}")
+                # A batch-level guard repeats whole batches: name each batch by its first call.
+                shown = list(dict.fromkeys((s, 0) for s, _ in rep)) if idx == explain.BATCH_LEVEL else rep
+                # Links carry numbers only (never transcript text): safe as markdown.
+                st.markdown("rests on " + sv.call_links(sid, shown, numbers, run), help=sv.CALL_LINKS_HELP)
             if first is None:
-                first = {"start": rep[0][0] if rep else int(h.halt_seq), "halt": int(h.halt_seq),
-                         "policy_id": h.policy_id}
+                first = {"start": rep[0][0] if rep else seq, "halt": seq, "policy_id": h.policy_id}
         if ending:  # next to the halts: would a guard have cut off a run that went on to succeed?
             safe.text(ending)
     link = sv.replay_link(sid, run, first["policy_id"], first["halt"])
@@ -179,7 +200,7 @@ def _timeline(sid: int, head: dict, run: int, bounds: tuple[int, int], n_policie
                          help="On: the chart spans this run's steps. Off: the whole session.")
     tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
     if len(tl):
-        tl = sv.with_why(tl)
+        tl = sv.number_timeline(sv.with_why(tl), data.q("calls_before", sid, int(tl["seq"].min())))
         chart = charts.timeline(tl, domain=bounds if only_run else None)
         event = st.altair_chart(chart, key="timeline_chart", on_select="rerun", selection_mode="mark_pick")
         sel = sv.picked_mark(event)
@@ -208,14 +229,14 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dic
         if row.kind == "gap":
             safe.text(f"… {int(row.seq)} steps not shown …")
             continue
-        where = f"[step {row.seq}]" + (f" line {int(row.line)}" if pd.notna(row.line) else "")
+        where = f"step {row.seq}" + (f", line {int(row.line)}" if pd.notna(row.line) else "")
         if row.kind == vocab.KIND_BATCH and pd.notna(row.idx):
             key = (int(row.seq), int(row.idx))
             mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
             note = notes.get(key, "")
             same_args, same_answer = marks.get(key, ("", ""))
             accident = _read_only_by_accident(str(row.tool))
-            safe.text(f"{mark}{where} call {int(row.idx)}: {row.tool}" + (f"   ⟨{same_args}⟩" if same_args else "")
+            safe.text(f"{mark}call #{int(row.n)} ({where}): {row.tool}" + (f"   ⟨{same_args}⟩" if same_args else "")
                       + (f"   ⟨{note}⟩" if note else "") + (f"   ⟨{accident}⟩" if accident else ""))
             safe.code(row.args, language="json")
             if row.answer is not None and not (isinstance(row.answer, float) and pd.isna(row.answer)):
@@ -230,7 +251,7 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dic
             # A prose turn can be where a policy halts too (stagnation).
             mark = "▶ HALTED HERE  " if row.seq in halt_seqs else ""
             note = notes.get((int(row.seq), explain.BATCH_LEVEL), "")
-            safe.text(f"{mark}{where} {row.kind}:" + (f"   ⟨{note}⟩" if note else ""))
+            safe.text(f"{mark}[{where}] {row.kind}:" + (f"   ⟨{note}⟩" if note else ""))
             safe.code(row.text)
 
 
@@ -266,7 +287,7 @@ def _labels(session_id: int, run: int) -> None:
                     st.error(f"Not saved: {exc}")
                 labels = data.fresh("run_labels", session_id)
     if len(labels):
-        safe.table(labels, key="labels_table")
+        safe.table(sv.label_rows(labels), key="labels_table")
 
 
 @st.fragment(run_every=LIVE_REFRESH_S)
@@ -283,6 +304,8 @@ def _enforced(session_id: int) -> None:
     st.subheader("Enforced on the live agent")
     st.caption(f"{len(df)} decision(s) a hook or guard made, newest first; 'replayed' is the same policy's "
                f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s.")
+    if "when" in df:
+        df = df.assign(when=when.moments(df["when"]))
     safe.table(df, key="enforced_table")
 
 
@@ -308,9 +331,7 @@ def main() -> None:
     run = _pick_run(head["n_runs"], halts)
     bounds = data.q("run_bounds", sid, run) or (0, head["n_events"])
     run_halts = halts[halts["run_idx"] == run]
-    # The repeat finder reads the run's call keys up to its last halt; a run without a halt reads none.
-    calls = sv.call_rows(data.q("run_calls", sid, run, int(run_halts["halt_seq"].max()))) if len(run_halts) else []
-    repeat = _why(sid, run, run_halts, calls, sv.ending_text(head, run))
+    repeat = _why(sid, run, run_halts, sv.ending_text(head, run))
 
     _matrix(long, halts)
     run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())
@@ -335,10 +356,14 @@ def main() -> None:
         st.caption(f"From the first repeated call (step {repeat['start']}) to {CONTEXT} steps after the halt.")
     else:
         ranges = [(max(bounds[0], focus - CONTEXT), min(bounds[1], focus + CONTEXT))]
-    rows = sv.join_excerpts([data.q("transcript", sid, lo, hi) for lo, hi in ranges], ranges)
+    # Each call numbered as labels and the leaderboard number it: call #N over the session.
+    rows = sv.join_excerpts([sv.number_calls(data.q("transcript", sid, lo, hi), data.q("calls_before", sid, lo))
+                             for lo, hi in ranges], ranges)
     notes = sv.verdict_notes(run_tl) if len(run_tl) else {}
     # "identical to step N": against the calls shown (the excerpt starts at the repeat's first call).
-    _transcript(rows, notes, halt_seqs, explain.identical_marks(sv.shown_calls(rows)))
+    numbers = {(int(r.seq), int(r.idx)): int(r.n) for r in rows.itertuples(index=False)
+               if "n" in rows and pd.notna(r.n)} if len(rows) else {}
+    _transcript(rows, notes, halt_seqs, explain.identical_marks(sv.shown_calls(rows), numbers))
 
     st.subheader("Label")
     _labels(sid, run)

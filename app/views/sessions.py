@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-from loopledger.app import charts, data, safe
+from loopledger.app import charts, data, safe, when
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
 
@@ -55,8 +55,9 @@ def _file(path: str | None, keep: int = 2) -> str:
     return path if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
 
 
-TABLE_ORDER = ["id", "halts", "runs", "calls", "strikes", "warnings", "blocks", "saved", "started_at", "format",
-               "title", "file", "path"]
+# The title right after the id: what a person looks for is readable without scrolling sideways.
+TABLE_ORDER = ["id", "title", "halts", "runs", "calls", "warnings", "blocks", "saved", "strikes", "started_at",
+               "format", "file", "path"]
 
 
 def _table_config() -> dict:
@@ -68,7 +69,7 @@ def _table_config() -> dict:
         "id": st.column_config.NumberColumn("id", format="%d", width="small", pinned=True,
                                             help="click a row to open the session"),
         "started_at": st.column_config.TextColumn("started", width="medium"),
-        "title": st.column_config.TextColumn("title", width="medium"),
+        "title": st.column_config.TextColumn("title", width="large"),
         "file": st.column_config.TextColumn("file", width="medium", help="the source file, shortened; "
                                             "the full path is in the last column"),
         "path": st.column_config.TextColumn("full path", width="large"),
@@ -112,7 +113,7 @@ def _live(f: read.SessionFilter) -> None:
                                                        if head["sessions"] > top_n else ""))
     st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
 
-    table = rows.assign(file=[_file(p) for p in rows["path"]])[TABLE_ORDER]
+    table = rows.assign(file=[_file(p) for p in rows["path"]], started_at=when.moments(rows["started_at"]))[TABLE_ORDER]
     event = safe.table(table, key="sessions_table", column_config=_table_config(), on_select="rerun",
                        selection_mode="single-row")
     picked = event.selection.rows if event is not None and hasattr(event, "selection") else []

@@ -7,8 +7,10 @@ EXPLAINERS; a detector nobody registered (a plugin, a detector added later) gets
 sentence, built from the same four numbers, so a new detector never breaks a page.
 
 What the numbers mean per detector is documented in loopledger.detectors.policy; the words here
-follow it. Positions are written for people: "step 13", "step 13 call 2" — never `-1` (a
-batch-level check is "the whole batch").
+follow it. Positions are written for people as **call #N**, 1-based over the session (what labels,
+the leaderboard and the CLI count: loopledger.analysis.scoring.call_position), with the step as
+secondary detail: "call #12 (step 35)" — never `-1` (a batch-level check is its batch).
+The sentences are plain text: the pages show them with st.text, so they carry no markdown.
 """
 
 from __future__ import annotations
@@ -81,7 +83,42 @@ def sentence(detector: Any, verdict: Any, count: Any = None, total: Any = None, 
 
 
 def _subject(w: Why) -> str:
-    return f"`{w.tool}` — " if w.tool else ""
+    return f"{w.tool} — " if w.tool else ""
+
+
+SHELL_TOOLS = frozenset({"bash", "shell", "sh", "run_shell_command", "execute_command", "exec_command",
+                         "execute_bash", "run_command", "terminal", "cmdrunaction", "local_shell"})
+_COMMAND_FIELDS = ("command", "cmd", "script", "code")
+COMMAND_CHARS = 80
+
+
+def tool_words(tool: Any, args: Any = None) -> str:
+    """A call's tool as a person names it: a shell tool by its command (`bash: git commit -m …`),
+    since an agent whose every call is bash would otherwise be explained as "bash" every time.
+    `args`: the call's arguments (a dict, or its JSON text as the ledger stores it)."""
+    name = _str(tool)
+    if name.lower() not in SHELL_TOOLS or args is None:
+        return name
+    if isinstance(args, str):
+        import json
+
+        try:
+            args = json.loads(args)
+        except ValueError:
+            # Arguments cut short (a timeline reads their first characters): the command's start.
+            m = re.search(r'"(?:command|cmd|script)"\s*:\s*"((?:[^"\\]|\\.)*)', args)
+            if not m:
+                return name
+            args = {"command": m.group(1).replace('\\"', '"').replace("\\n", " ")}
+    cmd: Any = None
+    if isinstance(args, dict):
+        cmd = next((args[f] for f in _COMMAND_FIELDS if args.get(f)), None)
+    if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+        cmd = cmd[2] if len(cmd) == 3 and cmd[1] in ("-c", "-lc") else " ".join(cmd)
+    if not isinstance(cmd, str) or not cmd.strip():
+        return name
+    cmd = " ".join(cmd.split())
+    return f"{name}: {cmd if len(cmd) <= COMMAND_CHARS else cmd[:COMMAND_CHARS - 1] + '…'}"
 
 
 def _limit(w: Why, word: str = "at") -> str:
@@ -132,7 +169,7 @@ def _cycle(w: Why) -> str:
     if w.verdict not in ("warn", "halt"):
         return generic(w)
     _, _, pattern = w.reason.partition(": ")
-    shown = f"`{pattern}`" if pattern else f"a pattern of {w.total} calls"
+    shown = pattern or f"a pattern of {w.total} calls"
     return (f"{shown} — the same {w.total} calls repeated {w.count} times in a row with unchanged answers"
             f"{_limit(w)}")
 
@@ -145,12 +182,31 @@ def _stagnation(w: Why) -> str:
     return f"the same reply {w.count} times{span}; at most {w.threshold} allowed"
 
 
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+
+
 def _progress(w: Why) -> str:
-    if w.verdict not in ("warn", "halt"):
+    """progress' count is the attempt this call is without progress (1: nothing tried before),
+    threshold the attempt at which the rule that counted it halts: halt_at for a failure (repeated
+    or retried), ok_halt_at for a repeat of a successful answer. The warn threshold (warn_at) is
+    not on the check, so a warning names only where the halt would come."""
+    if w.verdict not in ("warn", "halt") or w.count is None:
         return generic(w)
-    _, _, detail = w.reason.partition(": ")
-    detail = detail or "repeated with nothing changed"
-    return f"{_subject(w)}{detail} ({w.count} calls without progress){_limit(w)}"
+    earlier = max(w.count - 1, 0)
+    m = re.search(r"\b(ok_halt_at|halt_at)\b", w.reason)
+    retry = "retried" in w.reason or "same error" in w.reason
+    if retry:
+        what = (f"the same error {_times(earlier)} before, each time retried without addressing it: "
+                f"this is attempt {w.count}")
+        name = "halt_at"
+    else:
+        what = (f"the same call with the same arguments got the same answer {_times(earlier)} before: "
+                f"this is attempt {w.count}")
+        name = m.group(1) if m else "halt_at or ok_halt_at"
+    if w.threshold is None:
+        return f"{_subject(w)}{what}"
+    return f"{_subject(w)}{what}; halts at attempt {w.threshold} ({name} = {w.threshold})"
 
 
 for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladder", _ladder), ("window", _window), ("cycle", _cycle),
@@ -159,6 +215,28 @@ for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladde
 
 
 # ── positions ─────────────────────────────────────────────────────────────────────────────────
+
+
+def call_ref(number: Any, seq: Any = None, line: Any = None) -> str:
+    """"call #12 (step 35, line 37)": the one call number people use, the step (and the
+    transcript's line) as secondary detail. No number: the step alone."""
+    n, s, ln = _int(number), _int(seq), _int(line)
+    detail = ", ".join(x for x in (f"step {s}" if s is not None else "", f"line {ln}" if ln is not None else "") if x)
+    if n is None:
+        return detail or "—"
+    return f"call #{n}" + (f" ({detail})" if detail else "")
+
+
+def call_list(numbers: Iterable[Any], limit: int = 12) -> str:
+    """"calls #4, #7 and #10" (1-based session call numbers)."""
+    items = [f"#{_int(n)}" for n in numbers if _int(n) is not None]
+    if not items:
+        return ""
+    more = len(items) - limit
+    items = items[:limit]
+    word = "call" if len(items) == 1 and more <= 0 else "calls"
+    text = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return f"{word} {text}" + (f" (and {more} more)" if more > 0 else "")
 
 
 def position(seq: Any, idx: Any = None) -> str:
@@ -234,21 +312,29 @@ def repeated_calls(detector: str, calls: Sequence[CallRow], halt_seq: int, halt_
     return same[-count:] if count else same
 
 
-def identical_marks(calls: Sequence[CallRow]) -> dict[tuple[int, int], tuple[str, str]]:
-    """(seq, idx) → ("arguments identical to step S", "answer identical to step S") for calls
-    that repeat an earlier call of the run (first occurrence named); "" where not repeated."""
+def identical_marks(calls: Sequence[CallRow], numbers: dict[tuple[int, int], int] | None = None
+                    ) -> dict[tuple[int, int], tuple[str, str]]:
+    """(seq, idx) → ("arguments identical to call #N", "answer identical to call #N") for calls
+    that repeat an earlier call of the run (first occurrence named: by its session call number
+    when `numbers` has it, else by its step); "" where not repeated."""
+    numbers = numbers or {}
+
+    def name(seq: int, idx: int) -> str:
+        n = numbers.get((seq, idx))
+        return f"call #{n}" if n is not None else position(seq, idx)
+
     first_args: dict[tuple[str, str], tuple[int, int]] = {}
     first_answer: dict[tuple[str, str], tuple[int, int]] = {}
     out: dict[tuple[int, int], tuple[str, str]] = {}
     for c in calls:
         key = (c.tool, c.args_hash)
         a = first_args.setdefault(key, (c.seq, c.idx))
-        args_mark = f"arguments identical to {position(*a)}" if a != (c.seq, c.idx) else ""
+        args_mark = f"arguments identical to {name(*a)}" if a != (c.seq, c.idx) else ""
         ans_mark = ""
         if c.answer_hash:
             akey = (c.tool, c.answer_hash)
             b = first_answer.setdefault(akey, (c.seq, c.idx))
-            ans_mark = f"answer identical to {position(*b)}" if b != (c.seq, c.idx) else ""
+            ans_mark = f"answer identical to {name(*b)}" if b != (c.seq, c.idx) else ""
         if args_mark or ans_mark:
             out[(c.seq, c.idx)] = (args_mark, ans_mark)
     return out

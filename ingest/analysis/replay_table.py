@@ -122,9 +122,19 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
     except UnknownFormat as e:
         err.print(Text(f"error: {e}"))
         return 2
+    import os
+
+    if not os.path.isfile(path):
+        # A usage error, said in words (not "[Errno 2]"): nothing was read.
+        what = "is a folder, not a transcript file" if os.path.isdir(path) else "no such file"
+        err.print(Text(f"error: {plain(path, 1000)}: {what}"))
+        return 2
     try:
         groups = list(sessions_of(read(path, format), path))
-    except (OSError, UnknownFormat, KeyError, ValueError) as e:
+    except OSError as e:
+        err.print(Text(f"error: {plain(path, 1000)}: cannot read it ({plain(e.strerror or str(e), 300)})"))
+        return 1
+    except (UnknownFormat, KeyError, ValueError) as e:
         err.print(Text(f"error: {plain(str(e), 1000)}"))
         return 1
     read_errors = [e for _, _, errs in groups for e in errs]
@@ -138,11 +148,11 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
             return 1
     console.print(Text(f"policy: {spec.label}  (id {spec.id[:12]})"))
     for info, events, _ in groups:
-        if redact:
-            # As ingest does: the same text judged (a secret that differs between two answers must
-            # not make them differ here when the ledger saw them equal), and no secret printed.
-            info = redact_event(info) if info is not None else None
-            events = [redact_event(ev) for ev in events]
+        # As ingest does: the same text judged (a secret that differs between two answers must
+        # not make them differ here when the ledger saw them equal), no secret printed, and no
+        # value deeper than the ledger keeps (--no-redact keeps only the secrets).
+        info = redact_event(info, secrets=redact) if info is not None else None
+        events = [redact_event(ev, secrets=redact) for ev in events]
         steps = list(replay(events, spec, with_state=True))
         title = f"session {info.key}" + (f" · {info.title}" if info and info.title else "") if info else "session"
         table = Table(title=Text(plain(title, 100)), show_lines=False)

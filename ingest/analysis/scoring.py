@@ -14,10 +14,15 @@ batch-level halt: the batch's first call; a halt on a prose turn: the next call 
 Per policy: precision = caught / sessions it halted (loop and normal ones), recall = caught /
 loops, calls saved = the ledger's saved counts over the scored sessions, and for each catch how
 many calls into the loop it came (halt position − first + 1).
+
+Each ratio comes with its Wilson 95% interval (`wilson`): 11 loops caught out of 11 is a recall
+of 1.00 that a true recall of 0.74 would also produce often enough, and a person choosing a
+setting should see how much the labels can tell.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,6 +45,35 @@ LABELLED_BY = (IMPORTED, DASHBOARD)
 # The leaderboard's columns, in order; COUNT_COLUMNS are the numbers that link to their sessions.
 COUNT_COLUMNS = ("loops", CAUGHT, EARLY, MISSED, NORMAL, "false_halts")
 COLUMNS = ("policy", *COUNT_COLUMNS, "precision", "recall", "saved", "into_loop")
+
+
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval for a proportion `successes`/`n` (None when n is 0).
+
+    Chosen over the normal (Wald) interval because it stays inside [0, 1] and does not shrink
+    to a point at 0/n or n/n, which is exactly where small label sets sit: 11/11 gives
+    (0.741, 1.0), not (1.0, 1.0)."""
+    if n <= 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"{successes} successes out of {n}")
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # p = 0 or 1 puts one end exactly on the boundary; rounding must not push it past
+    low = max(0.0, centre - half) if successes else 0.0
+    high = min(1.0, centre + half) if successes < n else 1.0
+    return low, high
+
+
+def interval_text(bounds: tuple[float, float] | None) -> str:
+    """`[0.74, 1.00]`, or `—` without labels to tell."""
+    return "—" if bounds is None else f"[{bounds[0]:.2f}, {bounds[1]:.2f}]"
 
 
 def normalize_label(text: str) -> str:
@@ -146,6 +180,16 @@ class PolicyScore:
         return self.caught / self.loops if self.loops else None
 
     @property
+    def precision_interval(self) -> tuple[float, float] | None:
+        """Wilson 95% interval of the precision (None where the precision is None)."""
+        return wilson(self.caught, self.halted)
+
+    @property
+    def recall_interval(self) -> tuple[float, float] | None:
+        """Wilson 95% interval of the recall (None where the recall is None)."""
+        return wilson(self.caught, self.loops)
+
+    @property
     def into_loop_median(self) -> float | None:
         return statistics.median(self.into_loop) if self.into_loop else None
 
@@ -206,6 +250,39 @@ def disagreements(a: Iterable[Judged], b: Iterable[Judged]) -> list[tuple[Judged
         if other is not None and other.outcome is not None and other.outcome != j.outcome:
             out.append((other, j))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class LabelNext:
+    """An unlabelled session the top policies split on: labelling it moves their scores apart."""
+
+    session_id: int
+    halting: tuple[str, ...]  # the policies that halted it
+    quiet: tuple[str, ...]  # the ones that did not
+
+
+def label_next(halts: Iterable[tuple[int, str, bool]], policy_ids: Sequence[str],
+               limit: int = 20) -> list[LabelNext]:
+    """Which unlabelled sessions to label next: those where some of `policy_ids` (the top of the
+    ranking) halt and others do not. Whatever the label turns out to be, it adds a catch or a
+    false halt to one side and not the other, so it moves the ranking; a session they all halt,
+    or all leave alone, changes every one of them alike. Most even splits first (they tell the
+    most policies apart), then session order; only sessions every policy judged."""
+    wanted = list(dict.fromkeys(policy_ids))
+    by_session: dict[int, dict[str, bool]] = {}
+    for sid, pid, halted in halts:
+        if pid in wanted:
+            by_session.setdefault(int(sid), {})[pid] = bool(halted)
+    out = []
+    for sid, got in by_session.items():
+        if len(got) < len(wanted):
+            continue
+        halting = tuple(p for p in wanted if got[p])
+        quiet = tuple(p for p in wanted if not got[p])
+        if halting and quiet:
+            out.append(LabelNext(sid, halting, quiet))
+    out.sort(key=lambda x: (-min(len(x.halting), len(x.quiet)), x.session_id))
+    return out[:limit]
 
 
 # ── positions from events (a policy replayed rather than read from the ledger) ─────────────────

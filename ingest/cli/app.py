@@ -15,7 +15,8 @@ app = typer.Typer(
     name="loopledger",
     help=(
         "Find loops in LLM agent transcripts. Reads Claude Code, Codex CLI, OpenAI/Anthropic message "
-        "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs every loop guard over every step, "
+        "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs the default loop guards "
+        "(progress, run-length, stagnation, cycle; more with --policy) over every step, "
         "and writes each check and result verdict to a ledger (SQLite by default, PostgreSQL by URL)."
     ),
     no_args_is_help=True,
@@ -49,7 +50,7 @@ def main(
         bool, typer.Option("--version", callback=_version, is_eager=True, metavar="", help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """LoopLedger: every loop guard's verdict on every step of your agents' sessions."""
+    """LoopLedger: loop guards' verdicts on every step of your agents' sessions."""
 
 
 @app.command()
@@ -174,9 +175,12 @@ def ingest(
     create: CreateOption = False,
     log_file: LogFileOption = None,
 ) -> None:
-    """Read transcripts, run every policy over every step, store each check in the ledger.
+    """Read transcripts, run the default policies (and any --policy / --config ones) over every
+    step, store each check in the ledger.
 
     Re-running adds nothing for unchanged files and only re-judges the sessions of appended ones.
+    A file that shrank (emptied, rotated) is not an error: what the ledger read from it before is
+    kept, under a source marked truncated, and the file is read anew.
     Exit status: 0 ok, 1 a file could not be read, 3 finished but malformed lines were quarantined,
     4 the ledger stayed locked by another writer for some file (left as it was; run again).
     """
@@ -231,7 +235,8 @@ def receive(
     max_text: MaxTextOption = 64 * 1024,
 ) -> None:
     """Receive OpenTelemetry traces over OTLP/HTTP (POST /v1/traces, protobuf or JSON, gzip) and write
-    their tool calls and every policy's checks into the ledger, as `ingest` does for files.
+    their tool calls and the policies' checks (the default set, plus --policy) into the ledger, as
+    `ingest` does for files.
 
     Point an OTLP exporter at http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT). Tool calls come
     from GenAI `execute_tool` spans and OpenInference TOOL spans. Stops on Ctrl-C / SIGTERM.
@@ -300,7 +305,7 @@ def replay(
     """Step one policy through a transcript and print every step: event, verdict, result, state.
 
     The text twin of the dashboard's Replay page. Exit status: 0 ok, 1 unreadable file or unknown
-    session, 2 bad policy spec, 3 printed but some lines were malformed.
+    session, 2 no such file or a bad policy spec, 3 printed but some lines were malformed.
     """
     from loopledger.analysis.replay_table import run_replay
 
@@ -381,7 +386,8 @@ def score(
 
     Per labelled session a policy's first halt is placed at a call: on a loop session inside the
     labelled loop it is caught, before it early (it stopped good work), after it or none missed;
-    any halt on a normal session is a false halt; unclear sessions are left out."""
+    any halt on a normal session is a false halt; unclear sessions are left out. Precision and
+    recall come with their Wilson 95% intervals: how much so few labels can tell."""
     from loopledger.cli.score import run_score
 
     raise typer.Exit(run_score(db, policy, sort, format))
@@ -428,8 +434,9 @@ def hook_claude_code(
                                             "(default: $LOOPLEDGER_HOOK_LOG, else ~/.local/state/loopledger/hook.log).")] = None,
 ) -> None:
     """Claude Code's hook: one event as JSON on stdin (PreToolUse, PostToolUse, PostToolUseFailure,
-    UserPromptSubmit, SessionStart); a refused call is answered with permissionDecision "deny", a
-    halt also with "continue": false. Always exits 0: a problem allows the call and is logged."""
+    PostToolBatch, UserPromptSubmit, SessionStart); a refused call is answered with
+    permissionDecision "deny"; after a halted call, PostToolBatch answers "continue": false, which
+    ends the turn. Always exits 0: a problem allows the call and is logged."""
     from loopledger.live.hooks import run
 
     raise typer.Exit(run("claude-code", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
@@ -451,13 +458,17 @@ def hook_gemini_cli(
 @hook_app.command("install")
 def hook_install(
     agent: AgentArg,
-    project: Annotated[Path | None, typer.Option("--project", help="Install in PROJECT/.claude/settings.json "
-                                                 "(.gemini/ for Gemini CLI). Default: the current folder.")] = None,
+    project: Annotated[Path | None, typer.Option(
+        "--project", metavar="[DIR]",
+        help="Install in DIR/.claude/settings.json (.gemini/ for Gemini CLI); --project alone or no "
+             "option: the current folder.")] = None,
     user: Annotated[bool, typer.Option("--user", help="Install in ~/.claude/settings.json (every project).")] = False,
     db: DbOption = None,
 ) -> None:
     """Add LoopLedger's hook entries to the agent's settings.json: merged with what is there, the
-    rest of the file left byte for byte, a backup kept; running it again changes nothing."""
+    rest of the file left byte for byte, the original kept until uninstall; running it again
+    changes nothing. The hook writes to the ledger named here (--db, else the one `loopledger
+    dashboard` would open from this folder; it must exist), printed with the command."""
     from loopledger.cli.commands import run_hook_install
 
     raise typer.Exit(run_hook_install(_agent(agent), project, user, db))
@@ -466,11 +477,13 @@ def hook_install(
 @hook_app.command("uninstall")
 def hook_uninstall(
     agent: AgentArg,
-    project: Annotated[Path | None, typer.Option("--project", help="The project whose settings to clean "
-                                                 "(default: the current folder).")] = None,
+    project: Annotated[Path | None, typer.Option(
+        "--project", metavar="[DIR]",
+        help="The project whose settings to clean; --project alone or no option: the current folder.")] = None,
     user: Annotated[bool, typer.Option("--user", help="Clean ~/.claude/settings.json instead.")] = False,
 ) -> None:
-    """Remove exactly LoopLedger's hook entries from the agent's settings.json."""
+    """Remove exactly LoopLedger's hook entries from the agent's settings.json: the file comes back
+    as it was before the install (deleted, if the install created it)."""
     from loopledger.cli.commands import run_hook_uninstall
 
     raise typer.Exit(run_hook_uninstall(_agent(agent), project, user))
@@ -491,5 +504,29 @@ def guard(
     raise typer.Exit(run_guard(db, policy, no_ledger))
 
 
+# Options whose value may be left out (click cannot say so through typer): `--project` alone
+# means the current folder, as its help says.
+OPTIONAL_VALUES = {("hook", "install"): {"--project": "."}, ("hook", "uninstall"): {"--project": "."}}
+
+
+def with_optional_values(argv: list[str]) -> list[str]:
+    """`argv` with the default value put after an option of OPTIONAL_VALUES given alone (last,
+    or followed by another option)."""
+    defaults = OPTIONAL_VALUES.get(tuple(argv[:2]))  # type: ignore[arg-type]
+    if not defaults:
+        return argv
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg in defaults and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append(defaults[arg])
+    return out
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The CLI on `argv` (default: this process's arguments)."""
+    app(args=with_optional_values(list(sys.argv[1:] if argv is None else argv)))
+
+
 if __name__ == "__main__":
-    app()
+    run()

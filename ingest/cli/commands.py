@@ -80,8 +80,18 @@ def setup_logging(log_file: Path | None) -> None:
     if log_file is None:
         logger.addHandler(logging.NullHandler())
         return
+    from loopledger.redact import redact_text
+
+    class Redacting(logging.Formatter):
+        """A log line (a traceback may quote a transcript) through the one redaction point."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            return redact_text(super().format(record))
+
+    # Created readable by its owner only, as the hook's log is; an existing file keeps its mode.
+    os.close(os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
     handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
 
 
@@ -108,9 +118,16 @@ def _print_errors(t: worker.Totals) -> None:
         # Text(), not markup: a file name or message may contain [brackets]; plain(): it may
         # quote raw bytes (escape sequences, binary) that must not reach the terminal as they are.
         err.print(Text(f"error: {plain(msg, 1000)}", style="red"))
+    for note in t.notes:
+        err.print(Text(f"note: {plain(note, 1000)}"))
     if t.quarantined:
-        err.print(Text(f"{t.quarantined} malformed line(s) quarantined: see the Ingest health page "
-                       "or the ingest_errors table", style="yellow"))
+        # Name the lines (the first few): a count alone sends the person hunting.
+        err.print(Text(f"{t.quarantined} malformed line(s) quarantined; all are on the Ingest health page "
+                       "and in the ingest_errors table:", style="yellow"))
+        for where in t.bad_lines:
+            err.print(Text(f"  {plain(where, 300)}", style="yellow"))
+        if t.quarantined > len(t.bad_lines):
+            err.print(Text(f"  … and {t.quarantined - len(t.bad_lines)} more", style="yellow"))
 
 
 AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs more than it saves
@@ -180,9 +197,12 @@ def run_watch(paths: Sequence[Path], db: str | None, policy: Sequence[str], conf
     def report(r: worker.FileReport) -> None:
         line = f"{r.action:9} {r.path}: {r.sessions} session(s), {r.calls} call(s), {r.halts} halt(s)"
         if r.quarantined:
-            line += f", {r.quarantined} quarantined"
+            line += f", {r.quarantined} quarantined (first: {r.bad_lines[0]})" if r.bad_lines else \
+                f", {r.quarantined} quarantined"
         if r.error:
             line += f" — {r.error}"
+        if r.note:
+            line += f" — {r.note}"
         err.print(Text(plain(line, 1000)))
 
     try:
@@ -319,6 +339,7 @@ def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
 
 
 def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
+    from loopledger.ledger.urls import sqlite_file
     from loopledger.live import hook_settings as hs
 
     if project is not None and user:
@@ -327,7 +348,16 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
     if project is not None and not project.is_dir():
         err.print(Text(f"error: no such folder: {project}", style="red"))
         return EXIT_USAGE
-    # The ledger must exist and be current before the agent's first call (a hook never creates it).
+    # The ledger the person uses (`--db`, else the one `loopledger dashboard` opens from here),
+    # never a new one: a hook that writes to a fresh file beside the project enforces the
+    # built-in default, not the setting enforced in the person's ledger.
+    url = resolve_url(db)
+    file = sqlite_file(url)
+    if file is not None and not os.path.isfile(file):
+        err.print(Text(f"error: no ledger at {file}: give --db the ledger you enforce in (or run "
+                       "`loopledger ingest` there first); a hook install never creates one", style="red"))
+        return EXIT_USAGE
+    # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
     path = hs.settings_path(agent, project, user)
     try:
@@ -336,12 +366,14 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR
     if change.changed:
-        out.print(Text(f"installed the {agent} hook in {path}" + (f" (backup: {change.backup})" if change.backup else "")))
+        out.print(Text(f"installed the {agent} hook in {path}" + (f" (original kept in {change.backup})"
+                                                                  if change.backup else "")))
     else:
         out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
+    out.print(Text(f"ledger: {display_url(url)}"))
     out.print(Text(f"command: {change.command}"))
     if agent == "gemini-cli":
-        out.print(Text("Gemini CLI runs hooks only when they are enabled in its settings (see its hooks docs)."))
+        out.print(Text(hs.gemini_trust_note(None if user else path.parent.parent)))
     return EXIT_OK
 
 
@@ -357,8 +389,14 @@ def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR
-    out.print(Text(f"removed the {agent} hook from {path}" + (f" (backup: {change.backup})" if change.backup else "")
-                   if change.changed else f"no LoopLedger {agent} hook in {path}; nothing changed"))
+    if change.removed:
+        out.print(Text(f"removed the {agent} hook: deleted {path}, which the install had created"))
+    elif change.changed:
+        out.print(Text(f"removed the {agent} hook from {path}" + (
+            f"; other settings changed since the install, so the original stays in {change.backup}"
+            if change.backup else "; the file is as it was before the install")))
+    else:
+        out.print(Text(f"no LoopLedger {agent} hook in {path}; nothing changed"))
     return EXIT_OK
 
 

@@ -25,7 +25,8 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 10_000)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 HEADERS = {"policy": "policy", "loops": "loops", "caught": "caught", "early": "early", "missed": "missed",
-           "normal": "normal", "false_halts": "false halts", "precision": "prec.", "recall": "recall",
+           "normal": "normal", "false_halts": "false halts", "precision": "prec.", "precision_ci": "prec. 95% CI",
+           "recall": "recall", "recall_ci": "recall 95% CI",
            "saved": "saved", "into_loop": "calls into loop"}
 
 
@@ -75,7 +76,8 @@ def table_of(scores: Sequence[scoring.PolicyScore], totals: dict[str, int]) -> T
 def cells(s: scoring.PolicyScore) -> list[str]:
     r = s.row()
     return [s.policy, *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
-            scoring.ratio(s.recall), str(s.saved), scoring.into_loop_text(s.into_loop)]
+            scoring.interval_text(s.precision_interval), scoring.ratio(s.recall),
+            scoring.interval_text(s.recall_interval), str(s.saved), scoring.into_loop_text(s.into_loop)]
 
 
 def markdown_table(scores: Sequence[scoring.PolicyScore]) -> str:

@@ -566,8 +566,10 @@ class ProgressPolicy(PerCallAnswers):
         v = self.detector.check(call.name, call.args, args_digest=call_key(call)[1])
         reason = ""
         if v.action != vocab.ALLOW:
-            reason = (f"{call.name}: the same answer {v.count - 1} times" if v.rule == REPEAT else
-                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it")
+            # The threshold's name as the form names it (a repeat of a success halts at ok_halt_at).
+            name = "halt_at" if v.rule != REPEAT or v.threshold == self.detector.halt_at else "ok_halt_at"
+            reason = (f"{call.name}: the same answer {v.count - 1} times [{name}]" if v.rule == REPEAT else
+                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it [{name}]")
         return Check(i, v.action, v.count, None, v.threshold, reason), v.position
 
 

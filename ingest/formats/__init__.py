@@ -9,6 +9,9 @@ and, for a format whose session is a folder of files (Cline task folders):
     unit_of(path: Path) -> Path | None  the one file standing for the folder `path` belongs to
                                         (None: `path` is not a member of such a folder)
     default_roots() -> list[Path]       where the tool keeps its folders (for `watch`)
+and, when the unit's own bytes are not all of the session (OpenCode storage: a session file,
+message files, part files):
+    members(unit: Path) -> list[Path]   every file whose change is a change of the session
 Order matters in READER_MODULES: more specific formats are sniffed before general ones.
 """
 
@@ -29,6 +32,7 @@ READER_MODULES = (
     "claude_code",
     "codex",
     "gemini",
+    "opencode",
     "atif",
     "otlp",
     "swe_agent",
@@ -124,6 +128,18 @@ def unit_of(path: Path) -> Path:
             if found is not None:
                 return found
     return path
+
+
+def members(unit: Path) -> list[Path]:
+    """The files `unit` stands for, itself first: itself alone, except for a format whose
+    session is spread over files that do not all change together (change detection reads them
+    all, so a new part of an OpenCode session is a change of it)."""
+    for mod in readers().values():
+        hook = getattr(mod, "members", None)
+        found = hook(unit) if hook is not None else [unit]
+        if len(found) > 1:
+            return found
+    return [unit]
 
 
 def units(paths: Iterable[Path]) -> list[Path]:

@@ -41,6 +41,10 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOC_BYTES = 512 * 1024 * 1024
 _CHUNK = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+# The tool name of a reply the harness refused to run (a format or parse error): one call
+# answered by the harness's error, so what never ran is neither counted as N calls nor
+# answered as a success. The detectors match on this name.
+HARNESS_ERROR = "harness_error"
 
 _BARE_TAG = re.compile(r"</?[\w.:-]+>")
 _ORJSON_POS = re.compile(r": line \d+ column \d+ \(char \d+\)$")

@@ -28,7 +28,9 @@ its own. Rate-limit / overload retries ("Retrying in N seconds...") are Retry ev
 error line before them, never calls.
 A reply with calls is a Batch (its prose as the text), one without is Prose.
 
-Jekyll front matter and `<div>` wrappers (aider's website examples) are skipped. Non-UTF-8 bytes
+A reply whose edit blocks aider could not parse ("The LLM did not conform to the edit format."
+with no block that "failed to match") ran nothing: one `harness_error` call answered by aider's
+words, instead of its edits. Jekyll front matter and `<div>` wrappers (aider's website examples) are skipped. Non-UTF-8 bytes
 are reported with their line and replaced; an edit block left open at the end of a reply is
 reported and dropped. Positions are file lines, 1-based: the last line an item was read from.
 """
@@ -54,7 +56,7 @@ from loopledger.events import (
     SessionStart,
     UserTurn,
 )
-from loopledger.formats._common import MAX_LINE_BYTES, bad, head_text, title_of
+from loopledger.formats._common import HARNESS_ERROR, MAX_LINE_BYTES, bad, head_text, title_of
 
 NAME = "aider"
 DESCRIPTION = "Aider chat history markdown (.aider.chat.history.md)"
@@ -190,6 +192,12 @@ def read(path: Path | str) -> Iterator[Item]:
                 continue
             if not in_fence and _WRAPPER.match(line):
                 continue
+            if (not in_fence and line.strip() and reply.last_note > _last_text_line(reply)
+                    and _refused([n for _, n in reply.notes])):
+                # aider sent its refusal back (no `####` line is logged for it): the text after
+                # it is the model's next reply, judged on its own
+                yield from flush()
+                reply = _Reply(line_no)
             if _FENCE.match(line.strip()):
                 in_fence = not in_fence
             reply.text.append((line_no, line))
@@ -320,6 +328,12 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     for name in applied:
         edits.setdefault(name, {"path": name})  # aider applied it: an edit, whatever we parsed
     runs = _runs(notes)
+    refused = _refused(notes)
+    if refused:
+        # aider could not parse the reply's edits (the coder's get_edits raised): it applied
+        # none of them and answered "did not conform to the edit format". Nothing ran: one
+        # harness_error call answered by aider's words, not edits nor a malformed record.
+        edits, errors = {}, []
     specs = [("edit", args) for args in edits.values()]
     declared = list(shells)
     for command, _ in runs:
@@ -331,11 +345,32 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     # Aider has no call ids; ids made from the reply's line pair each answer with its own call
     # (an id-less answer would be paired with the oldest open call, maybe the wrong one).
     calls = [Call(f"aider-{reply.line}-{n}", name, args) for n, (name, args) in enumerate(specs, 1)]
+    if refused:
+        calls.insert(0, Call(f"aider-{reply.line}-0", HARNESS_ERROR, {"reason": "malformed_edit"}))
     answers = [a for a in (_edit_answer(c, notes, applied) for c in calls if c.name == "edit") if a]
     outputs = dict(runs)  # the last run of a command answers it
     answers += [Answer(c.id, outputs[c.args["command"]]) for c in calls
                 if c.name == "run" and c.args["command"] in outputs]
+    if refused:
+        answers.insert(0, Answer(calls[0].id, refused, True))
     return calls, answers, errors
+
+
+def _last_text_line(reply: _Reply) -> int:
+    """The file line of the reply's last non-blank text (0: none yet)."""
+    return next((n for n, t in reversed(reply.text) if t.strip()), 0)
+
+
+def _refused(notes: list[str]) -> str:
+    """aider's words when it refused a reply's edits as unparsable (base_coder.apply_updates:
+    "The LLM did not conform to the edit format." and the parser's reason), '' otherwise. A
+    block that parsed but failed to match also gets that line, with "failed to match": that
+    edit was tried, so it is an edit answered by an error, not a refusal."""
+    said = "\n".join(notes)
+    if "did not conform to the edit format" not in said or "failed to match" in said.lower():
+        return ""
+    start = next(i for i, n in enumerate(notes) if "did not conform" in n)
+    return "\n".join(n for n in notes[start:] if n.strip() and not _RUNNING.match(n))
 
 
 def _runs(notes: list[str]) -> list[tuple[str, str]]:

@@ -19,8 +19,8 @@ its folder.
 
 Messages: `user` → UserTurn (unless it only carries functionResponse parts); `gemini` with
 toolCalls → Batch (call id, name, args) followed by Answers for the calls that finished (result
-functionResponse output, or resultDisplay; status "error"/"cancelled" flags is_error); `gemini`
-without toolCalls → Prose. `info`, `error` and `warning` are the CLI talking to the person, not
+functionResponse output, or resultDisplay; status "error"/"cancelled" flags is_error, read
+through `tool_result` like the live hook's AfterTool); `gemini` without toolCalls → Prose. `info`, `error` and `warning` are the CLI talking to the person, not
 the model or the person: skipped.
 """
 
@@ -64,6 +64,23 @@ _PROJECT = re.compile(r'"projectHash"\s*:')
 _LOG_RECORD = re.compile(r'^\{\s*"\$(set|rewindTo)"\s*:', re.M)
 _ERROR_STATUSES = ("error", "cancelled")
 _SKIPPED_TYPES = ("info", "error", "warning")
+
+# What gemini-cli (0.61) wraps around a tool's own output, found in its bundled code:
+# wrapUntrusted() puts shell, web and MCP text in <untrusted_context> (escaping a closing tag
+# inside as &lt;/untrusted_context&gt;); a hook's additionalContext is appended as
+# "\n\n<hook_context>…</hook_context>"; a hook's refusal becomes "Tool execution blocked: <reason>"
+# or "Agent execution stopped by hook: <reason>" (an AfterTool block "Tool result blocked: …").
+_UNTRUSTED = re.compile(r"<untrusted_context[^>]*>\n?([\s\S]*?)\n?</untrusted_context>")
+_HOOK_CONTEXT = re.compile(r"\s*<hook_context>[\s\S]*?</hook_context>")
+_HOOK_REFUSAL = re.compile(r"\A(?:Tool execution blocked|Agent execution stopped by hook|Tool result blocked): ")
+# run_shell_command's llmContent: "Output: …", then (each only when there is one) "Error: …",
+# "Exit Code: N" (non-zero only), "Signal: …", "Background PIDs: …", "Process Group PGID: N".
+# The process ids are new on every call: two runs of one failing command must read as the same
+# answer. Only that trailer is read, never the command's own output above it.
+SHELL_TOOL = "run_shell_command"
+_TRAILER_LINE = re.compile(r"(Exit Code|Signal|Background PIDs|Process Group PGID): .*")
+_PROCESS_IDS = ("Background PIDs", "Process Group PGID")
+_SPAWN_FAILED = re.compile(r"\AOutput: \(empty\)\nError: ")
 
 
 def sniff(head: bytes) -> bool:
@@ -235,13 +252,39 @@ def _answer(tc: dict, call_id: str) -> Answer | None:
     display = tc.get("resultDisplay")
     if result is None and display is None and status not in _ERROR_STATUSES:
         return None
-    text = _result_text(result)
+    text = result_text(result)
     if not text and display is not None:
         text = display if isinstance(display, str) else as_text(display)
-    return Answer(call_id, text, status in _ERROR_STATUSES, str_or_none(tc.get("timestamp")))
+    text, is_error = tool_result(str(tc.get("name") or ""), text, status in _ERROR_STATUSES)
+    return Answer(call_id, text, is_error, str_or_none(tc.get("timestamp")))
 
 
-def _result_text(result: Any) -> str:
+def tool_result(tool: str, text: str, is_error: bool) -> tuple[str, bool]:
+    """A Gemini CLI tool result as the guards compare it, the same from a session file and from
+    the live AfterTool hook (loopledger.live.hooks): gemini-cli's wrappers off (untrusted-context
+    tags, hook context, its words around a hook's refusal), a shell result's per-call process
+    ids off, and a shell command that exited non-zero (or died by a signal) a failure, as its
+    `Exit Code:` line says though the call's status is "success"."""
+    unwrapped = _UNTRUSTED.sub(lambda m: m.group(1).replace("&lt;/untrusted_context&gt;", "</untrusted_context>"),
+                               text)
+    unwrapped = _HOOK_CONTEXT.sub("", unwrapped)
+    if _HOOK_REFUSAL.match(unwrapped):
+        unwrapped, is_error = _HOOK_REFUSAL.sub("", unwrapped, count=1), True
+    if tool == SHELL_TOOL and unwrapped.startswith("Output: "):
+        lines = unwrapped.split("\n")
+        end = len(lines)
+        while end > 1 and (m := _TRAILER_LINE.fullmatch(lines[end - 1])):
+            end -= 1
+            value = lines[end].split(": ", 1)[1].strip()
+            if m.group(1) == "Signal" or (m.group(1) == "Exit Code" and value not in ("", "0")):
+                is_error = True
+        kept = lines[:end] + [ln for ln in lines[end:] if ln.split(":", 1)[0] not in _PROCESS_IDS]
+        unwrapped = "\n".join(kept)
+        is_error = is_error or bool(_SPAWN_FAILED.match(unwrapped))
+    return unwrapped, is_error
+
+
+def result_text(result: Any) -> str:
     """Text of a PartListUnion result: functionResponse output/error parts, text parts."""
     if result is None:
         return ""

@@ -3,8 +3,9 @@
 - a JSON list of messages, or {"messages": [...]} (a request body);
 - JSONL, one message per line, or one conversation {"messages": [...]} per line;
 - mini-swe-agent trajectories {"info": ..., "messages": [...]} (one session); v1 trajectories act
-  through fenced ```bash blocks in the assistant's text: one `bash` call per block, the next
-  user message its answer;
+  through fenced ```bash blocks in the assistant's text: a reply the harness ran is one `bash`
+  call, the next user message its answer; a reply it refused (zero or several blocks: its
+  format error) is one `harness_error` call answered by that error;
 - Claude Code / Codex sessions converted to {"messages": [...], "meta": {...}}: keyed by
   `meta.session_id` (or `meta.session_meta.session_id`);
 - tau-bench result lists [{"task_id", "reward", "info", "traj", "trial"}, ...]: one session per
@@ -38,6 +39,7 @@ from loopledger.events import (
     UserTurn,
 )
 from loopledger.formats._common import (
+    HARNESS_ERROR,
     JSONL,
     bad,
     content_text,
@@ -90,6 +92,9 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     ts = str_or_none(msg.get("timestamp") or msg.get("created_at"))
     content = msg.get("content")
     if role == "user":
+        extra = msg.get("extra")
+        if isinstance(extra, dict) and extra.get("interrupt_type") == "FormatError":
+            return _refused(extra, content_text(content), ts, line)
         return [UserTurn(content_text(content), ts, line)]
     if role == "assistant":
         calls, errors = _calls(msg, path, line)
@@ -105,6 +110,20 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     if role in _SKIPPED_ROLES:
         return []
     return [bad(path, line, f"unknown message role {role!r}", msg)]
+
+
+def _refused(extra: dict, text: str, ts: str | None, line: int) -> list[Item]:
+    """mini-swe-agent v2 keeps no assistant message for a reply it could not parse: only its
+    format error, a user message marked extra.interrupt_type "FormatError" (with the reply in
+    extra.model_response, the count in extra.n_actions where the model is text-based). That is
+    the harness, not the person: one `harness_error` call answered by the error."""
+    args: dict[str, Any] = {"reason": "format_error"}
+    if isinstance(extra.get("n_actions"), int) and not isinstance(extra["n_actions"], bool):
+        args["actions"] = extra["n_actions"]
+    reply = extra.get("model_response")
+    call = Call(f"format-error-{line}", HARNESS_ERROR, args)
+    return [Batch((call,), reply if isinstance(reply, str) else "", ts, line),
+            Answers((Answer(call.id, text, True, ts),), line)]
 
 
 def _session(path: Path, messages: list, info: SessionInfo, line: int | None,
@@ -164,7 +183,8 @@ def _document(path: Path, doc: Any) -> Iterator[Item]:
                 meta["submission"] = info["submission"][:200]
         info = SessionInfo(key, NAME, "", agent, _model(info), None, None, meta)
         if agent and _text_actions(doc["messages"]):
-            yield from _mini_v1(path, doc["messages"], info)
+            config = doc["info"].get("config") if isinstance(doc.get("info"), dict) else None
+            yield from _mini_v1(path, doc["messages"], info, config)
         else:
             yield from _session(path, doc["messages"], info, 1)
     else:
@@ -186,6 +206,13 @@ def _meta_session_id(doc: dict) -> str | None:
 # the next user message is the observation, "<returncode>N</returncode><output>…</output>".
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n(.*?)```", re.S)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+# What the harness itself runs (minisweagent/agents/default.py, AgentConfig.action_regex): a
+# reply is executed only when this finds exactly one block; otherwise the harness runs nothing
+# and answers with its format_error_template.
+_MINI_ACTION = r"```bash\s*\n(.*?)\n```"
+_MINI_FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # the default template's head
+_MINI_TIMEOUT = "The last command <command>"  # the default timeout_template's head
+_FOUND = re.compile(r"found (\d+) actions")
 
 
 def _text_actions(messages: list) -> bool:
@@ -200,10 +227,62 @@ def _text_actions(messages: list) -> bool:
     return has_blocks
 
 
-def _mini_v1(path: Path, messages: list, info: SessionInfo) -> Iterator[Item]:
-    """One `bash` call per fenced block; the next user message answers them (an error when its
-    returncode is not 0). Only the first user message is the person: every later one is the
-    harness (observations, format errors, step-limit notices)."""
+def _template_head(agent_config: Any, key: str, default: str) -> str:
+    """The fixed text a harness template starts with (up to its first Jinja field), as the
+    trajectory's own config has it; the default template's head when the config lacks it."""
+    template = agent_config.get(key) if isinstance(agent_config, dict) else None
+    head = template.split("{{")[0].split("{%")[0].strip() if isinstance(template, str) else ""
+    return head[:200] if len(head) >= 12 else default
+
+
+class _MiniHarness:
+    """How one v1 trajectory's harness acted and answered, from its own config (a run with
+    custom templates or action_regex is read by them)."""
+
+    def __init__(self, config: Any) -> None:
+        agent = config.get("agent") if isinstance(config, dict) else None
+        regex = agent.get("action_regex") if isinstance(agent, dict) else None
+        try:
+            self.action = re.compile(regex if isinstance(regex, str) else _MINI_ACTION, re.S)
+        except re.error:
+            self.action = re.compile(_MINI_ACTION, re.S)
+        self.format_error = _template_head(agent, "format_error_template", _MINI_FORMAT_ERROR)
+        self.timeout = _template_head(agent, "timeout_template", _MINI_TIMEOUT)
+
+    def refused(self, answer: Any) -> bool:
+        """The message after a reply is the harness's format error: the reply ran nothing."""
+        return (isinstance(answer, dict) and answer.get("role") == "user"
+                and content_text(answer.get("content")).lstrip().startswith(self.format_error))
+
+    def calls(self, n: int, text: str, answer: Any) -> list[Call]:
+        """What the reply at message `n` made the harness do: one `bash` call (the one action it
+        ran), or one `harness_error` call when it refused the reply (zero or several actions),
+        or nothing (prose, no answer)."""
+        actions = [a.strip() for a in self.action.findall(text)]
+        if self.refused(answer):
+            found = _FOUND.search(content_text(answer.get("content")))
+            count = int(found.group(1)) if found else len(actions)
+            return [Call(f"mini-{n}-0", HARNESS_ERROR, {"reason": "format_error", "actions": count})]
+        if len(actions) != 1:
+            # the trajectory's regex is not ours to second-guess: a block the reader sees is the
+            # one the harness answered (an observation followed)
+            actions = [b.strip() for b in _BASH_BLOCK.findall(text)][:1]
+        return [Call(f"mini-{n}-1", "bash", {"command": actions[0]})] if actions else []
+
+    def failed(self, call: Call, text: str) -> bool:
+        if call.name == HARNESS_ERROR or text.lstrip().startswith(self.timeout):
+            return True
+        code = _RETURNCODE.search(text)
+        return bool(code and code.group(1) != "0")
+
+
+def _mini_v1(path: Path, messages: list, info: SessionInfo, config: Any = None) -> Iterator[Item]:
+    """What the harness ran: one `bash` call per executed reply, its observation the next user
+    message (an error when its returncode is not 0 or the command timed out); a reply the
+    harness refused (format error) is one `harness_error` call answered by that refusal. Only
+    the first user message is the person: every later one is the harness (observations,
+    format errors, step-limit notices)."""
+    harness = _MiniHarness(config)
     task = next((content_text(m.get("content")) for m in messages
                  if isinstance(m, dict) and m.get("role") == "user"), "")
     yield SessionStart(SessionInfo(info.key, info.format, title_of(task), info.agent, info.model,
@@ -217,16 +296,14 @@ def _mini_v1(path: Path, messages: list, info: SessionInfo) -> Iterator[Item]:
         role, text = msg.get("role"), content_text(msg.get("content"))
         ts = str_or_none(msg.get("timestamp"))
         if role == "assistant":
-            blocks = [b.strip() for b in _BASH_BLOCK.findall(text)]
-            pending = [Call(f"mini-{n}-{i}", "bash", {"command": b}) for i, b in enumerate(blocks, 1)]
+            answer = messages[n] if n < len(messages) else None
+            pending = harness.calls(n, text, answer)
             yield Batch(tuple(pending), text, ts, n) if pending else Prose(text, ts, n)
         elif role == "user" and not seen_task:
             seen_task = True
             yield UserTurn(text, ts, n)
         elif role == "user" and pending:
-            code = _RETURNCODE.search(text)
-            failed = bool(code and code.group(1) != "0")
-            yield Answers(tuple(Answer(c.id, text, failed, ts) for c in pending), n)
+            yield Answers(tuple(Answer(c.id, text, harness.failed(c, text), ts) for c in pending), n)
             pending = []
         elif role not in (*_SKIPPED_ROLES, "user"):
             yield bad(path, n, f"unknown message role {role!r}", msg)

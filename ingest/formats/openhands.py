@@ -25,8 +25,9 @@ Events:
 - `finish` → Prose (its final thought): it ends the episode rather than acting on anything.
 - `system` (the system prompt and tool list), `recall` (workspace context), and the
   environment's `change_agent_state` / `agent_state_changed` / `null` observations are
-  bookkeeping: skipped. An `error` observation without a cause (e.g. a malformed tool call
-  the agent never ran) answers nothing and is skipped.
+  bookkeeping: skipped. An agent's `error` observation without a cause (a malformed or unknown
+  tool call the controller never ran) is the harness refusing the reply: one `harness_error`
+  call answered by the error.
 - Actions whose source is the user or the environment (a command typed into the GUI terminal)
   are not the agent's calls: skipped.
 
@@ -55,6 +56,7 @@ from loopledger.events import (
     UserTurn,
 )
 from loopledger.formats._common import (
+    HARNESS_ERROR,
     JSONL,
     as_text,
     bad,
@@ -272,6 +274,10 @@ class _Stream:
         elif cause is None and event.get("id") is None and self.legacy_open > 0:
             self.legacy_open -= 1
             call_id = None
+        elif (event.get("observation") == "error" and cause is None and event.get("id") is not None
+              and event.get("source") in ("agent", None)):
+            yield from self.refused(event, line)
+            return
         else:
             return  # answers a message, think, state change or nothing: not a call
         answer = Answer(call_id, as_text(event.get("content")), _is_error(event),
@@ -280,6 +286,18 @@ class _Stream:
             self.pending.answers.append(answer)
         else:
             yield Answers((answer,), line)
+
+
+    def refused(self, event: dict, line: int | None) -> Iterator[Item]:
+        """An agent's `error` observation that answers no action: the AgentController turned
+        the model's reply into no action at all (a malformed or unknown function call, no
+        action: openhands/controller/agent_controller.py adds an ErrorObservation and runs
+        nothing). One `harness_error` call answered by that error."""
+        yield from self.flush()
+        call = Call(f"error-{_event_id(event.get('id'))}", HARNESS_ERROR, {"reason": "error_observation"})
+        ts = str_or_none(event.get("timestamp"))
+        yield Batch((call,), "", ts, line)
+        yield Answers((Answer(call.id, as_text(event.get("content")), True, ts),), line)
 
 
 def _events(path: Path, events: list, per_event_line: bool, base_line: int | None) -> Iterator[Item]:

@@ -3,7 +3,9 @@
 Two variants, told apart by `history`:
 
 - Command strings (the classic ACI): each `trajectory[]` step {action, observation, thought,
-  response, state} is one call. The action is a raw command string, so tool = its first word and
+  response, state} is one call. A step with an empty action and the model's reply is one SWE-agent
+  could not parse (a format error): one `harness_error` call answered by the error it requeried
+  with. The action is a raw command string, so tool = its first word and
   args = {"command": the whole action} (the trailing newline older versions append is dropped,
   so the same command compares equal across versions). The observation answers it; there is no
   call id (the replay engine pairs it with the oldest unanswered call).
@@ -37,6 +39,7 @@ from loopledger.events import (
     UserTurn,
 )
 from loopledger.formats._common import (
+    HARNESS_ERROR,
     as_text,
     bad,
     content_text,
@@ -124,6 +127,9 @@ def _commands(path: Path, trajectory: list) -> Iterator[Item]:
             yield bad(path, index, f"trajectory step {index} is not an object", as_text(step))
             continue
         action = step.get("action")
+        if isinstance(action, str) and not action.strip() and _model_text(step):
+            yield from _refused(step, trajectory[index] if index < len(trajectory) else None, index)
+            continue
         if not isinstance(action, str) or not action.strip():
             yield bad(path, index, f"trajectory step {index} has no action command", as_text(step))
             continue
@@ -134,6 +140,28 @@ def _commands(path: Path, trajectory: list) -> Iterator[Item]:
                     thought if isinstance(thought, str) else "", None, index)
         if "observation" in step:
             yield Answers((Answer(None, as_text(step.get("observation"))),), index)
+
+
+def _model_text(step: dict) -> str:
+    for key in ("response", "thought"):
+        if isinstance(step.get(key), str) and step[key].strip():
+            return step[key]
+    return ""
+
+
+def _refused(step: dict, following: Any, index: int) -> Iterator[Item]:
+    """A step whose reply SWE-agent could not parse: forward_with_handling (sweagent/agent/
+    agents.py) records it with an empty action and the reply as thought, runs nothing and
+    requeries with its format error, which the next step's `query` ends with. One
+    `harness_error` call answered by that error (not a malformed record)."""
+    error = ""
+    query = following.get("query") if isinstance(following, dict) else None
+    if isinstance(query, list) and query and isinstance(query[-1], dict) and query[-1].get("role") == "user":
+        error = content_text(query[-1].get("content"))
+    call = Call(f"swe-format-{index}", HARNESS_ERROR, {"reason": "format_error"})
+    yield Batch((call,), _model_text(step), None, index)
+    yield Answers((Answer(call.id, error or as_text(step.get("observation") or "")
+                          or "no action could be parsed from the reply", True),), index)
 
 
 def _function_calls(path: Path, history: list, task_index: int | None) -> Iterator[Item]:

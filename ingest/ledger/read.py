@@ -405,6 +405,29 @@ def run_calls(conn: Connection, session_id: int, run_idx: int, last_seq: int | N
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=RUN_CALL_COLUMNS)
 
 
+SESSION_CALL_COLUMNS = ["n", "seq", "idx", "run_idx", "tool", "args_hash", "answer_hash"]
+
+
+def calls_upto(conn: Connection, session_id: int, last_seq: int, limit: int = 2_000) -> pd.DataFrame:
+    """The session's last `limit` calls up to step `last_seq`, in every run, oldest first, each with
+    `n`, its 1-based call number over the session (what labels and the leaderboard count): what a
+    halt's "why" lists, since a multi-turn verdict rests on attempts in earlier runs."""
+    c = t.calls.c
+    upto = sa.and_(c.session_id == session_id, c.seq <= last_seq)
+    total = conn.execute(sa.select(sa.func.count()).select_from(t.calls).where(upto)).scalar() or 0
+    rows = conn.execute(sa.select(c.seq, c.idx, c.run_idx, c.tool, c.args_hash, c.answer_hash).where(upto)
+                        .order_by(c.seq.desc(), c.idx.desc()).limit(limit)).mappings().all()
+    out = [dict(r) | {"n": total - i} for i, r in enumerate(rows)]
+    return pd.DataFrame(out[::-1], columns=SESSION_CALL_COLUMNS)
+
+
+def calls_before(conn: Connection, session_id: int, seq: int) -> int:
+    """How many calls the session made before step `seq` (call #N = this + the call's place + 1)."""
+    c = t.calls.c
+    return int(conn.execute(sa.select(sa.func.count()).select_from(t.calls)
+                            .where(c.session_id == session_id, c.seq < seq)).scalar() or 0)
+
+
 def neighbour_halted_session(conn: Connection, session_id: int, forward: bool = True) -> tuple[int, int] | None:
     """(session, its first halted run) of the halted session after (or before) `session_id` in the
     Sessions page's default order (halts summed over every policy, most first, then the higher id),
@@ -541,6 +564,22 @@ def judged_rows(frame: pd.DataFrame) -> list[scoring.Judged]:
     return [scoring.Judged(r.policy_id, int(r.session_id), r.label, opt(r.loop_first), opt(r.loop_last),
                            opt(r.halt_at), int(r.saved or 0), opt(r.halt_run), opt(r.halt_seq))
             for r in frame.itertuples(index=False)]
+
+
+UNLABELLED_HALT_COLUMNS = ["session_id", "policy_id", "halted"]
+
+
+def unlabelled_halts(conn: Connection, policy_ids: tuple[str, ...]) -> pd.DataFrame:
+    """For each session with no label at all, whether each of `policy_ids` halted it (one row per
+    policy × session it judged): what scoring.label_next reads to say which session to label."""
+    st, lb = t.session_stats.c, t.labels.c
+    if not policy_ids:
+        return pd.DataFrame(columns=UNLABELLED_HALT_COLUMNS)
+    labelled = sa.select(lb.session_id)
+    q = (sa.select(st.session_id, st.policy_id, st.first_halt_seq.is_not(None).label("halted"))
+         .where(st.policy_id.in_(policy_ids), st.session_id.not_in(labelled))
+         .order_by(st.session_id, st.policy_id))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=UNLABELLED_HALT_COLUMNS)
 
 
 BRIEF_COLUMNS = ["id", "key", "title", "path", "n_calls"]

@@ -46,7 +46,7 @@ sources = Table(
     Column("mtime", Float),
     Column("content_hash", String(64)),  # digest of the bytes up to byte_offset
     Column("byte_offset", ByteCount, nullable=False, default=0),  # bytes read and stored
-    Column("status", String(20), nullable=False, default="new"),  # new|ok|quarantined|error|missing
+    Column("status", String(20), nullable=False, default="new"),  # new|ok|quarantined|error|missing|truncated
     Column("error", Text),
     Column("claimed_by", String(80)),  # worker id holding it (several workers on PostgreSQL)
     Column("claimed_at", Float),

@@ -32,6 +32,7 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.live import db as live_db
 from loopledger.live import session as live
 from loopledger.live.enforce import DEFAULT_SPEC, enforced_or_default
+from loopledger.redact import redact_text
 
 ORIGIN = "guard"
 
@@ -121,7 +122,8 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
             out = guard.event(msg, started)
         except Exception as exc:  # noqa: BLE001  (one bad line must not end the agent's guard)
             bad += 1
-            out = {"line": n, "error": f"{type(exc).__name__}: {exc}", "verdict": "allow"}
+            # The message may quote the line: redacted, as everything the live paths print or store.
+            out = {"line": n, "error": redact_text(f"{type(exc).__name__}: {exc}"), "verdict": "allow"}
             if isinstance(msg, dict):
                 out["session"] = msg.get("session")
                 out["id"] = msg.get("id")

@@ -3,9 +3,12 @@
 A person's settings.json is theirs: the file is edited as text, not re-serialized. Each change
 is spliced in at the byte position a small span-keeping JSON parser finds, in the file's own
 indentation, so every byte outside our entries stays as it was, and uninstalling what an install
-added gives the original file back. A backup of the file as it was is kept next to it
-(`settings.json.loopledger.bak`) before every change; a change that changes nothing writes
-nothing (install is idempotent).
+added gives the original file back. The first install keeps the file as it was next to it
+(`settings.json.loopledger.bak`), or, when there was none, a marker that it created it
+(`settings.json.loopledger.created`); uninstall then restores exactly that (the original bytes,
+or no file and no folder where install made them) and removes what it kept, unless the person
+changed other settings since (those stay). A change that changes nothing writes nothing
+(install is idempotent).
 
 Our entries are the hook commands that run `loopledger hook <agent>`; uninstall removes exactly
 those (and an event list or `hooks` object that only held them).
@@ -24,13 +27,14 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
-BACKUP_SUFFIX = ".loopledger.bak"
+BACKUP_SUFFIX = ".loopledger.bak"  # the file as it was before the first install
+CREATED_SUFFIX = ".loopledger.created"  # marker: there was no file before the first install
 TIMEOUT_S = 30  # the agent waits at most this long for one hook (it normally takes tens of ms)
 
 # Which events each agent sends us, and whether their entries take a tool matcher.
 EVENTS = {
     "claude-code": (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "*"),
-                    ("PostToolUse", "*"), ("PostToolUseFailure", "*")),
+                    ("PostToolUse", "*"), ("PostToolUseFailure", "*"), ("PostToolBatch", None)),
     "gemini-cli": (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", None), ("AfterTool", None)),
 }
 FOLDER = {"claude-code": ".claude", "gemini-cli": ".gemini"}
@@ -275,10 +279,10 @@ def remove_entries(text: str, agent: str) -> str:
         text = edited
 
 
-def add_entries(text: str, agent: str, command: str) -> str:
+def add_entries(text: str, agent: str, command: str, style: Style | None = None) -> str:
     """`text` with our groups appended under each event (the `hooks` object or an event list
-    created where missing)."""
-    style = Style.of(text)
+    created where missing), in `style` (default: the text's own)."""
+    style = style or Style.of(text)
     for event, groups in entries(agent, command).items():
         root = parse(text)
         if root.kind != "object":
@@ -309,8 +313,19 @@ def add_entries(text: str, agent: str, command: str) -> str:
 class Change:
     path: Path
     changed: bool
-    backup: Path | None
+    backup: Path | None  # where the file as it was before LoopLedger is kept (None: nowhere)
     command: str
+    removed: bool = False  # uninstall deleted a settings file (and folder) that install had created
+
+
+def backup_path(path: Path) -> Path:
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def created_marker(path: Path) -> Path:
+    """Install created the settings file (and, when the marker says so, its folder): uninstall
+    deletes them again rather than leave a `{}` behind."""
+    return path.with_name(path.name + CREATED_SUFFIX)
 
 
 def _read(path: Path) -> tuple[str, bool]:
@@ -324,42 +339,134 @@ def _read(path: Path) -> tuple[str, bool]:
         raise SettingsError(f"{path}: not UTF-8 text ({exc})") from None
 
 
-def _write(path: Path, old: str | None, new: str) -> Path | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if old is not None:
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
-        shutil.copy2(path, backup)
+def _write(path: Path, new: str) -> None:
     tmp = path.with_name(f".{path.name}.loopledger-{os.getpid()}.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    if old is not None:
+    tmp.write_bytes(new.encode("utf-8"))
+    if path.exists():
         shutil.copymode(path, tmp)
     os.replace(tmp, path)
-    return backup
 
 
 def install(agent: str, path: Path, command: str) -> Change:
+    """Our entries in `path`. The first install keeps the file as it was (a byte copy, or a
+    marker that there was none) until uninstall; a later install (another ledger) keeps it."""
     text, exists = _read(path)
     try:
         base = text if text.strip() else "{}\n"
-        new = add_entries(remove_entries(base, agent), agent, command)
+        # The file's style before our old entries come out (a file of nothing but our entries
+        # shrinks to `{}`, which has none).
+        new = add_entries(remove_entries(base, agent), agent, command, Style.of(base))
     except SettingsError as exc:
         raise SettingsError(f"{path}: {exc}") from None
+    backup, marker = backup_path(path), created_marker(path)
     if exists and new == text:
-        return Change(path, False, None, command)
+        return Change(path, False, backup if backup.exists() else None, command)
     if not exists or not text.strip():
         new = json.dumps(json.loads(new), indent=2, ensure_ascii=False) + "\n"  # a new file: the usual style
-    return Change(path, True, _write(path, text if exists else None, new), command)
+    first = not backup.exists() and not marker.exists()
+    folder_created = not path.parent.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if first and not exists:
+        marker.write_text(json.dumps({"folder_created": folder_created}) + "\n", encoding="utf-8")
+    elif first:
+        shutil.copy2(path, backup)
+    _write(path, new)
+    return Change(path, True, backup if backup.exists() else None, command)
 
 
 def uninstall(agent: str, path: Path) -> Change:
+    """Our entries out of `path`. When nothing else changed since install, what was there comes
+    back exactly: the kept copy byte for byte, or no file (and no folder) where there was none.
+    Edits the person made since stay; the kept copy then stays too, and is named."""
     text, exists = _read(path)
+    backup, marker = backup_path(path), created_marker(path)
     if not exists:
+        marker.unlink(missing_ok=True)
         return Change(path, False, None, "")
     try:
         new = remove_entries(text, agent)
-    except SettingsError as exc:
+        remaining = json.loads(new)
+    except (SettingsError, ValueError) as exc:
         raise SettingsError(f"{path}: {exc}") from None
+    if marker.exists() and remaining == {}:
+        try:
+            folder_created = bool(json.loads(marker.read_text(encoding="utf-8")).get("folder_created"))
+        except (OSError, ValueError, AttributeError):
+            folder_created = False
+        path.unlink()
+        marker.unlink()
+        if folder_created:
+            try:
+                path.parent.rmdir()  # only when empty: anything else in it is not ours
+            except OSError:
+                pass
+        return Change(path, True, None, "", removed=True)
+    if backup.exists():
+        original, _ = _read(backup)
+        try:
+            same = json.loads(original if original.strip() else "{}") == remaining
+        except ValueError:
+            same = False
+        if same:  # nothing but our entries changed: the original bytes, formatting and all
+            if original != text:
+                _write(path, original)
+            backup.unlink()
+            return Change(path, original != text, None, "")
     if new == text:
-        return Change(path, False, None, "")
-    return Change(path, True, _write(path, text, new), "")
+        return Change(path, False, backup if backup.exists() else None, "")
+    _write(path, new)
+    marker.unlink(missing_ok=True)  # the person's own settings are in the file now: it stays
+    return Change(path, True, backup if backup.exists() else None, "")
+
+
+# ── Gemini CLI's trusted folders ─────────────────────────────────────────────────────────────
+
+
+def gemini_trusted_folders_path() -> Path:
+    """Where gemini-cli (0.61, packages/core/src/config/storage.ts) keeps folder trust:
+    $GEMINI_CLI_TRUSTED_FOLDERS_PATH, else ~/.gemini/trustedFolders.json."""
+    env = os.environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+    return Path(env) if env else Path.home() / ".gemini" / "trustedFolders.json"
+
+
+def gemini_trust(folder: Path, rules_text: str | None) -> bool | None:
+    """Whether gemini-cli trusts `folder` by its trustedFolders.json rules ({path: TRUST_FOLDER |
+    TRUST_PARENT | DO_NOT_TRUST}); the longest matching rule wins, TRUST_PARENT trusts the rule
+    path's parent (packages/core/src/utils/trust.ts). None: no rule (untrusted until a person says)."""
+    try:
+        rules = json.loads(rules_text) if rules_text else {}
+    except ValueError:
+        return None
+    if not isinstance(rules, dict):
+        return None
+    target = os.path.realpath(folder)
+    best, verdict = -1, None
+    for rule, level in rules.items():
+        if level not in ("TRUST_FOLDER", "TRUST_PARENT", "DO_NOT_TRUST") or not isinstance(rule, str):
+            continue
+        base = os.path.realpath(os.path.dirname(rule) if level == "TRUST_PARENT" else rule)
+        if (target == base or target.startswith(base.rstrip(os.sep) + os.sep)) and len(rule) > best:
+            best, verdict = len(rule), level != "DO_NOT_TRUST"
+    return verdict
+
+
+def gemini_trust_note(folder: Path | None) -> str:
+    """What `hook install gemini-cli` says about folder trust (a project install: `folder`)."""
+    how = ('To trust it: start `gemini` in it and choose "Trust folder", or run `/permissions trust` '
+           'inside Gemini CLI, or add {"%s": "TRUST_FOLDER"} to %s. Headless runs (`gemini -p`) refuse '
+           "an untrusted folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+    if folder is None:
+        return ("Gemini CLI blocks project hooks in untrusted folders; these are user hooks "
+                "(~/.gemini/settings.json), but headless runs (`gemini -p`) still refuse an untrusted "
+                "folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+    rules = gemini_trusted_folders_path()
+    try:
+        text = rules.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = None
+    trusted = gemini_trust(folder, text)
+    state = ("it is trusted" if trusted else "it is marked DO_NOT_TRUST" if trusted is False
+             else "it is not trusted yet")
+    note = (f"Gemini CLI runs a project's hooks only in a trusted folder ({folder}: {state}, "
+            f"per {rules}); in an untrusted one nothing is enforced.")
+    return note if trusted else note + " " + how % (folder, rules)

@@ -6,8 +6,13 @@ Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `ses
 (PreToolUse), `tool_response` (PostToolUse), `error` (PostToolUseFailure), `prompt`
 (UserPromptSubmit), `source` (SessionStart).
 - PreToolUse: allow → no output; block → hookSpecificOutput.permissionDecision "deny" with the
-  reason the model reads; halt → the same deny plus `"continue": false` and a stopReason the
-  person sees (Claude Code stops; the conversation is kept).
+  reason the model reads; halt → the same deny plus `"continue": false` and a stopReason. Claude
+  Code (2.1.197, its bundled code) does not stop for that on a denied call: it only fills in the
+  call's result, and the agent goes on.
+- PostToolBatch (tool_calls [{tool_name, tool_input, tool_use_id, tool_response}], once per
+  batch before the next model request): a batch holding a halted call → `{"continue": false,
+  "stopReason"}`, which ends the turn (terminal_reason "hook_stopped"; the UI shows the reason;
+  the conversation is kept). Anything else → no output.
 - PostToolUse / PostToolUseFailure: the answer is recorded; a warned call gets its notice as
   hookSpecificOutput.additionalContext.
 - UserPromptSubmit: a run boundary. SessionStart: the session is registered.
@@ -15,7 +20,8 @@ Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `ses
 Gemini CLI (docs/hooks/reference.md in google-gemini/gemini-cli): `BeforeTool` (tool_name,
 tool_input; no call id) answers `{"decision": "deny", "reason": …}` to refuse, plus
 `"continue": false, "stopReason"` to halt; `AfterTool` (tool_response {llmContent,
-returnDisplay, error}) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
+returnDisplay, error}; read through formats.gemini.tool_result, as the session file's reader
+reads the same result) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
 (prompt) is a run boundary; an allow prints `{}` (its stdout must be JSON).
 
 Never in the agent's way: malformed input, a missing ledger, a busy database or any internal
@@ -43,13 +49,21 @@ def default_log() -> str:
 
 
 def log(path: str | None, agent: str, message: str) -> None:
-    """One line per problem; a log that cannot be written is not the agent's problem either."""
+    """One line per problem, secrets redacted (a message may quote the event), in a file only its
+    owner reads (0600; its folder 0700 when we create it); a log that cannot be written is not
+    the agent's problem either."""
+    from loopledger.redact import redact_text
+
     try:
         path = path or os.environ.get(ENV_LOG) or default_log()
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{stamp} pid={os.getpid()} {agent}: {message}\n")
+        line = f"{stamp} pid={os.getpid()} {agent}: {redact_text(message)}\n".encode("utf-8", "replace")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
     except OSError:
         pass
 
@@ -57,18 +71,22 @@ def log(path: str | None, agent: str, message: str) -> None:
 # ── the agents' formats ──────────────────────────────────────────────────────────────────────
 
 
-def _answer_text(agent: str, response: Any) -> tuple[str, bool]:
+def _answer_text(agent: str, response: Any, tool: str = "") -> tuple[str, bool]:
     """(text, is_error) of a tool's result as the hook receives it."""
     from loopledger.live.session import _text
 
     if agent == "gemini-cli" and isinstance(response, dict):
+        # Read as the session file's reader reads the same result (formats.gemini.tool_result),
+        # so a live verdict is the verdict a replay of the session gives.
+        from loopledger.formats.gemini import result_text, tool_result
+
         error = response.get("error")
         content = response.get("llmContent", response.get("returnDisplay"))
-        text = _text(content)
-        if error:
+        text = result_text(content) if isinstance(content, str | list | dict) else _text(content)
+        if error:  # the model is sent (and the session file records) the error's message alone
             err = error.get("message") if isinstance(error, dict) else error
-            text = f"{text}\n{_text(err)}" if text else _text(err)
-        return text, bool(error)
+            text = _text(err) or text
+        return tool_result(tool, text, bool(error))
     if isinstance(response, dict):
         if "stdout" in response or "stderr" in response:  # Bash
             parts = [p for p in (response.get("stdout"), response.get("stderr")) if isinstance(p, str) and p]
@@ -97,6 +115,7 @@ def _context(event: str, text: str) -> dict[str, Any]:
 
 
 CALL_EVENTS = {"claude-code": ("PreToolUse",), "gemini-cli": ("BeforeTool",)}
+BATCH_EVENTS = {"claude-code": ("PostToolBatch",), "gemini-cli": ()}
 ANSWER_EVENTS = {"claude-code": ("PostToolUse", "PostToolUseFailure"), "gemini-cli": ("AfterTool",)}
 USER_EVENTS = {"claude-code": ("UserPromptSubmit",), "gemini-cli": ("BeforeAgent",)}
 START_EVENTS = ("SessionStart",)
@@ -112,7 +131,10 @@ def parse(raw: bytes) -> dict[str, Any]:
     try:
         payload = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise HookInputError(f"stdin is not JSON ({exc}): {raw[:200]!r}") from None
+        from loopledger.redact import excerpt
+
+        # excerpt redacts before it cuts, so a key straddling the cut is not half-logged.
+        raise HookInputError(f"stdin is not JSON ({exc}): {excerpt(raw)}") from None
     if not isinstance(payload, dict):
         raise HookInputError(f"stdin is a JSON {type(payload).__name__}, not an object")
     for name in ("session_id", "hook_event_name"):
@@ -128,7 +150,8 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
 
     event = payload["hook_event_name"]
     kind = ("call" if event in CALL_EVENTS[agent] else "answer" if event in ANSWER_EVENTS[agent]
-            else "user" if event in USER_EVENTS[agent] else "start" if event in START_EVENTS else None)
+            else "user" if event in USER_EVENTS[agent] else "start" if event in START_EVENTS
+            else "batch" if event in BATCH_EVENTS[agent] else None)
     if kind is None:
         return None  # an event we were not installed for: nothing to judge
     session = payload["session_id"]
@@ -153,13 +176,16 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
             if event == "PostToolUseFailure":
                 text, is_error = live._text(payload.get("error")), True
             else:
-                text, is_error = _answer_text(agent, payload.get("tool_response"))
+                tool = payload.get("tool_name")
+                text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
             state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
             state.answer(call_id, text, is_error)
             live.save(conn, sid, state, agent)
             d = live.decision_of(conn, sid, call_id, payload.get("tool_name"))
             if d is not None and d.verdict == "warn":
                 out = _context(event, d.message())
+        elif kind == "batch":
+            out = _stop_after(conn, sid, payload.get("tool_calls"))
         elif kind == "user":
             prompt = payload.get("prompt")
             state = live.load(conn, sid)
@@ -172,6 +198,22 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
         raise
     finally:
         conn.close()
+
+
+def _stop_after(conn: Any, sid: int, calls: Any) -> dict[str, Any] | None:
+    """Claude Code's PostToolBatch: a batch holding a halted call ends the turn. (Claude Code
+    ignores `continue: false` on a denied PreToolUse; after the batch it ends the run,
+    terminal_reason "hook_stopped", and shows the stopReason.)"""
+    from loopledger.live import session as live
+
+    for call in calls if isinstance(calls, list) else []:
+        call_id = call.get("tool_use_id") if isinstance(call, dict) else None
+        if not isinstance(call_id, str) or not call_id:
+            continue
+        d = live.decision_of(conn, sid, call_id)
+        if d is not None and d.stops:
+            return {"continue": False, "stopReason": d.message()}
+    return None
 
 
 def _call_id(payload: dict[str, Any]) -> str | None:

@@ -13,6 +13,11 @@ block refuses the call and stands in a synthetic error result for it (one result
 halt refuses it and stops the agent, history kept; calls after a halt in the same run are
 refused the same way (`after_halt`) until the next user turn.
 
+Redaction: everything an agent reports enters here (`call`, `answer`, `user`) and passes
+loopledger.redact before it is judged, stored or answered, as ingest redacts a transcript: secrets
+become `[REDACTED:<kind>]`, values nested past redact.MAX_DEPTH a marker. So the hooks, `guard`
+and LiveGuard cannot store a key, and the live verdicts judge what a replay of the ledger judges.
+
 State between processes (every hook event is a new process): the session's live events are
 stored (`live_events`), and after each save the policy's state — the replay engine's driver —
 is sealed into `live_states` with the same signed, versioned snapshots the worker resumes
@@ -39,6 +44,7 @@ from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, tex
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text, is_capped
 from loopledger.live.db import LiveDB, sql
 from loopledger.live.enforce import enforced_or_default, ensure_policy
+from loopledger.redact import redact_text, redact_value
 from loopledger.replay import Driver
 from loopledger.snapshots import seal, unseal, version_of
 
@@ -138,8 +144,8 @@ class LiveSession:
     def call(self, tool: str, args: Any, call_id: str | None = None, at: float | None = None,
              started: float | None = None) -> Decision:
         """Judge one tool call before it runs; a refused call gets its synthetic error result."""
-        tool = str(tool or "")
-        c = Call(call_id, tool, args if args is not None else {})
+        tool = redact_text(str(tool or ""))
+        c = Call(call_id, tool, redact_value(args) if args is not None else {})
         step = self._feed(Batch((c,)))
         check = step.checks[0] if step.checks else None
         at = time.time() if at is None else at
@@ -158,7 +164,7 @@ class LiveSession:
 
     def answer(self, call_id: str | None, text: str, is_error: bool = False, at: float | None = None) -> None:
         """A call's result came back (result-aware policies judge it)."""
-        text = text if isinstance(text, str) else _text(text)
+        text = redact_text(_text(text))
         a = Answer(call_id, text, bool(is_error))
         self._feed(Answers((a,)))
         self._add(_Row(KIND_ANSWER, time.time() if at is None else at, call_id, None, None,
@@ -166,7 +172,7 @@ class LiveSession:
 
     def user(self, text: str = "", at: float | None = None) -> None:
         """The person spoke: a new run, every policy starts fresh."""
-        text = text if isinstance(text, str) else _text(text)
+        text = redact_text(_text(text))
         self._feed(UserTurn(text))
         self._add(_Row(KIND_USER, time.time() if at is None else at, text=cap_text(text, DEFAULT_MAX_TEXT),
                        text_hash=text_digest(text)))
@@ -203,10 +209,13 @@ def _parse_args(args: str | None, digest: str | None) -> Any:
 
 
 def _text(value: Any) -> str:
+    """A reported value as text (non-strings as sorted JSON), never deeper than redact.MAX_DEPTH:
+    a deep value must cost that value, not the agent's call."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
+    value = redact_value(value, secrets=False)  # the secrets go with the text, in the caller
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:

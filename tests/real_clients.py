@@ -1,0 +1,85 @@
+"""The real agent CLIs from the npm registry, installed once into a cache folder (never into the
+repository) for the tests that drive them end to end; a test skips, saying why, when node or npm
+is missing or the package cannot be installed (no network).
+
+The versions are pinned: the hook protocols were checked against these releases' bundled code
+(Claude Code 2.1.197's PostToolBatch, gemini-cli 0.61.0's trusted folders and tool results).
+Set LOOPLEDGER_NPM_CACHE to choose the folder (default ~/.cache/loopledger-tests/npm).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.197")
+GEMINI_CLI = ("@google/gemini-cli", "0.61.0")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("LOOPLEDGER_NPM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "loopledger-tests" / "npm"
+
+
+def npm_package(name: str, version: str) -> Path:
+    """The package's folder (node_modules/NAME) in its own prefix under the cache, installed on
+    first use; one installer at a time (a lock file), so parallel test workers share it."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are needed to drive the real client (not on PATH)")
+    prefix = cache_root() / f"{name.replace('/', '+')}@{version}"
+    folder = prefix / "node_modules" / name
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (prefix / ".installed").exists():
+            proc = subprocess.run(
+                ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
+                 "--loglevel=error", f"{name}@{version}"],
+                capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0 or not folder.is_dir():
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+                pytest.skip(f"could not install {name}@{version} from npm: {' / '.join(tail)}")
+            (prefix / ".installed").write_text(version)
+    return folder
+
+
+def _works(cmd: list[str]) -> bool:
+    try:
+        return subprocess.run([*cmd, "--version"], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def claude_code() -> list[str]:
+    """The command that runs Claude Code: its native binary (put in place by the package's
+    postinstall), else the package's node launcher (when install scripts did not run)."""
+    folder = npm_package(*CLAUDE_CODE)
+    for cmd in ([str(folder / "bin" / "claude.exe")], ["node", str(folder / "cli-wrapper.cjs")]):
+        if _works(cmd):
+            return cmd
+    pytest.skip(f"{CLAUDE_CODE[0]}@{CLAUDE_CODE[1]} is installed but does not run here (no native binary "
+                "for this platform?)")
+
+
+def gemini_cli() -> list[str]:
+    folder = npm_package(*GEMINI_CLI)
+    cmd = ["node", str(folder / "bundle" / "gemini.js")]
+    if not _works(cmd):
+        pytest.skip(f"{GEMINI_CLI[0]}@{GEMINI_CLI[1]} is installed but does not run with this node")
+    return cmd
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """An environment for an agent CLI under test: its own HOME (no person's settings, sessions
+    or credentials), no telemetry, no update checks; PATH kept so node and a shell are found."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "dumb",
+           "LANG": "C.UTF-8", "NO_COLOR": "1",
+           "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    env.update(extra)
+    return env

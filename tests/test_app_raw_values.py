@@ -1,0 +1,60 @@
+"""No raw value reaches a person (issue 19, point 6): a label given to the whole session reads
+"whole session" (never run_idx -1), its time "2026-11-30 14:02 UTC" (never an epoch float), a
+missing value "—" (never None), and every page writes times one way."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+from app_support import app, ledger_env
+from loopledger.ledger import read
+from loopledger.ledger import schema as t
+from loopledger.ledger.engine import make_engine
+from replay_support import pipeline_ledger
+
+TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d UTC$")
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    url = pipeline_ledger(tmp_path_factory.mktemp("raw") / "ledger.sqlite")
+    eng = make_engine(url)
+    with eng.begin() as conn:  # a label on the whole session, as `loopledger labels import` gives it
+        sid = conn.execute(t.sessions.select().with_only_columns(t.sessions.c.id)
+                           .where(t.sessions.c.n_runs > 0).order_by(t.sessions.c.id)).scalar()
+        read.write_label(conn, sid, t.SESSION_LEVEL, "normal", labelled_by="imported")
+        created = conn.execute(t.labels.select().with_only_columns(t.labels.c.created_at)).scalar()
+    eng.dispose()
+    with ledger_env(url):
+        yield url, sid, created
+
+
+def test_a_session_label_reads_for_people(ledger):
+    url, sid, created = ledger
+    at = app("views/session.py", session=str(sid))
+    assert not at.exception, at.exception
+    (table,) = [d.value for d in at.dataframe if "given from" in d.value.columns]
+    row = table.iloc[0]
+    assert row["given from"] == "whole session" and row["loop calls"] == "—" and row["reason"] == "—"
+    # The stored epoch seconds, written independently here: minutes, UTC.
+    assert row["labelled"] == dt.datetime.fromtimestamp(created, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    assert "run_idx" not in table.columns and "created_at" not in table.columns
+    header = next(d.value for d in at.dataframe if "source file" in d.value.columns)
+    assert all(TIME.match(v) or v == "—" for v in header[["started", "ended"]].iloc[0])
+
+
+def test_times_read_one_way_on_sessions_and_the_leaderboard(ledger):
+    url, sid, created = ledger
+    at = app()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.dataframe if "started_at" in d.value.columns)
+    assert all(TIME.match(v) or v == "—" for v in table["started_at"])
+    at = app("views/leaderboard.py")
+    assert not at.exception, at.exception
+    labels = next(d.value for d in at.dataframe if "labelled_at" in d.value.columns)
+    assert list(labels["labelled_at"]) == [dt.datetime.fromtimestamp(created, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")]
+    for d in at.dataframe:
+        for col in d.value.columns:
+            assert not d.value[col].astype(str).isin(["None", "nan", "NaT", "-1"]).any(), col

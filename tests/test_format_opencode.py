@@ -1,0 +1,144 @@
+"""OpenCode sessions: `opencode export` JSON (UTF-8, and UTF-16 with a BOM as a PowerShell
+redirect writes it) and the local JSON storage, followed by `watch`.
+
+The fixtures are built by hand from OpenCode's own schema (anomalyco/opencode, formerly
+sst/opencode): the export document from packages/opencode/src/cli/cmd/export.ts ({info,
+messages: [{info, parts}], todos}); messages and parts from packages/opencode/src/session/
+message-v2.ts (TextPart with `synthetic`, ToolPart {callID, tool, state: {status, input,
+output | error, time}}, StepStartPart / StepFinishPart, RetryPart); the `invalid` tool from
+packages/opencode/src/tool/invalid.ts; the storage layout (session/<projectID>/<sessionID>.json,
+message/<sessionID>/<messageID>.json, part/<messageID>/<partID>.json) from
+packages/opencode/src/storage/json-migration.ts. Expected values are counted from the fixture
+by hand (jq), not by the reader:
+  jq '[.messages[].parts[]|select(.type=="tool")|.tool]' ses_export.json
+    → read, bash, invalid, edit, bash
+  jq '[.messages[].parts[]|select(.type=="tool")|.state.status]' → 4 completed, 1 error;
+    the first bash has metadata.exit 1
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from loopledger import formats
+from loopledger.changes import stamp
+from loopledger.discovery import discover
+from loopledger.events import Answers, Batch, Prose, Retry, SessionStart, UserTurn
+from loopledger.formats import read, sniff
+from loopledger.formats.opencode import default_roots
+
+FIX = Path(__file__).parent / "fixtures" / "formats" / "opencode"
+EXPORT = FIX / "ses_export.json"
+SID = "ses_4f1c2b7a9ffeR2xQe8mT0aLkVd"
+STORAGE = FIX / "storage"
+SESSION_FILE = STORAGE / "session" / "b7e1f0c3a2d94e6f8a1b2c3d4e5f6a7b8c9d0e1f" / f"{SID}.json"
+
+
+def _summary(items: list) -> dict:
+    calls = [c for i in items if isinstance(i, Batch) for c in i.calls]
+    answers = {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+    return {
+        "calls": [(c.id, c.name, c.args) for c in calls],
+        "errors": [answers[c.id].is_error if c.id in answers else None for c in calls],
+        "users": [i.text for i in items if isinstance(i, UserTurn)],
+        "prose": [i.text for i in items if isinstance(i, Prose)],
+        "retries": [i.text for i in items if isinstance(i, Retry)],
+        "batches": sum(isinstance(i, Batch) for i in items),
+    }
+
+
+def test_export_is_read_step_by_step():
+    assert sniff(EXPORT) == "opencode"
+    items = list(read(EXPORT))
+    info = items[0].info
+    assert isinstance(items[0], SessionStart)
+    assert (info.key, info.agent, info.model, info.title) == (
+        SID, "opencode", "anthropic/claude-sonnet-4-5", "Fix the pager skipping page 2")
+    assert info.started_at == "2025-12-01T09:40:00.000Z"  # time.created 1764582000000 ms
+    got = _summary(items)
+    assert [name for _, name, _ in got["calls"]] == ["read", "bash", "harness_error", "edit", "bash"]
+    # one Batch per step that called tools (3 steps with tools, 1 with text only)
+    assert got["batches"] == 3 and got["prose"] == ["Fixed the step in `paginate`; the full test run was interrupted."]
+    # read ok; bash exited 1; invalid never ran; edit ok; the last bash errored (interrupted)
+    assert got["errors"] == [False, True, True, False, True]
+    # the synthetic part is OpenCode's own addition, not the person
+    assert got["users"] == ["The pager skips page 2. Fix it and run the tests.", "Thanks, that's all."]
+    assert got["retries"] == ["retry (attempt 1): Overloaded"]
+
+
+def test_a_call_opencode_rerouted_to_invalid_is_a_harness_error():
+    items = list(read(EXPORT))
+    call = next(c for i in items if isinstance(i, Batch) for c in i.calls if c.name == "harness_error")
+    assert call.args == {"reason": "invalid_tool_call", "tool": "edit"}
+    answer = next(a for i in items if isinstance(i, Answers) for a in i.answers if a.call_id == call.id)
+    assert answer.is_error and answer.text.startswith("The arguments provided to the tool are invalid")
+
+
+def test_utf16_export_as_powershell_writes_it_reads_the_same(tmp_path):
+    ps = tmp_path / "session.json"
+    ps.write_bytes(EXPORT.read_text(encoding="utf-8").encode("utf-16"))  # BOM FF FE, then UTF-16LE
+    assert ps.read_bytes()[:2] == b"\xff\xfe"
+    assert sniff(ps) == "opencode"
+    assert _summary(list(read(ps))) == _summary(list(read(EXPORT)))
+
+
+def test_broken_utf16_export_names_file_and_line(tmp_path):
+    text = EXPORT.read_text(encoding="utf-8").replace('"todos": []', '"todos": [,]')
+    ps = tmp_path / "broken.json"
+    ps.write_bytes(text.encode("utf-16"))
+    items = list(read(ps))
+    assert len(items) == 1 and items[0].path == str(ps)
+    # the line of `"todos"` in the UTF-8 original (counted with grep -n)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if '"todos"' in t)
+    assert items[0].line == line
+
+
+def test_storage_session_reads_like_its_export():
+    assert sniff(SESSION_FILE) == "opencode"
+    assert _summary(list(read(SESSION_FILE))) == _summary(list(read(EXPORT)))
+    assert list(read(SESSION_FILE))[0].info.key == SID
+
+
+def test_every_storage_file_of_a_session_stands_for_its_session_file():
+    message = next((STORAGE / "message" / SID).glob("msg_*.json"))
+    part = next((STORAGE / "part").glob("msg_*/prt_*.json"))
+    assert formats.unit_of(message) == SESSION_FILE
+    assert formats.unit_of(part) == SESSION_FILE
+    assert formats.unit_of(SESSION_FILE) == SESSION_FILE
+    # discovery of the three folders OpenCode writes sessions to: one source
+    assert discover([STORAGE / "session", STORAGE / "message", STORAGE / "part"]) == [SESSION_FILE.absolute()]
+    # 1 session + 3 message + 19 part files (find … -name '*.json' | wc -l)
+    assert len(formats.members(SESSION_FILE)) == 1 + 3 + 19
+    assert formats.members(EXPORT) == [EXPORT]
+
+
+def test_a_new_part_is_a_change_of_the_session(tmp_path):
+    storage = tmp_path / "storage"
+    shutil.copytree(STORAGE, storage)
+    unit = storage / SESSION_FILE.relative_to(STORAGE)
+    before = stamp(unit)
+    msg = sorted((storage / "message" / SID).glob("msg_*.json"))[-1].stem
+    time.sleep(0.01)
+    (storage / "part" / msg / "prt_b03e3e0f2001Zz9xYw8vUt7sRq.json").write_text(json.dumps({
+        "id": "prt_b03e3e0f2001Zz9xYw8vUt7sRq", "sessionID": SID, "messageID": msg,
+        "type": "text", "text": "And update the changelog."}))
+    assert stamp(unit) != before
+    assert _summary(list(read(unit)))["users"][-1] == "Thanks, that's all.\nAnd update the changelog."
+
+
+def test_default_roots_follow_xdg_data_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_roots() == [tmp_path / "opencode" / "storage" / k for k in ("session", "message", "part")]
+    assert all(r in formats.default_roots() for r in default_roots())
+
+
+def test_an_export_of_a_session_without_messages_yet_is_still_opencode(tmp_path):
+    path = tmp_path / "empty.json"
+    info = json.loads(EXPORT.read_text())["info"]
+    path.write_text(json.dumps({"info": info, "messages": [], "todos": []}, indent=2))
+    assert sniff(path) == "opencode"
+    items = list(read(path))
+    assert [type(i).__name__ for i in items] == ["SessionStart"] and items[0].info.key == SID
