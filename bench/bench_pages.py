@@ -293,7 +293,9 @@ def run(quick: bool) -> str:
         f"same backend. The largest session holds {BIG_SESSION:,} calls (its timeline is drawn one run at a time). "
         "Browser: Chromium (Playwright) on a real `streamlit run`, from the click on the page's sidebar link "
         "(Compare: on its Run sweep button) — or, marked (URL), from following the Session page's link — "
-        "until Streamlit stops running and nothing on the page is stale; server and browser share the machine.\n",
+        "until Streamlit stops running and nothing on the page is stale; median of the visits after a first, "
+        "uncounted one (so the server's st.cache_data is warm: compare with the warm column); server and "
+        "browser share the machine.\n",
         "SQLite:\n", *HEAD, *sqlite_rows, "", *pg, "",
     ])
 
