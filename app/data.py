@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 import streamlit as st
-from loopledger.ledger import read, writes
+from loopledger.ledger import read, read_cost, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
@@ -90,3 +90,14 @@ def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:
     the page shown). Read only when the button is pressed."""
     with connect() as conn:
         return read.sessions_page(conn, f, sort, True, None).to_csv(index=False)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=256)
+def _cost_query(db_url: str, name: str, *args: Any, **kwargs: Any) -> Any:
+    with reader(db_url).connect() as conn:
+        return getattr(read_cost, name)(conn, *args, **kwargs)
+
+
+def cost(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Run read_cost.<name>(conn, ...) (what loops cost) on the current ledger, cached like `q`."""
+    return _cost_query(url(), name, *args, **kwargs)

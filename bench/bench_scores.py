@@ -14,7 +14,7 @@ from pathlib import Path
 
 from loopledger import worker
 from loopledger.analysis import scoring
-from loopledger.cli.score import leaderboard, markdown_table
+from loopledger.cli.score import leaderboard, markdown_table, saved_spend
 from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS
 from loopledger.ledger import labels, migrate, read
 from loopledger.ledger.engine import make_engine
@@ -40,6 +40,7 @@ def table(corpus: Path = CORPUS) -> tuple[str, dict]:
             with engine.connect() as conn:
                 counts = read.label_totals(conn)
                 scores = leaderboard(conn)
+                spend = saved_spend(conn)
                 defaults = [s.id for s in DEFAULT_SPECS]
                 judged = read.judged_rows(read.judged(conn, tuple(defaults)))
             t2 = time.perf_counter()
@@ -50,7 +51,7 @@ def table(corpus: Path = CORPUS) -> tuple[str, dict]:
     ranked = [combined, *scoring.rank(scores)]
     facts = {"sessions": totals.sessions, "calls": totals.calls, "ingest_s": t1 - t0, "score_s": t2 - t1,
              "labelled": report.labelled, "unmatched": len(report.problems), **counts}
-    return markdown_table(ranked), facts
+    return markdown_table(ranked, spend), facts
 
 
 def run(quick: bool = False) -> str:

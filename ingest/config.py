@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopledger.detectors import registry
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.ledger import store
 
@@ -55,7 +56,10 @@ def load_config(path: Path) -> list[PolicySpec]:
         if not isinstance(params, dict):
             raise ConfigFileError(f"{path}: [[policy]] #{i}: params must be a table")
         try:
-            out.append(PolicySpec(str(entry["detector"]), params))
+            detector = str(entry["detector"])
+            if registry.is_factory_name(detector):  # the person's own file may name code to import
+                registry.import_factory(detector)
+            out.append(PolicySpec(detector, params))
         except ValueError as exc:
             raise ConfigFileError(f"{path}: [[policy]] #{i}: {exc}") from None
     return out
@@ -70,6 +74,6 @@ def policy_specs(spec_texts: Iterable[str] = (), config: Path | None = None,
         config = candidate if candidate.is_file() else None
     if config is not None:
         specs += load_config(config)
-    specs += [PolicySpec.parse(t) for t in spec_texts]
+    specs += [PolicySpec.parse(t, trusted=True) for t in spec_texts]
     seen: set[str] = set()
     return [sp for sp in specs if not (sp.id in seen or seen.add(sp.id))]

@@ -64,12 +64,36 @@ class UserTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnUsage:
+    """What one model turn used, as the transcript reports it (None: not reported).
+
+    `input_tokens` counts ALL input, cache reads and writes included, as OpenAI and genai-prices
+    count it (a reader of Anthropic usage, which reports them apart, adds them up). Carried on the
+    Prose or Batch event the turn produced; no detector reads it (it is left out of equality so
+    events compare as the detectors see them). `cache_write_1h_tokens` is the part of
+    `cache_write_tokens` written for an hour (Anthropic prices it higher)."""
+
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
+    provider: str | None = None  # genai-prices provider id where the format says (anthropic, openai, google)
+
+    @property
+    def known(self) -> bool:
+        return self.input_tokens is not None or self.output_tokens is not None
+
+
+@dataclass(frozen=True, slots=True)
 class Prose:
     """An assistant message without tool calls (the stagnation detector reads these)."""
 
     text: str
     ts: str | None = None
     line: int | None = None
+    usage: TurnUsage | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +118,7 @@ class Batch:
     text: str = ""  # prose the assistant wrote alongside the calls, if any
     ts: str | None = None
     line: int | None = None
+    usage: TurnUsage | None = field(default=None, compare=False)  # the model turn's tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -407,7 +407,7 @@ def _tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Judged]:
     builder = store.RowBuilder(opts.max_text, ctx)
     j = judge(point, events, builder, g.cut, opts.max_text)
     rows = store.SessionRows(g.info.key, {}, builder.ev_rows, builder.call_rows(), builder.run_rows(),
-                             [], [], [], [])
+                             [], [], [], [], usage=builder.usage_rows)
     for pv in j.verdicts:
         store.verdict_rows(rows, pv)
     rows.outcomes = [r for r in rows.outcomes if r[0] >= first_run]
@@ -482,7 +482,7 @@ def apply_tail(conn: Connection, t: Tail) -> None:
     c = s.calls.c
     null_answer = {"answer": None, "answer_hash": None, "answer_len": None, "is_error": None, "answer_seq": None,
                    "answer_ts": None}
-    for table in (s.events, s.calls):
+    for table in (s.events, s.calls, s.turn_usage):
         conn.execute(delete(table).where(table.c.session_id == sid, table.c.seq >= start))
     for seq, idx in t.provisional.get("slots", ()):
         conn.execute(update(s.calls).where(c.session_id == sid, c.seq == seq, c.idx == idx).values(**null_answer))

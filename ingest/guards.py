@@ -35,10 +35,15 @@ from loopledger.detectors.policy import DEFAULT_SPECS, Check, PolicySpec, Result
 from loopledger.detectors.policy import Policy as _Policy
 from loopledger.detectors.run_length import LoopDetected, LoopDetector, StagnationDetected, StagnationDetector
 from loopledger.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
-from loopledger.live.enforce import DEFAULT_SPEC
+from loopledger.live.enforce import LIVE_DEFAULT
 from loopledger.live.session import Decision
+from loopledger.replay import PolicySet
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"  # 1.1: LIVE_DEFAULT, PolicySet; the live default is the scored default set
+
+# Kept for API 1.x: the ladder at its defaults, which was the live default before the scored set. What the
+# live paths enforce until a person chooses is LIVE_DEFAULT (= DEFAULT_SPECS, the scored set).
+DEFAULT_SPEC = PolicySpec("ladder")
 
 
 class Policy(_Policy):
@@ -50,20 +55,23 @@ class Policy(_Policy):
     @classmethod
     def enforced(cls, db: str | None = None) -> _Policy:
         """A fresh policy for the ledger's enforced setting ("Enforce this setting" on Compare,
-        `loopledger enforce`); the default when none is chosen. `db`: a SQLite path or a
-        database URL, as `--db` takes (default: $LOOPLEDGER_DATABASE_URL, $LOOPLEDGER_DB,
-        ./ledger.sqlite). Raises loopledger.live.db.LedgerUnavailable when there is no ledger."""
+        `loopledger enforce`): the policy itself, or a PolicySet for a set; LIVE_DEFAULT (the
+        scored default set ingest uses) when none is chosen. `db`: a SQLite path or a database
+        URL, as `--db` takes (default: $LOOPLEDGER_DATABASE_URL, $LOOPLEDGER_DB,
+        ./ledger.sqlite). Raises loopledger.live.db.LedgerUnavailable when there is no ledger,
+        loopledger.live.enforce.NotRegistered when an enforced stored policy's detector is not
+        registered in this process (a ledger row never names code to import)."""
         from loopledger.live import db as live_db
         from loopledger.live import enforce
 
         with live_db.open_db(db) as conn:
-            spec = enforce.enforced_or_default(conn)
-        return make_policy(spec)
+            specs = enforce.enforced_or_default(conn)
+        return PolicySet.of(specs)
 
 
 __all__ = [
     "API_VERSION", "BLOCK_MESSAGE", "WARN_NOTICE", "answers_hash", "canonical_json", "default_key_fn",
-    "DEFAULT_SPEC", "DEFAULT_SPECS", "Check", "ConfigError", "CycleDetector", "CycleVerdict",
+    "DEFAULT_SPEC", "DEFAULT_SPECS", "LIVE_DEFAULT", "PolicySet", "Check", "ConfigError", "CycleDetector", "CycleVerdict",
     "Decision", "LadderGuard", "LadderVerdict", "LiveGuard", "LoopDetected", "LoopDetectedError",
     "LoopDetector", "LoopGuard", "Policy", "PolicySpec", "Result", "StagnationDetected", "StagnationDetector",
     "Thresholds", "make_policy",
@@ -71,7 +79,8 @@ __all__ = [
 
 
 class LiveGuard:
-    """One agent session guarded by a policy (default: the ledger's enforced one, else ladder).
+    """One agent session guarded by a policy or a set (default: the ledger's enforced setting,
+    else LIVE_DEFAULT, the scored default set).
 
     With `db` every call's decision is written to that ledger as enforced (origin "python"),
     under the same per-session lock the hooks take; `transcript` names the agent's transcript
@@ -83,8 +92,14 @@ class LiveGuard:
         from loopledger.live import db as live_db
         from loopledger.live.guard_server import Guard
 
-        spec = policy.spec if isinstance(policy, _Policy) else PolicySpec.parse(policy) \
-            if isinstance(policy, str) else policy
+        if isinstance(policy, PolicySet):
+            spec: Any = policy.specs
+        elif isinstance(policy, _Policy):
+            spec = policy.spec
+        elif isinstance(policy, str):
+            spec = PolicySpec.parse(policy, trusted=True)  # the caller's own text: may name module:factory
+        else:
+            spec = policy
         self._db = live_db.open_db(db) if db is not None else None
         self._guard = Guard(self._db, spec, origin="python")
         self._base = {"session": session, **({"transcript": transcript} if transcript else {}),
@@ -92,8 +107,13 @@ class LiveGuard:
 
     @property
     def policy(self) -> PolicySpec:
+        """The (first) policy judging the last call: `policies` gives a set's members."""
+        return self.policies[0]
+
+    @property
+    def policies(self) -> tuple[PolicySpec, ...]:
         state = self._guard.last
-        return state.spec if state is not None else (self._guard.fixed or DEFAULT_SPEC)
+        return state.specs if state is not None else (self._guard.fixed or LIVE_DEFAULT)
 
     def call(self, tool: str, args: Any = None, call_id: str | None = None) -> Decision:
         """Judge a tool call before it runs. `decision.refused`: do not run it (its result is

@@ -18,6 +18,7 @@ from pathlib import Path
 import xxhash
 from loopledger import file_ingest
 from loopledger.config import Options
+from loopledger.detectors import registry
 from loopledger.discovery import discover
 from loopledger.file_ingest import (
     BAD_LINES_SHOWN,
@@ -152,6 +153,11 @@ def _job_main(url: str, opts: Options, tasks, results) -> None:
     from loopledger.ledger.engine import make_engine
 
     parent = os.getppid()
+    # The parent's policies, as the person gave them: a `module:factory` one is imported here too
+    # (a spawned process starts with only the built-ins and the entry points registered).
+    for spec in opts.specs:
+        if registry.is_factory_name(spec.detector):
+            registry.import_factory(spec.detector)
     engine = make_engine(url)
     gc.set_threshold(INGEST_GC_THRESHOLD, *gc.get_threshold()[1:])  # see fewer_collections
     try:

@@ -206,7 +206,7 @@ def redact_event(ev, *, secrets: bool = True):
         text = text_of(ev.text)
         if text is ev.text and all(a is b for a, b in zip(calls, ev.calls, strict=True)):
             return ev
-        return Batch(calls, text, ev.ts, ev.line)
+        return Batch(calls, text, ev.ts, ev.line, ev.usage)
     if isinstance(ev, Answers):
         if not secrets:
             return ev
@@ -223,7 +223,9 @@ def redact_event(ev, *, secrets: bool = True):
         return Answers(tuple(answers), ev.line) if changed else ev
     if isinstance(ev, (UserTurn, Prose, Retry)):
         text = text_of(ev.text)
-        return ev if text is ev.text else type(ev)(text, ev.ts, ev.line)
+        if text is ev.text:
+            return ev
+        return Prose(text, ev.ts, ev.line, ev.usage) if isinstance(ev, Prose) else type(ev)(text, ev.ts, ev.line)
     if isinstance(ev, SessionInfo):
         title = text_of(ev.title)
         meta = redact_value(ev.meta, secrets=secrets)

@@ -183,6 +183,85 @@ class _Driver:
 Driver = _Driver
 
 
+# Severity of a verdict when a set's members disagree on one call: the most severe is the set's.
+_SEVERITY = {vocab.ALLOW: 0, vocab.WARN: 1, vocab.BLOCK: 2, vocab.HALT: 3, vocab.AFTER_HALT: 4}
+
+
+class PolicySet(Policy):
+    """Several policies enforced as one guard (the live default set, `loopledger enforce A B`).
+
+    Each member walks the events with its own driver, exactly as it would alone; on each call
+    the set's check is the most severe of the members' checks there (ties: the first member
+    named), and `decided_by` says whose it was. So the set halts at the first call any member
+    halts, which is how scoring judges a set (loopledger.analysis.scoring.any_of: the earliest
+    first halt of any of them). After that halt the run is stopped for the whole set, as for
+    any policy, until the next user turn."""
+
+    _shared = (*Policy._shared, "specs")
+
+    def __init__(self, policies: Sequence[Policy]) -> None:
+        if not policies:
+            raise ValueError("a policy set needs at least one policy")
+        super().__init__(policies[0].spec)
+        self.specs: tuple[PolicySpec, ...] = tuple(p.spec for p in policies)
+        self.members = [_Driver(p) for p in policies]
+        self.reads_answers = any(p.reads_answers for p in policies)
+        self.reads_prose = any(p.reads_prose for p in policies)
+        self.decided_by: list[int] = []  # per check of the last `check`/`prose`: the member's index
+        self._seq = 0
+
+    @classmethod
+    def of(cls, specs: Sequence[PolicySpec]) -> Policy:
+        """One policy for `specs`: the policy itself for one spec, a set for several."""
+        policies = [make_policy(sp) for sp in specs]
+        return policies[0] if len(policies) == 1 else cls(policies)
+
+    def _feed(self, event: Event) -> list[tuple[Check, ...]]:
+        seq, self._seq = self._seq, self._seq + 1
+        return [m.feed(seq, event).checks for m in self.members]
+
+    def _worst(self, candidates: Iterable[tuple[int, Check]]) -> tuple[int, Check] | None:
+        best: tuple[int, Check] | None = None
+        for who, c in candidates:
+            if best is None or _SEVERITY.get(c.verdict, 0) > _SEVERITY.get(best[1].verdict, 0):
+                best = (who, c)
+        return best
+
+    def user_turn(self) -> None:
+        self._feed(UserTurn(""))
+
+    def prose(self, text: str) -> list[Check]:
+        found = self._worst((who, c) for who, cs in enumerate(self._feed(Prose(text))) for c in cs)
+        self.decided_by = [found[0]] if found else []
+        return [Check(BATCH, *found[1][1:])] if found else []
+
+    def check(self, batch: Batch) -> list[Check]:
+        per_member = self._feed(batch)
+        out: list[Check] = []
+        self.decided_by = []
+        for i in range(len(batch.calls)):
+            found = self._worst((who, c) for who, cs in enumerate(per_member) for c in cs
+                                if c.idx in (i, BATCH))
+            if found is None:
+                who, c = 0, Check(i, vocab.ALLOW)
+            else:
+                who, c = found
+            out.append(Check(i, *c[1:]))
+            self.decided_by.append(who)
+            if c.verdict in (vocab.HALT, vocab.AFTER_HALT):
+                break  # per call: the engine marks the batch's later calls after_halt
+        return out
+
+    def answers(self, batch: Batch, answers: Sequence[Answer | None]) -> list[Result]:
+        got = tuple(a for a in answers if a is not None)
+        if got:
+            self._feed(Answers(got))
+        return []
+
+    def state(self) -> dict[str, Any]:
+        return {sp.label: m.state() for sp, m in zip(self.specs, self.members, strict=True)}
+
+
 def _as_policy(policy: Policy | PolicySpec | str) -> Policy:
     return policy if isinstance(policy, Policy) else make_policy(policy)
 

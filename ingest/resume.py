@@ -35,7 +35,10 @@ HMAC-SHA256 under a key only this user's LoopLedger reads (`$LOOPLEDGER_STATE_KE
 does not verify is never unpickled (treated as absent: a full replay). So someone who can write
 the ledger (a teammate on a shared PostgreSQL ledger) can make a session slower to resume, but
 cannot make this process unpickle their bytes. Snapshots written under another key (another user
-or machine) are therefore rebuilt, not trusted.
+or machine) are therefore rebuilt, not trusted. Nor can a stored policy choose code: the name a
+`policies` row gives its detector is looked up among the detectors registered in this process,
+never imported (loopledger.detectors.registry); only the person's own command line or config
+file names a `module:factory` to import.
 """
 
 from __future__ import annotations

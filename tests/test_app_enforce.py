@@ -17,13 +17,17 @@ from sqlalchemy import select
 
 from tests.live_support import BIN, SESSION, npm_test_loop, run_hook
 
+LADDER = PolicySpec("ladder")
+
 
 @pytest.fixture
 def live_ledger(tmp_path):
-    """A session guarded live by the default policy (ladder), its transcript ingested after."""
+    """A session guarded live by ladder (graded warn → block → halt), its transcript ingested after."""
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     eng = make_engine(url)
     migrate.upgrade(eng)
+    with eng.begin() as conn:  # ladder is no longer the live default (the scored set is): choose it
+        enforce.set_enforced(conn, LADDER, origin="cli")
     loop = npm_test_loop(tmp_path, calls=5)
     refused: set[str] = set()
     for ev in loop.events:
@@ -31,7 +35,7 @@ def live_ledger(tmp_path):
             continue
         if run_hook(ev, url).stdout.strip():
             refused.add(ev.get("tool_use_id"))
-    worker.ingest_paths(eng, [loop.transcript], worker.Options(specs=[enforce.DEFAULT_SPEC]))
+    worker.ingest_paths(eng, [loop.transcript], worker.Options(specs=[LADDER]))
     with eng.connect() as conn:
         sid = conn.execute(select(schema.sessions.c.id).where(schema.sessions.c.key == SESSION)).scalar_one()
     eng.dispose()

@@ -18,6 +18,18 @@ BIN = Path(sys.executable).with_name("loopledger")
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _ledger(tmp_path: Path) -> str:
+    """An (empty) ledger: the dashboard only opens one that exists."""
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
+
+    path = tmp_path / "l.sqlite"
+    eng = make_engine(f"sqlite:///{path}")
+    migrate.upgrade(eng)
+    eng.dispose()
+    return str(path)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,7 +97,7 @@ def _gone(pid: int, timeout: float = 30) -> bool:
 def test_stopping_the_dashboard_stops_its_server(tmp_path, sig):
     port = _free_port()
     log = tmp_path / "dashboard.log"
-    proc = _start(["--db", str(tmp_path / "l.sqlite"), "--port", str(port)], log, tmp_path)
+    proc = _start(["--db", _ledger(tmp_path), "--port", str(port)], log, tmp_path)
     try:
         _healthy(proc, port, log)
         servers = _children(proc.pid)
@@ -106,7 +118,7 @@ def test_a_non_loopback_host_is_warned_about(tmp_path):
     # 192.0.2.1 (TEST-NET-1) is no address of this machine: the server cannot bind and ends, and
     # nothing is exposed while the test runs; the warning comes before it starts.
     log = tmp_path / "dashboard.log"
-    proc = _start(["--db", str(tmp_path / "l.sqlite"), "--host", "192.0.2.1", "--port", str(_free_port())],
+    proc = _start(["--db", _ledger(tmp_path), "--host", "192.0.2.1", "--port", str(_free_port())],
                   log, tmp_path)
     try:
         proc.wait(timeout=90)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from loopledger import vocab
 from loopledger.detectors.errors import ConfigError
-from loopledger.detectors.policy import PolicySpec
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.guards import LiveGuard, Policy
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
@@ -31,7 +31,7 @@ def test_set_and_read_the_enforced_policy(ledger):
     url, eng = ledger
     with eng.connect() as conn:
         assert enforce.enforced(conn) is None and enforce.enforced_id(conn) is None
-        assert enforce.enforced_or_default(conn) == enforce.DEFAULT_SPEC == PolicySpec("ladder")
+        assert enforce.enforced_or_default(conn) == enforce.LIVE_DEFAULT == DEFAULT_SPECS
     with eng.begin() as conn:
         enforce.set_enforced(conn, "window:threshold=4", origin="leaderboard")
     with eng.begin() as conn:

@@ -109,7 +109,7 @@ def test_enforced_verdicts_are_the_replays_in_claude_codes_format(tmp_path, db_u
 
 
 def test_warn_reaches_the_model_as_additional_context(tmp_path, fresh_db):
-    _ledger(fresh_db).dispose()  # nothing chosen: the default (ladder) is enforced
+    _ledger(fresh_db).dispose()  # nothing chosen: the default set (enforce.LIVE_DEFAULT) is enforced
     loop = npm_test_loop(tmp_path, calls=2)
     outs = [output(run_hook(ev, fresh_db)) for ev in loop.events]
     post = [o for ev, o in zip(loop.events, outs, strict=True) if ev["hook_event_name"] == "PostToolUseFailure"]
@@ -195,7 +195,7 @@ def test_answers_are_recorded_for_result_aware_guards(tmp_path, fresh_db):
 
 
 def test_gemini_cli_before_and_after_tool(tmp_path, fresh_db):
-    _ledger(fresh_db).dispose()
+    _ledger(fresh_db, PolicySpec("ladder")).dispose()  # warn → block → halt, one each (no longer the default)
     base = {"session_id": "g-1", "transcript_path": str(tmp_path / "session-g-1.json"), "cwd": str(tmp_path),
             "timestamp": "2026-11-30T10:00:00Z"}
     call = {**base, "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",

@@ -70,7 +70,7 @@ def plugin_module(tmp_path, monkeypatch):
 
 
 def test_module_factory_spec_loads_and_round_trips(plugin_module):
-    spec = PolicySpec.parse(f"{plugin_module}:limit=2")
+    spec = PolicySpec.parse(f"{plugin_module}:limit=2", trusted=True)
     assert spec.detector == plugin_module and spec.params == {"limit": 2}
     assert PolicySpec.parse(spec.text) == spec
     policy = make_policy(spec)
@@ -81,7 +81,7 @@ def test_module_factory_spec_loads_and_round_trips(plugin_module):
 
 def test_module_factory_that_cannot_import_is_a_config_error():
     with pytest.raises(ConfigError, match="cannot load detector 'no_such_mod_x:make'"):
-        PolicySpec.parse("no_such_mod_x:make")
+        PolicySpec.parse("no_such_mod_x:make", trusted=True)
 
 
 def test_default_specs_are_registered_detectors():
@@ -96,7 +96,7 @@ def test_the_peer_ports_are_built_in_after_ours():
 
 
 def test_a_module_factory_plugin_is_not_built_in_and_can_be_forgotten(plugin_module):
-    PolicySpec.parse(plugin_module)
+    PolicySpec.parse(plugin_module, trusted=True)
     assert plugin_module in registry.names() and plugin_module not in registry.builtin_names()
     registry.unregister(plugin_module)
     assert plugin_module not in registry.names()

@@ -30,9 +30,11 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 
 def _expected_cells(pid: str) -> list[str]:
-    """The hand-counted row, each ratio followed by its hand-computed Wilson interval."""
+    """The hand-counted row, each ratio followed by its hand-computed Wilson interval. Both
+    policies halt, and the ledger's transcripts report no token usage: tokens and $ saved are
+    "unknown" (never 0)."""
     (*counts, precision, recall, saved, into), (p_ci, r_ci) = EXPECTED[pid], INTERVALS[pid]
-    return [str(v) for v in (*counts, precision, p_ci, recall, r_ci, saved, into)]
+    return [str(v) for v in (*counts, precision, p_ci, recall, r_ci, saved, "unknown", "unknown", into)]
 
 
 def test_score_prints_the_hand_counted_table(tmp_path):
@@ -58,12 +60,13 @@ def test_a_policy_replayed_from_the_ledger_scores_like_a_stored_one(tmp_path):
     assert rows[WINDOW.id]["policy"] == f"{WINDOW.label} (replayed)"
     for pid in (LADDER.id, WINDOW.id):
         got = [rows[pid][k] for k in ("loops", "caught", "early", "missed", "normal", "false_halts", "precision",
-                                      "precision_ci", "recall", "recall_ci", "saved", "into_loop")]
+                                      "precision_ci", "recall", "recall_ci", "saved", "tokens_saved",
+                                      "usd_saved", "into_loop")]
         assert got == _expected_cells(pid)
     md = _run("score", "--db", url, "--format", "markdown").stdout
     assert md.splitlines()[0].startswith("| policy | loops | caught |")
-    assert (f"| {LADDER.label} | 3 | 2 | 0 | 1 | 2 | 0 | 1.00 | [0.34, 1.00] | 0.67 | [0.21, 0.94] | 1 | 4 (4, 4) |"
-            in md)
+    assert (f"| {LADDER.label} | 3 | 2 | 0 | 1 | 2 | 0 | 1.00 | [0.34, 1.00] | 0.67 | [0.21, 0.94] | 1 | unknown "
+            "| unknown | 4 (4, 4) |" in md)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -77,6 +80,12 @@ def test_bad_usage_is_one_line_exit_2(tmp_path, args, message):
 
 
 def test_an_unlabelled_ledger_says_how_to_label(tmp_path):
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
+
+    eng = make_engine(f"sqlite:///{tmp_path / 'empty.sqlite'}")  # score reads an existing ledger only
+    migrate.upgrade(eng)
+    eng.dispose()
     out = _run("score", "--db", str(tmp_path / "empty.sqlite"))
     assert out.returncode == 0
     assert "loopledger labels import" in out.stderr

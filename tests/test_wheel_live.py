@@ -68,7 +68,7 @@ def test_the_wheel_and_a_users_app_package_both_import(fresh_venv):
                          check=True).stdout.splitlines()
     assert out[0] == "the user's own app"
     assert out[1].startswith(str(venv)) and str(ROOT) not in out[1]  # the wheel, not this checkout
-    assert out[2] == "1.0" and out[3] == "[]"
+    assert out[2] == "1.1" and out[3] == "[]"
 
 
 def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
@@ -76,8 +76,9 @@ def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
     env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     env.pop("LOOPLEDGER_DATABASE_URL", None)
     env.pop("LOOPLEDGER_DB", None)
-    # A ledger to enforce from, made by the installed command.
-    subprocess.run(["loopledger", "enforce", "--default", "--db", "ledger.sqlite"], cwd=work, env=env, check=True,
+    # A ledger to enforce from, made by the installed command; ladder (no longer the live default)
+    # for the example's graded allow → warn → block → halt.
+    subprocess.run(["loopledger", "enforce", "ladder", "--db", "ledger.sqlite"], cwd=work, env=env, check=True,
                    capture_output=True)
     blocks = _blocks("python", "guards.md", "# The guards in your own agent loop")
     assert len(blocks) >= 5

@@ -14,7 +14,7 @@ from loopledger import vocab
 from loopledger.analysis import explain, scoring, sweep
 from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
-from loopledger.app import data, safe, when
+from loopledger.app import cost_view, data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, read_live, store
@@ -194,6 +194,7 @@ if two:
                "Click a cell to replay the first session that setting halts.")
 else:
     st.altair_chart(charts.sweep_lines_chart(rows, param), key="cp_lines")
+cost_view.add_sweep_spend(rows, result.settings, session_ids)  # $ and tokens saved (app/cost_view.py)
 totals = pd.DataFrame(rows).drop(columns=["link"], errors="ignore")
 if totals["error"].isna().all():
     totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
@@ -354,4 +355,4 @@ with _conn() as conn:
         now = None
 with now_box.container():
     # A spec label can hold user-typed names (observation tools): plain text.
-    safe.text("Enforced now: " + (now or f"{enforce.DEFAULT_SPEC.label} (the default)"))
+    safe.text("Enforced now: " + (now or "the default set: " + " + ".join(sp.label for sp in enforce.LIVE_DEFAULT)))

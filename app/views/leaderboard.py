@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import scoring
-from loopledger.app import charts_scores, data, safe, when
+from loopledger.app import charts_scores, cost_view, data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
@@ -182,7 +182,7 @@ def main() -> None:
         sort = st.selectbox("Sort by", scoring.SORTABLE, key="lb_sort",
                             help="rank: most loops caught, then fewest false halts, fewest early halts.")
         ranked = scoring.rank(scoring.score(judged, list(names.items())), sort)
-        rows = table_rows(ranked)
+        rows = cost_view.with_saved_spend(table_rows(ranked))  # $ and tokens saved (app/cost_view.py)
         link_cols = {c: st.column_config.LinkColumn(COLUMN_TITLES[c], display_text=r"n=(\d+)$")
                      for c in scoring.COUNT_COLUMNS}
         safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | {
@@ -231,10 +231,13 @@ def main() -> None:
             runs = int(data.q("headline", read.SessionFilter())["runs"])
             label = f"Enforce it: halts {halted:,} of {runs:,} runs"
         if e2.button(label, key="lb_enforce", disabled=chosen is None):
-            with data._writer(data.url()).begin() as conn:
-                enforce.set_enforced_id(conn, chosen, origin="leaderboard")
-            st.success("Enforced: live agents are judged by this policy from their next call.")
-            safe.text(f"Enforced now: {names.get(chosen, chosen)}")
+            try:
+                with data._writer(data.url()).begin() as conn:
+                    enforce.set_enforced_id(conn, chosen, origin="leaderboard")
+                st.success("Enforced: live agents are judged by this policy from their next call.")
+                safe.text(f"Enforced now: {names.get(chosen, chosen)}")
+            except enforce.NotRegistered as exc:  # a stored module:factory: looked up, never imported
+                safe.text(f"Not enforced: {exc}")
 
     st.subheader("Who labelled what")
     by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")

@@ -96,8 +96,8 @@ def _counters_spec(db_url: str, session_id: int, updated_at: float | None, n_eve
 
 def _spec_of(value: str | None, policies: list[dict[str, Any]]) -> PolicySpec | None:
     """A policy id from the ledger, or a spec string (`window:threshold=4`) of a registered
-    detector, or None. A link never names a module to import: a `module:factory` plugin is
-    reached through its stored policy (the user's own ingest stored it) or once registered."""
+    detector, or None. Neither a link nor a stored policy names a module to import: a
+    `module:factory` plugin is reachable only once registered in this process."""
     if not value:
         return None
     try:
@@ -112,7 +112,8 @@ def _spec_of(value: str | None, policies: list[dict[str, Any]]) -> PolicySpec | 
 
 
 def _detector_names(policies: list[dict[str, Any]]) -> list[str]:
-    """Every registered detector, then stored policies' `module:factory` plugins loadable here."""
+    """Every registered detector, then stored policies' detectors registered here (looked up,
+    never imported: registry.get)."""
     out = list(registry.names())
     for p in policies:
         if p["detector"] not in out:

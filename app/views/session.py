@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, data, safe, when
+from loopledger.app import charts, cost_view, data, safe, when
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
@@ -297,13 +297,15 @@ def _enforced(session_id: int) -> None:
     try:
         with data.connect() as conn:
             df = read_live.enforced(conn, session_id)
+            now = read_live.enforced_label(conn) if len(df) else None
     except sa.exc.SQLAlchemyError:
         return  # a ledger from before live enforcement: nothing was enforced in it
     if not len(df):
         return
     st.subheader("Enforced on the live agent")
     st.caption(f"{len(df)} decision(s) a hook or guard made, newest first; 'replayed' is the same policy's "
-               f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s.")
+               f"verdict on the same call in the transcript. Refreshes every {LIVE_REFRESH_S} s. Enforced now:")
+    safe.text(now or "the default set (the one ingest judges with), until a setting is enforced")
     if "when" in df:
         df = df.assign(when=when.moments(df["when"]))
     safe.table(df, key="enforced_table")
@@ -334,6 +336,7 @@ def main() -> None:
     repeat = _why(sid, run, run_halts, sv.ending_text(head, run))
 
     _matrix(long, halts)
+    cost_view.session_cost(sid, run, run_halts, bounds)  # what it cost, per run and per call (app/cost_view.py)
     run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())
 
     st.subheader(f"Run {run}: transcript")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-from loopledger.app import charts, data, safe, when
+from loopledger.app import charts, cost_view, data, safe, when
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
 
@@ -85,6 +85,7 @@ def _live(f: read.SessionFilter) -> None:
     if head["sessions"] == 0:
         st.info("No session matches these filters.")
         return
+    cost_view.sessions_cost(f)  # what the loops cost (app/cost_view.py)
 
     c = st.columns(4)
     by = c[0].selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",

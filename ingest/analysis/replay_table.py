@@ -113,7 +113,7 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
     console = console or Console()
     err = Console(stderr=True)
     try:
-        spec = PolicySpec.parse(spec_text, params)
+        spec = PolicySpec.parse(spec_text, params, trusted=True)
     except ConfigError as e:
         err.print(Text(f"error: --policy {spec_text!r}: {e}"))
         return 2

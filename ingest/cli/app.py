@@ -60,8 +60,10 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
+    from loopledger.cli.commands import refuse_missing_ledger
     from loopledger.ledger.engine import display_url, resolve_url
 
+    refuse_missing_ledger(db)  # the dashboard only reads: a mistyped --db is an error, not a new ledger
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
     import importlib.util
 
@@ -393,19 +395,32 @@ def score(
     raise typer.Exit(run_score(db, policy, sort, format))
 
 
+@app.command()
+def cost(db: DbOption = None) -> None:
+    """What the loops cost: the stored sessions' spend (tokens, dollars at genai-prices' offline
+    table, its version named) and, per stored policy, what its halts would have saved: the
+    tokens, dollars and wall time spent after each halt in its run. Unknown usage or an unpriced
+    model is shown as unknown, never 0."""
+    from loopledger.cli.cost import run_cost
+
+    raise typer.Exit(run_cost(db))
+
+
 # ── live enforcement: enforce · hook · guard (ingest/enforce.py, hooks.py, guard_server.py) ──
 
 
 @app.command()
 def enforce(
-    spec: Annotated[str | None, typer.Argument(
-        help="DETECTOR[:NAME=VALUE,...] to enforce, e.g. ladder:halt_at=5. Omit it to see what is enforced.",
+    spec: Annotated[list[str] | None, typer.Argument(
+        metavar="SPEC", help="DETECTOR[:NAME=VALUE,...] to enforce, e.g. ladder:halt_at=5; several enforce them as a set (each "
+        "call: the most severe verdict of any of them). Omit it to see what is enforced.",
         show_default=False)] = None,
-    default: Annotated[bool, typer.Option("--default", help="Go back to the default (ladder at its defaults).")] = False,
+    default: Annotated[bool, typer.Option("--default", help="Go back to the default set (the one ingest judges "
+                                          "with: progress, run-length, stagnation, cycle).")] = False,
     db: DbOption = None,
 ) -> None:
-    """Choose the policy the hooks, `loopledger guard` and Policy.enforced(db) use on live agents
-    (the Compare page's "Enforce this setting" does the same)."""
+    """Choose the policy (or set) the hooks, `loopledger guard` and Policy.enforced(db) use on live
+    agents (the Compare page's "Enforce this setting" does the same for one)."""
     from loopledger.cli.commands import run_enforce
 
     raise typer.Exit(run_enforce(db, spec, default))
@@ -492,8 +507,9 @@ def hook_uninstall(
 @app.command()
 def guard(
     db: DbOption = None,
-    policy: Annotated[str | None, typer.Option("--policy", help="Judge with this DETECTOR[:NAME=VALUE,...] "
-                                               "instead of the enforced policy.")] = None,
+    policy: Annotated[list[str], typer.Option("--policy", metavar="SPEC", help="Judge with this DETECTOR[:NAME=VALUE,...] "
+                                              "instead of the enforced policy; repeat it for a set.",
+                                              show_default=False)] = [],  # noqa: B006
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Judge only; write nothing.")] = False,
 ) -> None:
     """The enforced policy for any agent over JSON lines: one event per line on stdin

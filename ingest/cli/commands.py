@@ -59,13 +59,50 @@ def open_ledger(db: str | None, create: bool = False):
     return engine
 
 
+def missing_ledger(db: str | None) -> str | None:
+    """The SQLite file `db` names when there is none (None: it exists, it is not SQLite, or the
+    path cannot be a file at all, under a file: `open_ledger` says why it cannot be opened)."""
+    from loopledger.ledger.urls import sqlite_file
+
+    path = sqlite_file(resolve_url(db))
+    if path is None or os.path.exists(path):
+        return None
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent) and parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+    return path if not parent or os.path.isdir(parent) else None
+
+
+def refuse_missing_ledger(db: str | None) -> None:
+    """For commands that only read: a mistyped --db is an error naming the path (exit 2), never
+    a new empty ledger that then reads as "nothing here"."""
+    import typer
+
+    path = missing_ledger(db)
+    if path is not None:
+        err.print(Text(f"error: no ledger at {path}: the file does not exist (this command only reads and "
+                       "creates nothing; check --db, or make one with `loopledger ingest`)", style="red"))
+        raise typer.Exit(EXIT_USAGE)
+
+
+def open_existing_ledger(db: str | None):
+    """`open_ledger` for a command that only reads: the ledger must exist already."""
+    refuse_missing_ledger(db)
+    return open_ledger(db)
+
+
 def _with_enforced(engine, opts: worker.Options) -> None:
     """The enforced policy is replayed at ingest too, so the Session page can set its replayed
     verdicts beside what it enforced live on the same calls."""
     with engine.connect() as conn:
-        chosen = enforce.enforced(conn)
-    if chosen is not None and chosen not in opts.specs:
-        opts.specs = [*opts.specs, chosen]
+        try:
+            chosen = enforce.enforced_specs(conn)
+        except enforce.NotRegistered as exc:  # a stored policy never names code to import
+            err.print(Text(f"note: {exc}; not replayed at ingest", style="yellow"))
+            chosen = ()
+    extra = [sp for sp in chosen if sp not in opts.specs]
+    if extra:
+        opts.specs = [*opts.specs, *extra]
 
 
 def setup_logging(log_file: Path | None) -> None:
@@ -242,7 +279,7 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
 def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> int:
     """Judge every stored session with new policies, from the ledger alone (no file is read)."""
     try:
-        specs: list[PolicySpec] = [PolicySpec.parse(t) for t in policy]
+        specs: list[PolicySpec] = [PolicySpec.parse(t, trusted=True) for t in policy]
         if config is None and (Path.cwd() / worker.CONFIG_NAME).is_file():
             config = Path.cwd() / worker.CONFIG_NAME  # as ingest and watch read it
         if config is not None:
@@ -278,25 +315,28 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
 
 
 def run_policies(db: str | None) -> int:
-    engine = open_ledger(db)
+    engine = open_existing_ledger(db)
     try:
         with engine.connect() as conn:
             rows = store.stored_policies(conn)
-            chosen_id = enforce.enforced_id(conn)
+            now = enforce.now(conn)
     finally:
         engine.dispose()
+    enforced_ids = set(now["ids"])
+    enforced_word = "enforced" if now["chosen"] else "enforced (the default set)"
     table = Table(title="Stored policies", title_justify="left")
-    for name in ("id", "detector", "label", "default"):
+    for name in ("id", "detector", "label", "default", "status"):
         table.add_column(name)
     for r in rows:
-        table.add_row(r["id"][:12], r["detector"], Text(r["label"]), "yes" if r["is_default"] else "")
+        # Looked up, never imported: a stored policy cannot choose code this process runs.
+        here = registry.is_registered(r["detector"])
+        status = (enforced_word if r["id"] in enforced_ids else "") if here else "not registered here: allowed"
+        if not here and r["id"] in enforced_ids:
+            status = "enforced, not registered here: allowed"
+        table.add_row(r["id"][:12], Text(r["detector"]), Text(r["label"]), "yes" if r["is_default"] else "",
+                      status)
     out.print(table)
-    chosen = next((r for r in rows if r["id"] == chosen_id), None)
-    if chosen is not None:
-        out.print(Text(f"ENFORCED on live agents: {chosen['label']} (id {chosen['id'][:12]})"))
-    else:
-        out.print(Text(f"ENFORCED on live agents: {enforce.DEFAULT_SPEC.label} (the default; choose another "
-                       "with `loopledger enforce SPEC` or Compare's \"Enforce this setting\")"))
+    out.print(enforced_line(now))
     out.print(detectors_table())
     for name, why in sorted(registry.broken_plugins().items()):
         err.print(Text(f"plugin {name!r} (entry point group {registry.ENTRY_POINT_GROUP}) failed to load: {why}",
@@ -317,25 +357,59 @@ def detectors_table() -> Table:
     return table
 
 
-def run_enforce(db: str | None, spec: str | None, default: bool) -> int:
+def run_enforce(db: str | None, spec: Sequence[str] | str | None, default: bool) -> int:
+    texts = [spec] if isinstance(spec, str) else list(spec or ())
+    if texts and default:
+        err.print(Text("error: give SPEC... or --default, not both", style="red"))
+        return EXIT_USAGE
     try:
-        parsed = PolicySpec.parse(spec) if spec else None
+        parsed = [PolicySpec.parse(t, trusted=True) for t in texts]
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    # Only a command that chooses writes: `loopledger enforce` alone reads, on an existing ledger.
+    engine = open_ledger(db) if parsed or default else open_existing_ledger(db)
     try:
-        if parsed is not None or default:
+        if parsed or default:
             with engine.begin() as conn:
-                enforce.set_enforced(conn, parsed, origin="cli")
+                enforce.set_enforced(conn, parsed or None, origin="cli")
         with engine.connect() as conn:
-            chosen = enforce.enforced(conn)
+            now = enforce.now(conn)
+            chosen = _enforced_here(conn)
     finally:
         engine.dispose()
-    current = chosen or enforce.DEFAULT_SPEC
-    out.print(Text(f"Enforced on live agents: {current.label}" + ("" if chosen else " (the default)")))
-    out.print(Text(f"spec: {current.text}"))
+    out.print(enforced_line(now))
+    for sp in chosen:
+        out.print(Text(f"spec: {sp.text}"))
     return EXIT_OK
+
+
+def _enforced_here(conn) -> tuple[PolicySpec, ...]:
+    """The enforced specs this process can build (a stored policy whose detector is not
+    registered here is left out: `enforced_line` names it)."""
+    try:
+        return enforce.enforced_or_default(conn)
+    except enforce.NotRegistered:
+        return ()
+
+
+def enforced_line(now: dict) -> Text:
+    """`ENFORCED on live agents: …` with since when, for `policies` and `enforce`."""
+    import datetime as dt
+
+    labels = " + ".join(f"{label} (id {pid[:12]})" for label, pid in zip(now["labels"], now["ids"], strict=True))
+    since = (f", since {dt.datetime.fromtimestamp(now['since'], dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
+             f" ({now['origin'] or 'unknown'})" if now["since"] is not None else "")
+    if not now["chosen"]:
+        head = (f"ENFORCED on live agents: the default set, {labels} (the set ingest judges with; choose "
+                f"another with `loopledger enforce SPEC [SPEC...]` or Compare's \"Enforce this setting\"){since}")
+    else:
+        kind = "the set " if len(now["labels"]) > 1 else ""
+        head = f"ENFORCED on live agents: {kind}{labels}{since}"
+    if now["missing"]:
+        head += (f"\n  not registered here: allowed: {', '.join(now['missing'])} (a stored policy never imports "
+                 "code; install the plugin's package to enforce it)")
+    return Text(head)
 
 
 def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
@@ -400,7 +474,7 @@ def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
     return EXIT_OK
 
 
-def run_guard(db: str | None, policy: str | None, no_ledger: bool) -> int:
+def run_guard(db: str | None, policy: Sequence[str] | str | None, no_ledger: bool) -> int:
     from loopledger.live import db as live_db
     from loopledger.live import guard_server
 

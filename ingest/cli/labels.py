@@ -5,7 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loopledger.cli.commands import EXIT_ERROR, EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, open_ledger
+from loopledger.cli.commands import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_QUARANTINED,
+    EXIT_USAGE,
+    open_existing_ledger,
+    open_ledger,
+)
 from loopledger.ledger import labels
 from rich.console import Console
 from rich.text import Text
@@ -41,7 +48,7 @@ def run_import(db: str | None, file: Path) -> int:
 
 
 def run_export(db: str | None, file: Path | None, full_paths: bool) -> int:
-    engine = open_ledger(db)
+    engine = open_existing_ledger(db)
     try:
         with engine.connect() as conn:
             rows = labels.export_rows(conn, full_paths)

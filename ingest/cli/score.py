@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from loopledger.analysis import scoring
-from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, open_ledger
+from loopledger.analysis import pricing, scoring
+from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, open_existing_ledger
 from loopledger.detectors.policy import PolicySpec
-from loopledger.ledger import read, store
+from loopledger.ledger import read, read_cost, store
 from loopledger.replay import replay, tally
 from rich.console import Console
 from rich.table import Table
@@ -27,7 +27,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 HEADERS = {"policy": "policy", "loops": "loops", "caught": "caught", "early": "early", "missed": "missed",
            "normal": "normal", "false_halts": "false halts", "precision": "prec.", "precision_ci": "prec. 95% CI",
            "recall": "recall", "recall_ci": "recall 95% CI",
-           "saved": "saved", "into_loop": "calls into loop"}
+           "saved": "saved", "tokens_saved": "tokens saved", "usd_saved": "$ saved", "into_loop": "calls into loop"}
 
 
 def replay_judged(conn: Connection, specs: Sequence[PolicySpec]) -> list[scoring.Judged]:
@@ -58,7 +58,17 @@ def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scor
     return scoring.score(judged, order)
 
 
-def table_of(scores: Sequence[scoring.PolicyScore], totals: dict[str, int]) -> Table:
+Saved = dict[str, tuple[str, str]]  # policy id -> (tokens saved, $ saved) as read_cost.saved_text says
+
+
+def saved_spend(conn: Connection) -> Saved:
+    """What each stored policy's halts saved on the labelled sessions (tokens, dollars); a policy
+    replayed with --policy is not stored, so its spend saved is unknown."""
+    frame = read_cost.saved_on_labelled(conn)
+    return {r["policy_id"]: read_cost.saved_text(r) for _, r in frame.iterrows()}
+
+
+def table_of(scores: Sequence[scoring.PolicyScore], totals: dict[str, int], spend: Saved | None = None) -> Table:
     title = (f"Guard leaderboard over {totals['loop']} loop and {totals['normal']} normal labelled session(s) "
              f"({totals['unclear']} unclear left out)")
     table = Table(title=title, title_justify="left")
@@ -68,23 +78,24 @@ def table_of(scores: Sequence[scoring.PolicyScore], totals: dict[str, int]) -> T
         table.add_column(head, justify="left" if wraps else "right", no_wrap=not wraps,
                          min_width=24 if key == "policy" else None if wraps else len(head))
     for s in scores:
-        first, *rest = cells(s)
+        first, *rest = cells(s, spend)
         table.add_row(Text(first), *rest)
     return table
 
 
-def cells(s: scoring.PolicyScore) -> list[str]:
+def cells(s: scoring.PolicyScore, spend: Saved | None = None) -> list[str]:
     r = s.row()
+    tokens, usd = (spend or {}).get(s.policy_id, (pricing.UNKNOWN, pricing.UNKNOWN))
     return [s.policy, *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
             scoring.interval_text(s.precision_interval), scoring.ratio(s.recall),
-            scoring.interval_text(s.recall_interval), str(s.saved), scoring.into_loop_text(s.into_loop)]
+            scoring.interval_text(s.recall_interval), str(s.saved), tokens, usd, scoring.into_loop_text(s.into_loop)]
 
 
-def markdown_table(scores: Sequence[scoring.PolicyScore]) -> str:
+def markdown_table(scores: Sequence[scoring.PolicyScore], spend: Saved | None = None) -> str:
     """The same table as Markdown (BENCHMARKS.md); `|` in a policy label is escaped."""
     head = "| " + " | ".join(HEADERS.values()) + " |"
     rule = "|" + "|".join("---" if k == "policy" else "---:" for k in HEADERS) + "|"
-    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells(s)) + " |" for s in scores]
+    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells(s, spend)) + " |" for s in scores]
     return "\n".join([head, rule, *rows]) + "\n"
 
 
@@ -93,7 +104,7 @@ FORMATS = ("table", "markdown", "csv")
 
 def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: str = "table") -> int:
     try:
-        specs = [PolicySpec.parse(p) for p in policy]
+        specs = [PolicySpec.parse(p, trusted=True) for p in policy]
         if sort not in scoring.SORTABLE:
             raise ValueError(f"--sort {sort!r}: expected one of {', '.join(scoring.SORTABLE)}")
         if fmt not in FORMATS:
@@ -101,11 +112,12 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_existing_ledger(db)
     try:
         with engine.connect() as conn:
             totals = read.label_totals(conn)
             scores = leaderboard(conn, specs)
+            spend = saved_spend(conn)
     finally:
         engine.dispose()
     if not totals["loop"] + totals["normal"]:
@@ -113,13 +125,13 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
                        "`loopledger labels import FILE.csv`, or label runs on the dashboard", style="yellow"))
     ranked = scoring.rank(scores, sort)
     if fmt == "markdown":
-        sys.stdout.write(markdown_table(ranked))
+        sys.stdout.write(markdown_table(ranked, spend))
     elif fmt == "csv":
         import csv
 
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(["policy_id", *HEADERS])
-        w.writerows([s.policy_id, *cells(s)] for s in ranked)
+        w.writerows([s.policy_id, *cells(s, spend)] for s in ranked)
     else:
-        out.print(table_of(ranked, totals))
+        out.print(table_of(ranked, totals, spend))
     return EXIT_OK

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopledger.analysis import sweep
-from loopledger.cli.commands import open_ledger
+from loopledger.cli.commands import open_existing_ledger
 from loopledger.ledger import store
 from rich.console import Console
 from rich.table import Table
@@ -65,7 +65,7 @@ def run_sweep(db: str | None, detector: str, param: str, param2: str | None,
     except ValueError as exc:
         err.print(Text(f"loopledger sweep: {exc}"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    engine = open_existing_ledger(db)
     try:
         with engine.connect() as conn:
             ids = store.session_ids(conn)

@@ -241,8 +241,12 @@ class PolicySpec:
         return f"{self.detector}:{','.join(items)}"
 
     @classmethod
-    def parse(cls, text: str, extra: Sequence[str] = ()) -> PolicySpec:
-        """`DETECTOR[:NAME=VALUE,...]`, plus `extra` `NAME=VALUE` strings (the CLI's --param)."""
+    def parse(cls, text: str, extra: Sequence[str] = (), *, trusted: bool = False) -> PolicySpec:
+        """`DETECTOR[:NAME=VALUE,...]`, plus `extra` `NAME=VALUE` strings (the CLI's --param).
+
+        `trusted`: the text comes from the person running this process (their command line,
+        their config file, their own Python), so a `pkg.module:factory` detector is imported.
+        Otherwise (a ledger row, a link) only registered detectors are found (registry.py)."""
         detector, _, rest = text.strip().partition(":")
         detector = detector.strip()
         if detector not in registry.names() and ":" in text:
@@ -250,6 +254,8 @@ class PolicySpec:
             head, _, tail = rest.partition(":")
             if registry.is_factory_name(f"{detector}:{head.strip()}"):
                 detector, rest = f"{detector}:{head.strip()}", tail
+                if trusted:
+                    registry.import_factory(detector)
         params: dict[str, Any] = {}
         items = [i for i in rest.split(",") if i.strip()] + list(extra)
         for item in items:
@@ -261,10 +267,11 @@ class PolicySpec:
         return cls(detector, params)
 
 
-def make_policy(spec: PolicySpec | str) -> Policy:
-    """A fresh policy (its own detector state) for a spec or a spec string."""
+def make_policy(spec: PolicySpec | str, *, trusted: bool = False) -> Policy:
+    """A fresh policy (its own detector state) for a spec or a spec string (`trusted`: as
+    PolicySpec.parse, a string of the person's own that may name `module:factory`)."""
     if isinstance(spec, str):
-        spec = PolicySpec.parse(spec)
+        spec = PolicySpec.parse(spec, trusted=trusted)
     return registry.get(spec.detector).factory(spec)
 
 

@@ -10,9 +10,13 @@ Where detectors come from, in lookup order:
    values at module level);
 2. installed plugins: the entry-point group `loopledger.detectors`; each entry point loads to a
    `Detector`, or to a callable returning one (or an iterable of them);
-3. `module:factory` names: a detector named e.g. `mypkg.guards:make_guard` is imported on first
-   use; the factory returns a `Detector`, registered under that exact name so the name stored in
-   the ledger finds it again in any process (the dashboard, `recheck`, a live hook).
+3. `module:factory` names: a detector named e.g. `mypkg.guards:make_guard`, imported by
+   `import_factory` and registered under that exact name. Only the person running a command
+   names code to import: a `--policy` on its command line or a [[policy]] in their config file
+   (PolicySpec.parse(..., trusted=True)). `get` never imports: a name read from a ledger (a
+   stored policy, an enforcement) finds a detector registered in this process or none, so a
+   ledger writer (a teammate on a shared PostgreSQL ledger) cannot choose code that runs in the
+   hook, `guard`, the dashboard or anyone else's process.
 
 Adding a detector is one module and one line in `BUILTINS` (or one entry point).
 """
@@ -176,7 +180,16 @@ def broken_plugins() -> dict[str, str]:
     return dict(_broken)
 
 
-def _from_factory(name: str) -> Detector:
+def import_factory(name: str) -> Detector:
+    """Import `module:factory` and register the detector it returns under that name. Only for a
+    name the person running the command gave (command line, their config file): this runs code."""
+    _load_builtins()
+    with _lock:
+        known = _registry.get(name)
+    if known is not None:
+        return known
+    if not is_factory_name(name):
+        raise ConfigError("detector", "module:factory", f"{name!r} is not a module:factory name")
     module, _, attr = name.partition(":")
     try:
         obj: Any = importlib.import_module(module)
@@ -193,6 +206,9 @@ def _from_factory(name: str) -> Detector:
 
 
 def get(name: str) -> Detector:
+    """The detector registered under `name` (built-ins, then installed entry points). Never
+    imports a module the name spells: see `import_factory` (a built-in's own module, named in
+    BUILTINS, is imported on its first lookup)."""
     det = _registry.get(name)
     if det is None and name in BUILTINS:
         _import_builtin(BUILTINS[name])
@@ -202,9 +218,21 @@ def get(name: str) -> Detector:
         det = _registry.get(name)
     if det is not None:
         return det
-    if ":" in name:
-        return _from_factory(name)
+    if is_factory_name(name):
+        raise ConfigError("detector", "registered detector",
+                          f"detector {name!r} is not registered in this process; a module:factory name is "
+                          "imported only when given on the command line or in your loopledger.toml, never "
+                          "when read from a ledger")
     raise ConfigError("detector", "known detector", f"unknown detector {name!r}; known: {', '.join(names())}")
+
+
+def is_registered(name: str) -> bool:
+    """Whether `get(name)` finds a detector here (nothing is imported to find out)."""
+    try:
+        get(name)
+    except ConfigError:
+        return False
+    return True
 
 
 def names() -> tuple[str, ...]:

@@ -91,7 +91,7 @@ def _event(item: Item) -> Item:
         ts = _ts(item.ts)
         if ts == item.ts and NUL not in item.text and all(x is y for x, y in zip(calls, item.calls, strict=True)):
             return item
-        return Batch(calls, _clean(item.text), ts, item.line)
+        return Batch(calls, _clean(item.text), ts, item.line, item.usage)
     if isinstance(item, UserTurn | Prose | Retry):
         ts = _ts(item.ts)
         if ts == item.ts and NUL not in item.text:

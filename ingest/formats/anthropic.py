@@ -25,6 +25,7 @@ from loopledger.events import (
     ReadError,
     SessionInfo,
     SessionStart,
+    TurnUsage,
     UserTurn,
 )
 from loopledger.formats._common import (
@@ -75,6 +76,41 @@ def assistant_events(content: Any, ts: str | None, line: int | None) -> list[Bat
     if calls:
         return [Batch(tuple(calls), text, ts, line)]
     return [Prose(text, ts, line)] if text else []
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def message_usage(msg: dict) -> TurnUsage | None:
+    """A Messages API response's `usage` and `model` as a TurnUsage (None without usage, or for
+    Claude Code's "<synthetic>" messages, which no model wrote). Anthropic reports uncached
+    input, cache writes and cache reads apart; input_tokens here is their sum."""
+    u = msg.get("usage")
+    model = str_or_none(msg.get("model"))
+    if not isinstance(u, dict) or model == "<synthetic>":
+        return None
+    fresh, write, read = (_count(u.get(k)) for k in
+                          ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    created = u.get("cache_creation")
+    hour = _count(created.get("ephemeral_1h_input_tokens")) if isinstance(created, dict) else None
+    parts = [x for x in (fresh, write, read) if x is not None]
+    usage = TurnUsage(model, sum(parts) if parts else None, _count(u.get("output_tokens")), read, write,
+                      hour or None, "anthropic")
+    return usage if usage.known else None
+
+
+def add_usage(a: TurnUsage | None, b: TurnUsage | None) -> TurnUsage | None:
+    """Two turns' usage as one (a turn that made no event is counted with the next one)."""
+    if a is None or b is None:
+        return a or b
+
+    def plus(x: int | None, y: int | None) -> int | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    return TurnUsage(b.model or a.model, plus(a.input_tokens, b.input_tokens), plus(a.output_tokens, b.output_tokens),
+                     plus(a.cache_read_tokens, b.cache_read_tokens), plus(a.cache_write_tokens, b.cache_write_tokens),
+                     plus(a.cache_write_1h_tokens, b.cache_write_1h_tokens), b.provider or a.provider)
 
 
 def result_answer(block: dict, ts: str | None) -> Answer:

@@ -21,6 +21,7 @@ reader). What this reader adds:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from loopledger.events import (
     Retry,
     SessionInfo,
     SessionStart,
+    TurnUsage,
     UserTurn,
 )
 from loopledger.formats._common import (
@@ -47,7 +49,7 @@ from loopledger.formats._common import (
     str_or_none,
     title_of,
 )
-from loopledger.formats.anthropic import assistant_events, user_events
+from loopledger.formats.anthropic import add_usage, assistant_events, message_usage, user_events
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session JSONL (~/.claude/projects/*/*.jsonl, subagents too)"
@@ -213,7 +215,7 @@ def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | No
                        parent, meta)
 
 
-_STATE = "claude-code/1"
+_STATE = "claude-code/2"
 
 
 def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] | None,
@@ -230,9 +232,11 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
     held_line = 0
     started = False
     start = (0, 0)
+    usage: TurnUsage | None = None  # the open message's usage (each of its lines repeats it)
+    carry: TurnUsage | None = None  # a message that made no event (thinking only): counted with the next
     if resume is not None:
         start = (resume.offset, resume.line)
-        _, ident, open_id, blocks, first, held, held_line, started = resume.state
+        _, ident, open_id, blocks, first, held, held_line, started, usage, carry = resume.state
         blocks, held = list(blocks), list(held)
     pos: list[int] = []
     info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
@@ -240,11 +244,17 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
 
     # Lists, not generators: this loop runs for every line of the file.
     def close() -> list[Item]:
-        nonlocal open_id, blocks, held
+        nonlocal open_id, blocks, held, usage, carry
         out: list[Item] = assistant_events(blocks, first[0], first[1]) if blocks else []
+        turn = add_usage(carry, usage)
+        if out and turn is not None:
+            out[0] = dataclasses.replace(out[0], usage=turn)
+            carry = None
+        elif turn is not None:
+            carry = turn
         if held:
             out.append(Answers(tuple(held), held_line))
-        open_id, blocks, held = None, [], []
+        open_id, blocks, held, usage = None, [], [], None
         return out
 
     def emit(items: list) -> list[Item]:
@@ -302,6 +312,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
             if isinstance(content, str):
                 content = [{"type": "text", "text": content}]
             blocks.extend(content or [])
+            usage = message_usage(msg) or usage
             if mid is None:
                 yield from emit(close())
             continue
@@ -314,7 +325,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
         yield from emit(close() + items)
     if checkpoint and started and info_final[0] and not others and pos[0] == pos[2]:
         yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
-                                          held_line, started))
+                                          held_line, started, usage, carry))
     yield from emit(close())
     if unknown:
         log.info("%s: skipped lines of types this reader does not know: %s", path,

@@ -3,7 +3,7 @@
 Current envelope: each line is {"timestamp", "type", "payload"} with type session_meta (the
 session), turn_context (model, cwd), response_item (a Responses API item: message,
 function_call, custom_tool_call, local_shell_call, their outputs, reasoning) or event_msg (UI
-events that duplicate the items: skipped). Legacy files: a first line {"id", "timestamp",
+events that duplicate the items: skipped, except token_count, below). Legacy files: a first line {"id", "timestamp",
 "instructions", ...} then bare Responses items, with {"record_type": "state"} lines between.
 
 User turns are response_item messages with role user, except the ones Codex injects itself
@@ -17,6 +17,11 @@ what it targets, {"session_id": N, "chars": ""} (the wait and token limits it al
 not what is polled), and both tools' outputs lose their per-call header lines ("Chunk ID: …",
 "Wall time: … seconds"), so a quiet poll that never moves repeats exactly for the guards.
 `apply_patch` is a custom_tool_call whose input is the raw patch: {"input": patch}.
+
+Usage: an event_msg token_count follows each model request; its `info.last_token_usage`
+(input_tokens counting cached_input_tokens, output_tokens counting reasoning) is that request's,
+the model the latest turn_context's. It goes on the last model event (Batch or Prose) before it;
+a token_count repeating the previous total (Codex writes some twice) is not counted again.
 """
 
 from __future__ import annotations
@@ -33,11 +38,15 @@ from loopledger.events import (
     Call,
     Checkpoint,
     Item,
+    Prose,
     ReadError,
     SessionInfo,
     SessionStart,
+    TurnUsage,
+    UserTurn,
 )
 from loopledger.formats._common import bad, content_text, head_records, iter_jsonl, str_or_none, title_of
+from loopledger.formats.anthropic import add_usage
 from loopledger.formats.openai_responses import item_events
 
 NAME = "codex"
@@ -70,9 +79,94 @@ def is_injected(text: str) -> bool:
     return text.lstrip().startswith(_INJECTED)
 
 
+class _Usage:
+    """token_count lines read so far, for `_with_usage`; picklable (a reader checkpoint keeps
+    the model, the last total and the counts not yet given, so a resumed read counts exactly
+    what a whole one does)."""
+
+    __slots__ = ("counts", "model", "total", "open_line", "holding")
+
+    def __init__(self, model: str | None = None, total: Any = None, counts: tuple = ()) -> None:
+        self.counts: list[tuple[int, TurnUsage]] = list(counts)
+        self.model = model
+        self.total = total
+        self.open_line: int | None = None  # at a checkpoint: the line of the first call still open
+        self.holding = False  # model events of the current stretch are held
+
+    def note(self, kind: str, payload: dict, line: int) -> None:
+        if kind == "turn_context":
+            self.model = str_or_none(payload.get("model")) or self.model
+            return
+        info = payload.get("info") if payload.get("type") == "token_count" else None
+        last = info.get("last_token_usage") if isinstance(info, dict) else None
+        if not isinstance(last, dict) or info.get("total_token_usage") == self.total:
+            return
+        self.total = info.get("total_token_usage")
+
+        def n(key: str) -> int | None:
+            v = last.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+        usage = TurnUsage(self.model, n("input_tokens"), n("output_tokens"), n("cached_input_tokens") or None,
+                          None, None, "openai")
+        if usage.known:
+            self.counts.append((line, usage))
+
+    def state(self, open_calls: tuple) -> tuple:
+        calls, at = open_calls
+        self.open_line = at[1] if calls else None
+        if self.holding:  # the held events take the counts before the open call
+            keep = tuple(c for c in self.counts if self.open_line is not None and c[0] >= self.open_line)
+        else:
+            keep = tuple(self.counts)
+        return (self.model, self.total, keep)
+
+
+def _with_usage(items: Iterator[Item], usage: _Usage) -> Iterator[Item]:
+    """Model events with their requests' token_count. Codex writes a request's token_count
+    next to its items (before them in newer versions, after in older ones) and always before
+    the tool outputs that answer them: so the counts of a stretch of model events between two
+    other items (answers, user turns) are theirs, given to the stretch's first event."""
+    held: list[Batch | Prose] = []
+
+    def release(before: int | None) -> Iterator[Item]:
+        mine = [u for line, u in usage.counts if before is None or line < before]
+        usage.counts = [c for c in usage.counts if before is not None and c[0] >= before]
+        total = None
+        for u in mine:
+            total = add_usage(total, u)
+        first = held[0]
+        if total is not None:
+            first = (Batch(first.calls, first.text, first.ts, first.line, total) if isinstance(first, Batch)
+                     else Prose(first.text, first.ts, first.line, total))
+        yield first
+        yield from held[1:]
+        held.clear()
+        usage.holding = False
+
+    for item in items:
+        if isinstance(item, Batch | Prose):
+            held.append(item)
+            usage.holding = True
+            continue
+        if isinstance(item, Checkpoint):
+            if held:
+                yield from release(usage.open_line)
+        elif held:
+            yield from release(getattr(item, "line", None))
+        elif isinstance(item, Answers | UserTurn):
+            # A stretch without model events: counts before this item had no event to go to.
+            line = item.line
+            usage.counts = [c for c in usage.counts if line is not None and c[0] > line]
+        yield item
+    if held:
+        yield from release(None)
+
+
 def _items(path: Path, start: tuple[int, int] = (0, 0), pos: list[int] | None = None,
-           ) -> Iterator[tuple[int, Any, str | None]]:
-    """(line, Responses item | ReadError, timestamp) for both layouts; other lines dropped.
+           usage: _Usage | None = None) -> Iterator[tuple[int, Any, str | None]]:
+    """(line, Responses item | ReadError, timestamp) for both layouts; other lines dropped
+    (token_count and turn_context lines go to `usage`).
     `start` / `pos`: as iter_jsonl's (a resumed read never sees the legacy header)."""
     for n, (line, rec) in enumerate(iter_jsonl(path, start=start, pos=pos), 1 if start[0] else 0):
         if isinstance(rec, ReadError):
@@ -81,6 +175,8 @@ def _items(path: Path, start: tuple[int, int] = (0, 0), pos: list[int] | None = 
             yield line, bad(path, line, f"expected a JSON object, got {type(rec).__name__}",
                             rec), None
         elif "payload" in rec and rec.get("type") in _ENVELOPES:
+            if usage is not None and rec["type"] in ("event_msg", "turn_context") and isinstance(rec["payload"], dict):
+                usage.note(rec["type"], rec["payload"], line)
             if rec["type"] == "response_item":
                 yield line, rec["payload"], str_or_none(rec.get("timestamp"))
         elif "record_type" in rec or (n == 0 and "type" not in rec and "role" not in rec):
@@ -125,7 +221,7 @@ def _info(path: Path, done: list[bool] | None = None) -> SessionInfo:
     return SessionInfo(key or path.stem, NAME, title or "", "codex", model, started, None, meta)
 
 
-_STATE = "codex/1"
+_STATE = "codex/2"
 _PROCESS_TOOLS = ("exec_command", "write_stdin")
 _VOLATILE = re.compile(r"^(Chunk ID: \S+|Wall time: [\d.]+ seconds)\n", re.M)
 
@@ -144,7 +240,7 @@ def _process_tools(items: Iterator[Item]) -> Iterator[Item]:
     checkpoint transforms exactly what a whole read does."""
     for item in items:
         if isinstance(item, Batch) and any(c.name in _PROCESS_TOOLS for c in item.calls):
-            item = Batch(tuple(_poll(c) for c in item.calls), item.text, item.ts, item.line)
+            item = Batch(tuple(_poll(c) for c in item.calls), item.text, item.ts, item.line, item.usage)
         elif isinstance(item, Answers) and any(_VOLATILE.search(a.text) for a in item.answers):
             item = Answers(tuple(Answer(a.call_id, _VOLATILE.sub("", a.text), a.is_error, a.ts)
                                  if _VOLATILE.search(a.text) else a for a in item.answers), item.line)
@@ -154,7 +250,9 @@ def _process_tools(items: Iterator[Item]) -> Iterator[Item]:
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
     started = False
-    for item in _process_tools(item_events(_items(path), path, group=False, is_injected=is_injected)):
+    usage = _Usage()
+    for item in _with_usage(_process_tools(item_events(_items(path, usage=usage), path, group=False,
+                                                       is_injected=is_injected)), usage):
         if not started and not isinstance(item, ReadError):
             yield SessionStart(_info(path), getattr(item, "line", None))
             started = True
@@ -174,14 +272,16 @@ def read_from(path: Path | str, checkpoint: Checkpoint | None = None) -> Iterato
         if not (isinstance(checkpoint.state, tuple) and checkpoint.state[:1] == (_STATE,)):
             raise ValueError(f"{path}: not a codex reader checkpoint")
         state, start = checkpoint.state[1], (checkpoint.offset, checkpoint.line)
+    usage = _Usage(*checkpoint.state[2]) if checkpoint is not None else _Usage()
 
     def at_end(open_calls: tuple) -> Checkpoint | None:
         if started and info_final[0] and pos and pos[0] == pos[2]:
-            return Checkpoint(pos[0], pos[1], (_STATE, open_calls))
+            return Checkpoint(pos[0], pos[1], (_STATE, open_calls, usage.state(open_calls)))
         return None
 
-    for item in _process_tools(item_events(_items(path, start, pos), path, group=False, is_injected=is_injected,
-                                           state=state, at_end=at_end)):
+    for item in _with_usage(_process_tools(item_events(_items(path, start, pos, usage), path, group=False,
+                                                       is_injected=is_injected, state=state, at_end=at_end)),
+                            usage):
         if not started and not isinstance(item, ReadError | Checkpoint):
             yield SessionStart(_info(path, info_final), getattr(item, "line", None))
             started = True

@@ -41,6 +41,7 @@ from loopledger.events import (
     ReadError,
     SessionInfo,
     SessionStart,
+    TurnUsage,
     UserTurn,
 )
 from loopledger.formats._common import (
@@ -216,7 +217,7 @@ def _message_events(msg: dict, line: int) -> Iterator[Item]:
     calls = msg.get("toolCalls")
     if not isinstance(calls, list) or not calls:
         if text.strip():
-            yield Prose(text, ts, line)
+            yield Prose(text, ts, line, _usage(msg))
         return
     batch: list[Call] = []
     answers: list[Answer] = []
@@ -231,11 +232,29 @@ def _message_events(msg: dict, line: int) -> Iterator[Item]:
             answers.append(answer)
     if not batch:
         if text.strip():
-            yield Prose(text, ts, line)
+            yield Prose(text, ts, line, _usage(msg))
         return
-    yield Batch(tuple(batch), text, ts, line)
+    yield Batch(tuple(batch), text, ts, line, _usage(msg))
     if answers:
         yield Answers(tuple(answers), line)
+
+
+def _usage(msg: dict) -> TurnUsage | None:
+    """A `gemini` message's `tokens` {input, output, cached, thoughts, tool, total} and `model`
+    (gemini-cli's ChatRecordingService TokensSummary): input is the prompt count, cached reads
+    included; thinking tokens are billed as output."""
+    tok = msg.get("tokens")
+    if not isinstance(tok, dict):
+        return None
+
+    def n(key: str) -> int | None:
+        v = tok.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    out = [x for x in (n("output"), n("thoughts")) if x is not None]
+    usage = TurnUsage(str_or_none(msg.get("model")), n("input"), sum(out) if out else None, n("cached") or None,
+                      None, None, "google")
+    return usage if usage.known else None
 
 
 def _tool_responses_only(content: Any) -> bool:

@@ -36,6 +36,7 @@ from loopledger.events import (
     ReadError,
     SessionInfo,
     SessionStart,
+    TurnUsage,
     UserTurn,
 )
 from loopledger.formats._common import (
@@ -84,6 +85,27 @@ def _calls(msg: dict, path: Path, line: int) -> tuple[list[Call], list[ReadError
     return calls, errors
 
 
+def chat_usage(msg: dict) -> TurnUsage | None:
+    """A chat completion's `usage` (prompt_tokens counting prompt_tokens_details.cached_tokens,
+    completion_tokens) and model, on the message itself or in the response mini-swe-agent keeps
+    beside it (extra.response)."""
+    extra = msg.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    src = msg if isinstance(msg.get("usage"), dict) else response if isinstance(response, dict) else None
+    u = src.get("usage") if src is not None else None
+    if not isinstance(u, dict):
+        return None
+
+    def n(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    details = u.get("prompt_tokens_details")
+    cached = n(details.get("cached_tokens")) if isinstance(details, dict) else None
+    usage = TurnUsage(str_or_none(src.get("model") or msg.get("model")), n(u.get("prompt_tokens")),
+                      n(u.get("completion_tokens")), cached or None)
+    return usage if usage.known else None
+
+
 def message_events(msg: Any, path: Path, line: int) -> list[Item]:
     """One chat message → its events (or a ReadError); `line` = file line or message index."""
     if not isinstance(msg, dict):
@@ -100,8 +122,8 @@ def message_events(msg: Any, path: Path, line: int) -> list[Item]:
         calls, errors = _calls(msg, path, line)
         text = content_text(content)
         if calls:
-            return [*errors, Batch(tuple(calls), text, ts, line)]
-        return [*errors, Prose(text, ts, line)] if text.strip() else errors
+            return [*errors, Batch(tuple(calls), text, ts, line, chat_usage(msg))]
+        return [*errors, Prose(text, ts, line, chat_usage(msg))] if text.strip() else errors
     if role == "tool":
         answer = Answer(str_or_none(msg.get("tool_call_id")), content_text(content), False, ts)
         return [Answers((answer,), line)]

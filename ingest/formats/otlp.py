@@ -46,6 +46,7 @@ from loopledger.events import (
     ReadError,
     SessionInfo,
     SessionStart,
+    TurnUsage,
     UserTurn,
 )
 from loopledger.formats._common import (
@@ -57,6 +58,7 @@ from loopledger.formats._common import (
     parse_args,
     title_of,
 )
+from loopledger.formats.anthropic import add_usage
 
 NAME = "otlp"
 DESCRIPTION = "OpenTelemetry traces: OTLP JSON (Collector file exporter), Phoenix span exports"
@@ -347,6 +349,38 @@ def group_sessions(spans: Iterable[Span]) -> dict[str, list[Span]]:
     return out
 
 
+def _tokens(a: dict, *keys: str) -> int | None:
+    for k in keys:
+        v = a.get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
+            return int(v)
+        if isinstance(v, str) and v.isdigit():
+            return int(v)
+    return None
+
+
+def span_usage(s: Span) -> TurnUsage | None:
+    """An LLM span's `gen_ai.usage.*` (GenAI semantic conventions; input counts cache reads)
+    and its model (`gen_ai.response.model`, else `gen_ai.request.model`)."""
+    a = s.attrs
+    model = a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name")
+    provider = a.get("gen_ai.provider.name") or a.get("gen_ai.system")
+    usage = TurnUsage(str(model) if model else None,
+                      _tokens(a, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+                      _tokens(a, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+                              "llm.token_count.completion"),
+                      _tokens(a, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
+                      _tokens(a, "gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens"),
+                      None, _PROVIDERS.get(str(provider)) if provider else None)
+    return usage if usage.known else None
+
+
+# GenAI semconv provider names → genai-prices provider ids, where they differ.
+_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gcp.gemini": "google", "gcp.vertex_ai": "google",
+              "gemini": "google", "aws.bedrock": "aws", "azure.ai.openai": "azure", "mistral_ai": "mistral",
+              "groq": "groq", "deepseek": "deepseek", "x_ai": "x-ai", "cohere": "cohere"}
+
+
 def session_items(key: str, spans: list[Span]) -> Iterator[Item]:
     model = next((s.attrs.get("gen_ai.request.model") or s.attrs.get("llm.model_name")
                   for s in spans if s.attrs.get("gen_ai.request.model") or s.attrs.get("llm.model_name")), None)
@@ -355,8 +389,10 @@ def session_items(key: str, spans: list[Span]) -> Iterator[Item]:
     users_seen = 0
     events: list[Item] = []
     title = ""
+    usage: TurnUsage | None = None  # the model calls' usage since the last tool call
     for s in spans:
         if _is_llm(s):
+            usage = add_usage(usage, span_usage(s))
             msgs = _user_messages(s)
             for text in msgs[users_seen:]:
                 events.append(UserTurn(text, _iso(s.start_ns), s.line))
@@ -366,7 +402,10 @@ def session_items(key: str, spans: list[Span]) -> Iterator[Item]:
             name = str(s.attrs.get("gen_ai.tool.name") or s.attrs.get("tool.name") or s.name or "tool")
             call_id = str(s.attrs.get("gen_ai.tool.call.id") or s.attrs.get("tool_call.id") or s.span_id)
             args, malformed = _args(s)
-            events.append(Batch((Call(call_id, name, args, malformed),), ts=_iso(s.start_ns), line=s.line))
+            # The model call that asked for this tool precedes it: its usage rides on this call.
+            events.append(Batch((Call(call_id, name, args, malformed),), ts=_iso(s.start_ns), line=s.line,
+                                usage=usage))
+            usage = None
             events.append(Answers((Answer(call_id, _answer_text(s), s.error, _iso(s.end_ns)),), line=s.line))
     yield SessionStart(SessionInfo(key, NAME, title=title or key, agent=agent, model=model,
                                    started_at=_iso(spans[0].start_ns) if spans else None), spans[0].line if spans else None)

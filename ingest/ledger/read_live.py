@@ -11,6 +11,7 @@ import datetime as dt
 
 import pandas as pd
 import sqlalchemy as sa
+from loopledger.detectors import registry
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
 
@@ -37,7 +38,22 @@ def enforced(conn: Connection, session_id: int, limit: int = 500) -> pd.DataFram
 
 
 def enforced_label(conn: Connection) -> str | None:
-    """The label of the policy enforced now (None: none chosen, the default applies)."""
-    q = (sa.select(t.policies.c.label).select_from(t.enforcements.outerjoin(
-        t.policies, t.policies.c.id == t.enforcements.c.policy_id)).order_by(t.enforcements.c.id.desc()).limit(1))
-    return conn.execute(q).scalar()
+    """What is enforced now, as one line: the policy's label (a set's labels joined by " + "),
+    since when and from where, and any policy whose detector is not registered in this process
+    (looked up, never imported: the live paths allow every call while it is enforced). None:
+    none chosen, the default set applies."""
+    e = t.enforcements.c
+    newest = conn.execute(sa.select(e.id, e.policy_id, e.set_at, e.origin).order_by(e.id.desc()).limit(1)).first()
+    if newest is None or newest.policy_id is None:
+        return None
+    m, p = t.enforcement_policies.c, t.policies.c
+    rows = conn.execute(sa.select(p.label, p.detector).select_from(t.enforcement_policies.join(
+        t.policies, p.id == m.policy_id)).where(m.enforcement_id == newest.id).order_by(m.position)).all()
+    if not rows:  # chosen before sets existed: the one policy
+        rows = conn.execute(sa.select(p.label, p.detector).where(p.id == newest.policy_id)).all()
+    when = dt.datetime.fromtimestamp(newest.set_at, dt.UTC).strftime("%Y-%m-%d %H:%M")  # the dashboard's one format
+    text = " + ".join(r.label for r in rows) + f" (since {when} UTC, from {newest.origin or 'unknown'})"
+    missing = [r.label for r in rows if not registry.is_registered(r.detector)]
+    if missing:
+        text += f"; not registered here: allowed: {', '.join(missing)}"
+    return text

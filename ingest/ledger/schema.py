@@ -196,6 +196,29 @@ run_outcomes = Table(
     Column("saved", Integer, nullable=False, default=0),
 )
 
+# What each model turn used and cost (migration 0011_cost): one row per Prose/Batch event whose
+# transcript reports usage, at that event's seq, so spend after a halt is a range over seq.
+# input_tokens counts all input, cache reads and writes included. usd is NULL when unpriced
+# (model not in the price table): unknown, never 0. priced_with names the price table's
+# version (genai-prices) that computed usd.
+turn_usage = Table(
+    "turn_usage",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the prose or batch event of the turn
+    Column("run_idx", Integer, nullable=False),
+    Column("model", Text),  # as the transcript names it
+    Column("input_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("output_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("cache_read_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("cache_write_tokens", BigInteger().with_variant(Integer(), "sqlite")),
+    Column("usd", Float),
+    Column("priced_model", Text),  # the price table's model id
+    Column("priced_with", String(40)),  # e.g. "genai-prices 0.2.3"
+    Column("price_note", Text),  # why unpriced
+    Column("ts", TIME_TEXT),
+)
+
 ingest_errors = Table(
     "ingest_errors",
     metadata,
@@ -259,7 +282,7 @@ reader_states = Table(
 # Not derived from a transcript: a re-ingest of the session's file keeps these rows.
 
 # Which stored policy the hooks, `guard` and Policy.enforced(db) use: the newest row wins;
-# policy_id NULL = back to the default (loopledger.live.enforce.DEFAULT_SPEC).
+# policy_id NULL = back to the default (loopledger.live.enforce.LIVE_DEFAULT, the scored default set).
 enforcements = Table(
     "enforcements",
     metadata,
@@ -267,6 +290,17 @@ enforcements = Table(
     Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE")),
     Column("set_at", Float, nullable=False),
     Column("origin", Text),  # compare | leaderboard | cli | api
+)
+
+# The policies of one enforcement, in the order they were named (migration 0010_livepolicy): one
+# row for a single policy, several for a set (each call: the earliest verdict of any of them).
+# enforcements.policy_id is the first of them; an enforcement older than this table has none.
+enforcement_policies = Table(
+    "enforcement_policies",
+    metadata,
+    Column("enforcement_id", Integer, ForeignKey("enforcements.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE"), nullable=False),
 )
 
 # What a live agent reported, in arrival order: the enforced policy's state is a replay of these.

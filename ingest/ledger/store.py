@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from loopledger import vocab
-from loopledger.analysis import outcome
+from loopledger.analysis import outcome, pricing
 from loopledger.detectors.canonical import call_key
 from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
     TRUNCATED,  # noqa: F401 (re-exported: store.TRUNCATED)
@@ -93,7 +93,10 @@ _STAT_COLS = ("session_id", "policy_id", "runs", "calls", "strikes", "warnings",
               "halted_runs", "first_halt_seq")
 _OUTCOME_COLS = ("session_id", "run_idx", "policy_id", "outcome", "halt_seq", "halt_idx", "strikes", "warnings",
                  "blocks", "saved")
-_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs, s.resume_states)
+_USAGE_COLS = ("session_id", "seq", "run_idx", "model", "input_tokens", "output_tokens", "cache_read_tokens",
+               "cache_write_tokens", "usd", "priced_model", "priced_with", "price_note", "ts")
+_CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, s.events, s.runs, s.resume_states,
+                 s.turn_usage)
 
 
 # ── policies ─────────────────────────────────────────────────────────────────────────────────
@@ -188,6 +191,7 @@ class SessionRows:
     stats: list[tuple]
     outcomes: list[tuple]
     resume: Any = None  # the session's resume snapshot after writing (None: drop any stored)
+    usage: list[tuple] = field(default_factory=list)  # turn_usage rows: tokens and price per model turn
 
     @property
     def size(self) -> int:
@@ -220,6 +224,7 @@ class RowBuilder:
         self.calls: list[tuple[int, int, int, Call]] = []
         self.updates: list[tuple[int, int, int, Answer]] = []  # (seq, idx, answers seq, answer)
         self.late: list[tuple[str, int, int | None, Answer]] = []  # (call id, answers seq, pending seq, answer)
+        self.usage_rows: list[tuple] = []
 
     def context(self, seq: int) -> dict[str, Any]:
         """What a later build resuming after event `seq - 1` needs (small: the pending batch and
@@ -234,6 +239,12 @@ class RowBuilder:
         if ts:
             self.first_ts = self.first_ts or ts
             self.last_ts = ts
+        u = ev.usage if isinstance(ev, Batch | Prose) else None
+        if u is not None:
+            p = pricing.price(u, ts or self.last_ts)
+            self.usage_rows.append((seq, run, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                                    u.cache_write_tokens, p.usd, p.model,
+                                    pricing.PRICED_WITH if p.usd is not None else None, p.note or None, ts))
         r = self.runs.get(run)
         if r is None:
             r = self.runs[run] = [seq, seq, 0, ts, cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
@@ -330,7 +341,8 @@ def session_rows(info: SessionInfo, events: Sequence[Event], run_of: Sequence[in
     ended = outcome.from_meta(info.meta)
     meta |= {"outcome": ended[0] if ended else None, "outcome_detail": ended[1] if ended else None,
              "outcome_run": (max(run_of) if run_of else 0) if ended else None}
-    rows = SessionRows(info.key, meta, builder.ev_rows, builder.call_rows(), builder.run_rows(), [], [], [], [])
+    rows = SessionRows(info.key, meta, builder.ev_rows, builder.call_rows(), builder.run_rows(), [], [], [], [],
+                       usage=builder.usage_rows)
     for pv in verdicts:
         verdict_rows(rows, pv)
     return rows
@@ -353,7 +365,8 @@ def verdict_rows(rows: SessionRows, pv: PolicyVerdicts) -> None:
 
 
 _ROW_TABLES = (("events", _EVENT_COLS), ("calls", _CALL_COLS), ("runs", _RUN_COLS), ("checks", _CHECK_COLS),
-               ("results", _RESULT_COLS), ("session_stats", _STAT_COLS), ("run_outcomes", _OUTCOME_COLS))
+               ("results", _RESULT_COLS), ("session_stats", _STAT_COLS), ("run_outcomes", _OUTCOME_COLS),
+               ("turn_usage", _USAGE_COLS))
 
 
 def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]) -> list[int]:
@@ -377,7 +390,7 @@ def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]
 
 
 def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, rows: SessionRows) -> None:
-    part = getattr(rows, {"session_stats": "stats", "run_outcomes": "outcomes"}.get(table, table))
+    part = getattr(rows, {"session_stats": "stats", "run_outcomes": "outcomes", "turn_usage": "usage"}.get(table, table))
     if part:
         # The session id goes into the statement as an integer literal (it is one: it came back
         # from the database), so the row tuples are passed as built, uncopied.

@@ -1,10 +1,18 @@
-"""Which stored policy is enforced on live agents (the hooks, `loopledger guard`, Policy.enforced).
+"""Which stored policies are enforced on live agents (the hooks, `loopledger guard`, Policy.enforced).
 
-"Enforce this setting" (Compare, the guard leaderboard, `loopledger enforce SPEC`) stores the
-policy if it is new and appends a row to `enforcements`; the newest row wins, so the table is
-also the history of what was enforced when. Until a person chooses, DEFAULT_SPEC is enforced:
-the ladder at its defaults, the one guard whose graded warn → block → halt was designed for a
-live loop (design.md, "ladder").
+"Enforce this setting" (Compare, the guard leaderboard, `loopledger enforce SPEC [SPEC...]`)
+stores the policies if they are new and appends a row to `enforcements`, with one
+`enforcement_policies` row per policy of the choice (one, or a set); the newest enforcement
+wins, so the table is also the history of what was enforced when. Until a person chooses,
+LIVE_DEFAULT is enforced: the same default set ingest judges with (DEFAULT_SPECS,
+docs/detection.md), chosen by scoring against labels — not ladder, whose key-only counting
+halts a poll that is making progress. A set decides each call as scoring judges a set: its
+earliest verdict wins (loopledger.replay.PolicySet).
+
+Trust: a stored policy names its detector, and a name read from the ledger is looked up among
+the detectors registered in this process (built-ins, installed entry points) and nothing else:
+a `module:factory` row is never imported (loopledger.detectors.registry). Such a row raises
+NotRegistered here; the hook and `guard` then allow the call and log why.
 
 Every function takes a SQLAlchemy Connection or a loopledger.live.db.LiveDB (the hook's fast
 path): the SQL is plain and written once. Call inside the caller's transaction.
@@ -13,14 +21,39 @@ path): the SQL is plain and written once. Call inside the caller's transaction.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from loopledger.detectors.policy import PolicySpec
+from loopledger.detectors import registry
+from loopledger.detectors.errors import ConfigError
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.live.db import sql
 
-DEFAULT_SPEC = PolicySpec("ladder")
+# What the live paths enforce until a person chooses: the scored default set ingest uses.
+LIVE_DEFAULT: tuple[PolicySpec, ...] = DEFAULT_SPECS
 ORIGINS = ("compare", "leaderboard", "cli", "api")
+
+
+class NotRegistered(LookupError):
+    """An enforced stored policy whose detector is not registered in this process."""
+
+    def __init__(self, detector: str, label: str) -> None:
+        self.detector = detector
+        self.label = label
+        super().__init__(f"the stored policy {label!r} names detector {detector!r}, which is not registered in "
+                         "this process (a policy read from a ledger never imports code; install the plugin's "
+                         "package to enforce it)")
+
+
+def spec_of_row(detector: str, params: str | bytes) -> PolicySpec:
+    """A stored policy's spec, its detector looked up among the registered ones only."""
+    try:
+        return PolicySpec(detector, orjson.loads(params))
+    except ConfigError as exc:
+        if exc.field == "detector":
+            raise NotRegistered(detector, detector) from None
+        raise
 
 
 def ensure_policy(conn: Any, spec: PolicySpec) -> None:
@@ -30,51 +63,121 @@ def ensure_policy(conn: Any, spec: PolicySpec) -> None:
                          (spec.id, spec.detector, spec.params_json, spec.label, False, time.time()))
 
 
-def set_enforced(conn: Any, spec: PolicySpec | str | None, origin: str = "api") -> None:
-    """Make `spec` the enforced policy (None: back to DEFAULT_SPEC). A spec string is parsed
-    (`DETECTOR[:NAME=VALUE,...]`, ConfigError on a bad one)."""
-    if isinstance(spec, str):
-        spec = PolicySpec.parse(spec)
-    if spec is not None:
-        ensure_policy(conn, spec)
-    conn.exec_driver_sql(sql(conn, "INSERT INTO enforcements (policy_id, set_at, origin) VALUES (?, ?, ?)"),
-                         (spec.id if spec is not None else None, time.time(), origin))
+def _as_specs(spec: PolicySpec | str | Sequence[PolicySpec | str] | None) -> tuple[PolicySpec, ...]:
+    if spec is None:
+        return ()
+    items = [spec] if isinstance(spec, PolicySpec | str) else list(spec)
+    # A spec string here is the caller's own (the CLI, the API): it may name module:factory.
+    out = [PolicySpec.parse(s, trusted=True) if isinstance(s, str) else s for s in items]
+    return tuple(dict.fromkeys(out))  # one policy named twice is enforced once
+
+
+def set_enforced(conn: Any, spec: PolicySpec | str | Sequence[PolicySpec | str] | None,
+                 origin: str = "api") -> None:
+    """Enforce `spec`: one policy or a set (None or an empty set: back to LIVE_DEFAULT). A spec
+    string is parsed (`DETECTOR[:NAME=VALUE,...]`, ConfigError on a bad one)."""
+    specs = _as_specs(spec)
+    for sp in specs:
+        ensure_policy(conn, sp)
+    eid = conn.exec_driver_sql(sql(conn, "INSERT INTO enforcements (policy_id, set_at, origin) VALUES (?, ?, ?) "
+                                         "RETURNING id"),
+                               (specs[0].id if specs else None, time.time(), origin)).fetchall()[0][0]
+    if specs:
+        for pos, sp in enumerate(specs):
+            conn.exec_driver_sql(sql(conn, "INSERT INTO enforcement_policies (enforcement_id, position, policy_id) "
+                                           "VALUES (?, ?, ?)"), (eid, pos, sp.id))
 
 
 def set_enforced_id(conn: Any, policy_id: str, origin: str = "api") -> PolicySpec:
     """Enforce a policy the ledger stores, by its id (the leaderboard's rows); returns its spec.
-    KeyError when no such policy is stored."""
+    KeyError when no such policy is stored, NotRegistered when its detector is not here."""
     row = conn.exec_driver_sql(sql(conn, "SELECT detector, params FROM policies WHERE id = ?"), (policy_id,)).fetchone()
     if row is None:
         raise KeyError(f"no stored policy {policy_id!r}")
-    spec = PolicySpec(row[0], orjson.loads(row[1]))
+    spec = spec_of_row(row[0], row[1])
     set_enforced(conn, spec, origin)
     return spec
 
 
+def _newest(conn: Any) -> tuple[int, str | None, float, str | None] | None:
+    return conn.exec_driver_sql("SELECT id, policy_id, set_at, origin FROM enforcements "
+                                "ORDER BY id DESC LIMIT 1").fetchone()
+
+
+def _member_rows(conn: Any, enforcement_id: int, policy_id: str | None) -> list[tuple[str, str, str, str]]:
+    """(id, detector, params, label) of an enforcement's policies, in the order they were named."""
+    rows = conn.exec_driver_sql(sql(conn,
+        "SELECT p.id, p.detector, p.params, p.label FROM enforcement_policies m JOIN policies p "
+        "ON p.id = m.policy_id WHERE m.enforcement_id = ? ORDER BY m.position"), (enforcement_id,)).fetchall()
+    if rows or policy_id is None:
+        return [tuple(r) for r in rows]
+    # An enforcement stored before sets existed (one policy, no member rows).
+    one = conn.exec_driver_sql(sql(conn, "SELECT id, detector, params, label FROM policies WHERE id = ?"),
+                               (policy_id,)).fetchone()
+    return [tuple(one)] if one else []
+
+
+def enforced_specs(conn: Any) -> tuple[PolicySpec, ...]:
+    """The policies a person chose to enforce, in the order named; () when none is chosen (or
+    the choice was cleared): the live paths then use LIVE_DEFAULT. NotRegistered when one of
+    them names a detector this process does not have."""
+    newest = _newest(conn)
+    if newest is None or newest[1] is None:
+        return ()
+    out = []
+    for _pid, detector, params, label in _member_rows(conn, newest[0], newest[1]):
+        try:
+            out.append(spec_of_row(detector, params))
+        except NotRegistered:
+            raise NotRegistered(detector, label) from None
+    return tuple(out)
+
+
 def enforced(conn: Any) -> PolicySpec | None:
-    """The policy a person chose to enforce, or None when none is chosen (or the choice was
-    cleared): the live paths then use DEFAULT_SPEC."""
-    row = conn.exec_driver_sql(
-        "SELECT p.detector, p.params FROM enforcements e LEFT JOIN policies p ON p.id = e.policy_id "
-        "ORDER BY e.id DESC LIMIT 1").fetchone()
-    if row is None or row[0] is None:
-        return None
-    return PolicySpec(row[0], orjson.loads(row[1]))
+    """The policy a person chose (the first of a chosen set; `enforced_specs` gives them all),
+    or None when none is chosen."""
+    specs = enforced_specs(conn)
+    return specs[0] if specs else None
 
 
-def enforced_or_default(conn: Any) -> PolicySpec:
-    return enforced(conn) or DEFAULT_SPEC
+def enforced_or_default(conn: Any) -> tuple[PolicySpec, ...]:
+    """What the live paths enforce: the chosen policies, else LIVE_DEFAULT."""
+    return enforced_specs(conn) or LIVE_DEFAULT
 
 
 def enforced_id(conn: Any) -> str | None:
-    """The enforced policy's id as stored (None: none chosen), without building its spec."""
+    """The enforced policy's id as stored (the first of a set; None: none chosen), without
+    building its spec."""
     row = conn.exec_driver_sql("SELECT policy_id FROM enforcements ORDER BY id DESC LIMIT 1").fetchone()
     return row[0] if row else None
 
 
+def enforced_ids(conn: Any) -> tuple[str, ...]:
+    """Every enforced policy's id as stored, in order (() when none is chosen)."""
+    newest = _newest(conn)
+    if newest is None or newest[1] is None:
+        return ()
+    return tuple(r[0] for r in _member_rows(conn, newest[0], newest[1]))
+
+
+def now(conn: Any) -> dict[str, Any]:
+    """What is enforced now, for `loopledger policies` and the dashboard: `labels` (each policy's
+    label), `chosen` (False: the default set), `since` (unix time it was chosen; None for a
+    default never chosen), `origin`, and `missing`: the labels of policies whose detector is
+    not registered here (the live paths allow every call while such a policy is enforced)."""
+    newest = _newest(conn)
+    if newest is None or newest[1] is None:
+        return {"labels": [sp.label for sp in LIVE_DEFAULT], "ids": [sp.id for sp in LIVE_DEFAULT],
+                "chosen": False, "since": newest[2] if newest else None,
+                "origin": newest[3] if newest else None, "missing": []}
+    rows = _member_rows(conn, newest[0], newest[1])
+    return {"labels": [r[3] for r in rows], "ids": [r[0] for r in rows], "chosen": True, "since": newest[2],
+            "origin": newest[3], "missing": [r[3] for r in rows if not registry.is_registered(r[1])]}
+
+
 def history(conn: Any, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest choices first: when, which policy (None = back to the default), from where."""
+    """The newest choices first: when, which policy (the first of a set; None = back to the
+    default), from where."""
     rows = conn.exec_driver_sql(sql(conn,
         "SELECT e.set_at, e.policy_id, p.label, e.origin FROM enforcements e "
         "LEFT JOIN policies p ON p.id = e.policy_id ORDER BY e.id DESC LIMIT ?"), (limit,)).fetchall()

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from typing import IO, Any
 
 import orjson
 from loopledger.detectors.policy import PolicySpec
 from loopledger.live import db as live_db
 from loopledger.live import session as live
-from loopledger.live.enforce import DEFAULT_SPEC, enforced_or_default
+from loopledger.live.enforce import LIVE_DEFAULT, enforced_or_default
 from loopledger.redact import redact_text
 
 ORIGIN = "guard"
@@ -40,18 +41,22 @@ ORIGIN = "guard"
 class Guard:
     """The JSON-lines loop's state: one LiveSession per session, the ledger (or None)."""
 
-    def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | None = None, origin: str = ORIGIN) -> None:
+    def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | Sequence[PolicySpec] | None = None,
+                 origin: str = ORIGIN) -> None:
         self.db = db
-        self.fixed = spec
+        self.fixed: tuple[PolicySpec, ...] | None = (
+            None if spec is None else (spec,) if isinstance(spec, PolicySpec) else tuple(spec)) or None
         self.origin = origin
         self.sessions: dict[str, tuple[int | None, live.LiveSession]] = {}
         self.last: live.LiveSession | None = None
 
-    def _spec(self) -> PolicySpec:
+    def _spec(self) -> tuple[PolicySpec, ...]:
+        """`--policy`, else what the ledger enforces (read at every event: a choice made on the
+        dashboard applies to the next call), else the live default set."""
         if self.fixed is not None:
             return self.fixed
         if self.db is None:
-            return DEFAULT_SPEC
+            return LIVE_DEFAULT
         return enforced_or_default(self.db)
 
     def event(self, msg: dict[str, Any], started: float) -> dict[str, Any] | None:
@@ -78,7 +83,7 @@ class Guard:
             db.lock_session(sid)  # type: ignore[arg-type]
             spec = self._spec()
             state = known[1] if known else None
-            if state is None or state.spec != spec or live.next_seq(db, sid) != state.seq:  # type: ignore[arg-type]
+            if state is None or state.specs != spec or live.next_seq(db, sid) != state.seq:  # type: ignore[arg-type]
                 state = live.load(db, sid, spec)  # type: ignore[arg-type]
             out = self._apply(state, kind, msg, call_id, started)
             self.last = state
@@ -135,9 +140,10 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
     return bad
 
 
-def run(db: str | None, policy: str | None, no_ledger: bool) -> int:
-    """The `loopledger guard` command."""
-    spec = PolicySpec.parse(policy) if policy else None
+def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> int:
+    """The `loopledger guard` command (`policy`: one spec or several, a set)."""
+    texts = [policy] if isinstance(policy, str) else list(policy or ())
+    spec = tuple(PolicySpec.parse(t, trusted=True) for t in texts) or None
     conn = None if no_ledger else live_db.open_db(db, busy_timeout_s=30)
     try:
         serve(Guard(conn, spec), sys.stdin.buffer, sys.stdout, sys.stderr)

@@ -24,9 +24,11 @@ returnDisplay, error}; read through formats.gemini.tool_result, as the session f
 reads the same result) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
 (prompt) is a run boundary; an allow prints `{}` (its stdout must be JSON).
 
-Never in the agent's way: malformed input, a missing ledger, a busy database or any internal
-error allows the call (exit 0, nothing refused) and says why in the log file
-($LOOPLEDGER_HOOK_LOG, default ~/.local/state/loopledger/hook.log).
+Never in the agent's way: malformed input, a missing ledger, a busy database, an enforced
+stored policy whose detector is not registered here (a ledger row never names code to import:
+loopledger.live.enforce.NotRegistered) or any internal error allows the call (exit 0, nothing
+refused) and says why in one line of the log file ($LOOPLEDGER_HOOK_LOG, default
+~/.local/state/loopledger/hook.log).
 
 Speed: this module is imported by loopledger.entry before typer, rich, pandas or SQLAlchemy are
 (a SQLite ledger is written with the stdlib sqlite3; see loopledger.live.db).

@@ -38,14 +38,14 @@ from typing import Any
 
 import orjson
 from loopledger import vocab
-from loopledger.detectors.canonical import call_key, remember_key
-from loopledger.detectors.policy import PolicySpec, make_policy
+from loopledger.detectors.canonical import call_key, canonical_bytes, digest, remember_key
+from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Answer, Answers, Batch, Call, Event, UserTurn, text_digest
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text, is_capped
 from loopledger.live.db import LiveDB, sql
 from loopledger.live.enforce import enforced_or_default, ensure_policy
 from loopledger.redact import redact_text, redact_value
-from loopledger.replay import Driver
+from loopledger.replay import Driver, PolicySet
 from loopledger.snapshots import seal, unseal, version_of
 
 KIND_CALL, KIND_ANSWER, KIND_USER = "call", "answer", "user"
@@ -64,8 +64,9 @@ class Decision:
     reason: str = ""
     count: int | None = None
     threshold: int | None = None
-    policy: str = ""  # the policy's label
+    policy: str = ""  # the deciding policy's label (of a set: the member whose verdict it is)
     seq: int = -1  # the call's live event number in its session
+    policy_id: str = ""  # the deciding policy's id (its enforced_checks row)
 
     @property
     def refused(self) -> bool:
@@ -112,21 +113,54 @@ class _Row:
     elapsed_ms: float | None = None
 
 
+def set_id(specs: Sequence[PolicySpec]) -> str:
+    """The key a session's live state is stored under: the policy's id for one policy (as
+    before sets existed), a digest of the members' ids, in order, for a set."""
+    if len(specs) == 1:
+        return specs[0].id
+    return digest(canonical_bytes({"set": [sp.id for sp in specs]}))
+
+
+def _version(policy: Any) -> str:
+    if isinstance(policy, PolicySet):  # the code of every member, plugins too
+        return digest(canonical_bytes([version_of(m.policy) for m in policy.members]))
+    return version_of(policy)
+
+
 @dataclass
 class LiveSession:
-    """One session's enforced policy and the events fed to it so far.
+    """One session's enforced policies (one, or a set) and the events fed to them so far.
 
     `call`, `answer` and `user` feed one event each; the rows they add wait in `unsaved` until
-    `save` writes them (or forever, for a guard without a ledger)."""
+    `save` writes them (or forever, for a guard without a ledger). A set decides each call by
+    its most severe member verdict (loopledger.replay.PolicySet); the decision names that member."""
 
-    spec: PolicySpec
+    specs: tuple[PolicySpec, ...]
     seq: int = 0  # the next live event's number
     unsaved: list[tuple[int, _Row]] = field(default_factory=list)
     _driver: Any = None
     _step: int = 0  # events fed to the driver (its seq numbering)
 
     def __post_init__(self) -> None:
-        self._driver = Driver(make_policy(self.spec))
+        if isinstance(self.specs, PolicySpec):
+            self.specs = (self.specs,)
+        self.specs = tuple(self.specs)
+        self._driver = Driver(PolicySet.of(self.specs))
+
+    @property
+    def spec(self) -> PolicySpec:
+        """The first (for one policy: the) enforced policy."""
+        return self.specs[0]
+
+    @property
+    def key(self) -> str:
+        return set_id(self.specs)
+
+    def _decider(self, index: int) -> PolicySpec:
+        policy = self._driver.policy
+        if isinstance(policy, PolicySet) and index < len(policy.decided_by):
+            return self.specs[policy.decided_by[index]]
+        return self.specs[0]
 
     # ── feeding ─────────────────────────────────────────────────────────────────────────────
 
@@ -151,8 +185,10 @@ class LiveSession:
         at = time.time() if at is None else at
         canon, digest = call_key(c)
         seq = self.seq
+        decider = self._decider(0) if check else self.spec
         d = Decision(check.verdict if check else vocab.ALLOW, tool, call_id, (check.reason or "") if check else "",
-                     check.count if check else None, check.threshold if check else None, self.spec.label, seq)
+                     check.count if check else None, check.threshold if check else None, decider.label, seq,
+                     decider.id)
         elapsed = (time.perf_counter() - started) * 1000 if started is not None else None
         self._add(_Row(KIND_CALL, at, call_id, tool, cap_text(canon.decode("utf-8", "surrogatepass"),
                                                              DEFAULT_MAX_TEXT, digest), None, digest,
@@ -250,16 +286,17 @@ def attach(conn: Any, origin: str, key: str, transcript_path: str | None = None,
                                 (source_id, key)).fetchone()[0]
 
 
-def load(conn: Any, session_id: int, spec: PolicySpec | None = None) -> LiveSession:
-    """The session's live state under `spec` (default: the enforced policy): its sealed snapshot
-    when that is current, else a replay of its stored live events. Hold the write lock
-    (LiveDB.begin_write + lock_session) until `save`."""
-    spec = spec or enforced_or_default(conn)
-    live = LiveSession(spec)
+def load(conn: Any, session_id: int, spec: PolicySpec | Sequence[PolicySpec] | None = None) -> LiveSession:
+    """The session's live state under `spec` (one policy or a set; default: what is enforced,
+    loopledger.live.enforce.enforced_or_default): its sealed snapshot when that is current, else
+    a replay of its stored live events. Hold the write lock (LiveDB.begin_write +
+    lock_session) until `save`. enforce.NotRegistered when an enforced stored policy's detector
+    is not registered here (the callers allow the call)."""
+    live = LiveSession(spec or enforced_or_default(conn))
     row = conn.exec_driver_sql(sql(conn, "SELECT seq, version, state FROM live_states "
-                                         "WHERE session_id = ? AND policy_id = ?"), (session_id, spec.id)).fetchone()
+                                         "WHERE session_id = ? AND policy_id = ?"), (session_id, live.key)).fetchone()
     if row is not None and row[0] == next_seq(conn, session_id):
-        state = unseal(row[2], row[1]) if row[1] == version_of(live._driver.policy) else None
+        state = unseal(row[2], row[1]) if row[1] == _version(live._driver.policy) else None
         if state is not None:
             live._driver, live._step = state
             live.seq = row[0]
@@ -286,14 +323,15 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         events.append((session_id, seq, r.kind, r.at, r.call_id, r.tool, r.args, r.text, r.text_hash, r.is_error))
         d = r.decision
         if d is not None:
-            checks.append((session_id, seq, live.spec.id, origin, d.call_id, d.tool, d.verdict, d.count,
-                           d.threshold, d.reason or None, r.at, r.elapsed_ms))
+            checks.append((session_id, seq, d.policy_id or live.spec.id, origin, d.call_id, d.tool, d.verdict,
+                           d.count, d.threshold, d.reason or None, r.at, r.elapsed_ms))
     ev_sql = sql(conn, "INSERT INTO live_events (session_id, seq, kind, at, call_id, tool, args, text, text_hash, "
                        "is_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
     ck_sql = sql(conn, "INSERT INTO enforced_checks (session_id, seq, policy_id, origin, call_id, tool, verdict, "
                        "count, threshold, reason, at, elapsed_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
     if checks:
-        ensure_policy(conn, live.spec)
+        for spec in live.specs:
+            ensure_policy(conn, spec)
     if isinstance(conn, LiveDB):  # the DB-API cursor's executemany
         cur = conn.raw.cursor()
         cur.executemany(ev_sql, events)
@@ -304,16 +342,16 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         if checks:
             conn.exec_driver_sql(ck_sql, checks)
     live.unsaved.clear()
-    version = version_of(live._driver.policy)
+    version = _version(live._driver.policy)
     blob = seal((live._driver, live._step), version)
     if blob is None:  # unpicklable state (e.g. arguments nested beyond pickle's reach): replay next time
         conn.exec_driver_sql(sql(conn, "DELETE FROM live_states WHERE session_id = ? AND policy_id = ?"),
-                             (session_id, live.spec.id))
+                             (session_id, live.key))
         return
     conn.exec_driver_sql(sql(conn,
         "INSERT INTO live_states (session_id, policy_id, seq, version, state) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (session_id, policy_id) DO UPDATE SET seq = excluded.seq, version = excluded.version, "
-        "state = excluded.state"), (session_id, live.spec.id, live.seq, version, blob))
+        "state = excluded.state"), (session_id, live.key, live.seq, version, blob))
 
 
 def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | None = None) -> Decision | None:

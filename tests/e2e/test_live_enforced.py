@@ -10,7 +10,7 @@ import pytest
 from loopledger import worker
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
-from loopledger.live.enforce import DEFAULT_SPEC
+from loopledger.live.enforce import LIVE_DEFAULT
 from sqlalchemy import text
 
 from tests.e2e.conftest import start_server
@@ -26,7 +26,7 @@ def live_server(tmp_path_factory):
     loop = npm_test_loop(tmp, calls=3)
     for ev in loop.events[:4]:  # SessionStart, the prompt, one call and its answer
         run_hook(ev, url)
-    worker.ingest_paths(eng, [loop.transcript], worker.Options(specs=[DEFAULT_SPEC]))
+    worker.ingest_paths(eng, [loop.transcript], worker.Options(specs=list(LIVE_DEFAULT)))
     with eng.connect() as conn:
         sid = conn.execute(text("SELECT id FROM sessions WHERE key = :k"), {"k": SESSION}).scalar_one()
     eng.dispose()
