@@ -46,6 +46,49 @@ def _child(corpus: str, db: str, jobs: int) -> None:
                       "files": totals.files}))
 
 
+def _profile_child(corpus: str, db: str, top: int) -> None:
+    """One `--jobs 1` ingest of `corpus` under cProfile: the `top` frames by own time, as JSON."""
+    import cProfile
+    import pstats
+
+    from loopledger import worker
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine
+
+    engine = make_engine(f"sqlite:///{db}")
+    migrate.upgrade(engine)
+    prof = cProfile.Profile()
+    prof.enable()
+    worker.ingest_paths(engine, [corpus], worker.Options(jobs=1))
+    prof.disable()
+    engine.dispose()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    total = sum(tt for _cc, _nc, tt, _ct, _callers in stats.values())
+    rows = sorted(((tt, ct, nc, f"{Path(fn).name}:{line}({name})" if fn != "~" else name)
+                   for (fn, line, name), (_cc, nc, tt, ct, _callers) in stats.items()), reverse=True)[:top]
+    print(json.dumps({"total": total, "rows": rows}))
+
+
+def profile_section(n_calls: int, work: Path, top: int = 15) -> list[str]:
+    """Where an ingest's time goes: the top frames of a cProfile'd `--jobs 1` ingest of
+    `n_calls` generated calls (profiling slows it; shares, not seconds, are the point)."""
+    from bench.gen_chat import write_corpus
+
+    corpus = work / f"corpus_profile_{n_calls}"
+    write_corpus(corpus, max(1, n_calls // CALLS_PER_FILE), min(n_calls, CALLS_PER_FILE), seed=42)
+    out = subprocess.run([sys.executable, "-m", "bench.bench_ingest", "--profile", str(corpus),
+                          str(work / "profile.sqlite"), str(top)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    shutil.rmtree(corpus)
+    prof = json.loads(out.stdout.strip().splitlines()[-1])
+    lines = [f"Profile (cProfile, `--jobs 1`, {n_calls:,} calls; top {top} frames by own time, "
+             f"{prof['total']:.1f} s profiled in all):", "",
+             "| frame | own time | share | with callees | calls |", "|---|---:|---:|---:|---:|"]
+    for tt, ct, nc, name in prof["rows"]:
+        lines.append(f"| `{name}` | {tt:.2f} s | {100 * tt / prof['total']:.0f}% | {ct:.2f} s | {nc:,} |")
+    return lines + [""]
+
+
 def _peak_rss_mb() -> float:
     """This process's own peak RSS. Not ru_maxrss: on Linux that keeps the high-water mark of the
     parent it was forked from (the bench, holding rows from the raw baseline) across exec."""
@@ -127,6 +170,7 @@ def run(quick: bool) -> str:
     try:
         big = _measure(large, work, jobs, with_raw=True)
         little = _measure(small, work, (1,), with_raw=False)
+        profile = profile_section(min(large, 20_000 if quick else 200_000), work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     calls = big[1]["calls"]
@@ -183,6 +227,7 @@ def run(quick: bool) -> str:
         f"{'flat' if br['rss_mb'] <= 1.25 * lr['rss_mb'] else 'NOT flat'}. "
         f"Corpus generation, not timed above: {big['gen_s']:.0f} s.",
         "",
+        *profile,
     ]
     return "\n".join(lines)
 
@@ -196,5 +241,7 @@ def _default_specs():
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--profile":
+        _profile_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         print(run(quick="--quick" in sys.argv))

@@ -7,9 +7,11 @@ writes, the computing overlaps, only paths and reports cross processes.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,12 +90,35 @@ def register_sources(engine: Engine, files: Sequence[Path]) -> None:
                 time.sleep(delay)
 
 
+# The cycle collector's first threshold while ingesting (CPython's default: 700 allocations).
+INGEST_GC_THRESHOLD = 100_000
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """An ingest allocates millions of short-lived, acyclic objects (events, checks, rows): at
+    the default threshold the cycle collector ran ~1,000 times per 20k calls, ~15% of the CPU
+    (bench_ingest). It still runs, 140× less often, so memory stays flat."""
+    old = gc.get_threshold()
+    gc.set_threshold(INGEST_GC_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 def ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
                  on_file: Callable[[FileReport], None] | None = None) -> Totals:
     """Ingest every file under `paths`; `on_file` is told after each one (the progress bar).
 
     With `opts.jobs` > 1, that many processes take files from a queue; each computes a file before
     claiming it and re-checks the source row under the claim (see ingest_file_optimistic)."""
+    with fewer_collections():
+        return _ingest_paths(engine, paths, opts, on_file)
+
+
+def _ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
+                  on_file: Callable[[FileReport], None] | None) -> Totals:
     totals = Totals()
     files = discover(paths)
     register_sources(engine, files)
@@ -134,6 +159,7 @@ def _job_main(url: str, opts: Options, tasks, results) -> None:
         if registry.is_factory_name(spec.detector):
             registry.import_factory(spec.detector)
     engine = make_engine(url)
+    gc.set_threshold(INGEST_GC_THRESHOLD, *gc.get_threshold()[1:])  # see fewer_collections
     try:
         while (item := tasks.get()) is not None:
             if os.getppid() != parent:  # the ingest that started us is gone: stop, do not orphan-write

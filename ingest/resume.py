@@ -124,16 +124,18 @@ def feed(point: ResumePoint, events: Iterable[Event]) -> list[tuple[Step, ...]]:
         raise ValueError("resume.feed: this point was finished; load a snapshot taken before")
     if not point.complete:
         raise ValueError("resume.feed: some policy has no state (load with rebuild=True)")
-    states = [point.states[sp.id] for sp in point.specs]
+    # Bound once: this loop runs once per event per policy (the ingest's innermost loop).
+    pairs = [(st.driver.feed, st.tallier.add) for st in (point.states[sp.id] for sp in point.specs)]  # type: ignore[union-attr]
     out: list[tuple[Step, ...]] = []
+    append = out.append
     seq = point.seq
     for ev in events:
         row = []
-        for st in states:
-            step = st.driver.feed(seq, ev)  # type: ignore[union-attr]
-            st.tallier.add(step)  # type: ignore[union-attr]
+        for feed_one, tally in pairs:
+            step = feed_one(seq, ev)
+            tally(step)
             row.append(step)
-        out.append(tuple(row))
+        append(tuple(row))
         seq += 1
     point.seq = seq
     return out

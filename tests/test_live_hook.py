@@ -5,6 +5,7 @@ session's transcript."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -228,6 +229,37 @@ def test_hook_help_and_the_fast_path_imports(tmp_path, fresh_db):
             "print(','.join(bad), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, fresh_db], input=json.dumps(pre).encode(), capture_output=True)
     assert proc.returncode == 0 and proc.stderr.decode().strip() == ""
+
+
+def test_the_hook_imports_only_the_enforced_detectors_module(tmp_path, fresh_db):
+    _ledger(fresh_db, PolicySpec("roo")).dispose()
+    loop = npm_test_loop(tmp_path, calls=1)
+    pre = next(ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse")
+    code = ("import sys; from loopledger.entry import main\n"
+            "sys.argv = ['loopledger', 'hook', 'claude-code', '--db', sys.argv[1]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('loopledger.detectors.')), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, fresh_db], input=json.dumps(pre).encode(), capture_output=True)
+    loaded = set(proc.stderr.decode().split())
+    assert "loopledger.detectors.roo" in loaded
+    # Detectors neither enforced nor in any default: their modules stay unread.
+    assert not loaded & {f"loopledger.detectors.{m}" for m in ("window", "openhands", "gemini_cli")}
+
+
+def test_without_bytecode_writing_the_hook_keeps_its_bytecode_in_its_own_cache(tmp_path, fresh_db):
+    _ledger(fresh_db).dispose()
+    loop = npm_test_loop(tmp_path, calls=1)
+    pre = next(ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": str(cache)}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    proc = run_hook(pre, fresh_db, env=env)
+    assert proc.returncode == 0 and not proc.stderr
+    from loopledger.live import session as live_session
+
+    session_py = Path(live_session.__file__).resolve()
+    cached = list((cache / "loopledger" / "pycache").rglob("session.*.pyc"))
+    assert any(str(session_py.parent).lstrip("/") in str(p) for p in cached), cached
 
 
 def test_each_event_resumes_the_sealed_state_and_a_bad_snapshot_falls_back_to_replay(tmp_path, fresh_db):

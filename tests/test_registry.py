@@ -103,3 +103,27 @@ def test_a_module_factory_plugin_is_not_built_in_and_can_be_forgotten(plugin_mod
     with pytest.raises(ConfigError, match="built in"):
         registry.unregister("window")
     assert "window" in registry.names()
+
+
+def test_the_builtin_table_names_what_each_module_defines():
+    import importlib
+
+    defined = {}
+    for modname in registry.BUILTIN_MODULES:
+        mod = importlib.import_module(modname)
+        for value in vars(mod).values():
+            if isinstance(value, registry.Detector):
+                defined[value.name] = modname
+    assert defined == registry.BUILTINS
+    assert tuple(registry.BUILTINS) == registry.builtin_names()
+
+
+def test_one_lookup_imports_only_its_own_detector_module():
+    import subprocess
+
+    code = ("import sys\nfrom loopledger.detectors import registry\nfrom loopledger.detectors.policy import DETECTORS\n"
+            "assert DETECTORS == registry.builtin_names()\n"
+            "registry.get('roo')\n"
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('loopledger.detectors.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == ["base", "canonical", "errors", "policy", "registry", "roo"]  # noqa: S307 (our own output)

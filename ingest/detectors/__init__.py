@@ -2,49 +2,35 @@
 one Policy interface the ledger and the replay engine use. Rules: ../shared/design.md, "Detectors".
 """
 
-from loopledger.detectors.canonical import (
-    answer_key,
-    answers_hash,
-    args_hash,
-    batch_signature,
-    call_signature,
-    canonical_bytes,
-    canonical_json,
-)
-from loopledger.detectors.cycle import CycleDetector, CycleVerdict
-from loopledger.detectors.errors import ConfigError
-from loopledger.detectors.ladder import LadderGuard, LadderVerdict, Thresholds
-from loopledger.detectors.policy import (
-    BUILTIN_SPECS,
-    DEFAULT_SPECS,
-    DETECTORS,
-    PARAMS,
-    Check,
-    Policy,
-    PolicySpec,
-    Result,
-    make_policy,
-)
-from loopledger.detectors.progress import ProgressDetector, ProgressVerdict
-from loopledger.detectors.run_length import (
-    DEFAULT_OBSERVATION_TOOLS,
-    BatchRecord,
-    LoopDetected,
-    LoopDetector,
-    RepeatOutcome,
-    StagnationDetected,
-    StagnationDetector,
-    is_costly_batch,
-    is_observation_batch,
-)
-from loopledger.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
+# Each name is imported from its module on first use (PEP 562): `import loopledger.detectors.X`
+# runs this file first, and a live hook must not pay for every detector to use one of them.
+_WHERE = {
+    **dict.fromkeys(("answer_key", "answers_hash", "args_hash", "batch_signature", "call_signature",
+                     "canonical_bytes", "canonical_json"), "canonical"),
+    "CycleDetector": "cycle", "CycleVerdict": "cycle", "ConfigError": "errors",
+    "LadderGuard": "ladder", "LadderVerdict": "ladder", "Thresholds": "ladder",
+    **dict.fromkeys(("BUILTIN_SPECS", "DEFAULT_SPECS", "DETECTORS", "PARAMS", "Check", "Policy", "PolicySpec",
+                     "Result", "make_policy"), "policy"),
+    "ProgressDetector": "progress", "ProgressVerdict": "progress",
+    **dict.fromkeys(("DEFAULT_OBSERVATION_TOOLS", "BatchRecord", "LoopDetected", "LoopDetector", "RepeatOutcome",
+                     "StagnationDetected", "StagnationDetector", "is_costly_batch", "is_observation_batch"),
+                    "run_length"),
+    "LoopDetectedError": "window", "LoopGuard": "window", "default_key_fn": "window",
+}
 
-__all__ = [
-    "BUILTIN_SPECS", "DEFAULT_OBSERVATION_TOOLS", "DEFAULT_SPECS", "DETECTORS", "PARAMS",
-    "BatchRecord", "Check", "ConfigError", "CycleDetector", "CycleVerdict", "LadderGuard",
-    "LadderVerdict", "LoopDetected", "LoopDetectedError", "LoopDetector", "LoopGuard", "Policy",
-    "PolicySpec", "ProgressDetector", "ProgressVerdict", "RepeatOutcome", "Result", "StagnationDetected", "StagnationDetector",
-    "Thresholds", "answer_key", "answers_hash", "args_hash", "batch_signature", "call_signature",
-    "canonical_bytes", "canonical_json", "default_key_fn", "is_costly_batch",
-    "is_observation_batch", "make_policy",
-]
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

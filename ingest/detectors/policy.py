@@ -279,8 +279,9 @@ def make_policy(spec: PolicySpec | str, *, trusted: bool = False) -> Policy:
 DETECTORS: tuple[str, ...] = registry.builtin_names()
 
 # Every built-in detector at its own defaults (the seeds' exactly as the seeds define them):
-# what Replay lists and what the sample_data tables show.
-BUILTIN_SPECS: tuple[PolicySpec, ...] = tuple(PolicySpec(d) for d in DETECTORS)
+# what Replay lists and what the sample_data tables show. Built on first use (PEP 562, below):
+# a spec imports its detector's module, and a live hook needs only the enforced ones.
+BUILTIN_SPECS: tuple[PolicySpec, ...]
 
 # What the worker runs when the user configures nothing (`make run`, `ingest`, the live default):
 # progress and cycle (they read answers: a repeat whose answer changed is progress) plus
@@ -289,4 +290,15 @@ BUILTIN_SPECS: tuple[PolicySpec, ...] = tuple(PolicySpec(d) for d in DETECTORS)
 # that make progress; run-length (the seed's semantics) halts a poll whose output grows as soon as
 # two polls in a row answer the same. All three stay available by name, exactly as seeded.
 DEFAULT_DETECTORS: tuple[str, ...] = ("progress", "stagnation", "cycle")
-DEFAULT_SPECS: tuple[PolicySpec, ...] = tuple(PolicySpec(d) for d in DEFAULT_DETECTORS)
+DEFAULT_SPECS: tuple[PolicySpec, ...]
+
+_LAZY_SPECS = {"BUILTIN_SPECS": DETECTORS, "DEFAULT_SPECS": DEFAULT_DETECTORS}
+
+
+def __getattr__(name: str) -> Any:
+    detectors = _LAZY_SPECS.get(name)
+    if detectors is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    specs = tuple(PolicySpec(d) for d in detectors)
+    globals()[name] = specs  # built once
+    return specs

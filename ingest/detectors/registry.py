@@ -6,7 +6,7 @@ builds a fresh `Policy` for a complete `PolicySpec`, `validate(params)` raises `
 cross-field rules (block_at > warn_at, threshold <= window …).
 
 Where detectors come from, in lookup order:
-1. built-ins: the modules in `BUILTIN_MODULES`, each exposing `DETECTOR` (or several `Detector`
+1. built-ins: the modules named in `BUILTINS`, each exposing `DETECTOR` (or several `Detector`
    values at module level);
 2. installed plugins: the entry-point group `loopledger.detectors`; each entry point loads to a
    `Detector`, or to a callable returning one (or an iterable of them);
@@ -18,7 +18,7 @@ Where detectors come from, in lookup order:
    ledger writer (a teammate on a shared PostgreSQL ledger) cannot choose code that runs in the
    hook, `guard`, the dashboard or anyone else's process.
 
-Adding a detector is one module and one line in `BUILTIN_MODULES` (or one entry point).
+Adding a detector is one module and one line in `BUILTINS` (or one entry point).
 """
 
 from __future__ import annotations
@@ -38,17 +38,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ENTRY_POINT_GROUP = "loopledger.detectors"
 
-# Order is the order pages and tables list them in: seeds first, then ours, then peers.
-BUILTIN_MODULES: tuple[str, ...] = (
-    "loopledger.detectors.run_length",
-    "loopledger.detectors.ladder",
-    "loopledger.detectors.window",
-    "loopledger.detectors.cycle",
-    "loopledger.detectors.progress",
-    "loopledger.detectors.openhands",
-    "loopledger.detectors.gemini_cli",
-    "loopledger.detectors.roo",
-)
+# Every built-in detector's name and the module that defines it, in the order pages and tables
+# list them (seeds first, then ours, then peers). A lookup imports only its own module: a live
+# hook enforcing `progress` does not pay for the other detectors' imports (test_registry checks
+# this table against what the modules define).
+BUILTINS: dict[str, str] = {
+    "run-length": "loopledger.detectors.run_length",
+    "stagnation": "loopledger.detectors.run_length",
+    "ladder": "loopledger.detectors.ladder",
+    "window": "loopledger.detectors.window",
+    "cycle": "loopledger.detectors.cycle",
+    "progress": "loopledger.detectors.progress",
+    "openhands": "loopledger.detectors.openhands",
+    "gemini-cli": "loopledger.detectors.gemini_cli",
+    "roo": "loopledger.detectors.roo",
+}
+BUILTIN_MODULES: tuple[str, ...] = tuple(dict.fromkeys(BUILTINS.values()))
 
 
 @dataclass(frozen=True)
@@ -93,17 +98,24 @@ def _detectors_in(obj: Any) -> list[Detector]:
     raise ConfigError("detector", "a Detector", f"{obj!r} is not a Detector (nor returns one)")
 
 
+def _import_builtin(modname: str) -> None:
+    """Register the detectors one built-in module defines (once)."""
+    if modname in _imported:
+        return
+    mod = importlib.import_module(modname)
+    for value in vars(mod).values():
+        if isinstance(value, Detector) and value.name not in _registry:
+            register(value)
+    _imported.add(modname)
+
+
 def _load_builtins() -> None:
-    """The built-in detectors only: all a live hook needs when a built-in policy is enforced."""
+    """Every built-in detector (no plugin scan)."""
     global _builtins_loaded
     if _builtins_loaded:
         return
     for modname in BUILTIN_MODULES:
-        mod = importlib.import_module(modname)
-        for value in vars(mod).values():
-            if isinstance(value, Detector) and value.name not in _registry:
-                register(value)
-                _builtin.append(value.name)
+        _import_builtin(modname)
     _builtins_loaded = True
 
 
@@ -146,7 +158,7 @@ def rescan() -> tuple[str, ...]:
 
 def unregister(name: str) -> None:
     """Forget a plugin (a reload, a test that installed one); built-ins stay."""
-    if name in _builtin:
+    if name in BUILTINS:
         raise ConfigError("detector", "a plugin", f"{name!r} is built in; it cannot be unregistered")
     with _lock:
         _registry.pop(name, None)
@@ -154,12 +166,11 @@ def unregister(name: str) -> None:
 
 def builtin_names() -> tuple[str, ...]:
     """The detectors LoopLedger ships (seeds, ours, the peer ports), in display order: the
-    default policy set. `names()` adds the plugins."""
-    _load_builtins()  # no plugin scan: the hook's path
-    return tuple(_builtin)
+    default policy set. `names()` adds the plugins. Imports nothing."""
+    return tuple(BUILTINS)
 
 
-_builtin: list[str] = []
+_imported: set[str] = set()
 _broken: dict[str, str] = {}
 
 
@@ -196,9 +207,12 @@ def import_factory(name: str) -> Detector:
 
 def get(name: str) -> Detector:
     """The detector registered under `name` (built-ins, then installed entry points). Never
-    imports a module the name spells: see `import_factory`."""
-    _load_builtins()
+    imports a module the name spells: see `import_factory` (a built-in's own module, named in
+    BUILTINS, is imported on its first lookup)."""
     det = _registry.get(name)
+    if det is None and name in BUILTINS:
+        _import_builtin(BUILTINS[name])
+        det = _registry.get(name)
     if det is None:
         _load()  # not built in: the plugins' entry points are scanned only now
         det = _registry.get(name)
@@ -209,7 +223,7 @@ def get(name: str) -> Detector:
                           f"detector {name!r} is not registered in this process; a module:factory name is "
                           "imported only when given on the command line or in your loopledger.toml, never "
                           "when read from a ledger")
-    raise ConfigError("detector", "known detector", f"unknown detector {name!r}; known: {', '.join(_registry)}")
+    raise ConfigError("detector", "known detector", f"unknown detector {name!r}; known: {', '.join(names())}")
 
 
 def is_registered(name: str) -> bool:
@@ -222,8 +236,9 @@ def is_registered(name: str) -> bool:
 
 
 def names() -> tuple[str, ...]:
+    """Built-ins in display order, then plugins in the order they registered."""
     _load()
-    return tuple(_registry)
+    return (*BUILTINS, *(n for n in _registry if n not in BUILTINS))
 
 
 def is_factory_name(text: str) -> bool:
