@@ -197,8 +197,7 @@ def test_point_7_a_stuck_loop_is_halted_by_the_live_default_where_scoring_halts_
     loop = npm_test_loop(tmp_path, calls=6)  # the same failing `npm test`, the same answer each time
     verdicts = {}
     for ev in loop.events:
-        if ev["hook_event_name"] == "PostToolUseFailure" and verdicts.get(ev["tool_use_id"], "allow") != "allow" \
-                and verdicts[ev["tool_use_id"]] != "warn":
+        if ev["hook_event_name"] == "PostToolUseFailure" and verdicts.get(ev["tool_use_id"]) in ("block", "halt"):
             continue  # a refused call never ran: no result comes back for it
         out = output(run_hook(ev, url))
         if ev["hook_event_name"] == "PreToolUse":

@@ -853,11 +853,12 @@ def test_the_policy_names_the_rule_that_halted():
         return [c.reason for s in replay(events, PolicySpec("progress")) for c in s.checks]
 
     got = reasons([("t", {"a": 1}, "Error: no")] * 3)
-    assert got == ["", "t: the same answer 1 times", "t: the same answer 2 times"]
+    # each reason names the threshold as the form names it: a repeated failure halts at halt_at
+    assert got == ["", "t: the same answer 1 times [halt_at]", "t: the same answer 2 times [halt_at]"]
     got = reasons([("update", _update("HAT030", f"HAT0{50 + i}"), FAIL) for i in range(3)])
-    assert got[-1] == "update: the same error, retried 2 times without addressing it"
+    assert got[-1] == "update: the same error, retried 2 times without addressing it [halt_at]"
     got = reasons([("get", {"id": f"#W0{i}"}, f"Error: #W0{i} not found") for i in range(5)])
-    assert got[-1] == "get: the same failure 4 times in a row, whatever the arguments"
+    assert got[-1] == "get: the same failure 4 times in a row, whatever the arguments [same_failure_at]"
 
 
 def test_a_call_whose_tool_answered_only_other_calls_counts_one():

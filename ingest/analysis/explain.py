@@ -205,7 +205,9 @@ def _progress(w: Why) -> str:
     else:
         what = (f"the same call with the same arguments got the same answer {_times(earlier)} before: "
                 f"this is attempt {w.count}")
-    name = m.group(1) if m else "halt_at"
+    # A reason without the tag (a ledger from before it): a failure halts at halt_at, a repeat at either.
+    name = m.group(1) if m else "halt_at" if "same error" in w.reason or "same failure" in w.reason \
+        else "halt_at or ok_halt_at"
     if w.threshold is None:
         return f"{_subject(w)}{what}"
     return f"{_subject(w)}{what}; halts at attempt {w.threshold} ({name} = {w.threshold})"
