@@ -90,7 +90,7 @@ def test_ledger_token_totals_match_the_transcripts_summed_once_per_message(corpu
         (got,) = _rows(corpus_ledger, "SELECT count(*), sum(u.input_tokens), sum(u.output_tokens), "
                        "sum(u.cache_read_tokens), sum(u.cache_write_tokens) FROM turn_usage u "
                        "JOIN sessions s ON s.id = u.session_id JOIN sources src ON src.id = s.source_id "
-                       "WHERE src.path = :p", p=str(path.resolve()))
+                       "WHERE src.path LIKE :p", p="%/" + path.name)  # however the folder was reached
         assert tuple(got) == (len(msgs), want_in, want_out, want_read, want_write), path.name
         if any(m["lines"] > 1 for m in msgs.values()):
             assert naive_out > want_out  # summing every line would have counted them again

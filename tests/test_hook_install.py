@@ -100,6 +100,8 @@ def test_install_adds_only_our_entries_and_uninstall_restores_every_byte(tmp_pat
 
 
 def test_the_installed_command_is_the_hook(tmp_path, ledger):
+    # ladder judges keys alone: three identical calls are refused without any answer fed back
+    subprocess.run([str(BIN), "enforce", "ladder", "--db", str(ledger)], check=True, capture_output=True)
     project = tmp_path / "p"
     project.mkdir()
     assert _cli("install", "claude-code", "--project", str(project), "--db", str(ledger)).returncode == 0

@@ -119,7 +119,7 @@ def test_warn_reaches_the_model_as_additional_context(tmp_path, fresh_db):
 
 
 def test_a_user_turn_starts_a_new_run(tmp_path, fresh_db):
-    _ledger(fresh_db).dispose()
+    _ledger(fresh_db, PolicySpec.parse("ladder")).dispose()  # keys alone: no answers fed back here
     loop = npm_test_loop(tmp_path, calls=3)
     pre = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
     prompt = next(ev for ev in loop.events if ev["hook_event_name"] == "UserPromptSubmit")

@@ -37,7 +37,9 @@ def corpus_ledger(tmp_path_factory):
     if not CORPUS.exists():
         pytest.skip("../shared/corpus is absent (a fresh clone)")
     db = tmp_path_factory.mktemp("corpus") / "corpus.sqlite"
-    done = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(CORPUS), "--db", str(db)],
+    # run-length beside the default set: the outcome tests look at the seed guard's halts
+    done = subprocess.run([sys.executable, "-m", "loopledger.cli.app", "ingest", str(CORPUS), "--db", str(db),
+                           "--policy", "run-length"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode in (0, 3), done.stderr[-2000:]
     return f"sqlite:///{db}"
@@ -153,5 +155,7 @@ def test_session_and_replay_show_how_the_eps_run_ended_next_to_its_halt(corpus_l
         rp = open_page("views/replay.py", session=str(sid), run=str(run), policy="run-length")
         assert not rp.exception, rp.exception
         line = [t.value for t in rp.text if t.value.startswith("This run ended:")]
+        # call #N, 1-based over the session: the calls before the halt's step, plus one (counted in SQL)
+        n = _sql(corpus_ledger, f"SELECT count(*) FROM calls WHERE session_id = {sid} AND seq < {halt}")[0][0] + 1
         assert line == [f"This run ended: succeeded — exit status submitted; flag accepted: flag{{People always make "
-                        f"the best exploits.}}; this policy halts it at step {halt}"]
+                        f"the best exploits.}}; this policy halts it at call #{n} (step {halt})"]

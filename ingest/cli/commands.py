@@ -334,16 +334,17 @@ def run_policies(db: str | None) -> int:
     enforced_ids = set(now["ids"])
     enforced_word = "enforced" if now["chosen"] else "enforced (the default set)"
     table = Table(title="Stored policies", title_justify="left")
-    for name in ("id", "detector", "label", "default", "status"):
-        table.add_column(name)
+    # No detector column: a label begins with its detector, and the width goes to the label
+    # (a spec people copy into --policy).
+    for name in ("id", "label", "default", "status"):
+        table.add_column(name, min_width=32 if name == "label" else None)
     for r in rows:
         # Looked up, never imported: a stored policy cannot choose code this process runs.
         here = registry.is_registered(r["detector"])
         status = (enforced_word if r["id"] in enforced_ids else "") if here else "not registered here: allowed"
         if not here and r["id"] in enforced_ids:
             status = "enforced, not registered here: allowed"
-        table.add_row(r["id"][:12], Text(r["detector"]), Text(r["label"]), "yes" if r["is_default"] else "",
-                      status)
+        table.add_row(r["id"][:12], Text(r["label"]), "yes" if r["is_default"] else "", status)
     out.print(table)
     out.print(enforced_line(now))
     out.print(detectors_table())
