@@ -6,6 +6,7 @@ Output: progress on stderr, the summary table on stdout. Exit codes (docs/archit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -89,6 +90,17 @@ def open_existing_ledger(db: str | None):
     """`open_ledger` for a command that only reads: the ledger must exist already."""
     refuse_missing_ledger(db)
     return open_ledger(db)
+
+
+@contextlib.contextmanager
+def reading(db: str | None):
+    """A connection on an existing ledger for a read-only command; the engine is gone after."""
+    engine = open_existing_ledger(db)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
 
 
 def _with_enforced(engine, opts: worker.Options) -> None:
@@ -324,13 +336,9 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
 
 
 def run_policies(db: str | None) -> int:
-    engine = open_existing_ledger(db)
-    try:
-        with engine.connect() as conn:
-            rows = store.stored_policies(conn)
-            now = enforce.now(conn)
-    finally:
-        engine.dispose()
+    with reading(db) as conn:
+        rows = store.stored_policies(conn)
+        now = enforce.now(conn)
     enforced_ids = set(now["ids"])
     enforced_word = "enforced" if now["chosen"] else "enforced (the default set)"
     table = Table(title="Stored policies", title_justify="left")

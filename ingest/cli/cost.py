@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from loopledger.analysis import pricing
-from loopledger.cli.commands import EXIT_OK, open_existing_ledger
+from loopledger.cli.commands import EXIT_OK, reading
 from loopledger.ledger import read_cost
 from rich.console import Console
 from rich.table import Table
@@ -49,13 +49,9 @@ def saved_table(frame) -> Table:
 
 
 def run_cost(db: str | None) -> int:
-    engine = open_existing_ledger(db)
-    try:
-        with engine.connect() as conn:
-            total = read_cost.total_spend(conn)
-            saved = read_cost.saved_by_policy(conn)
-    finally:
-        engine.dispose()
+    with reading(db) as conn:
+        total = read_cost.total_spend(conn)
+        saved = read_cost.saved_by_policy(conn)
     for line in summary_lines(total):
         out.print(Text(line))
     out.print(saved_table(saved))

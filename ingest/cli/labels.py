@@ -10,8 +10,8 @@ from loopledger.cli.commands import (
     EXIT_OK,
     EXIT_QUARANTINED,
     EXIT_USAGE,
-    open_existing_ledger,
     open_ledger,
+    reading,
 )
 from loopledger.ledger import labels
 from rich.console import Console
@@ -48,12 +48,8 @@ def run_import(db: str | None, file: Path) -> int:
 
 
 def run_export(db: str | None, file: Path | None, full_paths: bool) -> int:
-    engine = open_existing_ledger(db)
-    try:
-        with engine.connect() as conn:
-            rows = labels.export_rows(conn, full_paths)
-    finally:
-        engine.dispose()
+    with reading(db) as conn:
+        rows = labels.export_rows(conn, full_paths)
     if file is None:
         labels.write_csv(rows, sys.stdout)
     else:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from loopledger.analysis import pricing, scoring
-from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, open_existing_ledger
+from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, reading
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import read, read_cost, store
 from loopledger.replay import replay, tally
@@ -112,14 +112,10 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
-    engine = open_existing_ledger(db)
-    try:
-        with engine.connect() as conn:
-            totals = read.label_totals(conn)
-            scores = leaderboard(conn, specs)
-            spend = saved_spend(conn)
-    finally:
-        engine.dispose()
+    with reading(db) as conn:
+        totals = read.label_totals(conn)
+        scores = leaderboard(conn, specs)
+        spend = saved_spend(conn)
     if not totals["loop"] + totals["normal"]:
         err.print(Text("no session is labelled loop or normal yet: import labels with "
                        "`loopledger labels import FILE.csv`, or label runs on the dashboard", style="yellow"))
