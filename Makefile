@@ -30,7 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 # Mutation testing of the detectors and the scoring rule (slow; not part of `make test`):
-# survivors in mutants.txt. One module: make mutants MODULES=detectors/progress.py
+# survivors in mutants/<module>.txt. One module: make mutants MODULES=detectors/progress.py
 mutants: $(STAMP)
 	$(BIN)/python -m bench.mutants $(MODULES)
 

@@ -5,8 +5,9 @@ mutmut 3 names a mutant by its file's path (`src.` stripped) and imports the mut
 package-dir), so the run happens in a staging folder, `.mutants/`, laid out the way mutmut
 expects: `src/loopledger` (a copy of ingest/), `tests/` and a pyproject.toml whose `[tool.mutmut]`
 names the modules and the tests that pin them (the [tool.mutmut] table of ours, with each
-module's own tests). Survivors go to mutants.txt (one line each, the mutant's diff below), the
-kill rate per module to stdout. Slow (minutes per module on two cores): not part of `make test`.
+module's own tests). Each module's survivors go to its own file, mutants/<module>.txt (its kill
+rate on the first line, then one line per survivor with why it is harmless and the mutant's diff
+below), so a run of one module never overwrites another's; the kill rate per module to stdout. Slow (minutes per module on two cores): not part of `make test`.
 
     python -m bench.mutants [MODULE ...]     (default: every module in MODULES)
     python -m bench.mutants --report MODULE  (the survivors of the last run, written again)
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / ".mutants"
-OUT = ROOT / "mutants.txt"
+OUT = ROOT / "mutants"  # one file per module: mutants/detectors-progress.txt
 
 # module (under ingest/) -> the tests that pin it
 MODULES: dict[str, tuple[str, ...]] = {
@@ -97,16 +98,30 @@ def why(name: str, diff: str) -> str:
 def main(argv: list[str]) -> int:
     report_only = "--report" in argv  # the last run's results again (.mutants/ holds one module)
     modules = [a for a in argv if a != "--report"] or list(MODULES)
-    report = []
+    OUT.mkdir(exist_ok=True)
     for m in modules:
         killed, total, survivors = run(m, report_only)
         rate = killed / total if total else 0.0
         line = f"{m}: {killed}/{total} killed ({rate:.1%}), {len(survivors)} survived"
         print(line)
-        report.append(f"## {line}\n\n" + "\n".join(survivors))
-    OUT.write_text("\n".join(report) + "\n", encoding="utf-8")
-    print(f"survivors: {OUT}")
+        out = report_path(m)
+        out.write_text(f"## {line}\n\n" + "\n".join(survivors) + "\n", encoding="utf-8")
+        print(f"survivors: {out}")
     return 0
+
+
+def report_path(module: str) -> Path:
+    return OUT / (module.removesuffix(".py").replace("/", "-") + ".txt")
+
+
+def summaries() -> list[str]:
+    """The first line of each module's last report ("module: k/n killed (r%), s survived")."""
+    lines = []
+    for m in MODULES:
+        p = report_path(m)
+        if p.exists():
+            lines.append(p.read_text(encoding="utf-8").split("\n", 1)[0].removeprefix("## "))
+    return lines
 
 
 if __name__ == "__main__":
