@@ -69,10 +69,10 @@ def run(module: str, report_only: bool = False) -> tuple[int, int, list[str]]:
     # a timeout is a detection too (the mutant made the tests hang: an infinite loop)
     killed = sum(1 for ln in lines if ln.endswith((": killed", ": timeout")))
     survived = [ln.split(":")[0] for ln in lines if not ln.endswith((": killed", ": timeout"))]
-    details = []
+    details, read = [], readings(module)
     for name in survived:
         diff = subprocess.run([*mutmut, "show", name], cwd=STAGE, capture_output=True, text=True).stdout
-        details.append(f"{name}  [{why(name, diff)}]\n{diff.strip()}\n")
+        details.append(f"{name}  [{why(name, diff, read)}]\n{diff.strip()}\n")
     return killed, len(lines), details
 
 
@@ -88,11 +88,28 @@ _WHY = (
 )
 
 
-def why(name: str, diff: str) -> str:
+def why(name: str, diff: str, read: dict[str, str] | None = None) -> str:
+    """Why a survivor is harmless: a person's reading of it (mutants/<module>.why), else its shape."""
+    if read and name in read:
+        return read[name]
     for pattern, reason in _WHY:
         if pattern.search(diff) or pattern.search(name):
             return reason
     return "not classified: see docs/detection.md"
+
+
+def readings(module: str) -> dict[str, str]:
+    """mutants/<module>.why: one survivor a line, `mutant_name  why it changes no verdict`, written by
+    the person who read its diff (mutmut numbers mutants per function, so a name holds while that
+    function's code does not change; a name no longer surviving is simply unused)."""
+    p = OUT / (module.removesuffix(".py").replace("/", "-") + ".why")
+    out: dict[str, str] = {}
+    if p.exists():
+        for ln in p.read_text(encoding="utf-8").splitlines():
+            if ln.strip() and not ln.startswith("#"):
+                name, _, reason = ln.strip().partition(" ")
+                out[name] = reason.strip()
+    return out
 
 
 def main(argv: list[str]) -> int:
