@@ -9,42 +9,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
-from sqlalchemy import func, select
+from sqlalchemy import select
+
+from tests.watch_support import wait_for_state
 
 BIN = Path(sys.executable).parent / "loopledger"
 TASK = Path(__file__).parent / "fixtures" / "formats" / "cline" / "saoudrizwan.claude-dev" / "tasks" / "1772614800000"
-HANG = 60.0
-
-
-def _state(url: str) -> tuple[list[str], int | None]:
-    eng = make_engine(url, readonly=True)
-    try:
-        with eng.connect() as conn:
-            paths = [Path(p).name for p in conn.execute(select(schema.sources.c.path)).scalars()]
-            calls = conn.execute(select(func.sum(schema.sessions.c.n_calls))).scalar()
-        return paths, calls
-    finally:
-        eng.dispose()
-
-
-def _wait(url: str, predicate, what: str) -> tuple[list[str], int | None]:
-    t0 = time.monotonic()
-    while True:
-        try:
-            state = _state(url)
-            if predicate(*state):
-                return state
-        except Exception:  # the ledger may not be written yet  # noqa: BLE001
-            pass
-        if time.monotonic() - t0 > HANG:
-            pytest.fail(f"watch never got to: {what}")
-        time.sleep(0.1)
 
 
 def test_watch_takes_a_task_folder_as_one_source(tmp_path, fresh_db):
@@ -55,7 +29,7 @@ def test_watch_takes_a_task_folder_as_one_source(tmp_path, fresh_db):
     proc = subprocess.Popen([str(BIN), "watch", str(root), "--db", fresh_db, "--interval", "0.2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        paths, calls = _wait(fresh_db, lambda p, c: c == 5, "the task's 5 calls stored")
+        paths, calls = wait_for_state(fresh_db, lambda p, c: c == 5, "the task's 5 calls stored")
         assert paths == ["ui_messages.json"]
         # the task takes one more step: Cline appends to both files
         api = json.loads((task / "api_conversation_history.json").read_text())
@@ -67,7 +41,7 @@ def test_watch_takes_a_task_folder_as_one_source(tmp_path, fresh_db):
         ui.append({"ts": ui[-1]["ts"] + 1000, "type": "say", "say": "command", "text": "npm test",
                    "conversationHistoryIndex": len(api) - 2})
         (task / "ui_messages.json").write_text(json.dumps(ui))
-        paths, calls = _wait(fresh_db, lambda p, c: c == 5 and _names(fresh_db)[-1] == "execute_command",
+        paths, calls = wait_for_state(fresh_db, lambda p, c: c == 5 and _names(fresh_db)[-1] == "execute_command",
                              "the changed step re-judged")
         assert paths == ["ui_messages.json"]  # never a second source for the API history
     finally:
