@@ -761,6 +761,15 @@ class ProgressDetector:
                 return True
         return False
 
+    def _wrote_between(self, first: int, last: int) -> bool:
+        """A call strictly between positions `first` and `last` changed files (a successful write)."""
+        for e in reversed(self._entries):
+            if e.position <= first:
+                return False
+            if e.position < last and e.writes and e.raw is not None and not e.failed:
+                return True
+        return False
+
     def _only_reads_since(self, first: Entry, tool: str, key: str, args: Any) -> bool:
         """This call and every call since `first` (the oldest of its run of equal answers) only
         read: nothing between could have changed what it reads, so the unchanged answer is as
@@ -829,7 +838,7 @@ class ProgressDetector:
             for e in reversed(self._by_tool.get(tool, ())):
                 if e.key == key and e.raw is not None and e.position < position:
                     # Equal texts are equal answers: normalized only when the text changed.
-                    if e.raw != raw and not self.same_answer(e, entry):
+                    if e.raw != raw and not self.same_answer(e, entry) and not self._wrote_between(e.position, position):
                         self._moved[tool] = position  # a repeated call answered differently
                     break
 
