@@ -467,6 +467,14 @@ class Normalizer:
 
 
 _DIGITS = re.compile(r"\d+")
+# A result's tally, which an edit moving forward changes: "3 failed, 40 passed", "2 errors",
+# "Tests run: 12, Failures: 2" (a line number moves with edits; a tally moves with the fix).
+_TALLY = re.compile(r"\b\d+\s+(?:failed|failures?|errors?|passed|tests?|warnings?|skipped|problems?|issues?)\b"
+                    r"|\b(?:tests run|failures|errors|skipped)\s*:\s*\d+", re.IGNORECASE)
+
+
+def _tallies(text: str) -> list[str]:
+    return [m.lower() for m in _TALLY.findall(text[:4000])]
 # A failure that says it will pass by itself (a server's 5xx/429, "try again later"): retrying it
 # is what the agent is asked to do, so it gets one attempt more (halt_at + 1).
 TRANSIENT = re.compile(r"\b(?:50[234]|429)\b|service unavailable|temporarily unavailable|rate.?limit|"
@@ -664,8 +672,11 @@ class ProgressDetector:
                     streak_open = False
                 elif streak_head is None:
                     streak_head, streak = e, 1
-                elif self.failure_signature(e) == self.failure_signature(streak_head):
-                    streak += 1  # the same failure, up to its numbers (line numbers move with edits)
+                elif (self.failure_signature(e) == self.failure_signature(streak_head)
+                      and _tallies(e.text) == _tallies(streak_head.text)):
+                    # the same failure, up to its numbers (line numbers move with edits) but for
+                    # its tallies: fewer tests failing after an edit is progress
+                    streak += 1
             if repeat_open:
                 if same is None:
                     moved = self._moved.get(tool, -1)
