@@ -406,7 +406,7 @@ def test_spec_defaults_round_trip_and_name_the_patterns():
     spec = PolicySpec("progress")
     assert spec.params["volatile"] == tuple(VOLATILE_PATTERNS)
     assert spec.params["errors"] == ("error_prefix", "nonzero_returncode", "exit_code", "traceback",
-                                     "command_not_found")
+                                     "command_not_found", "nothing_found")
     assert PolicySpec.parse(spec.text) == spec
     assert PolicySpec.parse("progress:volatile=uuid|re:pid \\d+").params["volatile"] == ("uuid", "re:pid \\d+")
 
@@ -1167,3 +1167,27 @@ def test_a_poll_whose_only_change_is_the_clock_halts_at_ok_halt_at():
 def test_a_poll_that_keeps_moving_is_never_halted():
     calls = [("bash", {"command": "tail -n 1 job.log"}, f"epoch {i // 2} loss 0.{90 - i}") for i in range(30)]
     assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_guessed_names_each_found_nowhere_halt_as_one_failure():
+    # jackson-databind-4360's shape: a search over guessed class names, "No matches found" each
+    # time (the tool's own words, not flagged), the guess a word of the command string
+    names = ["SerializedString", "EnumValues", "EnumSerializer", "ObjectWriter", "ObjectMapper", "MapperConfig"]
+    calls = [("search_dir", {"command": f"search_dir {n}.java"}, f'No matches found for "{n}.java" in /repo')
+             for n in names]
+    got = run(ProgressDetector(), calls)
+    assert [a for a, _, _ in got][:5] == ["allow", "allow", "allow", "warn", "halt"]
+    assert got[4][2] == "failures"
+
+
+@pytest.mark.parametrize(("text", "failed"), [
+    ('No matches found for "x.java" in /repo', True),
+    ("No files found", True),
+    ("ls: cannot access 'build/': No such file or directory", True),
+    ("/bin/bash: line 12: cd: fastxml/: No such file or directory", True),
+    ("Found 3 matches for \"x\"", False),
+    ("src/a.py:10: # no matches found here means nothing", False),
+    ("log line 1\nlog line 2\nls: cannot access 'x': No such file or directory", False),  # not at the opening
+])
+def test_nothing_found_is_a_failure_at_the_opening(text, failed):
+    assert ProgressDetector().is_failure(text) is failed

@@ -18,7 +18,8 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    judged over its last `poll_span` answers: a success repeat whose answer changed within them
    halts only once poll_span answers in a row are equal. A failure re-run after a write (a call
    since that changed files, `writes`) counts the call's failures in a row with the newest's
-   failure signature and halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
+   failure signature and the same tallies ("3 failed, 40 passed": fewer failing is progress) and
+   halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
    success repeat after another call changed files halts at ok_halt_at + 1. A transient failure
    (5xx, 429, rate limit) halts at halt_at + 1 and is not kept over a user turn. The same write
    back to back (nothing between) halts at ok_halt_at whatever it answers.
@@ -32,20 +33,23 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    count >= halt_at (rerun_halt_at after a write).
 2b. Run of one failure: the tool's trailing failures since the latest success of any call and
    the latest user turn, while each has the newest's failure signature (the text without the
-   argument values it names, its volatile parts and its numbers), counted in agent steps (calls
+   argument values it names — a command string's words among them —, its volatile parts and its
+   numbers), counted in agent steps (calls
    checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
    format error nine times, ids guessed one after another); halts at `same_failure_at`.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
    tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
-   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback and a shell's
-   `command not found`: what formats without a flag, or exports that lost it, still say;
+   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback, a shell's
+   `command not found` and a search that found nothing (`No matches found`, `No such file or
+   directory`: a guess that missed): what formats without a flag, or exports that lost it, still say;
    `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
 5. Progress elsewhere, per tool: a repeated call answered differently from its previous answer
    shows the world moving (a polled job whose log advances): the tool's successful repeats
-   before it are no evidence of a loop. A failure is never rescued so, nor another tool.
+   before it are no evidence of a loop. A failure is never rescued so, nor another tool, nor by
+   a repeat whose answer changed after a write between (the agent's own edit, not the world).
 6. The verdict: halt when any rule halts; else warn when a count >= warn_at (the run of one
    failure: same_failure_at - 1); else allow. The Check carries the count and threshold of the
    rule nearer its halt.
@@ -130,6 +134,11 @@ ERROR_PATTERNS: dict[str, str] = {
     "traceback": r"\A\s*Traceback \(most recent call last\):",
     # bash "bash: ponyc: command not found", zsh "(eval):1: command not found: tree"
     "command_not_found": r"\A[^\n]*\bcommand not found\b",
+    # a search or lookup that found nothing: "No matches found for "X" in /repo" (SWE-agent's
+    # search tools), "No files found", "ls: cannot access 'x': No such file or directory" — a
+    # guess that missed, as much a failure as "order W0012 not found"
+    "nothing_found": r"\A\s*no (?:matches|results|files|file|entries) (?:were )?found\b"
+                     r"|\A[^\n]{0,120}\bno such file or directory\b",
     # a verdict in up to three words: "Command failed: npm test" (Node's execSync), "Pre-commit
     # validation failed:", "Build failed:" (a grep hit "log:12: upload failed:" is not one)
     "failed_prefix": r"\A\s*(?:[\w-]+ ){0,3}failed\s*:",
@@ -473,6 +482,11 @@ _TALLY = re.compile(r"\b\d+\s+(?:failed|failures?|errors?|passed|tests?|warnings
                     r"|\b(?:tests run|failures|errors|skipped)\s*:\s*\d+", re.IGNORECASE)
 
 
+def _words(value: str) -> set[str]:
+    """The words of a command string at least NAMED_MIN_LEN long, quotes stripped."""
+    return {w for w in (t.strip("'\"`") for t in value.split()) if len(w) >= NAMED_MIN_LEN}
+
+
 def _tallies(text: str) -> list[str]:
     return [m.lower() for m in _TALLY.findall(text[:4000])]
 # A failure that says it will pass by itself (a server's 5xx/429, "try again later"): retrying it
@@ -572,7 +586,10 @@ class ProgressDetector:
         ("found 3 actions", "found 2 actions"). The runs-of-one-failure rule compares these."""
         if e._sig is None:
             text = e.text
-            for v in sorted(e.named, key=len, reverse=True):
+            # a command string's words are its values too (`search_dir EnumValues.java` answered
+            # "No matches found for "EnumValues.java"": the guess is the word, not the command)
+            words = {w for v in leaves(e.args) if " " in v for w in _words(v) if w in text}
+            for v in sorted(e.named | words, key=len, reverse=True):
                 text = text.replace(v, "\x01")
             e._sig = _DIGITS.sub("#", self.normalize(text))
         return e._sig
