@@ -406,7 +406,7 @@ def test_spec_defaults_round_trip_and_name_the_patterns():
     spec = PolicySpec("progress")
     assert spec.params["volatile"] == tuple(VOLATILE_PATTERNS)
     assert spec.params["errors"] == ("error_prefix", "nonzero_returncode", "exit_code", "traceback",
-                                     "command_not_found", "nothing_found")
+                                     "command_not_found", "nothing_found", "rejected")
     assert PolicySpec.parse(spec.text) == spec
     assert PolicySpec.parse("progress:volatile=uuid|re:pid \\d+").params["volatile"] == ("uuid", "re:pid \\d+")
 
@@ -1191,3 +1191,44 @@ def test_guessed_names_each_found_nowhere_halt_as_one_failure():
 ])
 def test_nothing_found_is_a_failure_at_the_opening(text, failed):
     assert ProgressDetector().is_failure(text) is failed
+
+
+def test_a_wrong_answer_from_a_checker_is_a_failure():
+    # the ctf eps loop: `submit flag{…}` answered "Wrong flag!" — a rejection opening the answer
+    d = ProgressDetector()
+    assert d.is_failure("Wrong flag!") and d.is_failure("Incorrect answer, try again")
+    assert d.is_failure("Invalid reservation id")
+    assert not d.is_failure("The wrong flag was submitted earlier; this one is right: flag{x}")
+    assert actions(d, [("submit", {"command": "submit flag{a}"}, "Wrong flag!")] * 3) == ["allow", "warn", "halt"]
+
+
+# ── near repeats: a poll whose arguments differ only in their numbers ──────────────────────
+
+
+def _sleep_poll(answers: list[str]) -> list:
+    return [("bash", {"command": f"sleep {30 * (i + 1)} && gh run view 4242 --json status"}, a)
+            for i, a in enumerate(answers)]
+
+
+def test_a_poll_waiting_longer_each_time_on_an_answer_that_never_moves_halts_at_its_fifth():
+    # each call's arguments are new (the sleep grows), so no exact repeat exists; the answer is
+    # the same five times: max(ok_halt_at, same_failure_at) = 5
+    got = run(ProgressDetector(), _sleep_poll(['{"status": "in_progress"}'] * 6))
+    assert [a for a, _, _ in got][:5] == ["allow", "allow", "warn", "warn", "halt"]
+    assert got[4] == ("halt", 5, "repeat")
+
+
+def test_a_poll_waiting_longer_each_time_whose_answer_moves_is_never_halted():
+    answers = [f'{{"status": "in_progress", "jobs_done": {k // 2}}}' for k in range(12)]
+    assert "halt" not in actions(ProgressDetector(), _sleep_poll(answers))
+
+
+def test_near_repeats_need_a_success_and_no_edit_between():
+    d = ProgressDetector()
+    calls = []
+    for i in range(6):
+        calls += [("bash", {"command": f"sed -i 's/v{i}/v{i + 1}/' conf.py"}, ""),
+                  ("bash", {"command": f"sleep {i + 1} && curl -s localhost/health"}, "ok")]
+    assert "halt" not in actions(d, calls)
+    fails = [("bash", {"command": f"sleep {i + 1} && curl localhost"}, "Error: refused", True) for i in range(4)]
+    assert "halt" not in actions(ProgressDetector(), fails)  # a failure is the run-of-one-failure rule's
