@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from conftest import CORPUS
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loopledger.events import Answers, Batch, UserTurn
@@ -145,3 +147,105 @@ def test_a_step_swe_agent_could_not_parse_is_one_harness_error(tmp_path):
     assert refused.text == reply
     answer = next(a for i in items if isinstance(i, Answers) for a in i.answers if a.call_id == cs[1].id)
     assert answer.is_error and answer.text == error
+
+
+# ── what ran: the harness's own refusals and failures ─────────────────────────────────────────
+
+# The head of step 6's observation in ../shared/corpus/swe-agent-traj/gpt4-pydicom-1458.traj (MIT,
+# SWE-agent's tests/test_data): the windowed editor's linter threw the edit away.
+PYDICOM_LINT = ("Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry "
+                "your edit commmand.\n\nERRORS:\n- E999 SyntaxError: unmatched ']'\n\nThis is how your edit would "
+                "have looked if applied\n-------------------------------------------------\n[File: "
+                "/pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py (373 lines total)]\n")
+
+
+def _traj(tmp_path, steps, config=None) -> list:
+    doc = {"environment": "swe_main", "trajectory": [
+        {"action": a, "observation": o, "thought": "t", "response": "r", "state": "{}"} for a, o in steps],
+        "history": [], "info": {}}
+    if config is not None:
+        doc["replay_config"] = json.dumps(config)
+    path = tmp_path / "x.traj"
+    path.write_text(json.dumps(doc))
+    return list(swe_agent.read(path))
+
+
+def _answers(items) -> list:
+    return [a for i in items if isinstance(i, Answers) for a in i.answers]
+
+
+def test_an_edit_the_linter_threw_away_keeps_its_call_and_is_answered_by_a_failure(tmp_path):
+    edit = "edit 287:295\n    required_elements = [\nend_of_edit\n"
+    items = _traj(tmp_path, [(edit, PYDICOM_LINT), ("open numpy_handler.py 293\n", "[File: numpy_handler.py]")])
+    assert [c.name for c in calls(items)] == ["edit", "open"]
+    assert [a.is_error for a in _answers(items)] == [True, False]
+
+
+def test_the_real_linter_rejections_are_failures_and_nothing_else_is():
+    path = CORPUS / "swe-agent-traj" / "gpt4-pydicom-1458.traj"
+    if not path.exists():
+        pytest.skip("../shared/corpus is absent")
+    items = list(swe_agent.read(path))
+    # steps 6, 7 and 8 are the three edits its linter rejected (read in the file by hand)
+    assert [n for n, a in enumerate(_answers(items), 1) if a.is_error] == [6, 7, 8]
+    assert all(c.name == "edit" for c in calls(items)[5:8])
+
+
+def test_a_command_on_the_blocklist_ran_nothing_one_harness_error(tmp_path):
+    # the older default template, as marshmallow-1867's replay_config has it
+    blocked = "Interactive operation 'vim src/app.py' is not supported by this environment."
+    items = _traj(tmp_path, [("vim src/app.py\n", blocked), ("ls\n", "app.py")])
+    cs = calls(items)
+    assert [c.name for c in cs] == ["harness_error", "ls"]
+    assert cs[0].args == {"reason": "blocked_command", "rejected": "vim src/app.py"}
+    answers = _answers(items)
+    assert answers[0].call_id == cs[0].id and answers[0].is_error and answers[0].text == blocked
+    assert not answers[1].is_error
+
+
+def test_a_command_failing_the_shell_syntax_check_ran_nothing(tmp_path):
+    refusal = ("Your bash command contained syntax errors and was NOT executed. Please fix the syntax errors "
+               "and try again. This can be the result of not adhering to the syntax for multi-line commands. "
+               "Here is the output of `bash -n`:\nbash: line 1: syntax error near unexpected token `)'\n")
+    items = _traj(tmp_path, [("echo (\n", refusal)])
+    assert calls(items)[0].args == {"reason": "shell_syntax_error", "rejected": "echo ("}
+    assert _answers(items)[0].is_error
+
+
+def test_the_trajectorys_own_templates_decide(tmp_path):
+    config = {"agent": {"tools": {"filter": {"blocklist_error_template": "Sorry, {{action}} is off limits here."}},
+                        "templates": {"command_cancelled_timeout_template":
+                                      "Killed {{command}} after {{timeout}}s of silence."}}}
+    items = _traj(tmp_path, [("nano a\n", "Sorry, nano a is off limits here."),
+                             ("make\n", "Killed 'make' after 30s of silence."),
+                             ("echo Sorry\n", "Sorry")], config)
+    assert [c.name for c in calls(items)] == ["harness_error", "make", "echo"]
+    assert [a.is_error for a in _answers(items)] == [True, True, False]
+
+
+def test_function_calling_refusals_keep_the_call_id_and_a_format_error_is_a_harness_error(tmp_path):
+    fmt = "Your output could not be parsed properly.\nPlease make sure your output includes a thought."
+    history = [
+        {"role": "system", "content": "SETTING"},
+        {"role": "user", "content": "fix the bug"},
+        {"role": "assistant", "content": "open it", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "vim a.py"}'}}]},
+        {"role": "tool", "content": "Operation 'vim a.py' is not supported by this environment.",
+         "tool_call_ids": ["c1"]},
+        {"role": "assistant", "content": "I think I should look at the file."},
+        {"role": "user", "content": fmt},
+        {"role": "assistant", "content": "view", "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": '{"command": "cat a.py"}'}}]},
+        {"role": "tool", "content": "print(1)", "tool_call_ids": ["c2"]},
+    ]
+    path = tmp_path / "fc.traj"
+    path.write_text(json.dumps({"trajectory": [{"action": "x", "observation": "y"}], "history": history}))
+    items = list(swe_agent.read(path))
+    assert not errors(items)
+    cs = calls(items)
+    assert [(c.id, c.name) for c in cs] == [("c1", "harness_error"), ("swe-format-5", "harness_error"), ("c2", "bash")]
+    assert cs[0].args == {"reason": "blocked_command", "rejected": "vim a.py"}
+    assert cs[1].args == {"reason": "format_error"}
+    answers = _answers(items)
+    assert [(a.call_id, a.is_error) for a in answers] == [("c1", True), ("swe-format-5", True), ("c2", False)]
+    assert answers[1].text == fmt

@@ -406,7 +406,7 @@ def test_spec_defaults_round_trip_and_name_the_patterns():
     spec = PolicySpec("progress")
     assert spec.params["volatile"] == tuple(VOLATILE_PATTERNS)
     assert spec.params["errors"] == ("error_prefix", "nonzero_returncode", "exit_code", "traceback",
-                                     "command_not_found")
+                                     "command_not_found", "nothing_found", "rejected")
     assert PolicySpec.parse(spec.text) == spec
     assert PolicySpec.parse("progress:volatile=uuid|re:pid \\d+").params["volatile"] == ("uuid", "re:pid \\d+")
 
@@ -1064,3 +1064,171 @@ def test_an_answer_that_came_back_after_a_different_one_is_a_new_run():
     d = ProgressDetector()
     run(d, calls)
     assert d.check("get", {"id": 1}).count == 2  # x1 once since x2: not x1 twice
+
+
+# ── the agent's own writes are not the world moving (issue 18, marshmallow-1343 rerun) ─────────
+
+
+def _restore_rounds(rounds: int, gap: int = 0, turn: bool = False) -> list:
+    """`git checkout f` (the same restore, the same answer), then a different edit and a view of
+    what it did each round; `gap` unrelated reads of other files per round."""
+    events: list = []
+    for r in range(rounds):
+        if turn:
+            events.append(UserTurn("try again", None, None))
+        calls = [("git checkout src/schema.py", "Updated 1 path from the index"),
+                 (f"sed -i '{895 + r}d' src/schema.py", ""),
+                 ("sed -n '890,910p' src/schema.py", f"view after round {r}: line {895 + r} gone")]
+        calls += [(f"cat other{r}_{g}.py", f"file {r} {g}") for g in range(gap)]
+        for command, answer in calls:
+            cid = f"c{len(events)}"
+            events.append(Batch((Call(cid, "bash", {"command": command}),), "", None, None))
+            events.append(Answers((Answer(cid, answer),), None))
+    return events
+
+
+def _first_halt(events: list) -> int | None:
+    """1-based call position of the default progress policy's first halt."""
+    n = 0
+    for step in replay(events, make_policy(PolicySpec.parse("progress"))):
+        for c in step.checks:
+            if c.verdict == "halt":
+                return n + c.idx + 1
+        n += sum(1 for _ in step.checks)
+    return None
+
+
+def test_a_restore_repeated_between_different_edits_halts_at_its_fifth():
+    # The view's answer changes every round, but only because the agent's own sed -i changed the
+    # file: no evidence the world moves by itself. The restore answered alike after writes by
+    # other calls halts at ok_halt_at + 1 = 5: the 5th checkout is call 13 (3 calls a round).
+    assert _first_halt(_restore_rounds(6)) == 13
+
+
+def test_restores_further_apart_than_the_window_are_not_halted():
+    # django-13964's shape (normal): 7 restores, each round debugging something new over 12 calls.
+    assert _first_halt(_restore_rounds(7, gap=9)) is None
+
+
+def test_a_user_turn_between_restores_is_not_halted():
+    # each round asked for by the person: a success is not kept over a user turn
+    assert _first_halt(_restore_rounds(6, turn=True)) is None
+
+
+def test_a_repeat_answered_differently_with_no_write_between_still_shows_the_world_moving():
+    # `ps` whose pid moves by itself (no write between its calls) rescues the tool's other
+    # successful repeats, as before: a server polled while it starts.
+    d = ProgressDetector()
+    calls = []
+    for i in range(6):
+        calls += [("bash", {"command": "ps aux | grep server"}, f"pid {1000 + i * 7} server"),
+                  ("bash", {"command": "curl -s localhost:8080/health"}, "starting")]
+    assert "halt" not in actions(d, calls)
+
+
+def test_a_repeat_answered_differently_after_a_write_rescues_nothing():
+    d = ProgressDetector()
+    calls = []
+    for i in range(6):
+        calls += [("bash", {"command": f"sed -i 's/a{i}/b{i}/' x.py"}, ""),
+                  ("bash", {"command": "cat x.py"}, f"b{i}"),
+                  ("bash", {"command": "curl -s localhost:8080/health"}, "starting")]
+    got = actions(d, calls)
+    assert got.index("halt") == 3 * 4 + 2  # the 5th curl: a success after writes by other calls
+
+
+# ── shapes not in the corpora (issue 18): hand-made transcripts ──────────────────────────────
+
+
+def test_tests_re_run_after_each_edit_with_a_moving_result_are_never_halted():
+    calls = []
+    for i in range(10):
+        calls += [("bash", {"command": f"sed -i '{i + 1}s/x/y/' mod.py"}, ""),
+                  ("bash", {"command": "python -m pytest -q"}, f"{10 - i} failed, {30 + i} passed in 0.{i}s", True)]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_blocked_commands_of_every_kind_halt_as_one_failure_after_same_failure_at():
+    # SWE-agent refusing interactive programs, each a different command (the reader's harness_error)
+    blocked = ["vim a.py", "nano a.py", "emacs a.py", "less a.py", "python", "gdb ./a.out"]
+    calls = [("harness_error", {"reason": "blocked_command", "rejected": c},
+              f"Operation '{c}' is not supported by this environment.", True) for c in blocked]
+    got = run(ProgressDetector(), calls)
+    assert [a for a, _, _ in got][:5] == ["allow", "allow", "allow", "warn", "halt"]
+    assert got[4][2] == "failures"
+
+
+def test_a_poll_whose_only_change_is_the_clock_halts_at_ok_halt_at():
+    calls = [("bash", {"command": "tail -n 3 job.log; date"},
+              f"epoch 3 loss 0.41\nTue Dec  1 12:{10 + i:02d}:0{i} UTC 2026") for i in range(6)]
+    assert actions(ProgressDetector(), calls)[:4] == ["allow", "warn", "warn", "halt"]
+
+
+def test_a_poll_that_keeps_moving_is_never_halted():
+    calls = [("bash", {"command": "tail -n 1 job.log"}, f"epoch {i // 2} loss 0.{90 - i}") for i in range(30)]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_guessed_names_each_found_nowhere_halt_as_one_failure():
+    # jackson-databind-4360's shape: a search over guessed class names, "No matches found" each
+    # time (the tool's own words, not flagged), the guess a word of the command string
+    names = ["SerializedString", "EnumValues", "EnumSerializer", "ObjectWriter", "ObjectMapper", "MapperConfig"]
+    calls = [("search_dir", {"command": f"search_dir {n}.java"}, f'No matches found for "{n}.java" in /repo')
+             for n in names]
+    got = run(ProgressDetector(), calls)
+    assert [a for a, _, _ in got][:5] == ["allow", "allow", "allow", "warn", "halt"]
+    assert got[4][2] == "failures"
+
+
+@pytest.mark.parametrize(("text", "failed"), [
+    ('No matches found for "x.java" in /repo', True),
+    ("No files found", True),
+    ("ls: cannot access 'build/': No such file or directory", True),
+    ("/bin/bash: line 12: cd: fastxml/: No such file or directory", True),
+    ("Found 3 matches for \"x\"", False),
+    ("src/a.py:10: # no matches found here means nothing", False),
+    ("log line 1\nlog line 2\nls: cannot access 'x': No such file or directory", False),  # not at the opening
+])
+def test_nothing_found_is_a_failure_at_the_opening(text, failed):
+    assert ProgressDetector().is_failure(text) is failed
+
+
+def test_a_wrong_answer_from_a_checker_is_a_failure():
+    # the ctf eps loop: `submit flag{…}` answered "Wrong flag!" — a rejection opening the answer
+    d = ProgressDetector()
+    assert d.is_failure("Wrong flag!") and d.is_failure("Incorrect answer, try again")
+    assert d.is_failure("Invalid reservation id")
+    assert not d.is_failure("The wrong flag was submitted earlier; this one is right: flag{x}")
+    assert actions(d, [("submit", {"command": "submit flag{a}"}, "Wrong flag!")] * 3) == ["allow", "warn", "halt"]
+
+
+# ── near repeats: a poll whose arguments differ only in their numbers ──────────────────────
+
+
+def _sleep_poll(answers: list[str]) -> list:
+    return [("bash", {"command": f"sleep {30 * (i + 1)} && gh run view 4242 --json status"}, a)
+            for i, a in enumerate(answers)]
+
+
+def test_a_poll_waiting_longer_each_time_on_an_answer_that_never_moves_halts_at_its_fifth():
+    # each call's arguments are new (the sleep grows), so no exact repeat exists; the answer is
+    # the same five times: max(ok_halt_at, same_failure_at) = 5
+    got = run(ProgressDetector(), _sleep_poll(['{"status": "in_progress"}'] * 6))
+    assert [a for a, _, _ in got][:5] == ["allow", "allow", "warn", "warn", "halt"]
+    assert got[4] == ("halt", 5, "repeat")
+
+
+def test_a_poll_waiting_longer_each_time_whose_answer_moves_is_never_halted():
+    answers = [f'{{"status": "in_progress", "jobs_done": {k // 2}}}' for k in range(12)]
+    assert "halt" not in actions(ProgressDetector(), _sleep_poll(answers))
+
+
+def test_near_repeats_need_a_success_and_no_edit_between():
+    d = ProgressDetector()
+    calls = []
+    for i in range(6):
+        calls += [("bash", {"command": f"sed -i 's/v{i}/v{i + 1}/' conf.py"}, ""),
+                  ("bash", {"command": f"sleep {i + 1} && curl -s localhost/health"}, "ok")]
+    assert "halt" not in actions(d, calls)
+    fails = [("bash", {"command": f"sleep {i + 1} && curl localhost"}, "Error: refused", True) for i in range(4)]
+    assert "halt" not in actions(ProgressDetector(), fails)  # a failure is the run-of-one-failure rule's

@@ -29,8 +29,8 @@ Detectors and parameters (defaults in brackets):
     cycle        max_period [6], warn_repeats [3], halt_repeats [4]
     progress     window [20], warn_at [2], halt_at [3], ok_halt_at [4], across_turns [errors:
                  none | errors | all], volatile [timestamp|clock|duration|uuid|hex_id|temp_path],
-                 errors [error_prefix|nonzero_returncode|exit_code|traceback|command_not_found;
-                 also failed_prefix] (pattern names or re:<expression>;
+                 errors [error_prefix|nonzero_returncode|exit_code|traceback|command_not_found|
+                 nothing_found|rejected; also failed_prefix] (pattern names or re:<expression>;
                  see progress.py)
     openhands    action_observation [4], action_error [3], monologue [3], alternating_pattern [6]
                  (OpenHands' StuckDetectionThresholds, each >= 1; see openhands.py)

@@ -18,10 +18,16 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    judged over its last `poll_span` answers: a success repeat whose answer changed within them
    halts only once poll_span answers in a row are equal. A failure re-run after a write (a call
    since that changed files, `writes`) counts the call's failures in a row with the newest's
-   failure signature and halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
+   failure signature and the same tallies ("3 failed, 40 passed": fewer failing is progress) and
+   halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
    success repeat after another call changed files halts at ok_halt_at + 1. A transient failure
    (5xx, 429, rate limit) halts at halt_at + 1 and is not kept over a user turn. The same write
    back to back (nothing between) halts at ok_halt_at whatever it answers.
+1b. Near repeat: a call new by its arguments that differ from the tool's latest calls only in
+   their numbers (`sleep 30 && gh run view`, then `sleep 60 && …`), those calls in a row each
+   a success with the same answer, word for word for the newest two, no write since and no
+   movement of the tool: count = those calls + 1, warned from 3, halted at max(ok_halt_at,
+   same_failure_at) — a poll waiting longer each time on an answer that never moves.
 2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
    with known answers, newest first, while each failed with the error of the newest), oldest
    first, then this call: an attempt is a stale retry when it goes back to arguments already
@@ -32,20 +38,24 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    count >= halt_at (rerun_halt_at after a write).
 2b. Run of one failure: the tool's trailing failures since the latest success of any call and
    the latest user turn, while each has the newest's failure signature (the text without the
-   argument values it names, its volatile parts and its numbers), counted in agent steps (calls
+   argument values it names — a command string's words among them —, its volatile parts and its
+   numbers), counted in agent steps (calls
    checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
    format error nine times, ids guessed one after another); halts at `same_failure_at`.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
    tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
-   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback and a shell's
-   `command not found`: what formats without a flag, or exports that lost it, still say;
+   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback, a shell's
+   `command not found`, a search that found nothing (`No matches found`, `No such file or
+   directory`: a guess that missed) and a checker's rejection opening the answer (`Wrong flag!`,
+   `Incorrect`, `Invalid …`): what formats without a flag, or exports that lost it, still say;
    `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
 4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
    are judged before any of their answers exist.
 5. Progress elsewhere, per tool: a repeated call answered differently from its previous answer
    shows the world moving (a polled job whose log advances): the tool's successful repeats
-   before it are no evidence of a loop. A failure is never rescued so, nor another tool.
+   before it are no evidence of a loop. A failure is never rescued so, nor another tool, nor by
+   a repeat whose answer changed after a write between (the agent's own edit, not the world).
 6. The verdict: halt when any rule halts; else warn when a count >= warn_at (the run of one
    failure: same_failure_at - 1); else allow. The Check carries the count and threshold of the
    rule nearer its halt.
@@ -130,6 +140,13 @@ ERROR_PATTERNS: dict[str, str] = {
     "traceback": r"\A\s*Traceback \(most recent call last\):",
     # bash "bash: ponyc: command not found", zsh "(eval):1: command not found: tree"
     "command_not_found": r"\A[^\n]*\bcommand not found\b",
+    # a search or lookup that found nothing: "No matches found for "X" in /repo" (SWE-agent's
+    # search tools), "No files found", "ls: cannot access 'x': No such file or directory" — a
+    # guess that missed, as much a failure as "order W0012 not found"
+    "nothing_found": r"\A\s*no (?:matches|results|files|file|entries) (?:were )?found\b"
+                     r"|\A[^\n]{0,120}\bno such file or directory\b",
+    # a checker's verdict on an attempt: "Wrong flag!" (a CTF submit), "Incorrect answer"
+    "rejected": r"\A\s*(?:wrong|incorrect|invalid)\b",
     # a verdict in up to three words: "Command failed: npm test" (Node's execSync), "Pre-commit
     # validation failed:", "Build failed:" (a grep hit "log:12: upload failed:" is not one)
     "failed_prefix": r"\A\s*(?:[\w-]+ ){0,3}failed\s*:",
@@ -343,7 +360,7 @@ class Entry:
     texts must be compared (rare: only repeats are compared), and then cached."""
 
     __slots__ = ("position", "step", "tool", "key", "args", "raw", "text", "failed", "named", "stale",
-                 "_norm", "_sig")
+                 "_norm", "_sig", "_shape")
 
     def __init__(self, position: int, tool: str, key: str, args: Any, step: int = 0) -> None:
         self.position = position
@@ -353,6 +370,7 @@ class Entry:
         self.args = args  # the call's arguments (shared, never changed): read when it fails
         self.raw: str | None = None  # digest of the full answer text (None: not back yet)
         self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
+        self._shape: str | None = None  # _shape(args), computed when a near repeat asks
         # Set when the answer comes back (record_answer), read only once `raw` is set — one entry
         # is built per check, so what an unanswered call never needs is not assigned:
         # text, failed, named (argument values its error message names), _norm, _sig.
@@ -467,6 +485,37 @@ class Normalizer:
 
 
 _DIGITS = re.compile(r"\d+")
+# A result's tally, which an edit moving forward changes: "3 failed, 40 passed", "2 errors",
+# "Tests run: 12, Failures: 2" (a line number moves with edits; a tally moves with the fix).
+_TALLY = re.compile(r"\b\d+\s+(?:failed|failures?|errors?|passed|tests?|warnings?|skipped|problems?|issues?)\b"
+                    r"|\b(?:tests run|failures|errors|skipped)\s*:\s*\d+", re.IGNORECASE)
+
+
+def _words(value: str) -> set[str]:
+    """The words of a command string at least NAMED_MIN_LEN long, quotes stripped."""
+    return {w for w in (t.strip("'\"`") for t in value.split()) if len(w) >= NAMED_MIN_LEN}
+
+
+_DIGITS_B = re.compile(rb"\d+")
+
+
+def _shape(args: Any) -> str:
+    """Digest of the arguments with every number taken out."""
+    try:
+        canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
+    except TypeError:
+        canonical = canonical_bytes(args)
+    return _hash(_DIGITS_B.sub(b"#", canonical))
+
+
+def _entry_shape(e: Entry) -> str:
+    if e._shape is None:
+        e._shape = _shape(e.args)
+    return e._shape
+
+
+def _tallies(text: str) -> list[str]:
+    return [m.lower() for m in _TALLY.findall(text[:4000])]
 # A failure that says it will pass by itself (a server's 5xx/429, "try again later"): retrying it
 # is what the agent is asked to do, so it gets one attempt more (halt_at + 1).
 TRANSIENT = re.compile(r"\b(?:50[234]|429)\b|service unavailable|temporarily unavailable|rate.?limit|"
@@ -504,7 +553,7 @@ class ProgressDetector:
 
     __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "poll_span",
                  "rerun_halt_at", "volatile", "errors", "_any_error", "normalize", "_entries", "_by_tool", "_next", "_step",
-                 "_answered", "_answered_at", "_turn", "_success", "_moved", "last")
+                 "_answered", "_answered_at", "_turn", "_success", "_moved", "last", "_shape")
 
     def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
                  halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
@@ -536,6 +585,7 @@ class ProgressDetector:
         self._moved: dict[str, int] = {}  # tool -> position of its latest repeat answered differently
         self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
         self.last: ProgressVerdict | None = None
+        self._shape: str | None = None  # the call being checked: its _shape, when a rule computed it
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -564,7 +614,10 @@ class ProgressDetector:
         ("found 3 actions", "found 2 actions"). The runs-of-one-failure rule compares these."""
         if e._sig is None:
             text = e.text
-            for v in sorted(e.named, key=len, reverse=True):
+            # a command string's words are its values too (`search_dir EnumValues.java` answered
+            # "No matches found for "EnumValues.java"": the guess is the word, not the command)
+            words = {w for v in leaves(e.args) if " " in v for w in _words(v) if w in text}
+            for v in sorted(e.named | words, key=len, reverse=True):
                 text = text.replace(v, "\x01")
             e._sig = _DIGITS.sub("#", self.normalize(text))
         return e._sig
@@ -607,6 +660,8 @@ class ProgressDetector:
                 verdict = _new(ProgressVerdict, (*self._score(same_tool, name, args_digest, args), position))
         entry = Entry(position, name, args_digest, args, self._step)
         entry.stale = verdict[1]
+        if self._shape is not None:
+            entry._shape, self._shape = self._shape, None
         self._entries.append(entry)
         same_tool.append(entry)
         self.last = verdict
@@ -664,8 +719,11 @@ class ProgressDetector:
                     streak_open = False
                 elif streak_head is None:
                     streak_head, streak = e, 1
-                elif self.failure_signature(e) == self.failure_signature(streak_head):
-                    streak += 1  # the same failure, up to its numbers (line numbers move with edits)
+                elif (self.failure_signature(e) == self.failure_signature(streak_head)
+                      and _tallies(e.text) == _tallies(streak_head.text)):
+                    # the same failure, up to its numbers (line numbers move with edits) but for
+                    # its tallies: fewer tests failing after an edit is progress
+                    streak += 1
             if repeat_open:
                 if same is None:
                     moved = self._moved.get(tool, -1)
@@ -684,6 +742,10 @@ class ProgressDetector:
                     moving = repeat < self.poll_span
             if not (repeat_open or streak_open):
                 break
+        near = False
+        if same is None:
+            repeat, same = self._near_repeats(same_tool, tool, key, args)
+            near = same is not None
         if same is None and not chain and not run_steps:
             return ALLOW, 1, "", self.ok_halt_at
         retry = self._retries(chain, key, args) + 1 if chain else 1
@@ -704,6 +766,8 @@ class ProgressDetector:
                 repeat_halt = self.ok_halt_at + 1
             if moving:
                 repeat_halt = max(repeat_halt, self.poll_span + 1)  # a poll that moves lately
+            if near:
+                repeat_halt = max(self.ok_halt_at, self.same_failure_at)
         retry_halt = self.halt_at
         if retry >= self.halt_at:
             if self._wrote_since(chain[-1].position):
@@ -739,6 +803,45 @@ class ProgressDetector:
             return action, retry, RETRY, retry_halt
         return action, run_count, FAILURES, run_halt
 
+    def _near_repeats(self, same_tool: deque[Entry], tool: str, key: str, args: Any) -> tuple[int, Entry | None]:
+        """A call new by its arguments that differ from the tool's latest calls only in their
+        numbers (`sleep 30 && gh run view`, `sleep 60 && …`; page=2, page=3): how many of those
+        latest calls in a row, each a success with the same answer and no write or movement of
+        the tool since, and the newest of them (None: no such run)."""
+        # the cheap test first, where most calls end: the tool's two newest answers are one
+        # success, word for word (a near repeat whose answers differ only in a clock is missed)
+        first = second = None
+        for e in reversed(same_tool):
+            if e.raw is None:
+                continue
+            if first is None:
+                if e.failed or e.key == key:
+                    return 0, None
+                first = e
+            else:
+                if e.raw != first.raw or e.failed:
+                    return 0, None
+                second = e
+                break
+        if second is None:
+            return 0, None
+        shape = self._shape = _shape(args)
+        moved = self._moved.get(tool, -1)
+        n, head, oldest = 0, None, second
+        for e in reversed(same_tool):
+            if e.raw is None:
+                continue
+            if e.failed or e.key == key or e.position < moved or _entry_shape(e) != shape:
+                break
+            if head is None:
+                head = e
+            elif not self.same_answer(e, head):
+                break
+            n, oldest = n + 1, e
+        if n < 2 or self._wrote_since(oldest.position - 1):
+            return 0, None  # two equal answers before this call at the least (warned at the 3rd)
+        return n, head
+
     def _transient(self, e: Entry) -> bool:
         return TRANSIENT.search(e.text[:ERROR_HEAD]) is not None
 
@@ -758,6 +861,15 @@ class ProgressDetector:
             if e.position <= first:
                 return False
             if e.writes and e.raw is not None and not e.failed and e.key != other_than:
+                return True
+        return False
+
+    def _wrote_between(self, first: int, last: int) -> bool:
+        """A call strictly between positions `first` and `last` changed files (a successful write)."""
+        for e in reversed(self._entries):
+            if e.position <= first:
+                return False
+            if e.position < last and e.writes and e.raw is not None and not e.failed:
                 return True
         return False
 
@@ -829,7 +941,7 @@ class ProgressDetector:
             for e in reversed(self._by_tool.get(tool, ())):
                 if e.key == key and e.raw is not None and e.position < position:
                     # Equal texts are equal answers: normalized only when the text changed.
-                    if e.raw != raw and not self.same_answer(e, entry):
+                    if e.raw != raw and not self.same_answer(e, entry) and not self._wrote_between(e.position, position):
                         self._moved[tool] = position  # a repeated call answered differently
                     break
 

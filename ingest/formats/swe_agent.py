@@ -9,6 +9,14 @@ Two variants, told apart by `history`:
   args = {"command": the whole action} (the trailing newline older versions append is dropped,
   so the same command compares equal across versions). The observation answers it; there is no
   call id (the replay engine pairs it with the oldest unanswered call).
+- What ran, in both variants, read from the harness's own templates (the trajectory's
+  replay_config, else SWE-agent's defaults): a command the harness refused before running it
+  (its blocklist — `vim`, `python` alone, `tail -f` — or a `bash -n` syntax check: "… was NOT
+  executed") is one `harness_error` call {reason, rejected: the command} answered by that
+  refusal, a failure; a command it cancelled at its timeout, or an edit its linter rejected
+  ("Your proposed edit has introduced new syntax error(s)": nothing changed), keeps its call and
+  is answered by a failure. A function-calling reply with no tool call that SWE-agent answered
+  with its format error is one `harness_error` call, as in the command variant.
 - Function calling: `history` holds assistant messages with OpenAI-style `tool_calls` and
   role "tool" messages with `tool_call_ids`; calls keep their ids, names and parsed arguments.
 
@@ -78,11 +86,83 @@ def read(path: Path | str) -> Iterator[Item]:
     yield SessionStart(_info(doc, task, path))
     if task is not None:
         yield UserTurn(task, None, task_index)
+    harness = _Harness(_config(doc))
     if any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
            for m in history):
-        yield from _function_calls(path, history, task_index)
+        yield from _function_calls(path, history, task_index, harness)
     else:
-        yield from _commands(path, doc["trajectory"])
+        yield from _commands(path, doc["trajectory"], harness)
+
+
+def _config(doc: dict) -> dict:
+    config = doc.get("replay_config")
+    if isinstance(config, str):  # some versions store the config as a JSON string
+        config, _ = parse_args(config)
+    return config if isinstance(config, dict) else {}
+
+
+def _template(text: str) -> re.Pattern[str] | None:
+    """A harness template as a pattern matching the start of what it renders: its literal text
+    (the first 200 characters of it) with every field (`{action}`, `{{command}}`) any text."""
+    pieces = re.split(r"\{\{.*?\}\}|\{[^{}]*\}", text.strip()[:200])
+    if len("".join(pieces).strip()) < 12:
+        return None
+    return re.compile(".*?".join(re.escape(p) for p in pieces), re.S)
+
+
+# SWE-agent's default templates (sweagent/agent/agents.py, tools/tools.py), for trajectories whose
+# config does not carry them. Older releases say "Interactive operation", newer ones "Operation".
+_BLOCKED = ("Operation '{action}' is not supported by this environment.",
+            "Interactive operation '{action}' is not supported by this environment.")
+_SYNTAX = ("Your bash command contained syntax errors and was NOT executed.",)
+_TIMEOUT = ("The command {command} was cancelled because it took more than {timeout} seconds.",)
+_FORMAT = ("Your output could not be parsed properly.", "Your output was not formatted correctly.",
+           "Your last output did not use any tool calls!")
+# windowed edit_linting: the edit was checked and thrown away, the file unchanged
+_LINT = ("Your proposed edit has introduced new syntax error(s).",)
+
+
+class _Harness:
+    """How one trajectory's SWE-agent answered what it did not run, from its own config's
+    templates plus the defaults."""
+
+    def __init__(self, config: dict) -> None:
+        agent = config.get("agent") if isinstance(config.get("agent"), dict) else {}
+        templates = agent.get("templates") if isinstance(agent.get("templates"), dict) else {}
+        tools = agent.get("tools") if isinstance(agent.get("tools"), dict) else {}
+        filt = tools.get("filter") if isinstance(tools.get("filter"), dict) else {}
+
+        def patterns(own: Any, defaults: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+            texts = ([own] if isinstance(own, str) else []) + list(defaults)
+            return tuple(p for p in map(_template, texts) if p is not None)
+
+        self.blocked = patterns(filt.get("blocklist_error_template"), _BLOCKED)
+        self.syntax = patterns(templates.get("shell_check_error_template"), _SYNTAX)
+        self.cancelled = patterns(templates.get("command_cancelled_timeout_template"), _TIMEOUT)
+        self.format = patterns(tools.get("format_error_template"), _FORMAT)
+        self.lint = patterns(None, _LINT)
+
+    @staticmethod
+    def _says(patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
+        head = text.lstrip()[:600]
+        return any(p.match(head) for p in patterns)
+
+    def refused(self, text: str) -> str | None:
+        """Why the harness ran nothing, when this observation is its refusal: "blocked_command"
+        or "shell_syntax_error"."""
+        if self._says(self.blocked, text):
+            return "blocked_command"
+        if self._says(self.syntax, text):
+            return "shell_syntax_error"
+        return None
+
+    def failed(self, text: str) -> bool:
+        """It ran and failed by the harness's word: cancelled at the timeout, or an edit its
+        linter threw away."""
+        return self._says(self.cancelled, text) or self._says(self.lint, text)
+
+    def format_error(self, text: str) -> bool:
+        return self._says(self.format, text)
 
 
 def _task_message(history: list) -> tuple[int | None, str | None]:
@@ -105,10 +185,8 @@ def _info(doc: dict, task: str | None, path: Path) -> SessionInfo:
     if isinstance(env, str):
         meta["environment"] = env
     model = None
-    config = doc.get("replay_config")
-    if isinstance(config, str):  # some versions store the config as a JSON string
-        config, _ = parse_args(config)
-    if isinstance(config, dict):
+    config = _config(doc)
+    if config:
         agent = config.get("agent")
         model_cfg = agent.get("model") if isinstance(agent, dict) else None
         if isinstance(model_cfg, dict):
@@ -121,7 +199,7 @@ def _info(doc: dict, task: str | None, path: Path) -> SessionInfo:
     return SessionInfo(key="0", format=NAME, title=title, agent="swe-agent", model=model, meta=meta)
 
 
-def _commands(path: Path, trajectory: list) -> Iterator[Item]:
+def _commands(path: Path, trajectory: list, harness: _Harness) -> Iterator[Item]:
     for index, step in enumerate(trajectory, start=1):
         if not isinstance(step, dict):
             yield bad(path, index, f"trajectory step {index} is not an object", as_text(step))
@@ -134,12 +212,16 @@ def _commands(path: Path, trajectory: list) -> Iterator[Item]:
             yield bad(path, index, f"trajectory step {index} has no action command", as_text(step))
             continue
         command = action.rstrip("\n")
-        tool = command.split(None, 1)[0]
         thought = step.get("thought")
-        yield Batch((Call(None, tool, {"command": command}),),
-                    thought if isinstance(thought, str) else "", None, index)
-        if "observation" in step:
-            yield Answers((Answer(None, as_text(step.get("observation"))),), index)
+        observation = as_text(step.get("observation")) if "observation" in step else None
+        refused = harness.refused(observation) if observation is not None else None
+        if refused:
+            call = Call(f"swe-refused-{index}", HARNESS_ERROR, {"reason": refused, "rejected": command})
+        else:
+            call = Call(None, command.split(None, 1)[0], {"command": command})
+        yield Batch((call,), thought if isinstance(thought, str) else "", None, index)
+        if observation is not None:
+            yield Answers((Answer(call.id, observation, bool(refused) or harness.failed(observation)),), index)
 
 
 def _model_text(step: dict) -> str:
@@ -164,7 +246,16 @@ def _refused(step: dict, following: Any, index: int) -> Iterator[Item]:
                           or "no action could be parsed from the reply", True),), index)
 
 
-def _function_calls(path: Path, history: list, task_index: int | None) -> Iterator[Item]:
+def _function_calls(path: Path, history: list, task_index: int | None, harness: _Harness) -> Iterator[Item]:
+    # what answered each call id, so a call the harness refused is read as refused before its answer
+    answered: dict[str, str] = {}
+    for msg in history:
+        if isinstance(msg, dict) and msg.get("role") == "tool":
+            ids = msg.get("tool_call_ids")
+            for i in ids if isinstance(ids, list) and ids else [msg.get("tool_call_id")]:
+                if isinstance(i, str):
+                    answered[i] = content_text(msg.get("content"))
+    refused_ids: set[str] = set()
     for index, msg in enumerate(history, start=1):
         if not isinstance(msg, dict):
             yield bad(path, index, f"history message {index} is not an object", as_text(msg))
@@ -176,17 +267,38 @@ def _function_calls(path: Path, history: list, task_index: int | None) -> Iterat
         if role == "assistant":
             calls = list(_calls(path, index, msg.get("tool_calls")))
             errors = [c for c in calls if isinstance(c, ReadError)]
-            good = tuple(c for c in calls if isinstance(c, Call))
+            good = tuple(_as_run(c, answered, harness, refused_ids) for c in calls if isinstance(c, Call))
             yield from errors
+            following = history[index] if index < len(history) else None
             if good:
                 yield Batch(good, text, None, index)
+            elif (not errors and isinstance(following, dict) and following.get("role") == "user"
+                  and harness.format_error(content_text(following.get("content")))):
+                # a reply with no tool call, answered by the format error: it ran nothing
+                call = Call(f"swe-format-{index}", HARNESS_ERROR, {"reason": "format_error"})
+                yield Batch((call,), text, None, index)
+                yield Answers((Answer(call.id, content_text(following.get("content")), True),), index + 1)
             elif text.strip():
                 yield Prose(text, None, index)
         elif role == "tool":
             ids = msg.get("tool_call_ids")
             if not isinstance(ids, list) or not ids:
                 ids = [msg.get("tool_call_id")]
-            yield Answers(tuple(Answer(str_or_none(i), text) for i in ids), index)
+            failed = str_or_none(ids[0]) in refused_ids or harness.refused(text) is not None or harness.failed(text)
+            yield Answers(tuple(Answer(str_or_none(i), text, failed) for i in ids), index)
+
+
+def _as_run(call: Call, answered: dict[str, str], harness: _Harness, refused_ids: set[str]) -> Call:
+    """The call as the harness handled it: a `harness_error` call (same id) when its answer is the
+    harness refusing to run it."""
+    reason = harness.refused(answered[call.id]) if call.id in answered else None
+    if reason is None:
+        return call
+    refused_ids.add(call.id)
+    args = call.args if isinstance(call.args, dict) else {}
+    rejected = next((v for k, v in args.items() if k in ("command", "cmd") and isinstance(v, str)), None)
+    return Call(call.id, HARNESS_ERROR, {"reason": reason, "rejected": rejected if rejected is not None
+                                         else call.name})
 
 
 def _calls(path: Path, index: int, raw: Any) -> Iterator[Call | ReadError]:
