@@ -266,10 +266,11 @@ def test_a_rows_into_loop_is_sorted_and_ratios_print_two_places():
 
 def test_rank_by_policy_name_and_by_into_loop_soonest_first_none_last():
     mk = scoring.PolicyScore
-    a, b = mk("1", "zeta", caught=1, into_loop=[3]), mk("2", "alpha", caught=2, into_loop=[1, 2])
+    # the soonest (median 1.5) is named last: the order is the medians', the name only breaks ties
+    a, b = mk("1", "zeta", caught=1, into_loop=[3]), mk("2", "zulu", caught=2, into_loop=[1, 2])
     c, d = mk("3", "beta"), mk("4", "gamma", caught=1, into_loop=[3])
-    assert [s.policy for s in scoring.rank([a, b, c, d], "policy")] == ["alpha", "beta", "gamma", "zeta"]
-    assert [s.policy for s in scoring.rank([c, a, d, b], "into_loop")] == ["alpha", "gamma", "zeta", "beta"]
+    assert [s.policy for s in scoring.rank([a, b, c, d], "policy")] == ["beta", "gamma", "zeta", "zulu"]
+    assert [s.policy for s in scoring.rank([c, a, d, b], "into_loop")] == ["zulu", "gamma", "zeta", "beta"]
     with pytest.raises(ValueError, match=r"^cannot sort by 'bogus'; expected one of rank, loops, caught, early, "
                                          r"missed, normal, false_halts, precision, recall, saved, into_loop, policy$"):
         scoring.rank([a], "bogus")
