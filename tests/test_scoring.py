@@ -196,3 +196,119 @@ def test_label_next_is_the_sessions_the_top_policies_split_on():
         (1, ("A",), ("B", "C")), (2, ("A", "B"), ("C",)), (6, ("C",), ("A", "B"))]
     # with two policies every split is 1 vs 1: session order; the limit cuts the list
     assert [x.session_id for x in scoring.label_next(halts, ["A", "B"], limit=2)] == [1, 5]
+
+
+# ── rules pinned one by one (each found by a surviving mutant: make mutants, bench/mutants.py) ──
+
+
+def test_wilson_ends_at_zero_and_n_successes_lie_exactly_on_the_boundary():
+    for n in range(1, 61):
+        assert scoring.wilson(0, n)[0] == 0.0 and scoring.wilson(n, n)[1] == 1.0
+    with pytest.raises(ValueError, match=r"^3 successes out of 2$"):
+        scoring.wilson(3, 2)
+
+
+def test_unknown_labels_are_refused_naming_the_three_words():
+    msg = r"^unknown label 'maybe'; expected one of loop, normal, unclear$"
+    with pytest.raises(ValueError, match=msg):
+        scoring.normalize_label("maybe")
+    with pytest.raises(ValueError, match=msg):
+        scoring.check_label("maybe", None, None)
+
+
+@pytest.mark.parametrize(("text", "want"), [("1-3", (1, 3)), ("1", (1, 1)), ("1..1", (1, 1))])
+def test_loop_calls_may_start_at_the_first_call(text, want):
+    assert scoring.parse_loop_calls(text) == want
+
+
+def test_format_loop_calls_is_first_dash_last_or_empty():
+    assert scoring.format_loop_calls(3, 7) == "3-7"
+    assert [scoring.format_loop_calls(*r) for r in ((None, None), (3, None), (None, 7))] == ["", "", ""]
+
+
+@pytest.mark.parametrize(("args", "msg"), [
+    ((LOOP, 2, None), r"^a loop label needs the loop's calls \(loop_calls FIRST-LAST\)$"),
+    ((LOOP, None, 4), "needs the loop's calls"),
+    ((LOOP, 0, 3), r"^loop calls 0-3: positions start at 1 and the last is not before the first$"),
+    ((LOOP, 5, 3), "positions start at 1"),
+    ((NORMAL, None, 3), r"^only a loop label has loop calls \(this one is 'normal'\)$"),
+    ((UNCLEAR, 3, None), "only a loop label"),
+])
+def test_check_label_refuses(args, msg):
+    with pytest.raises(ValueError, match=msg):
+        scoring.check_label(*args)
+
+
+@pytest.mark.parametrize("args", [(LOOP, 1, 1), (LOOP, 1, 3, 3), (LOOP, 4, 4, 4), (NORMAL, None, None, 2),
+                                  (UNCLEAR, None, None)])
+def test_check_label_accepts(args):
+    scoring.check_label(*args)
+
+
+def test_score_counts_every_early_miss_and_false_halt_and_skips_unknown_policies():
+    js = [Judged("Z", 1, LOOP, 3, 6, 4),  # a policy not asked about, first in the rows
+          Judged("A", 1, LOOP, 3, 6, 1), Judged("A", 2, LOOP, 3, 6, 2),  # early ×2
+          Judged("A", 3, LOOP, 3, 6, None), Judged("A", 4, LOOP, 3, 6, 9),  # missed ×2
+          Judged("A", 5, NORMAL, None, None, 1, 3), Judged("A", 6, NORMAL, None, None, 2, 4)]  # false halts ×2
+    (a,) = scoring.score(js, {"A": "policy a"})  # policies as a mapping
+    assert (a.policy_id, a.policy, a.loops, a.caught, a.early, a.missed, a.normal, a.false_halts, a.halted,
+            a.saved) == ("A", "policy a", 4, 0, 2, 2, 2, 2, 5, 7)
+    assert a.row() == {"policy_id": "A", "policy": "policy a", "loops": 4, "caught": 0, "early": 2, "missed": 2,
+                       "normal": 2, "false_halts": 2, "precision": 0.0, "recall": 0.0, "saved": 7, "into_loop": []}
+
+
+def test_a_rows_into_loop_is_sorted_and_ratios_print_two_places():
+    s = scoring.PolicyScore("P", "p", loops=3, caught=3, halted=4, saved=2, into_loop=[3, 1, 2])
+    assert (s.row()["into_loop"], s.row()["precision"], s.row()["recall"]) == ([1, 2, 3], 0.75, 1.0)
+    assert (scoring.ratio(0.75), scoring.ratio(1.0), scoring.ratio(None)) == ("0.75", "1.00", "—")
+    assert scoring.into_loop_text([]) == ""
+
+
+def test_rank_by_policy_name_and_by_into_loop_soonest_first_none_last():
+    mk = scoring.PolicyScore
+    # the soonest (median 1.5) is named last: the order is the medians', the name only breaks ties
+    a, b = mk("1", "zeta", caught=1, into_loop=[3]), mk("2", "zulu", caught=2, into_loop=[1, 2])
+    c, d = mk("3", "beta"), mk("4", "gamma", caught=1, into_loop=[3])
+    assert [s.policy for s in scoring.rank([a, b, c, d], "policy")] == ["beta", "gamma", "zeta", "zulu"]
+    assert [s.policy for s in scoring.rank([c, a, d, b], "into_loop")] == ["zulu", "gamma", "zeta", "beta"]
+    with pytest.raises(ValueError, match=r"^cannot sort by 'bogus'; expected one of rank, loops, caught, early, "
+                                         r"missed, normal, false_halts, precision, recall, saved, into_loop, policy$"):
+        scoring.rank([a], "bogus")
+
+
+def test_label_next_puts_the_most_even_split_first_and_lists_twenty_by_default():
+    # four policies: session 1 splits 1 vs 3, session 2 splits 2 vs 2 (tells more of them apart)
+    halts = [(1, p, p == "A") for p in "ABCD"] + [(2, p, p in "AB") for p in "ABCD"]
+    assert [x.session_id for x in scoring.label_next(halts, list("ABCD"))] == [2, 1]
+    many = [(sid, p, p == "A") for sid in range(25) for p in "AB"]
+    assert [x.session_id for x in scoring.label_next(many, ["A", "B"])] == list(range(20))
+
+
+def test_judge_replay_keeps_the_session_and_the_label_with_or_without_a_halt():
+    from loopledger.detectors.policy import Check
+    from loopledger.replay import Step
+
+    steps = [Step(s, 0 if s < 5 else 1, ev) for s, ev in enumerate(EVENTS)]
+    steps[6] = steps[6]._replace(checks=(Check(1, "halt"),))
+    assert scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps, saved=1) == Judged("P", 9, LOOP, 4, 6, 5, 1, 1, 6)
+    assert (scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps[:6], saved=2)
+            == Judged("P", 9, LOOP, 4, 6, None, 2, None, None))
+
+
+def test_run_verdicts_a_run_is_a_loop_when_it_overlaps_the_loop_at_either_end():
+    per_run = [2, 0, 3, 1]  # calls 1-2 | none | 3-5 | 6
+    # loop 3-4 starts run 2 and ends inside it; loop 5-6 starts on run 2's last call
+    assert scoring.run_verdicts(LOOP, 3, 4, per_run) == {0: False, 1: False, 2: True, 3: False}
+    assert scoring.run_verdicts(LOOP, 5, 6, per_run) == {0: False, 1: False, 2: True, 3: True}
+    assert scoring.run_verdicts(LOOP, 2, 3, per_run) == {0: True, 1: False, 2: True, 3: False}
+
+
+def test_a_set_of_policies_takes_its_earliest_halt_with_where_it_stopped_and_what_it_saved():
+    js = [Judged("A", 1, NORMAL),  # B never judged session 1: left out, and later sessions still count
+          Judged("A", 2, LOOP, 3, 6, None, 4), Judged("B", 2, LOOP, 3, 6, None, 0),  # no halt: saved 0
+          Judged("A", 3, LOOP, 3, 6, 5, 2, 0, 7), Judged("B", 3, LOOP, 3, 6, 4, 7, 1, 3)]
+    assert scoring.any_of(js, ["A", "B"], "A|B") == [Judged("A|B", 2, LOOP, 3, 6, None, 0, None, None),
+                                                     Judged("A|B", 3, LOOP, 3, 6, 4, 7, 1, 3)]
+    # a set of one policy is that policy
+    assert scoring.any_of(js, ["A"], "A") == [Judged("A", 1, NORMAL), Judged("A", 2, LOOP, 3, 6, None, 0),
+                                              js[3]]

@@ -65,9 +65,10 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     denom = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # p = 0 or 1 puts one end exactly on the boundary; rounding must not push it past
-    low = max(0.0, centre - half) if successes else 0.0
-    high = min(1.0, centre + half) if successes < n else 1.0
+    # p = 0 or 1 puts one end exactly on the boundary; rounding must not push it past (inside,
+    # 0 < p < 1, both ends lie strictly within (0, 1): no clamp needed)
+    low = centre - half if successes else 0.0
+    high = centre + half if successes < n else 1.0
     return low, high
 
 
@@ -392,7 +393,8 @@ def any_of(judged: Iterable[Judged], policy_ids: Sequence[str], combined_id: str
             continue
         halted = [j for j in js if j.halt_at is not None]
         first = min(halted, key=lambda j: j.halt_at) if halted else js[0]
-        out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at if halted else None,
+        # without a halt `first` is a row whose halt_at is None already
+        out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at,
                           first.saved if halted else 0, first.halt_run if halted else None,
                           first.halt_seq if halted else None))
     return out

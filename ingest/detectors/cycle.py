@@ -74,10 +74,12 @@ def is_primitive(keys: list[Any]) -> bool:
 
 
 def repeats(keys: list[Any], answers: list[Any], p: int, cap: int) -> int:
-    """k_p for the history (keys, answers), counted up to `cap`."""
+    """k_p for the history (keys, answers), counted up to `cap`, for a history of at least 2p calls
+    (the only ones `check` asks about: a shorter one cannot hold two repetitions, and 1 or 0 is
+    the same verdict)."""
     n = len(keys)
-    if n < 2 * p or keys[n - 1 - p] != keys[n - 1]:
-        return 1 if n >= p else 0
+    if keys[n - 1 - p] != keys[n - 1]:  # fast reject: the newest call's key p calls back
+        return 1
     known = answers[n - p:]
     k = 1
     while k < cap:
