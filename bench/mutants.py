@@ -30,10 +30,12 @@ MODULES: dict[str, tuple[str, ...]] = {
     # (the hypothesis properties are left out for progress: minutes per mutant on two cores, and
     # every rule has an example test)
     "detectors/progress.py": ("tests/test_progress.py", "tests/test_detection_fixtures.py"),
-    "detectors/run_length.py": ("tests/test_run_length.py", "tests/test_run_length_match.py",
-                                "tests/test_stagnation.py", "tests/test_detectors_hypothesis.py"),
-    "detectors/ladder.py": ("tests/test_ladder.py", "tests/test_detectors_hypothesis.py"),
-    "detectors/window.py": ("tests/test_window.py", "tests/test_detectors_hypothesis.py"),
+    # (the seed guards likewise: each of their rules is pinned by an example test in its own file;
+    # test_run_length_match.py imports the dashboard's test support, which the staging folder
+    # does not hold, and its pure tests of `match` have twins in test_run_length.py)
+    "detectors/run_length.py": ("tests/test_run_length.py", "tests/test_stagnation.py"),
+    "detectors/ladder.py": ("tests/test_ladder.py",),
+    "detectors/window.py": ("tests/test_window.py",),
     "detectors/cycle.py": ("tests/test_cycle.py", "tests/test_detectors_hypothesis.py"),
     "analysis/scoring.py": ("tests/test_scoring.py", "tests/test_score_cli.py"),
 }
