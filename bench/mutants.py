@@ -87,6 +87,12 @@ _WHY = (
     (re.compile(r"\\x01|\"#\"|XX#XX", re.M), "a placeholder character: any one replaces the same parts"),
     (re.compile(r"_step [-+]=|_step = 1|step: int = 1", re.M), "agent step numbers are only compared for equality"),
     (re.compile(r"4 \* self.window|5 \* self.window|4 / self.window", re.M), "the tool index bound: memory, not verdicts"),
+    # the seed guards (run-length, ladder, window):
+    (re.compile(r"^\+.*len\((?:_LIMITS|self\._lims|self\._classes)\) *[<>]=? *\d+", re.M),
+     "a memo's size bound: when it is emptied, not what it holds"),
+    (re.compile(r'^\+.*(?:canon|canonical\([\w.]+\)|call_key\(\w+\)\[0\])\.decode\((?:"UTF-8", "surrogatepass"|'
+                r'"utf-8", "(?:XXsurrogatepassXX|SURROGATEPASS)"|"utf-8", ?)\)', re.M),
+     "canonical text is valid UTF-8 (lone surrogates are written as \\uXXXX): the error handler is never used"),
 )
 
 

@@ -547,3 +547,59 @@ def test_policy_state_names_its_parameters_and_patterns_inside_a_word():
     p = make_policy("run-length")
     p.check(Batch((Call("1", "edit", {}),)))
     assert "inside_word" not in p.state()
+
+
+def test_empty_batch_error_says_callers_skip_them():
+    with pytest.raises(ValueError) as info:
+        LoopDetector().check([])
+    assert str(info.value) == "LoopDetector.check: empty batch (callers skip batches without calls)"
+
+
+def test_a_change_of_max_strikes_alone_is_honoured():
+    d = LoopDetector()
+    d.check(EDIT, max_strikes=2)
+    d.check(EDIT, max_strikes=5)
+    assert d.state()["effective_max"] == 5
+    d.check(EDIT, max_strikes=5)
+    d.check(EDIT, max_strikes=5)  # the 4th: allowed under 5, it would halt under 2
+    assert d.run.count == 4
+
+
+def test_each_single_call_batch_is_classified_by_its_own_name():
+    d = LoopDetector()
+    d.check(READ)  # read_file: an observation, allowance 15
+    assert run(d, EDIT, 5) == 3  # edit_file right after: mutating, S = 2 halts the third
+
+
+def test_policy_keeps_its_spec():
+    spec = PolicySpec("run-length")
+    assert make_policy(spec).spec is spec
+    spec = PolicySpec("stagnation")
+    assert make_policy(spec).spec is spec
+
+
+def test_policy_answers_before_any_check_or_after_a_user_turn_are_not_current():
+    c = Call("1", "edit", {"p": 1})
+    b = Batch((c,))
+    p = make_policy("run-length")
+    assert p.answers(b, [_answer(c, "x")]) == [Result(BATCH, "not_current")]
+    p.check(b)
+    p.user_turn()
+    assert p.answers(b, [_answer(c, "x")]) == [Result(BATCH, "not_current")]
+
+
+def test_policy_match_name_parts_gives_a_word_inside_a_name_no_allowance():
+    b = Batch((Call("1", "reply_to_thread", {"t": 7}),))
+    p = make_policy("run-length:match=name-parts")
+    assert [p.check(b)[0].verdict for _ in range(3)] == ["allow", "allow", "halt"]
+    p = make_policy("run-length")  # substring: read-only, allowance 15
+    assert [p.check(b)[0].verdict for _ in range(3)] == ["allow"] * 3
+
+
+def test_policy_state_holds_seed_000s_answers_hash():
+    c, d = Call("1", "edit", {"p": 1}), Call("2", "run", {})
+    b = Batch((c, d))
+    p = make_policy("run-length")
+    p.check(b)
+    p.answers(b, [_answer(c, "one"), _answer(d, "two")])
+    assert p.state()["answers"] == answers_hash([("edit", {"p": 1}), ("run", {})], ["one", "two"])

@@ -253,3 +253,24 @@ def test_policy_state_lists_the_buffer_with_args_shortened_to_80_and_counts():
     exact = {"k": "z" * 72}  # 80 characters of canonical text: shown whole
     p.check(Batch((Call("1", "a", exact),)))
     assert p.state()["buffer"][0]["args"] == '{"k":"' + "z" * 72 + '"}'
+
+
+def test_policy_uses_its_own_threshold_and_keeps_its_spec():
+    from loopledger.detectors import PolicySpec, make_policy
+    from loopledger.events import Batch, Call
+
+    spec = PolicySpec.parse("window:window=4,threshold=2")
+    p = make_policy(spec)
+    assert p.spec is spec
+    a = Call("1", "a", {})
+    assert [c.verdict for c in p.check(Batch((a, a)))] == ["allow", "halt"]
+
+
+def test_policy_state_shortens_canonical_args_of_81_characters():
+    from loopledger.detectors import make_policy
+    from loopledger.events import Batch, Call
+
+    p = make_policy("window")
+    args = {"k": "w" * 73}  # '{"k":"' + 73 + '"}' = 81 characters
+    p.check(Batch((Call("1", "a", args),)))
+    assert p.state()["buffer"][0]["args"] == ('{"k":"' + "w" * 73 + '"}')[:80] + "…"
