@@ -98,3 +98,139 @@ def test_large_thresholds_are_honoured_past_the_lookup_table():
     g = LadderGuard(mutating=Thresholds(2, 3, 70))
     got = [g.check("w", {}).action for _ in range(70)]
     assert got[68] == "block" and got[69] == "halt"
+
+
+# ── rules pinned for mutation testing (make mutants): each test names the rule it holds ──────
+
+def test_each_verdict_carries_the_rung_it_reached_and_allow_carries_warn_at():
+    g = LadderGuard()
+    got = [(v.action, v.threshold, v.reason) for v in (g.check("w", {}) for _ in range(5))]
+    assert got == [("allow", 2, ""), ("warn", 2, "repeated_tool_calls"), ("block", 3, "repeated_tool_calls"),
+                   ("halt", 4, "repeated_tool_calls"), ("halt", 4, "repeated_tool_calls")]
+
+
+def test_rungs_past_the_lookup_table_are_the_thresholds_reached():
+    g = LadderGuard(mutating=Thresholds(2, 66, 67))
+    got = [g.check("w", {}) for _ in range(68)]
+    assert [(v.action, v.threshold) for v in got[64:]] == [("warn", 2), ("block", 66), ("halt", 67), ("halt", 67)]
+
+
+def test_read_only_thresholds_hold_past_the_lookup_table():
+    g = LadderGuard(read_only=Thresholds(2, 70, 80))
+    got = [g.check("read_file", {}).action for _ in range(80)]
+    assert got[68] == "warn" and got[69] == "block" and got[78] == "block" and got[79] == "halt"
+
+
+def test_a_different_tool_with_the_same_args_restarts_the_count():
+    g = LadderGuard()
+    assert [g.check(n, {"p": 1}).count for n in ("a", "a", "b", "a")] == [1, 2, 1, 1]
+
+
+def test_args_none_are_empty_args():
+    g = LadderGuard()
+    v = g.check("t", None)
+    assert v.args == "{}"
+    assert g.check("t", {}).count == 2
+
+
+def test_args_the_fast_encoder_refuses_are_still_canonical():
+    g = LadderGuard()
+    v = g.check("t", {"n": 2**70, "a": 1})
+    assert v.args == '{"a":1,"n":1180591620717411303424}'
+    assert g.check("t", {"a": 1, "n": 2**70}).count == 2
+    assert g.check("t", {"a": 1, "n": 2**70 + 1}).count == 1
+
+
+def test_args_with_a_lone_surrogate_are_written_with_an_escape():
+    v = LadderGuard().check("t", {"s": "\ud800"})
+    assert v.args == '{"s":"\\ud800"}'
+
+
+def test_args_shown_are_those_of_the_current_run():
+    g = LadderGuard()
+    g.check("t", {"a": 1})
+    assert g.check("u", {"b": 2}).args == '{"b":2}'
+
+
+def test_a_fresh_or_broken_run_has_count_zero_and_no_args():
+    g = LadderGuard()
+    assert (g.key, g.args, g.count) == (None, "", 0)
+    g.check("t", {"a": 1})
+    g.break_run()
+    assert (g.key, g.args, g.count) == (None, "", 0)
+    assert g.check("t", {"a": 1}).count == 1
+
+
+def test_state_shows_the_run_its_class_thresholds_and_the_next_action():
+    g = LadderGuard(read_only=Thresholds(3, 5, 7))
+    assert g.state() == {"tool": None, "args_hash": None, "count": 0, "class": None}
+    g.check("Read", {"f": 1})
+    g.check("Read", {"f": 1})
+    s = g.state()
+    assert len(s["args_hash"]) == 32 and s["args_hash"] == g.key[1]
+    del s["args_hash"]
+    assert s == {"tool": "Read", "count": 2, "class": "read_only", "warn_at": 3, "block_at": 5,
+                 "halt_at": 7, "next": "warn"}
+    g.check("edit", {})
+    s = g.state()
+    assert (s["class"], s["warn_at"], s["block_at"], s["halt_at"], s["next"]) == ("mutating", 2, 3, 4, "warn")
+
+
+def test_tool_class_is_stable_across_calls():
+    g = LadderGuard()
+    assert [g.tool_class("get_x") for _ in range(3)] == ["read_only"] * 3
+    assert [g.tool_class("put_x") for _ in range(3)] == ["mutating"] * 3
+    g = LadderGuard(read_only_tools=lambda name: "yes" if name == "q" else "")  # truthy answers count
+    assert (g.tool_class("q"), g.tool_class("r")) == ("read_only", "mutating")
+
+
+@pytest.mark.parametrize("value", ["3", 2.5, None, True])
+def test_a_threshold_that_is_no_integer_of_at_least_2_is_refused(value):
+    with pytest.raises(ConfigError) as info:
+        Thresholds(value, 10, 11).validate()
+    assert (info.value.field, info.value.rule) == ("warn_at", "warn_at >= 2")
+    assert str(info.value) == f"warn_at: must be an integer >= 2, got {value!r}"
+
+
+def test_threshold_errors_name_the_rule_and_say_what_was_given():
+    with pytest.raises(ConfigError) as info:
+        Thresholds(3, 3, 4).validate("read_only_")
+    assert (info.value.field, info.value.rule) == ("read_only_block_at", "warn_at < block_at")
+    assert str(info.value) == "read_only_block_at: must be greater than warn_at (3), got 3"
+    with pytest.raises(ConfigError) as info:
+        Thresholds(2, 5, 4).validate()
+    assert (info.value.field, info.value.rule) == ("halt_at", "block_at < halt_at")
+    assert str(info.value) == "halt_at: must be greater than block_at (5), got 4"
+
+
+def test_policy_checks_carry_index_count_rung_and_a_reason_naming_tool_and_class():
+    from loopledger.detectors import make_policy
+    from loopledger.detectors.base import Check
+
+    w = Call("1", "write", {"p": 1})
+    p = make_policy("ladder")
+    assert p.check(Batch((w, w, w, w, w))) == [
+        Check(0, "allow", 1, None, 2, ""),
+        Check(1, "warn", 2, None, 2, "repeated_tool_calls: write ×2 (mutating)"),
+        Check(2, "block", 3, None, 3, "repeated_tool_calls: write ×3 (mutating)"),
+        Check(3, "halt", 4, None, 4, "repeated_tool_calls: write ×4 (mutating)"),
+    ]
+    r = Call("2", "read_file", {})
+    assert make_policy("ladder").check(Batch((r, r)))[1].reason == "repeated_tool_calls: read_file ×2 (read_only)"
+
+
+def test_policy_honours_every_threshold_and_the_tool_list():
+    from loopledger.detectors import make_policy
+
+    spec = PolicySpec.parse("ladder:warn_at=3,block_at=4,halt_at=6,read_only_warn_at=4,read_only_block_at=5,"
+                            "read_only_halt_at=7,read_only_tools=frob")
+    p = make_policy(spec)
+    assert p.spec is spec
+    w, f, r = Call("1", "write", {}), Call("2", "frob", {}), Call("3", "read_file", {})
+    assert [c.verdict for c in p.check(Batch((w,) * 6))] == ["allow", "allow", "warn", "block", "block", "halt"]
+    p.user_turn()
+    assert [c.verdict for c in p.check(Batch((f,) * 7))] == ["allow"] * 3 + ["warn", "block", "block", "halt"]
+    p.user_turn()
+    assert [c.verdict for c in p.check(Batch((r,) * 3))][-1] == "warn"  # read_file: not in the list
+    p = make_policy("ladder")  # the empty list: the default classifier
+    assert p.check(Batch((r,)))[0].reason == "" and p.state()["class"] == "read_only"

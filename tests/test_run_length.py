@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import xxhash
 from loopledger.detectors import (
     DEFAULT_OBSERVATION_TOOLS,
     BatchRecord,
+    ConfigError,
     LoopDetected,
     LoopDetector,
+    PolicySpec,
     RepeatOutcome,
     answers_hash,
     batch_signature,
     is_costly_batch,
     is_observation_batch,
+    make_policy,
 )
+from loopledger.detectors import run_length as rl
+from loopledger.detectors.base import BATCH, Check, Result
+from loopledger.events import Answer, Batch, Call
 
 EDIT = [("edit_file", {"path": "a.py", "text": "x"})]
 READ = [("read_file", {"path": "a.py"})]
@@ -247,3 +256,350 @@ def test_default_patterns_class_browser_reads_as_costly_observations():
     assert changing(LoopDetector(), snap, 200) == 0  # read-only, not costly: exempt
     click = [("browser_click", {"ref": "e12"})]
     assert not is_observation_batch(click, DEFAULT_OBSERVATION_TOOLS)
+
+
+# ── rules pinned for mutation testing (make mutants): each test names the rule it holds ──────
+
+
+@pytest.fixture(autouse=True)
+def _cold_classification_cache():
+    """Each test starts with the module's classification memo empty, so the rules decide and
+    not a value an earlier test left behind."""
+    rl._LIMITS.clear()
+    yield
+    rl._LIMITS.clear()
+
+
+def _sig(name: str, canonical: bytes) -> str:
+    """Seed 000's per-call signature computed here from its definition: name:hash(canonical)."""
+    return name + ":" + xxhash.xxh3_128_hexdigest(canonical)
+
+
+def test_signature_of_one_call_event_is_name_colon_hash_of_sorted_args():
+    d = LoopDetector()
+    assert d.check([Call("1", "edit", {"b": 1, "a": 2})]).signature == _sig("edit", b'{"a":2,"b":1}')
+
+
+def test_signature_of_a_call_without_args_is_that_of_empty_args():
+    assert LoopDetector().check([Call("1", "edit", None)]).signature == _sig("edit", b"{}")
+
+
+def test_signature_of_args_json_cannot_hold_natively_is_the_canonical_text():
+    # an integer past 64 bits: the fast encoder refuses it, the canonical walk writes it
+    rec = LoopDetector().check([Call("1", "edit", {"n": 2**70})])
+    assert rec.signature == _sig("edit", b'{"n":1180591620717411303424}')
+
+
+def test_signature_of_two_call_events_is_both_sorted_and_joined():
+    a, b = Call("1", "b_tool", {}), Call("2", "a_tool", {"x": 1})
+    expected = "|".join(sorted([_sig("b_tool", b"{}"), _sig("a_tool", b'{"x":1}')]))
+    assert LoopDetector().check([a, b]).signature == expected
+
+
+def test_a_given_signature_is_used_as_is():
+    d = LoopDetector()
+    assert d.check(EDIT, signature="mine").signature == "mine"
+    d.check(READ, signature="mine")  # the same signature: the same run, whatever the calls
+    assert d.run.count == 2
+
+
+def test_loop_detected_carries_ceiling_exempt_and_which_limit_tripped():
+    d = LoopDetector()
+    d.check(EDIT)
+    d.check(EDIT)
+    with pytest.raises(LoopDetected) as info:
+        d.check(EDIT)
+    e = info.value
+    assert (e.ceiling, e.exempt, e.by_ceiling) == (15, False, False)
+    assert str(e) == f"loop detected: batch {e.signature} repeated 3 times (max 2)"
+
+
+def test_a_run_carried_by_changing_answers_is_stopped_by_the_ceiling_and_says_so():
+    d = LoopDetector()
+    for i in range(15):
+        d.record_results(d.check(EDIT), f"answer {i}")
+    with pytest.raises(LoopDetected) as info:
+        d.check(EDIT)
+    e = info.value
+    # the answers changed every time: count restarted at 1 and is 2 now; total 16 > ceiling 15
+    assert (e.count, e.total, e.threshold, e.ceiling, e.by_ceiling) == (2, 16, 2, 15, True)
+    assert str(e).endswith("carried past the ceiling 15 by changing answers (total 16)")
+
+
+def test_a_long_signature_is_shortened_to_200_characters_in_the_message():
+    sig = "s" * 201
+    e = LoopDetected(sig, 3, 3, 2, 15, False)
+    assert str(e) == f"loop detected: batch {'s' * 200}… repeated 3 times (max 2)"
+    assert str(LoopDetected("s" * 200, 3, 3, 2, 15, False)) == \
+        f"loop detected: batch {'s' * 200} repeated 3 times (max 2)"
+
+
+def test_state_of_a_fresh_detector_and_after_break_run_has_no_limits():
+    d = LoopDetector()
+    empty = {"signature": None, "count": 0, "total": 0, "answers": None}
+    assert d.state() == empty
+    d.record_results(d.check(EDIT), "h")
+    d.break_run()
+    assert d.state() == empty
+
+
+def test_state_reports_the_run_and_every_limit():
+    d = LoopDetector()
+    rec = d.check(EDIT, max_strikes=3, observation_tools=OBS, max_observation_steps=None)
+    d.record_results(rec, "h1")
+    assert d.state() == {"signature": batch_signature(EDIT), "count": 1, "total": 1, "answers": "h1",
+                         "observation": False, "costly": False, "exempt": False,
+                         "effective_max": 3, "ceiling": 3}
+
+
+def test_a_deep_copy_continues_the_run_independently():
+    d = LoopDetector()
+    rec = d.check(EDIT)
+    d.record_results(rec, "h1")
+    twin = copy.deepcopy(d)
+    assert twin.state() == d.state()
+    twin.check(EDIT)
+    with pytest.raises(LoopDetected):
+        twin.check(EDIT)  # the copy kept count 1: its 3rd occurrence trips
+    assert (d.run.count, d.run.total, d.run.answers) == (1, 1, "h1")  # the original is untouched
+    d.check(EDIT)
+    assert d.run.count == 2
+    fresh = copy.deepcopy(LoopDetector())
+    assert fresh.run is None and fresh.state()["count"] == 0
+
+
+def test_limits_of_observation_and_mutating_batches():
+    lim = rl.limits(READ, 2, OBS, 15)
+    assert (lim.observation, lim.costly, lim.exempt, lim.effective_max, lim.ceiling) == (True, False, True, 15, 15)
+    lim = rl.limits(EDIT, 4, OBS, 1)
+    assert (lim.observation, lim.costly, lim.exempt, lim.effective_max, lim.ceiling) == (False, False, False, 4, 4)
+    lim = rl.limits(READ, 4, OBS, None)  # M off: obs_max = S, no exemption
+    assert (lim.observation, lim.exempt, lim.effective_max, lim.ceiling) == (True, False, 4, 4)
+    lim = rl.limits([("read_file", {}), ("browser_navigate", {})], 2, ("read", "navigate"), 9)
+    assert (lim.observation, lim.costly, lim.exempt, lim.effective_max, lim.ceiling) == (True, True, False, 9, 9)
+    lim = rl.limits([("read_file", {}), ("edit", {})], 2, OBS, 9)  # one mutating call: not observation
+    assert (lim.observation, lim.effective_max, lim.ceiling) == (False, 2, 9)
+    assert rl.limits(READ, 2, ["read"], 15).observation  # a list of patterns works as a tuple does
+
+
+def test_limits_are_recomputed_for_other_names_or_configuration():
+    assert rl.limits(READ, 2, OBS, 15).observation
+    assert not rl.limits(EDIT, 2, OBS, 15).observation
+    assert rl.limits(READ, 2, OBS, 15).effective_max == 15
+    assert rl.limits(READ, 2, OBS, 7).effective_max == 7
+    assert rl.limits(READ, 3, OBS, None).effective_max == 3
+    assert not rl.limits(READ, 2, ("grep",), 15).observation
+    assert not rl.limits([("reply_to_thread", {})], 2, ("read",), 15, rl.NAME_PARTS).observation
+    assert rl.limits([("reply_to_thread", {})], 2, ("read",), 15, rl.SUBSTRING).observation
+
+
+def test_one_detector_follows_a_change_of_strikes_steps_or_match():
+    d = LoopDetector()
+    d.check(READ, max_strikes=2, observation_tools=OBS, max_observation_steps=15)
+    assert d.state()["effective_max"] == 15
+    d.check(READ, max_strikes=2, observation_tools=OBS, max_observation_steps=4)
+    assert d.state()["effective_max"] == 4
+    d.check(READ, max_strikes=7, observation_tools=OBS, max_observation_steps=None)
+    assert d.state()["effective_max"] == 7
+    d.check([("reply_to_thread", {})], 2, ("read",), 15)
+    assert d.state()["observation"]
+    d.check([("reply_to_thread", {})], 2, ("read",), 15, match=rl.NAME_PARTS)
+    assert not d.state()["observation"]
+    d.check([("Read", {}), ("grep", {})], 2, OBS, 15)
+    assert d.state()["observation"]
+    d.check([("Read", {}), ("edit", {})], 2, OBS, 15)
+    assert not d.state()["observation"]
+
+
+def test_name_parts_match_whole_words_split_on_separators_and_case():
+    np = rl.NAME_PARTS
+    assert rl.name_matches("read_file", ["read"], np)
+    assert rl.name_matches("NotebookRead", ["read"], np)  # lower→upper starts a word
+    assert rl.name_matches("tools.Read-File", ["read"], np)
+    assert rl.name_matches("mcp__fs__read_text_file", ["read_text"], np)  # a run of words
+    assert not rl.name_matches("mcp__fs__text_read", ["read_text"], np)  # in that order
+    assert not rl.name_matches("reply_to_thread", ["read"], np)
+    assert not rl.name_matches("set_budget_limit", ["get_"], np)
+    assert rl.name_matches("get_issue", ["get_"], np)  # "get_" is the word "get"
+    assert not rl.name_matches("anything", ["_"], np)  # a pattern of no words matches nothing
+    assert rl.name_matches("Read", ["x", "READ"], np)  # any pattern, case-insensitive
+    assert not rl.name_matches("read", [], np)
+
+
+def test_substring_match_is_anywhere_case_insensitive():
+    assert rl.name_matches("reply_to_thread", ["READ"])
+    assert rl.name_matches("REPLY_TO_THREAD", ["x", "read"], rl.SUBSTRING)
+    assert not rl.name_matches("edit", ["read"], rl.SUBSTRING)
+
+
+def test_observation_batch_under_name_parts_needs_every_call_to_match_a_word():
+    np = rl.NAME_PARTS
+    assert is_observation_batch([("read_file", {}), ("grep_search", {})], OBS, np)
+    assert not is_observation_batch([("read_file", {}), ("reply_to_thread", {})], OBS, np)
+    assert not is_observation_batch([("read_file", {})], (), np)
+    assert is_observation_batch([("READ", {}), ("Grep", {})], ("Read", "GREP"))
+
+
+def test_inside_word_names_the_first_pattern_found_inside_a_word():
+    assert rl.inside_word("reply_to_thread", ("view", "READ")) == "READ"
+    assert rl.inside_word("REPLY_TO_THREAD", ("read",)) == "read"
+    assert rl.inside_word("reply_to_thread", ()) is None
+    assert rl.inside_word("edit", ("read",)) is None  # no match at all
+    assert rl.inside_word("read_thread", ("read",)) is None  # a whole word
+
+
+def test_costly_needs_the_whole_run_of_parts():
+    assert rl.is_costly_batch([("tool_fetch_webpage_now", {})])
+    assert not rl.is_costly_batch([("fetch_web_page", {})])
+    assert not rl.is_costly_batch([("webpage", {})])
+    assert rl.is_costly_batch([("__click__", {})])  # empty parts dropped
+
+
+def test_match_must_be_substring_or_name_parts():
+    with pytest.raises(ConfigError) as info:
+        PolicySpec.parse("run-length:match=fuzzy")
+    e = info.value
+    assert (e.field, e.rule) == ("match", "match is substring or name-parts")
+    assert str(e) == "run-length: match must be one of substring, name-parts, got 'fuzzy'"
+    assert PolicySpec.parse("run-length:match=name-parts").params["match"] == "name-parts"
+
+
+# the policy: Check and Result rows as the ledger stores them
+
+def _answer(call: Call, text: str) -> Answer:
+    return Answer(call.id, text)
+
+
+def test_policy_allows_with_count_total_and_the_effective_max_then_halts_naming_the_run():
+    p = make_policy("run-length")
+    c = Call("1", "edit", {"p": 1})
+    b = Batch((c,))
+    assert p.check(b) == [Check(BATCH, "allow", 1, 1, 2, "")]
+    assert p.answers(b, [_answer(c, "same")]) == [Result(BATCH, "not_comparable")]
+    assert p.check(b) == [Check(BATCH, "allow", 2, 2, 2, "")]
+    assert p.answers(b, [_answer(c, "same")]) == [Result(BATCH, "repeated")]
+    assert p.check(b) == [Check(BATCH, "halt", 3, 3, 2, "same batch 3 times in a row (max 2)")]
+
+
+def test_policy_halt_past_the_ceiling_says_changing_answers_carried_it():
+    p = make_policy("run-length:max_observation_steps=3")
+    c = Call("1", "edit", {"p": 1})
+    b = Batch((c,))
+    for i in range(3):
+        assert p.check(b)[0].verdict == "allow"
+        p.answers(b, [_answer(c, f"out {i}")])
+    assert p.check(b) == [Check(BATCH, "halt", 2, 4, 2, "carried past the ceiling 3 by changing answers")]
+
+
+def test_policy_changed_answers_are_progress():
+    p = make_policy("run-length")
+    c = Call("1", "edit", {"p": 1})
+    b = Batch((c,))
+    p.check(b)
+    p.answers(b, [_answer(c, "one")])
+    p.check(b)
+    assert p.answers(b, [_answer(c, "two")]) == [Result(BATCH, "changed")]
+    assert p.check(b) == [Check(BATCH, "allow", 2, 3, 2, "")]
+
+
+def test_policy_answers_of_an_equal_batch_object_match_the_run():
+    # the answers may come with another Batch object holding the same calls (a live hook)
+    p = make_policy("run-length")
+    c = Call("1", "edit", {"p": 1})
+    p.check(Batch((c,)))
+    p.answers(Batch((c,)), [_answer(c, "one")])
+    p.check(Batch((c,)))
+    assert p.answers(Batch((c,)), [_answer(c, "one")]) == [Result(BATCH, "repeated")]
+    assert p.answers(Batch((Call("2", "other", {}),)), [None]) == [Result(BATCH, "not_current")]
+
+
+def test_policy_ignores_empty_batches_and_a_user_turn_starts_over():
+    p = make_policy("run-length")
+    assert p.check(Batch(())) == [] and p.answers(Batch(()), []) == []
+    c = Call("1", "edit", {"p": 1})
+    p.check(Batch((c,)))
+    p.check(Batch((c,)))
+    p.user_turn()
+    assert p.check(Batch((c,))) == [Check(BATCH, "allow", 1, 1, 2, "")]
+
+
+def test_policy_honours_its_parameters():
+    p = make_policy("run-length:max_strikes=1,observation_tools=grep,match=name-parts")
+    c = Call("1", "read_file", {})
+    assert p.check(Batch((c,)))[0].threshold == 1  # read_file is not an observation under "grep"
+    assert p.check(Batch((c,)))[0].verdict == "halt"
+    p = make_policy("run-length:max_observation_steps=none")
+    c = Call("1", "read_file", {})
+    assert p.check(Batch((c,)))[0].threshold == 2
+
+
+def test_policy_state_names_its_parameters_and_patterns_inside_a_word():
+    p = make_policy("run-length")
+    assert p.state() == {"signature": None, "count": 0, "total": 0, "answers": None, "max_strikes": 2,
+                         "max_observation_steps": 15, "match": "substring"}
+    b = Batch((Call("1", "reply_to_thread", {}), Call("2", "read_file", {})))
+    p.check(b)
+    s = p.state()
+    assert s["observation"] and s["inside_word"] == {"reply_to_thread": "read"}
+    p = make_policy("run-length:match=name-parts")
+    p.check(Batch((Call("1", "read_file", {}),)))
+    assert p.state()["observation"] and "inside_word" not in p.state()
+    p = make_policy("run-length")
+    p.check(Batch((Call("1", "edit", {}),)))
+    assert "inside_word" not in p.state()
+
+
+def test_empty_batch_error_says_callers_skip_them():
+    with pytest.raises(ValueError) as info:
+        LoopDetector().check([])
+    assert str(info.value) == "LoopDetector.check: empty batch (callers skip batches without calls)"
+
+
+def test_a_change_of_max_strikes_alone_is_honoured():
+    d = LoopDetector()
+    d.check(EDIT, max_strikes=2)
+    d.check(EDIT, max_strikes=5)
+    assert d.state()["effective_max"] == 5
+    d.check(EDIT, max_strikes=5)
+    d.check(EDIT, max_strikes=5)  # the 4th: allowed under 5, it would halt under 2
+    assert d.run.count == 4
+
+
+def test_each_single_call_batch_is_classified_by_its_own_name():
+    d = LoopDetector()
+    d.check(READ)  # read_file: an observation, allowance 15
+    assert run(d, EDIT, 5) == 3  # edit_file right after: mutating, S = 2 halts the third
+
+
+def test_policy_keeps_its_spec():
+    spec = PolicySpec("run-length")
+    assert make_policy(spec).spec is spec
+    spec = PolicySpec("stagnation")
+    assert make_policy(spec).spec is spec
+
+
+def test_policy_answers_before_any_check_or_after_a_user_turn_are_not_current():
+    c = Call("1", "edit", {"p": 1})
+    b = Batch((c,))
+    p = make_policy("run-length")
+    assert p.answers(b, [_answer(c, "x")]) == [Result(BATCH, "not_current")]
+    p.check(b)
+    p.user_turn()
+    assert p.answers(b, [_answer(c, "x")]) == [Result(BATCH, "not_current")]
+
+
+def test_policy_match_name_parts_gives_a_word_inside_a_name_no_allowance():
+    b = Batch((Call("1", "reply_to_thread", {"t": 7}),))
+    p = make_policy("run-length:match=name-parts")
+    assert [p.check(b)[0].verdict for _ in range(3)] == ["allow", "allow", "halt"]
+    p = make_policy("run-length")  # substring: read-only, allowance 15
+    assert [p.check(b)[0].verdict for _ in range(3)] == ["allow"] * 3
+
+
+def test_policy_state_holds_seed_000s_answers_hash():
+    c, d = Call("1", "edit", {"p": 1}), Call("2", "run", {})
+    b = Batch((c, d))
+    p = make_policy("run-length")
+    p.check(b)
+    p.answers(b, [_answer(c, "one"), _answer(d, "two")])
+    assert p.state()["answers"] == answers_hash([("edit", {"p": 1}), ("run", {})], ["one", "two"])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from loopledger.detectors import StagnationDetected, StagnationDetector, make_policy
-from loopledger.events import Batch, Call, Prose, UserTurn
+from loopledger.detectors.base import BATCH, Check
+from loopledger.events import Batch, Call, Prose, UserTurn, text_digest
 from loopledger.replay import replay
 
 
@@ -75,3 +76,50 @@ def test_policy_halts_and_later_prose_and_batches_are_after_halt():
     verdicts = [[c.verdict for c in s.checks] for s in steps]
     assert verdicts == [[], ["allow"], ["allow"], ["halt"], ["after_halt"], ["after_halt"]]
     assert make_policy("stagnation").per_call is False
+
+
+def test_state_counts_the_window_and_lists_the_five_most_repeated_by_count_then_digest():
+    d = StagnationDetector()
+    for t in ["a", "c", "a", "b", "c", "a", "d", "e", "f"]:
+        d.record(t, False, max_steps=5)
+    ones = sorted(text_digest(t) for t in "bdef")[:3]  # the ties, in digest order
+    assert d.state() == {"recorded": 9, "top": [
+        {"text_hash": text_digest("a")[:12], "count": 3}, {"text_hash": text_digest("c")[:12], "count": 2},
+        *({"text_hash": h[:12], "count": 1} for h in ones)]}
+    assert StagnationDetector().state() == {"recorded": 0, "top": []}
+
+
+def test_error_message_names_count_window_max_and_the_reply_shortened_to_80():
+    d = StagnationDetector()
+    d.record("x" * 81, False, max_steps=1)
+    with pytest.raises(StagnationDetected) as info:
+        d.record("x" * 81, False, max_steps=1)
+    assert str(info.value) == ("stagnation: the same reply 2 times in the last 4 prose turns (max 1): "
+                               + repr("x" * 80 + "…"))
+    assert info.value.text == "x" * 81
+    with pytest.raises(StagnationDetected) as info:
+        StagnationDetector().record("y" * 80, False, max_steps=0)
+    assert str(info.value).endswith(repr("y" * 80))
+
+
+def test_the_window_keeps_exactly_the_last_four_times_max_steps_turns():
+    d = StagnationDetector()
+    for t in "abcdefghij":
+        d.record(t, False, max_steps=2)
+    assert len(d.recent) == 8  # window 4 × 2
+
+
+def test_policy_prose_checks_carry_count_and_max_steps_and_halt_says_why():
+    p = make_policy("stagnation:max_steps=2")
+    assert p.prose("") == []
+    assert p.prose("same") == [Check(BATCH, "allow", 1, None, 2, "")]
+    assert p.prose("same") == [Check(BATCH, "allow", 2, None, 2, "")]
+    assert p.prose("same") == [Check(BATCH, "halt", 3, None, 2, "the same reply 3 times in the last 8 prose turns")]
+
+
+def test_policy_state_has_max_steps_and_window():
+    p = make_policy("stagnation:max_steps=3")
+    p.prose("x")
+    assert p.state() == {"recorded": 1, "top": [{"text_hash": text_digest("x")[:12], "count": 1}],
+                         "max_steps": 3, "window": 12}
+    assert make_policy("stagnation:max_steps=0").state()["window"] == 1

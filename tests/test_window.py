@@ -119,3 +119,158 @@ def test_unhashable_custom_keys_are_counted_by_equality():
         g.record("a", {"x": 2})  # same key: only the argument names are compared
     g.record("c", {})
     assert g.record("d", {}) == 1
+
+
+# ── rules pinned for mutation testing (make mutants): each test names the rule it holds ──────
+
+def test_evicting_one_of_several_copies_keeps_the_others_counted():
+    g = LoopGuard(4, 4)
+    for name in ("a", "a", "a", "b"):
+        g.record(name, {})
+    assert g.record("c", {}) == 1  # evicts one "a": [a, a, b, c]
+    assert g.record("a", {}) == 2  # evicts another: [a, b, c, a]
+    assert g.record("a", {}) == 2  # evicts the last old one: [b, c, a, a]
+    assert g.record("b", {}) == 1  # [c, a, a, b]: the old "b" left
+
+
+def test_reset_forgets_the_counts_too():
+    g = LoopGuard(8, 3)
+    g.record("a", {})
+    g.record("a", {})
+    g.reset()
+    assert g.record("a", {}) == 1
+    assert g.record("a", {}) == 2
+
+
+def test_would_raise_counts_a_copy_of_the_key_leaving_the_full_window():
+    g = LoopGuard(3, 2)
+    g.record("a", {})
+    with pytest.raises(LoopDetectedError):
+        g.record("a", {})
+    g.record("b", {})  # [a, a, b]
+    assert g.would_raise("a", {})  # one "a" leaves, one stays, the new one: 2
+    assert g.count_if_recorded(("a", "{}")) == 2
+    assert g.count_if_recorded(("b", "{}")) == 2
+    assert g.count_if_recorded(("z", "{}")) == 1
+
+
+def test_every_count_of_unhashable_keys_is_returned():
+    g = LoopGuard(4, 3, key_fn=lambda name, args: [name])
+    assert [g.record("a", {}), g.record("b", {}), g.record("a", {})] == [1, 1, 2]
+
+
+def test_a_deep_copy_counts_on_by_itself():
+    import copy
+
+    g = LoopGuard(3, 3)
+    g.record("a", {})
+    twin = copy.deepcopy(g)
+    assert (twin.window, twin.threshold, twin.key_fn) == (3, 3, default_key_fn)
+    assert twin.record("a", {}) == 2
+    assert twin.recent_keys() == [("a", "{}"), ("a", "{}")] and g.recent_keys() == [("a", "{}")]
+    assert g.record("b", {}) == 1 and g.record("a", {}) == 2
+    odd = LoopGuard(3, 3, key_fn=lambda name, args: [name])
+    odd.record("a", {})
+    odd.record("a", {})
+    twin = copy.deepcopy(odd)
+    with pytest.raises(LoopDetectedError):
+        twin.record("a", {})
+    assert len(odd) == 2
+
+
+def test_error_message_shows_tool_canonical_args_count_window_and_threshold():
+    g = LoopGuard(4, 2)
+    g.record("t", {"b": 1, "a": 2})
+    with pytest.raises(LoopDetectedError) as info:
+        g.record("t", {"a": 2, "b": 1})
+    assert str(info.value) == 'agent looping on t({"a":2,"b":1}): occurred 2 times in the last 4 calls (threshold 2)'
+
+
+def test_error_message_shortens_args_past_200_characters():
+    def message(args):
+        return str(LoopDetectedError("t", args, 2, 4, 2))
+
+    exact = {"k": "x" * 192}  # {"k":"…"} is 200 characters
+    assert message(exact) == f'agent looping on t({{"k":"{"x" * 192}"}}): occurred 2 times in the last 4 calls (threshold 2)'
+    longer = {"k": "x" * 193}
+    shown = ('{"k":"' + "x" * 193 + '"}')[:200] + "…"
+    assert message(longer) == f"agent looping on t({shown}): occurred 2 times in the last 4 calls (threshold 2)"
+
+
+@pytest.mark.parametrize("window, threshold, field, rule, message", [
+    ("8", 3, "window", "window is an integer", "window: must be an integer, got '8'"),
+    (True, 2, "window", "window is an integer", "window: must be an integer, got True"),
+    (8, 2.5, "threshold", "threshold is an integer", "threshold: must be an integer, got 2.5"),
+    (8, False, "threshold", "threshold is an integer", "threshold: must be an integer, got False"),
+    (1, 2, "window", "window >= 2", "window: must be >= 2, got 1"),
+    (3, 1, "threshold", "threshold >= 2", "threshold: must be >= 2, got 1"),
+    (3, 4, "threshold", "threshold <= window", "threshold: must be <= window (3), got 4"),
+])
+def test_construction_errors_name_the_field_the_rule_and_the_value(window, threshold, field, rule, message):
+    with pytest.raises(ConfigError) as info:
+        LoopGuard(window, threshold)
+    assert (info.value.field, info.value.rule, str(info.value)) == (field, rule, message)
+
+
+def test_policy_checks_each_call_and_halts_naming_tool_count_and_window():
+    from loopledger.detectors import make_policy
+    from loopledger.detectors.base import Check
+    from loopledger.events import Batch, Call
+
+    p = make_policy("window:window=5,threshold=3")
+    a, b = Call("1", "a", {"x": 1}), Call("2", "b", {})
+    assert p.check(Batch((a, b, a, b, a, b))) == [
+        Check(0, "allow", 1, None, 3, ""), Check(1, "allow", 1, None, 3, ""),
+        Check(2, "allow", 2, None, 3, ""), Check(3, "allow", 2, None, 3, ""),
+        Check(4, "halt", 3, None, 3, "a 3 times in the last 5 calls"),
+    ]
+    p.user_turn()
+    assert p.check(Batch((a,))) == [Check(0, "allow", 1, None, 3, "")]
+
+
+def test_policy_defaults_are_window_8_threshold_3():
+    from loopledger.detectors import make_policy
+    from loopledger.events import Batch, Call
+
+    p = make_policy("window")
+    calls = [Call(str(i), "t", {"i": i % 3}) for i in range(7)]  # t0 t1 t2 t0 t1 t2 t0
+    assert [c.verdict for c in p.check(Batch(tuple(calls)))] == ["allow"] * 6 + ["halt"]
+    assert (p.state()["window"], p.state()["threshold"]) == (8, 3)
+
+
+def test_policy_state_lists_the_buffer_with_args_shortened_to_80_and_counts():
+    from loopledger.detectors import make_policy
+    from loopledger.events import Batch, Call
+
+    p = make_policy("window:window=3,threshold=3")
+    long_args = {"k": "y" * 80}
+    p.check(Batch((Call("1", "a", {}), Call("2", "b", long_args), Call("3", "a", None))))
+    shown = ('{"k":"' + "y" * 80 + '"}')[:80] + "…"
+    assert p.state() == {"window": 3, "threshold": 3, "buffer": [
+        {"tool": "a", "args": "{}", "count": 2}, {"tool": "b", "args": shown, "count": 1},
+        {"tool": "a", "args": "{}", "count": 2}]}
+    p = make_policy("window:window=3,threshold=3")
+    exact = {"k": "z" * 72}  # 80 characters of canonical text: shown whole
+    p.check(Batch((Call("1", "a", exact),)))
+    assert p.state()["buffer"][0]["args"] == '{"k":"' + "z" * 72 + '"}'
+
+
+def test_policy_uses_its_own_threshold_and_keeps_its_spec():
+    from loopledger.detectors import PolicySpec, make_policy
+    from loopledger.events import Batch, Call
+
+    spec = PolicySpec.parse("window:window=4,threshold=2")
+    p = make_policy(spec)
+    assert p.spec is spec
+    a = Call("1", "a", {})
+    assert [c.verdict for c in p.check(Batch((a, a)))] == ["allow", "halt"]
+
+
+def test_policy_state_shortens_canonical_args_of_81_characters():
+    from loopledger.detectors import make_policy
+    from loopledger.events import Batch, Call
+
+    p = make_policy("window")
+    args = {"k": "w" * 73}  # '{"k":"' + 73 + '"}' = 81 characters
+    p.check(Batch((Call("1", "a", args),)))
+    assert p.state()["buffer"][0]["args"] == ('{"k":"' + "w" * 73 + '"}')[:80] + "…"

@@ -64,7 +64,7 @@ class Thresholds:
     def validate(self, prefix: str = "") -> Thresholds:
         for name in ("warn_at", "block_at", "halt_at"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+            if not isinstance(value, int) or value < 2:  # (True and False are < 2 too)
                 raise ConfigError(prefix + name, f"{name} >= 2",
                                   f"{prefix}{name}: must be an integer >= 2, got {value!r}")
         if not self.warn_at < self.block_at:

@@ -191,12 +191,10 @@ class Limits:
 
 def limits(calls: Sequence[Any], max_strikes: int, observation_tools: Sequence[str],
            max_observation_steps: int | None, match: str = DEFAULT_MATCH) -> Limits:
-    """The classification and thresholds of one batch (memoized: the hot path of `check`)."""
-    if len(calls) == 1:
-        names: tuple[str, ...] = (name_args(calls[0])[0],)
-    else:
-        names = tuple(name_args(c)[0] for c in calls)
-    tools = observation_tools if type(observation_tools) is tuple else tuple(observation_tools)
+    """The classification and thresholds of one batch (memoized across detectors; `check`
+    memoizes per detector in front of this, so this is reached once per new name set)."""
+    names = tuple(name_args(c)[0] for c in calls)
+    tools = tuple(observation_tools)  # (a tuple stays the same object)
     key = (names, max_strikes, tools, max_observation_steps, match)
     lim = _LIMITS.get(key)
     if lim is None:
@@ -264,7 +262,7 @@ class LoopDetector:
             sig = batch_signature(calls)
         # Classification depends only on the names and the configuration: memoized per detector
         # (the configuration is compared by identity first, the common case of one policy).
-        tools = observation_tools if type(observation_tools) is tuple else tuple(observation_tools)
+        tools = tuple(observation_tools)  # (a tuple stays the same object: compared by identity below)
         cfg = self._cfg
         if (cfg is None or (cfg[1] is not tools and cfg[1] != tools) or cfg[0] != max_strikes
                 or cfg[2] != max_observation_steps or cfg[3] != match):

@@ -98,11 +98,12 @@ class LoopGuard:
         buf.append(key)
         if counts is not None:
             try:
-                count = counts[key] = counts.get(key, 0) + 1
-            except TypeError:
-                self._counts = None
-                count = buf.count(key)
-        else:
+                seen = counts.get(key, 0)  # only hashing the key may raise here
+            except TypeError:  # unhashable: count by equality from now on
+                self._counts = counts = None
+            else:
+                count = counts[key] = seen + 1
+        if counts is None:
             count = buf.count(key)
         if count >= self.threshold:
             raise LoopDetectedError(tool_name, tool_args, count, self.window, self.threshold)
