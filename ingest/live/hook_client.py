@@ -25,10 +25,9 @@ Reply: status (b"ok" | b"fallback"), exit code, stdout, stderr.
 
 from __future__ import annotations
 
+import _socket
 import os
 import sys
-
-import _socket
 
 ENV_SWITCH = "LOOPLEDGER_HOOK_RESIDENT"
 MAGIC = b"LLHOOK1\n"

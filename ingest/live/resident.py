@@ -19,6 +19,7 @@ a folder on sys.path — a new plugin), after which it exits so a fresh one take
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import fcntl
 import io
@@ -27,7 +28,6 @@ import stat
 import sys
 from typing import Any
 
-import _socket
 from loopledger.live import hook_client as wire
 from loopledger.live.hooks import run
 
