@@ -328,3 +328,29 @@ def test_the_client_path_imports_no_decision_code(tmp_path, fresh_db, env):
     assert "loopledger.live.hook_client" in imported
     assert not imported & {"orjson", "sqlite3", "socket", "loopledger.live.hooks", "loopledger.live.db",
                            "loopledger.live.session", "loopledger.redact", "sqlalchemy"}
+
+
+def test_the_resident_follows_a_ledger_replaced_or_removed_between_events(tmp_path, env):
+    """It keeps a SQLite ledger open between events, and still writes where a hook process
+    would: a ledger file replaced by another is written afresh, a removed one is not recreated."""
+    ledger = tmp_path / "ledger.sqlite"
+    db = f"sqlite:///{ledger}"
+    _ledger(db, ALLOW)
+    loop = npm_test_loop(tmp_path, calls=3)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    session = loop.events[0]["session_id"]
+    _start(env)
+    log = tmp_path / "hook.log"
+    env = {**env, "LOOPLEDGER_HOOK_LOG": str(log)}
+    assert _hook(pres[0], db, env) == (None, False)
+    assert len(_checks(db, session)) == 1
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(ledger) + suffix).unlink(missing_ok=True)
+    _ledger(db, ALLOW)
+    assert _hook(pres[1], db, env) == (None, False)
+    assert [v for _, v, *_ in _checks(db, session)] == ["allow"]  # the new file's first decision
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(ledger) + suffix).unlink(missing_ok=True)
+    assert _hook(pres[2], db, env) == (None, False)
+    assert not ledger.exists()
+    assert "no ledger at" in log.read_text().splitlines()[-1]

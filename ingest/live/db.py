@@ -26,6 +26,12 @@ VERSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 # an agent must not hang behind a long ingest transaction.
 HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
 _REVISION = re.compile(r'^(down_revision|revision)\s*=\s*["\']([^"\']+)["\']', re.M)
+# A long-lived process (the resident guard, loopledger.live.resident) keeps its SQLite ledgers
+# open between events (keep_open): closing a WAL database's last connection checkpoints it and
+# its next commit restarts the WAL, together most of an event's time. None: each open_db is a
+# fresh connection, closed by close() (a hook process).
+_kept: dict[str, LiveDB] | None = None
+KEPT_MAX = 8
 
 
 class LedgerUnavailable(Exception):
@@ -68,6 +74,7 @@ class LiveDB:
         self.dialect = dialect
         self.url = url
         self._closer = closer
+        self.file_id: tuple[int, int] | None = None  # (device, inode) of a kept SQLite ledger
 
     def exec_driver_sql(self, statement: str, params: Any = ()) -> Any:
         cur = self.raw.cursor()
@@ -100,6 +107,12 @@ class LiveDB:
             pass
 
     def close(self) -> None:
+        if self.file_id is not None:  # kept open for the next event; nothing left pending
+            self.rollback()
+            return
+        self.release()
+
+    def release(self) -> None:
         self.raw.close()
         if self._closer is not None:
             self._closer()
@@ -111,7 +124,36 @@ class LiveDB:
         self.close()
 
 
+def keep_open() -> None:
+    """From now on this process keeps each SQLite ledger it opens open (see _kept)."""
+    global _kept
+    if _kept is None:
+        _kept = {}
+
+
+def _kept_one(path: str) -> LiveDB | None:
+    """The kept connection to `path` if it is still that file, at the newest schema."""
+    kept = _kept.pop(path, None) if _kept is not None else None
+    if kept is None:
+        return None
+    try:
+        st = os.stat(path)
+        same = kept.file_id == (st.st_dev, st.st_ino)
+        version = kept.raw.execute("SELECT version_num FROM alembic_version").fetchone() if same else None
+    except (OSError, sqlite3.Error):
+        version = None
+    if version is None or version[0] != head_revision():
+        kept.file_id = None
+        kept.release()  # replaced, removed or migrated meanwhile: open it afresh
+        return None
+    _kept[path] = kept
+    return kept
+
+
 def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
+    kept = _kept_one(path)
+    if kept is not None:
+        return kept
     if not os.path.isfile(path):
         raise LedgerUnavailable(f"no ledger at {path} (create it with `loopledger ingest … --db {path}`)")
     raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
@@ -133,7 +175,14 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
 
         migrate.upgrade(url)
         return _open_sqlite(url, path, busy_timeout_s, upgrade=False)
-    return LiveDB(raw, Dialect("sqlite", "qmark"), url)
+    live = LiveDB(raw, Dialect("sqlite", "qmark"), url)
+    if _kept is not None:
+        st = os.stat(path)
+        live.file_id = (st.st_dev, st.st_ino)
+        while len(_kept) >= KEPT_MAX:
+            _kept.pop(next(iter(_kept))).release()
+        _kept[path] = live
+    return live
 
 
 def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_S,

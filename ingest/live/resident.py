@@ -7,9 +7,10 @@ seconds without a request (default 600).
 Each request runs loopledger.live.hooks.run — the in-process path, the same code — on the
 request's stdin bytes, argv, working folder and environment (hook_client.SENT_*), one request
 at a time (so requests of a session, and os.environ / the working folder, are never shared by
-two at once). Nothing is kept between requests but imports: the ledger stays the source of
-truth, each event opens it, loads the session's sealed state and writes its decision as a hook
-process does.
+two at once). Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
+reopened when the file is replaced or migrated). The ledger stays the source of truth: each
+event runs in its own write transaction, loads the session's sealed state and writes its
+decision as a hook process does.
 
 Refused (the client then answers in its own process): a peer of another uid (SO_PEERCRED), a
 request of another identity (version, location, interpreter, the environment read once per
@@ -28,6 +29,7 @@ import stat
 import sys
 from typing import Any
 
+from loopledger.live import db as live_db
 from loopledger.live import hook_client as wire
 from loopledger.live.hooks import run
 
@@ -157,6 +159,7 @@ def serve(ident: bytes | None = None) -> int:
     sock.listen(64)
     sock.settimeout(_idle_s())
     stamp = CodeStamp()
+    live_db.keep_open()
     try:
         while True:
             try:
