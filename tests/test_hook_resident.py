@@ -354,3 +354,23 @@ def test_the_resident_follows_a_ledger_replaced_or_removed_between_events(tmp_pa
     assert _hook(pres[2], db, env) == (None, False)
     assert not ledger.exists()
     assert "no ledger at" in log.read_text().splitlines()[-1]
+
+
+def test_on_postgresql_the_resident_survives_its_pooled_connection_dying(tmp_path, db_url, env):
+    if not db_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL only: the resident keeps its engine and pool")
+    _ledger(db_url, ALLOW)
+    loop = npm_test_loop(tmp_path, calls=3)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    log = tmp_path / "hook.log"
+    env = {**env, "LOOPLEDGER_HOOK_LOG": str(log)}
+    _start(env)
+    assert _hook(pres[0], db_url, env) == (None, False)
+    eng = make_engine(db_url)
+    with eng.connect() as conn:  # what a server restart does to the resident's pooled connection
+        conn.exec_driver_sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    eng.dispose()
+    assert _hook(pres[1], db_url, env) == (None, False)
+    assert not log.exists()  # judged, not allowed for want of a ledger
+    assert [v for _, v, *_ in _checks(db_url, loop.events[0]["session_id"])] == ["allow", "allow"]

@@ -31,6 +31,7 @@ _REVISION = re.compile(r'^(down_revision|revision)\s*=\s*["\']([^"\']+)["\']', r
 # its next commit restarts the WAL, together most of an event's time. None: each open_db is a
 # fresh connection, closed by close() (a hook process).
 _kept: dict[str, LiveDB] | None = None
+_kept_engines: dict[str, Any] = {}  # and PostgreSQL engines (their pools), by URL
 KEPT_MAX = 8
 
 
@@ -69,8 +70,9 @@ def head_revision() -> str | None:
 class LiveDB:
     """One DB-API connection with an explicit transaction per decision."""
 
-    def __init__(self, raw: Any, dialect: Dialect, url: str, closer: Any = None) -> None:
+    def __init__(self, raw: Any, dialect: Dialect, url: str, closer: Any = None, close_raw: bool = True) -> None:
         self.raw = raw
+        self._close_raw = close_raw
         self.dialect = dialect
         self.url = url
         self._closer = closer
@@ -113,7 +115,8 @@ class LiveDB:
         self.release()
 
     def release(self) -> None:
-        self.raw.close()
+        if self._close_raw:
+            self.raw.close()
         if self._closer is not None:
             self._closer()
 
@@ -125,7 +128,8 @@ class LiveDB:
 
 
 def keep_open() -> None:
-    """From now on this process keeps each SQLite ledger it opens open (see _kept)."""
+    """From now on this process keeps each SQLite ledger it opens open (see _kept), and each
+    PostgreSQL engine with its pool."""
     global _kept
     if _kept is None:
         _kept = {}
@@ -193,16 +197,31 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     path = sqlite_file(url)
     if path is not None:
         return _open_sqlite(url, path, busy_timeout_s, upgrade)
+    kept = _kept_engines.pop(url, None) if _kept is not None else None
+    if kept is not None:
+        try:
+            return _open_postgresql(url, upgrade, kept)
+        except LedgerUnavailable:
+            kept.dispose()  # its pooled connection died (a server restart): once more, afresh
+    return _open_postgresql(url, upgrade, None)
+
+
+def _open_postgresql(url: str, upgrade: bool, engine: Any) -> LiveDB:
     from loopledger.ledger import migrate
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        engine = make_engine(url)
+        engine = engine or make_engine(url)
         if upgrade:
             migrate.upgrade(engine)
         fairy = engine.raw_connection()
     except (SQLAlchemyError, OSError) as exc:
         where = url.split("@")[-1]
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
-    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
+    if _kept is None:
+        return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
+    # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back).
+    _kept_engines[url] = engine
+    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=fairy.close,
+                  close_raw=False)
