@@ -298,6 +298,7 @@ def test_a_request_of_another_identity_or_after_the_code_changed_is_declined(tmp
     other = {**env, "LOOPLEDGER_STATE_KEY": "another key"}
     assert _socket(other) != path
     assert _hook(pres[0], fresh_db, other) == (None, True)
+    _wait_served(other)  # the one that hook started for itself (stopped with the others)
     # The code it runs changed on disk (an upgrade of an editable install): declined, and it exits.
     hooks_py = Path(hook_client.__file__).with_name("hooks.py")
     st = hooks_py.stat()
@@ -307,6 +308,7 @@ def test_a_request_of_another_identity_or_after_the_code_changed_is_declined(tmp
         assert resident.wait(timeout=30) == 0
     finally:
         os.utime(hooks_py, ns=(st.st_atime_ns, st.st_mtime_ns))
+    _wait_served(env)  # the fresh one that hook started (stopped with the others)
     assert [v for _, v, *_ in _checks(fresh_db, loop.events[0]["session_id"])] == ["allow", "allow"]
 
 
