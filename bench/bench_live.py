@@ -61,12 +61,59 @@ def _child_cpu_ms() -> float:
     return (r.ru_utime + r.ru_stime) * 1000
 
 
+def hook_env(tmp: Path, resident: bool) -> dict[str, str]:
+    """The environment of the measured hooks: the resident guard on or off
+    (LOOPLEDGER_HOOK_RESIDENT), its socket in a runtime folder of this run's own."""
+    run = tmp / "run"
+    run.mkdir(mode=0o700, exist_ok=True)
+    return {**os.environ, "XDG_RUNTIME_DIR": str(run), "LOOPLEDGER_HOOK_RESIDENT": "1" if resident else "0"}
+
+
+def _script_python(bin_path: Path) -> str:
+    return Path(bin_path).read_text().splitlines()[0].removeprefix("#!")
+
+
+def warm_resident(db: str, bin_path: Path, env: dict[str, str], session: str) -> None:
+    """Start the install's resident as a hook does (the first call answers itself and starts
+    one), wait until it serves, and send it one event (it imports the enforced detectors)."""
+    import socket
+
+    event = json.dumps({"session_id": f"{session}-warm", "hook_event_name": "PreToolUse", "tool_name": "Read",
+                        "tool_input": {"file_path": "/x"}, "tool_use_id": "toolu_warm"}).encode()
+    cmd = [str(bin_path), "hook", "claude-code", "--db", db]
+    subprocess.run(cmd, input=event, capture_output=True, env=env, check=True)
+    code = "from loopledger.live import hook_client; print(hook_client.socket_path())"
+    path = subprocess.check_output([_script_python(bin_path), "-c", code], env=env, text=True).strip()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(path)
+                break
+            except OSError:
+                time.sleep(0.05)
+    subprocess.run(cmd, input=event, capture_output=True, env=env, check=True)
+
+
+def stop_residents(env: dict[str, str]) -> None:
+    import signal
+
+    for lock in (Path(env["XDG_RUNTIME_DIR"]) / "loopledger").glob("*.lock"):
+        try:
+            os.kill(int(lock.read_text().strip()), signal.SIGTERM)
+        except (ValueError, ProcessLookupError):
+            pass
+
+
 def bench_hook(db: str, runs: int, bin_path: Path = BIN, python: str = sys.executable,
-               session: str = "bench-hook") -> tuple[list[float], ...]:
+               session: str = "bench-hook", env: dict[str, str] | None = None) -> tuple[list[float], ...]:
     """`runs` PreToolUse hooks on a 1,000-call session, each beside a bare `python -c pass` of
-    the same interpreter (alternating, so load drifts hit both alike)."""
+    the same interpreter (alternating, so load drifts hit both alike). With the resident on in
+    `env`, it is started and warm before the first measured call."""
     transcript = str(Path(db).parent / f"{session}.jsonl")
     _seed_session(db, session, 1000, transcript, "claude-code")
+    if env is not None and env.get("LOOPLEDGER_HOOK_RESIDENT") == "1":
+        warm_resident(db, bin_path, env, session)
     base = {"session_id": session, "transcript_path": transcript, "cwd": "/tmp", "permission_mode": "default",
             "hook_event_name": "PreToolUse", "tool_name": "Bash"}
     hook, bare, hook_cpu, bare_cpu, empty = [], [], [], [], []
@@ -75,12 +122,13 @@ def bench_hook(db: str, runs: int, bin_path: Path = BIN, python: str = sys.execu
         event = json.dumps({**base, "session_id": f"{session}-empty-{i}", "tool_input": {"command": "ls"},
                             "tool_use_id": f"toolu_empty{i:04d}"}).encode()
         t0 = time.perf_counter()
-        subprocess.run([str(bin_path), "hook", "claude-code", "--db", db], input=event, capture_output=True)
+        subprocess.run([str(bin_path), "hook", "claude-code", "--db", db], input=event, capture_output=True, env=env)
         empty.append((time.perf_counter() - t0) * 1000)
         event = json.dumps({**base, "tool_input": {"command": f"pytest -k case{i}"},
                             "tool_use_id": f"toolu_bench{i:04d}"}).encode()
         c0, t0 = _child_cpu_ms(), time.perf_counter()
-        proc = subprocess.run([str(bin_path), "hook", "claude-code", "--db", db], input=event, capture_output=True)
+        proc = subprocess.run([str(bin_path), "hook", "claude-code", "--db", db], input=event, capture_output=True,
+                              env=env)
         hook.append((time.perf_counter() - t0) * 1000)
         hook_cpu.append(_child_cpu_ms() - c0)
         assert proc.returncode == 0 and not proc.stderr, proc.stderr
@@ -128,15 +176,16 @@ def wheel_install(tmp: Path) -> tuple[Path, str] | None:
     return venv / "bin" / "loopledger", str(py)
 
 
-def hook_imports(db: str, bin_path: Path, session: str, top: int = 12) -> tuple[int, list[tuple[float, str]]]:
+def hook_imports(db: str, bin_path: Path, session: str, top: int = 12,
+                 env: dict[str, str] | None = None) -> tuple[int, list[tuple[float, str]]]:
     """`-X importtime` of one hook process: how many modules it imports, and the `top` slowest
-    (cumulative µs → ms) at the top level of the import tree."""
+    (cumulative µs → ms) at the top level of the import tree. (With the resident on in `env`
+    and running: the client path's imports.)"""
     transcript = str(Path(db).parent / f"{session}.jsonl")
     event = json.dumps({"session_id": session, "transcript_path": transcript, "hook_event_name": "PreToolUse",
                         "tool_name": "Read", "tool_input": {"file_path": "/x"}, "tool_use_id": "toolu_imports"})
-    script = Path(bin_path).read_text().splitlines()[0].removeprefix("#!")
-    proc = subprocess.run([script, "-X", "importtime", str(bin_path), "hook", "claude-code", "--db", db],
-                          input=event.encode(), capture_output=True)
+    proc = subprocess.run([_script_python(bin_path), "-X", "importtime", str(bin_path), "hook", "claude-code",
+                           "--db", db], input=event.encode(), capture_output=True, env=env)
     rows = []
     for line in proc.stderr.decode().splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -180,7 +229,7 @@ def bench_guard(db: str, warm: int, runs: int) -> tuple[list[float], list[float]
     return trips, inside
 
 
-def bench_visible(db: str, runs: int) -> list[float]:
+def bench_visible(db: str, runs: int, env: dict[str, str] | None = None) -> list[float]:
     """Hook process exit → the decision in the Session page's query (read_live.enforced on the
     dashboard's read-only engine). The page re-runs that query every LIVE_REFRESH_S on top."""
     from loopledger.ledger import read_live
@@ -189,7 +238,7 @@ def bench_visible(db: str, runs: int) -> list[float]:
     transcript = str(Path(db).parent / "visible.jsonl")
     base = {"session_id": "bench-visible", "transcript_path": transcript, "cwd": "/tmp",
             "hook_event_name": "PreToolUse", "tool_name": "Read"}
-    subprocess.run([str(BIN), "hook", "claude-code", "--db", db], capture_output=True,
+    subprocess.run([str(BIN), "hook", "claude-code", "--db", db], capture_output=True, env=env,
                    input=json.dumps({**base, "tool_input": {"file_path": "/x"}, "tool_use_id": "warm"}).encode())
     reader = make_engine("sqlite:///" + db, readonly=True)
     with reader.connect() as conn:
@@ -198,7 +247,7 @@ def bench_visible(db: str, runs: int) -> list[float]:
     try:
         for i in range(runs):
             cid = f"toolu_vis{i}"
-            subprocess.run([str(BIN), "hook", "claude-code", "--db", db], capture_output=True,
+            subprocess.run([str(BIN), "hook", "claude-code", "--db", db], capture_output=True, env=env,
                            input=json.dumps({**base, "tool_input": {"file_path": f"/f{i}"}, "tool_use_id": cid}).encode())
             t0 = time.perf_counter()
             while True:
@@ -221,6 +270,9 @@ def _hook_row(label: str, r: tuple[list[float], ...]) -> str:
             f"| {'met' if met else 'NOT met'} |")
 
 
+PATHS = ("in-process", "resident")
+
+
 def run(quick: bool) -> str:
     runs = 15 if quick else 60
     with tempfile.TemporaryDirectory() as tmp:
@@ -231,14 +283,22 @@ def run(quick: bool) -> str:
         _enforce(db_ladder, "ladder")  # one policy, the graded one; `db` enforces the live default set
         wheel = wheel_install(Path(tmp))
         installs = [("dev (editable)", BIN, sys.executable)] + ([("wheel", *wheel)] if wheel else [])
+        envs = {path: hook_env(Path(tmp), path == "resident") for path in PATHS}
         hooks = {}
-        for name, bin_path, python in installs:
-            for spec, ledger in (("the live default set", db), ("ladder", db_ladder)):
-                hooks[name, spec] = bench_hook(ledger, runs, Path(bin_path), python, session=f"bench-{name[:3]}")
-        imports = {name: hook_imports(db, Path(bin_path), f"bench-{name[:3]}") for name, bin_path, _ in installs}
-        hook, bare, hook_cpu, bare_cpu, empty = hooks["dev (editable)", "the live default set"]
+        try:
+            for name, bin_path, python in installs:
+                for spec, ledger in (("the live default set", db), ("ladder", db_ladder)):
+                    for path in PATHS:
+                        hooks[name, spec, path] = bench_hook(ledger, runs, Path(bin_path), python,
+                                                             session=f"bench-{name[:3]}-{path[:3]}", env=envs[path])
+            imports = {(name, path): hook_imports(db, Path(bin_path), f"bench-{name[:3]}-{path[:3]}", env=envs[path])
+                       for name, bin_path, _ in installs for path in PATHS}
+        finally:
+            stop_residents(envs["resident"])
+        hook, bare, hook_cpu, bare_cpu, empty = hooks["dev (editable)", "the live default set", "in-process"]
+        via = hooks["dev (editable)", "the live default set", "resident"]
         trips, inside = bench_guard(db, 1000, 200 if quick else 1000)
-        visible = bench_visible(db, 10 if quick else 30)
+        visible = bench_visible(db, 10 if quick else 30, envs["in-process"])
     hm, hp = statistics.median(hook), _p95(hook)
     bm, bp = statistics.median(bare), _p95(bare)
     gm, gp = statistics.median(trips), _p95(trips)
@@ -256,6 +316,9 @@ def run(quick: bool) -> str:
         f"| median ≤ {HOOK_MEDIAN_MS:.0f} ms, p95 ≤ {HOOK_P95_MS:.0f} ms |",
         f"| the same hook on a new session (nothing to rebuild) | {statistics.median(empty):.1f} ms | "
         f"{_p95(empty):.1f} ms | | |",
+        f"| the same hook answered by the resident guard | {statistics.median(via[0]):.1f} ms | "
+        f"{_p95(via[0]):.1f} ms | `python -c pass`: {statistics.median(via[1]):.1f} ms ({_p95(via[1]):.1f} ms) "
+        f"| median ≤ {HOOK_MEDIAN_MS:.0f} ms, p95 ≤ {HOOK_P95_MS:.0f} ms |",
         f"| hook PreToolUse, CPU time (user + system) | {statistics.median(hook_cpu):.1f} ms | "
         f"{_p95(hook_cpu):.1f} ms | `python -c pass`: {statistics.median(bare_cpu):.1f} ms "
         f"({_p95(bare_cpu):.1f} ms) | (wall time is what counts) |",
@@ -270,17 +333,21 @@ def run(quick: bool) -> str:
         "`pip wheel` and installed in a fresh venv (bytecode compiled by pip, no editable-install finder)"
         + ("" if wheel else " — could not be built here, so only the dev install is measured") + ". "
         f"PYTHONDONTWRITEBYTECODE is {'set' if sys.flags.dont_write_bytecode else 'not set'} in this environment "
-        "(the hook then keeps its bytecode in ~/.cache/loopledger/pycache).\n",
-        "| install, enforced | hook median | hook p95 | `python -c pass` median (p95) | ratio median / p95 "
+        "(the hook then keeps its bytecode in ~/.cache/loopledger/pycache). `in-process`: "
+        "LOOPLEDGER_HOOK_RESIDENT=0, the hook process decides (the path whenever no resident answers); "
+        "`resident`: the hook process hands the event to the install's running resident guard over its Unix "
+        "socket (docs/live.md), started and warm before the first measured call; CPU is the hook "
+        "process's alone (the resident's share is not in it).\n",
+        "| install, enforced, path | hook median | hook p95 | `python -c pass` median (p95) | ratio median / p95 "
         "| CPU hook / bare | new session | budget |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
-        *(_hook_row(f"{name}, {spec}", r) for (name, spec), r in hooks.items()),
+        *(_hook_row(f"{name}, {spec}, {path}", r) for (name, spec, path), r in hooks.items()),
         "",
         "What one hook process imports (`python -X importtime`, the live default set enforced): the top-level "
-        "imports by cumulative time.\n",
+        "imports by cumulative time; `resident`: the client path, the resident answering.\n",
     ]
-    for name, (count, tops) in imports.items():
-        lines.append(f"- {name}: {count} modules imported; "
+    for (name, path), (count, tops) in imports.items():
+        lines.append(f"- {name}, {path}: {count} modules imported; "
                      + ", ".join(f"`{mod}` {ms:.1f} ms" for ms, mod in tops))
     lines.append("")
     return "\n".join(lines)

@@ -1,6 +1,8 @@
 """The `loopledger` console script. `loopledger hook claude-code|gemini-cli` runs before every
 tool call of a person's agent, so it is dispatched here, before the CLI (typer, rich) is
-imported; everything else goes to loopledger.cli.app."""
+imported, and handed to the resident guard when one is running (loopledger.live.hook_client:
+a Unix socket; the in-process path when there is none); everything else goes to
+loopledger.cli.app."""
 
 from __future__ import annotations
 
@@ -24,9 +26,9 @@ def main() -> None:
     if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude-code", "gemini-cli") \
             and not {"--help", "-h"} & set(argv[2:]):
         _keep_bytecode()
-        from loopledger.live.hooks import run
+        from loopledger.live.hook_client import main as hook
 
-        code = run(argv[1], argv[2:])
+        code = hook(argv[1], argv[2:])
         main_file = getattr(sys.modules.get("__main__"), "__file__", None) or ""
         if os.path.basename(main_file) == "loopledger":  # the console script: a process per tool call
             # Skip the interpreter's teardown (freeing every module: ~10% of a hook's CPU). The

@@ -16,6 +16,10 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 PG_URL = os.environ.get("LOOPLEDGER_TEST_PG_URL")
 REQUIRE_PG = os.environ.get("LOOPLEDGER_REQUIRE_PG") == "1"
+# The hook processes tests start answer in their own process (the path every existing test
+# pins) unless a test asks for the resident guard (tests/test_hook_resident.py): otherwise a
+# resident started by one test would answer the next test's hooks and outlive the run.
+os.environ.setdefault("LOOPLEDGER_HOOK_RESIDENT", "0")
 
 
 @pytest.fixture

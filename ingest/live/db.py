@@ -26,6 +26,13 @@ VERSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 # an agent must not hang behind a long ingest transaction.
 HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
 _REVISION = re.compile(r'^(down_revision|revision)\s*=\s*["\']([^"\']+)["\']', re.M)
+# A long-lived process (the resident guard, loopledger.live.resident) keeps its SQLite ledgers
+# open between events (keep_open): closing a WAL database's last connection checkpoints it and
+# its next commit restarts the WAL, together most of an event's time. None: each open_db is a
+# fresh connection, closed by close() (a hook process).
+_kept: dict[str, LiveDB] | None = None
+_kept_engines: dict[str, Any] = {}  # and PostgreSQL engines (their pools), by URL
+KEPT_MAX = 8
 
 
 class LedgerUnavailable(Exception):
@@ -63,11 +70,13 @@ def head_revision() -> str | None:
 class LiveDB:
     """One DB-API connection with an explicit transaction per decision."""
 
-    def __init__(self, raw: Any, dialect: Dialect, url: str, closer: Any = None) -> None:
+    def __init__(self, raw: Any, dialect: Dialect, url: str, closer: Any = None, close_raw: bool = True) -> None:
         self.raw = raw
+        self._close_raw = close_raw
         self.dialect = dialect
         self.url = url
         self._closer = closer
+        self.file_id: tuple[int, int] | None = None  # (device, inode) of a kept SQLite ledger
 
     def exec_driver_sql(self, statement: str, params: Any = ()) -> Any:
         cur = self.raw.cursor()
@@ -100,7 +109,14 @@ class LiveDB:
             pass
 
     def close(self) -> None:
-        self.raw.close()
+        if self.file_id is not None:  # kept open for the next event; nothing left pending
+            self.rollback()
+            return
+        self.release()
+
+    def release(self) -> None:
+        if self._close_raw:
+            self.raw.close()
         if self._closer is not None:
             self._closer()
 
@@ -111,7 +127,37 @@ class LiveDB:
         self.close()
 
 
+def keep_open() -> None:
+    """From now on this process keeps each SQLite ledger it opens open (see _kept), and each
+    PostgreSQL engine with its pool."""
+    global _kept
+    if _kept is None:
+        _kept = {}
+
+
+def _kept_one(path: str) -> LiveDB | None:
+    """The kept connection to `path` if it is still that file, at the newest schema."""
+    kept = _kept.pop(path, None) if _kept is not None else None
+    if kept is None:
+        return None
+    try:
+        st = os.stat(path)
+        same = kept.file_id == (st.st_dev, st.st_ino)
+        version = kept.raw.execute("SELECT version_num FROM alembic_version").fetchone() if same else None
+    except (OSError, sqlite3.Error):
+        version = None
+    if version is None or version[0] != head_revision():
+        kept.file_id = None
+        kept.release()  # replaced, removed or migrated meanwhile: open it afresh
+        return None
+    _kept[path] = kept
+    return kept
+
+
 def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
+    kept = _kept_one(path)
+    if kept is not None:
+        return kept
     if not os.path.isfile(path):
         raise LedgerUnavailable(f"no ledger at {path} (create it with `loopledger ingest … --db {path}`)")
     raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
@@ -133,7 +179,14 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
 
         migrate.upgrade(url)
         return _open_sqlite(url, path, busy_timeout_s, upgrade=False)
-    return LiveDB(raw, Dialect("sqlite", "qmark"), url)
+    live = LiveDB(raw, Dialect("sqlite", "qmark"), url)
+    if _kept is not None:
+        st = os.stat(path)
+        live.file_id = (st.st_dev, st.st_ino)
+        while len(_kept) >= KEPT_MAX:
+            _kept.pop(next(iter(_kept))).release()
+        _kept[path] = live
+    return live
 
 
 def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_S,
@@ -144,16 +197,31 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     path = sqlite_file(url)
     if path is not None:
         return _open_sqlite(url, path, busy_timeout_s, upgrade)
+    kept = _kept_engines.pop(url, None) if _kept is not None else None
+    if kept is not None:
+        try:
+            return _open_postgresql(url, upgrade, kept)
+        except LedgerUnavailable:
+            kept.dispose()  # its pooled connection died (a server restart): once more, afresh
+    return _open_postgresql(url, upgrade, None)
+
+
+def _open_postgresql(url: str, upgrade: bool, engine: Any) -> LiveDB:
     from loopledger.ledger import migrate
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        engine = make_engine(url)
+        engine = engine or make_engine(url)
         if upgrade:
             migrate.upgrade(engine)
         fairy = engine.raw_connection()
     except (SQLAlchemyError, OSError) as exc:
         where = url.split("@")[-1]
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
-    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
+    if _kept is None:
+        return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
+    # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back).
+    _kept_engines[url] = engine
+    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=fairy.close,
+                  close_raw=False)

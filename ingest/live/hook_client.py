@@ -1,0 +1,225 @@
+"""The hook's thin client: hand one `loopledger hook` event to the resident guard
+(loopledger.live.resident) over a Unix socket, or run it in this process when there is none.
+
+A hook process per tool call cannot be much faster than its interpreter while it imports the
+policy, orjson and the ledger code each time; a resident that keeps them warm answers the same
+event in a few ms. This module is what every hook process runs first, so it imports only what a
+bare interpreter already holds (os, sys, io) and `_socket` (the C module: `socket` imports enum).
+
+Never in the agent's way: no socket, a refused or timed-out connection, a socket not served by
+this user, a resident of another version or environment, a resident that dies mid-request — all
+run the in-process path (loopledger.live.hooks.run, exactly what the hook did before there was a
+resident) on the same stdin bytes, then start a resident, detached, for the next calls.
+LOOPLEDGER_HOOK_RESIDENT=0 turns both off.
+
+Where: `$XDG_RUNTIME_DIR/loopledger/` (else `$XDG_CACHE_HOME/loopledger/run/`, default
+~/.cache), a folder 0700 that must be this user's and closed to others, one socket (0600) per
+install: its name hashes the package's location and version, the interpreter and the
+environment read once per process (FIXED_ENV), and the resident checks the whole of that
+identity on every request, so an upgraded install or another key never talks to an old one.
+
+Wire format (both ways): MAGIC, then length-prefixed byte fields (4 bytes big-endian each).
+Request: identity, agent, argv (NUL-joined), cwd, environment (k=v, NUL-joined), stdin.
+Reply: status (b"ok" | b"fallback"), exit code, stdout, stderr.
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+import sys
+
+ENV_SWITCH = "LOOPLEDGER_HOOK_RESIDENT"
+MAGIC = b"LLHOOK1\n"
+# The environment the in-process path reads per event: the ledger (LOOPLEDGER_DB,
+# LOOPLEDGER_DATABASE_URL), the log (LOOPLEDGER_HOOK_LOG, XDG_STATE_HOME), ~ (HOME), libpq (PG*).
+SENT_PREFIXES = ("LOOPLEDGER_", "XDG_", "PG")
+SENT_NAMES = ("HOME",)
+# Read once per process (at import, or cached): a resident serves only requests that agree.
+FIXED_ENV = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "LOOPLEDGER_STATE_KEY", "LOOPLEDGER_HOOK_BUSY_TIMEOUT",
+             "LOOPLEDGER_BUSY_TIMEOUT_MS", "LOOPLEDGER_QUERY_TIMEOUT", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
+             "PYTHONPYCACHEPREFIX")
+CONNECT_TIMEOUT_S = 0.25  # a Unix socket connects at once or not at all; this only bounds a full backlog
+SO_PEERCRED = getattr(_socket, "SO_PEERCRED", 17)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def identity() -> bytes:
+    """What a resident must share with a hook to answer for it."""
+    from loopledger import __version__
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fixed = "\0".join(f"{k}={os.environ.get(k, '')}" for k in FIXED_ENV)
+    return f"{__version__}\0{here}\0{sys.executable}\0{sys.version}\0{os.getuid()}\0{fixed}".encode(
+        "utf-8", "surrogateescape")
+
+
+def _fnv(data: bytes) -> str:
+    """A short stable name for the identity (FNV-1a, 64 bits): hashlib costs an import; a
+    collision only makes the resident answer `fallback`, since it checks the identity whole."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def socket_dir() -> str:
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return os.path.join(runtime, "loopledger")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "loopledger", "run")
+
+
+def socket_path(ident: bytes | None = None) -> str:
+    return os.path.join(socket_dir(), f"hook-{_fnv(ident or identity())}.sock")
+
+
+def private_dir(path: str) -> bool:
+    """The folder is ours and closed to everyone else (a socket in a shared folder is not used)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_mode & 0o170000) == 0o040000 and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def peer_uid(sock: _socket.socket) -> int:
+    """The uid of the process on the other end (SO_PEERCRED: pid, uid, gid as C ints)."""
+    creds = sock.getsockopt(_socket.SOL_SOCKET, SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder)
+
+
+def pack(*fields: bytes) -> bytes:
+    return MAGIC + b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+
+
+def unpack(data: bytes, n: int) -> list[bytes] | None:
+    """The n fields of a message, or None when it is not one (cut short, other protocol)."""
+    if not data.startswith(MAGIC):
+        return None
+    out, i = [], len(MAGIC)
+    for _ in range(n):
+        if i + 4 > len(data):
+            return None
+        size = int.from_bytes(data[i:i + 4], "big")
+        i += 4
+        if i + size > len(data):
+            return None
+        out.append(data[i:i + size])
+        i += size
+    return out if i == len(data) else None
+
+
+def read_all(sock: _socket.socket) -> bytes:
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def sent_env() -> bytes:
+    return b"\0".join(f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in os.environ.items()
+                      if k in SENT_NAMES or k.startswith(SENT_PREFIXES))
+
+
+def _reply_timeout() -> float:
+    """Long enough for the resident to wait out a busy ledger as the in-process path would."""
+    try:
+        busy = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
+    except ValueError:
+        busy = 5.0
+    return busy + 5.0
+
+
+def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, bytes] | None, bool]:
+    """(exit code, stdout, stderr) from the resident, or None; and whether to start one."""
+    ident = identity()
+    folder = socket_dir()
+    if not os.path.isdir(folder):
+        return None, True
+    if not private_dir(folder):
+        return None, False  # someone else's or open to others: never ours to use or to serve in
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            sock.connect(os.path.join(folder, f"hook-{_fnv(ident)}.sock"))
+        except OSError:
+            return None, True  # absent or dead (a stale socket file): start one
+        if peer_uid(sock) != os.getuid():
+            return None, False
+        sock.settimeout(_reply_timeout())
+        sock.sendall(pack(ident, agent.encode(), "\0".join(argv).encode("utf-8", "surrogateescape"),
+                          os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw))
+        sock.shutdown(_socket.SHUT_WR)
+        reply = unpack(read_all(sock), 4)
+    except OSError:
+        return None, False  # it died or hung mid-request: answer here; it restarts on a later call
+    finally:
+        sock.close()
+    if reply is None or reply[0] != b"ok":
+        return None, reply is not None  # a resident that declined (stale) exits: start a fresh one
+    return (int(reply[1]), reply[2], reply[3]), False
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def start_resident() -> None:
+    """A resident for the next calls, detached (double fork, own session, no stdin/stdout), so
+    the agent never waits for it. Started from `/` with -P: nothing in the agent's folder is on
+    its import path."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        return
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        os.chdir("/")
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.execv(sys.executable, [sys.executable, "-P", "-m", "loopledger.live.resident"])
+    finally:
+        os._exit(0)
+
+
+def main(agent: str, argv: list[str]) -> int:
+    """One hook event: through the resident when it answers, else in this process."""
+    if not enabled():
+        from loopledger.live.hooks import run
+
+        return run(agent, argv)
+    raw = sys.stdin.buffer.read()
+    answer, start = ask(agent, argv, raw)
+    if answer is not None:
+        code, out, err = answer
+        _write(1, out)
+        _write(2, err)
+        return code
+    import io
+
+    from loopledger.live.hooks import run
+
+    code = run(agent, argv, stdin=io.BytesIO(raw))
+    if start:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        start_resident()
+    return code
