@@ -78,6 +78,16 @@ def _start(env: dict) -> subprocess.Popen:
     return proc
 
 
+def _at(sock, method: str, path) -> None:
+    """sock.bind / sock.connect at `path` however long it is (the way the hook and resident do)."""
+    addr, fd = hook_client.address(str(path))
+    try:
+        getattr(sock, method)(addr)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def _wait_served(env: dict, timeout: float = 60) -> int:
     """The pid of the resident serving `env`'s socket, once it accepts connections."""
     path = _socket(env)
@@ -88,7 +98,7 @@ def _wait_served(env: dict, timeout: float = 60) -> int:
 
             with socket.socket(socket.AF_UNIX) as s:
                 try:
-                    s.connect(str(path))
+                    _at(s, "connect", path)
                 except OSError:
                     pass
                 else:
@@ -199,7 +209,7 @@ def test_a_dead_residents_socket_file_or_a_hung_resident_leaves_the_answer_to_th
     path = _socket(env)
     path.parent.mkdir(mode=0o700)
     dead = socket.socket(socket.AF_UNIX)
-    dead.bind(str(path))
+    _at(dead, "bind", path)
     dead.close()  # the file stays, nobody listens: connection refused
     assert _hook(pres[0], fresh_db, env) == (None, True)
     # A fresh resident replaced it (the client started one; it took the lock and the path).
@@ -208,7 +218,7 @@ def test_a_dead_residents_socket_file_or_a_hung_resident_leaves_the_answer_to_th
     time.sleep(0.2)
     os.unlink(path)
     hung = socket.socket(socket.AF_UNIX)
-    hung.bind(str(path))
+    _at(hung, "bind", path)
     hung.listen(1)  # accepts, never answers
     try:
         out, in_process = _hook(pres[1], fresh_db, env, timeout=60)
@@ -254,7 +264,8 @@ def test_a_socket_served_by_another_uid_is_not_used(tmp_path, fresh_db, env):
     # Bound here, then listening as nobody (SO_PEERCRED reports the listener's uid); it would
     # answer a block to anything it is sent, and records what it received.
     fake = ("import os, socket, sys\n"
-            "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.setuid(65534); s.listen(1)\n"
+            "from loopledger.live.hook_client import address\n"
+            "s = socket.socket(socket.AF_UNIX); s.bind(address(sys.argv[1])[0]); os.setuid(65534); s.listen(1)\n"
             "print('ready', flush=True)\n"
             "c, _ = s.accept(); c.settimeout(10)\n"
             "data = b''\n"
@@ -265,6 +276,24 @@ def test_a_socket_served_by_another_uid_is_not_used(tmp_path, fresh_db, env):
     out, in_process = _hook(pre, fresh_db, {**env, "LOOPLEDGER_HOOK_RESIDENT_IDLE": "1"})
     assert out is None and in_process
     assert proc.wait(timeout=30) == 0 and proc.stdout.read() == "0"  # it was sent nothing
+
+
+def test_a_runtime_folder_deeper_than_af_unix_allows_is_still_served(tmp_path, fresh_db, env):
+    # AF_UNIX addresses stop at 107 bytes; a deep HOME or XDG folder (a CI runner's, pytest's own
+    # tmp folders under xdist) must not silently turn the resident off.
+    run = tmp_path / ("deep-" * 16) / "run"
+    run.mkdir(parents=True, mode=0o700)
+    env = {**env, "XDG_RUNTIME_DIR": str(run)}
+    assert len(str(_socket(env))) > 108
+    _ledger(fresh_db, ALLOW)
+    pres = [ev for ev in npm_test_loop(tmp_path, calls=2).events if ev["hook_event_name"] == "PreToolUse"]
+    resident = _start(env)
+    try:
+        out, in_process = _hook(pres[0], fresh_db, env)
+        assert out is None and not in_process  # allowed, and answered by the resident
+    finally:
+        resident.kill()
+        resident.wait()
 
 
 def test_a_socket_in_a_folder_open_to_others_is_not_used(tmp_path, fresh_db, env):
@@ -287,7 +316,7 @@ def test_a_request_of_another_identity_or_after_the_code_changed_is_declined(tmp
     path = _socket(env)
     # Another version / location / key: the reply says "answer it yourself", nothing is decided.
     with socket.socket(socket.AF_UNIX) as s:
-        s.connect(str(path))
+        _at(s, "connect", path)
         s.sendall(hook_client.pack(b"0.0.1\0/elsewhere", b"claude-code", b"--db\0" + fresh_db.encode(), b"/", b"",
                                    json.dumps(pres[0]).encode()))
         s.shutdown(socket.SHUT_WR)

@@ -78,6 +78,17 @@ def socket_path(ident: bytes | None = None) -> str:
     return os.path.join(socket_dir(), f"hook-{_fnv(ident or identity())}.sock")
 
 
+def address(path: str) -> tuple[str, int | None]:
+    """The address to bind or connect to for a socket at `path`, and a folder fd to close after.
+    AF_UNIX takes at most 107 bytes; a longer path (a deep HOME or XDG folder) is reached through
+    the folder's descriptor, /proc/self/fd/N/name, which the kernel resolves like the path."""
+    if len(os.fsencode(path)) < 100:
+        return path, None
+    folder, name = os.path.split(path)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    return f"/proc/self/fd/{fd}/{name}", fd
+
+
 def private_dir(path: str) -> bool:
     """The folder is ours and closed to everyone else (a socket in a shared folder is not used)."""
     try:
@@ -148,10 +159,15 @@ def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, byte
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
+        fd = None
         try:
-            sock.connect(os.path.join(folder, f"hook-{_fnv(ident)}.sock"))
+            addr, fd = address(os.path.join(folder, f"hook-{_fnv(ident)}.sock"))
+            sock.connect(addr)
         except OSError:
             return None, True  # absent or dead (a stale socket file): start one
+        finally:
+            if fd is not None:
+                os.close(fd)
         if peer_uid(sock) != os.getuid():
             return None, False
         sock.settimeout(_reply_timeout())

@@ -151,10 +151,13 @@ def serve(ident: bytes | None = None) -> int:
         os.unlink(path)  # a dead resident's socket: we hold the lock, so no live one owns it
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     old = os.umask(0o177)
+    addr, fd = wire.address(path)
     try:
-        sock.bind(path)
+        sock.bind(addr)
     finally:
         os.umask(old)
+        if fd is not None:
+            os.close(fd)
     ino = os.stat(path).st_ino
     sock.listen(64)
     sock.settimeout(_idle_s())
