@@ -20,11 +20,12 @@ from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, read_live, store
 from loopledger.live import enforce
 
-MAX_HEATMAP_SESSIONS = 60
-# A first view sweeps at most this many events × settings (one replay step each; about 0.3 s on an idle
-# core), never fewer than FIRST_PASS_MIN events: see sweep.first_pass and "Sweep all" below.
+MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
+# A first view sweeps at most this many events × settings (a replay step each: the first pass of the
+# default sweep renders in 0.35-0.6 s on the 10k-session bench ledger, BENCHMARKS.md), never fewer than
+# FIRST_PASS_MIN events: see sweep.first_pass and "Sweep all" below.
 FIRST_PASS_WORK = 36_000
-FIRST_PASS_MIN = 1_000  # rows of the sessions × settings heatmap (most-halted first)
+FIRST_PASS_MIN = 1_000
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
             "any warning": (vocab.HALTED, vocab.BLOCKED, vocab.WARNED)}
 
