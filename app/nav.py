@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+from loopledger import gc_pause
 
 PAGES = Path(__file__).resolve().parent / "views"
 
@@ -37,5 +38,9 @@ def serve() -> None:
         # It quotes a path and a database's own error text: plain text, never markdown.
         st.text(problem)
         st.stop()
-    current.run()
+    # A page run builds mostly objects that outlive it (events, replay steps, tables, charts): with the
+    # cyclic collector on, its full collections rescan the whole server heap every few thousand of
+    # them. Paused for the run (loopledger.gc_pause; fragment reruns are short and not paused).
+    with gc_pause.paused():
+        current.run()
 

@@ -339,3 +339,40 @@ def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
     assert panels[0]["mark"]["color"] == VERDICT_COLORS[vocab.HALT] == "#c92a2a"
     assert panels[2]["mark"]["color"] == VERDICT_COLORS[vocab.WARN]
     assert all(p["encoding"]["y"]["axis"]["format"] == "d" for p in panels)  # counts: integer ticks
+
+
+def test_first_view_sweeps_a_bounded_first_pass_and_sweep_all_gives_the_whole_answer(tmp_path):
+    from loopledger.ledger import writes
+
+    from bench.gen_ledger import generate
+
+    url = f"sqlite:///{tmp_path / 'big.sqlite'}"
+    generate(url, sessions=40, calls=9_000, seed=3, big=4_000)
+    writes.save_label(make_engine(url), 1, 0, "not_loop")  # the oldest session, labelled
+    sessions = session_events(url)
+    # The default sweep: run-length max_strikes, 6 settings → a first pass of 36,000 / 6 = 6,000 events.
+    # Events per session of this generated ledger (seed 3): #40 holds 7,532 (never fits); labelled #1
+    # (244) first, then newest first #39..#17 fill 5,921 events, leaving 79: smaller than any of #2..#16.
+    first = {1, *range(17, 40)}
+    assert sum(len(sessions[s]) for s in first) <= 6_000 < sum(len(sessions[s]) for s in first) + 81
+    with ledger_env(url):
+        at = open_page(PAGE)
+        at.button(key="cp_run").click().run()
+        assert not at.exception, at.exception
+        (note,) = [w.value for w in at.warning if "First pass" in w.value]
+        assert f"swept {len(first)} of the 40 selected sessions" in note
+        spec = lambda v: PolicySpec("run-length", {"max_strikes": v})  # noqa: E731
+        totals = _table(at, "halts")
+        for _, row in totals.iterrows():
+            want = _direct({s: sessions[s] for s in first}, spec(int(row["max_strikes"])))
+            assert {k: row[k] for k in want} == want
+        at.button(key="cp_all").click().run()
+        assert not at.exception, at.exception
+        assert not [w for w in at.warning if "First pass" in w.value]
+        totals = _table(at, "halts")
+        for _, row in totals.iterrows():
+            assert {k: row[k] for k in ("calls", "halts", "saved")} == {
+                k: v for k, v in _direct(sessions, spec(int(row["max_strikes"]))).items()
+                if k in ("calls", "halts", "saved")}
+        assert totals["calls"].iloc[0] == sum(n for n in (sum(len(b.calls) for b in ev if hasattr(b, "calls"))
+                                                          for ev in sessions.values()))

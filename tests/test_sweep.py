@@ -168,6 +168,19 @@ def test_rows_for_tables_and_heatmaps():
     assert {r["session_id"] for r in fh} == {1, 2, 3, 4} and len(fh) == 4
 
 
+def test_first_pass_takes_labelled_then_newest_that_fit_within_the_event_budget():
+    # (session, events), newest first; budget 100 events.
+    sizes = [(9, 60), (8, 50), (7, 30), (6, 10), (1, 25)]
+    # Labelled 1 first (25, 75 left); then 9 (60, 15 left); 8 and 7 do not fit; 6 does (5 left).
+    assert sweep.first_pass(sizes, labelled={1}, max_events=100) == [9, 6, 1]
+    # Unlabelled: 9 (40 left), 8 does not fit, 7 (10 left), 6 (0 left), 1 does not fit.
+    assert sweep.first_pass(sizes, labelled=(), max_events=100) == [9, 7, 6]
+    # All fit: every session, in the given order; a labelled session too big for the budget is passed over.
+    assert sweep.first_pass(sizes, labelled={8}, max_events=1_000) == [9, 8, 7, 6, 1]
+    assert sweep.first_pass([(3, 500), (2, 5)], labelled={3}, max_events=100) == [2]
+    assert sweep.first_pass([], labelled={1}, max_events=100) == []
+
+
 def test_cache_key_changes_when_a_session_grows():
     grid = sweep.make_grid("window", [sweep.parse_axis("threshold=2..3")])
     a = sweep.cache_key(SESSIONS, grid)

@@ -21,6 +21,11 @@ from loopledger.ledger import read, read_live, store
 from loopledger.live import enforce
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
+# A first view sweeps at most this many events × settings (a replay step each: the first pass of the
+# default sweep renders in 0.35-0.6 s on the 10k-session bench ledger, BENCHMARKS.md), never fewer than
+# FIRST_PASS_MIN events: see sweep.first_pass and "Sweep all" below.
+FIRST_PASS_WORK = 36_000
+FIRST_PASS_MIN = 1_000
 POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
             "any warning": (vocab.HALTED, vocab.BLOCKED, vocab.WARNED)}
 
@@ -146,8 +151,29 @@ if n_points > 400:
 
 with _conn() as conn:
     versions = tuple(rv.session_versions(conn, session_ids))
-    endings = read.session_endings(conn, session_ids)
-result = _sweep(data.url(), versions, detector, tuple((a.param, a.values) for a in grid.axes))
+    labelled = {sid for sid, _ in rv.run_labels(conn, session_ids)}
+# A first view sweeps a bounded first pass (labelled sessions first, then the newest that fit), so the
+# page answers within its budget; the rest is one button away and said so. The pass is fixed by the
+# ledger alone (event counts), never by how fast this machine is: the same view, the same cache key.
+order = {sid: i for i, sid in enumerate(session_ids)}
+sizes = sorted(((sid, n) for sid, _, n in versions), key=lambda x: order[x[0]])
+whole = (request, tuple(session_ids))
+first_ids = set(sweep.first_pass(sizes, labelled, max(FIRST_PASS_MIN, FIRST_PASS_WORK // n_points)))
+partial = len(first_ids) < len(versions) and st.session_state.get("cp_whole") != whole
+swept_versions = tuple(v for v in versions if v[0] in first_ids) if partial else versions
+result = _sweep(data.url(), swept_versions, detector, tuple((a.param, a.values) for a in grid.axes))
+swept_ids = result.session_ids  # every total, flip and score below is over these sessions
+if partial:
+    n_all, n_done = sum(n for _, n in sizes), sum(n for sid, n in sizes if sid in first_ids)
+    p1, p2 = st.columns([4, 1])
+    p1.warning(f"First pass: swept {len(swept_ids)} of the {len(session_ids)} selected sessions "
+               f"({n_done:,} of {n_all:,} events): the labelled ones first, then the newest that fit. "
+               "Every figure below is over these sessions only.", icon=":material/hourglass_top:")
+    if p2.button(f"Sweep all {len(session_ids)} sessions", key="cp_all", type="primary"):
+        st.session_state.cp_whole = whole
+        st.rerun()
+with _conn() as conn:
+    endings = read.session_endings(conn, swept_ids)
 valid = [s for s in result.settings if s.error is None]
 two = len(grid.axes) == 2
 axis_names = [a.param for a in grid.axes]
@@ -183,7 +209,7 @@ for r, s in zip(rows, result.settings, strict=True):
         r["setting"] = short[s.label]
         r["halted, later succeeded"] = sweep.halted_then_succeeded(s, ended_well)
         fh = first_halts[s.label]
-        r["link"] = _cell_link(s, min(fh) if fh else (session_ids[0] if session_ids else None))
+        r["link"] = _cell_link(s, min(fh) if fh else (swept_ids[0] if swept_ids else None))
     else:
         r["setting"] = explain.short_setting(dict(zip(axis_names, s.values, strict=True)))
 if two:
@@ -194,7 +220,7 @@ if two:
                "Click a cell to replay the first session that setting halts.")
 else:
     st.altair_chart(charts.sweep_lines_chart(rows, param), key="cp_lines")
-cost_view.add_sweep_spend(rows, result.settings, session_ids)  # $ and tokens saved (app/cost_view.py)
+cost_view.add_sweep_spend(rows, result.settings, swept_ids)  # $ and tokens saved (app/cost_view.py)
 totals = pd.DataFrame(rows).drop(columns=["link"], errors="ignore")
 if totals["error"].isna().all():
     totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
@@ -214,7 +240,7 @@ safe.table(totals, key="cp_totals", column_config={
     "saved": st.column_config.NumberColumn("calls saved", help="tool calls the halts would have skipped"),
     "halts": st.column_config.NumberColumn("halts", help="halted runs, one per run this setting halted"),
 })
-st.caption(f"{len(endings)} of {len(session_ids)} selected sessions record how they ended "
+st.caption(f"{len(endings)} of {len(swept_ids)} swept sessions record how they ended "
            f"({len(ended_well)} succeeded or submitted).")
 for s in result.settings:
     if s.error:
@@ -245,7 +271,7 @@ else:
 st.subheader("Runs whose outcome flips between two settings")
 live_spec = PolicySpec(detector)  # the detector at its defaults: what the worker runs and stores
 with _conn() as conn:
-    live_runs = rv.stored_runs(conn, live_spec.id, session_ids)
+    live_runs = rv.stored_runs(conn, live_spec.id, swept_ids)
 live = sweep.Setting((), live_spec, runs={k: sweep.RunRow(o, h, sv) for k, (o, h, sv) in live_runs.items()}) \
     if live_runs is not None else None
 LIVE = f"live policy ({rv.spec_label(live_spec).removeprefix(detector + ' ')})"
@@ -292,7 +318,7 @@ else:
 # ── precision and recall against labels ──────────────────────────────────────────────────────
 st.subheader("Precision and recall against labelled runs")
 with _conn() as conn:
-    run_labels = rv.run_labels(conn, session_ids)
+    run_labels = rv.run_labels(conn, swept_ids)
 if run_labels:
     positive = st.radio("A setting flags a run when it is", list(POSITIVE), horizontal=True, key="cp_positive")
     scores = sweep.score_rows(result, run_labels, POSITIVE[positive])
@@ -307,7 +333,7 @@ if run_labels:
         if col in shown:
             shown[col] = [when.number(v) for v in shown[col]]
     safe.table(shown, key="cp_scores")
-    st.caption(f"{len(run_labels)} labelled run(s) among the selected sessions.")
+    st.caption(f"{len(run_labels)} labelled run(s) among the swept sessions.")
 else:
     st.caption("No run of the selected sessions is labelled yet (label runs on the Session page or below the "
                "flip list).")
@@ -339,7 +365,7 @@ if to_enforce is not None:
     chosen_s = valid[labels.index(to_enforce)]
     effect = f"halts {chosen_s.totals['halted_runs']:,} of {chosen_s.totals['runs']:,} runs"
     label = f"Enforce {short.get(to_enforce, to_enforce)}: {effect}"
-    e1.caption(f"On the {len(session_ids)} swept session(s) of this ledger this setting {effect} and saves "
+    e1.caption(f"On the {len(swept_ids)} swept session(s) of this ledger this setting {effect} and saves "
                f"{chosen_s.totals['saved']:,} calls.")
 else:
     chosen_s, label = None, "Enforce (pick a setting first)"

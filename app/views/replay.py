@@ -317,7 +317,8 @@ safe.text(f"Live policy: {rv.spec_label(spec)}" + (" (stored in the ledger)" if 
 
 rp = _replayer(session, spec)
 events = rp.events
-halts_all = rv.verdict_index(all_steps).get(vocab.HALT, [])
+# The cached index the cursor's "next warning/block" reads too: one pass over the steps, not two.
+halts_all = _verdicts(data.url(), session.id, session.updated_at, session.n_events, spec.text).get(vocab.HALT, [])
 run_of = {s.seq: s.run for s in all_steps}
 
 

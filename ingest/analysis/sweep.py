@@ -175,6 +175,26 @@ def spec_for(grid: Grid, values: Sequence[Any]) -> PolicySpec:
     return PolicySpec(grid.detector, params)
 
 
+# ── a first, bounded pass (the Compare page) ──────────────────────────────────────────────────
+
+
+def first_pass(sizes: Sequence[tuple[int, int]], labelled: Iterable[int], max_events: int) -> list[int]:
+    """The sessions a first, bounded sweep covers: at most `max_events` events in all, the
+    labelled sessions first (a sweep is scored on them), then the others in the order given
+    (`sizes`: (session id, its event count), e.g. newest first); a session that does not fit is
+    passed over for smaller ones behind it. Returned in the order of `sizes`; every session when
+    they all fit. Deterministic, so a first view and its cache key never depend on the machine."""
+    marked = set(labelled)
+    picked: set[int] = set()
+    left = max_events
+    for want_labelled in (True, False):
+        for sid, n in sizes:
+            if (sid in marked) == want_labelled and sid not in picked and n <= left:
+                picked.add(sid)
+                left -= n
+    return [sid for sid, _ in sizes if sid in picked]
+
+
 # ── the sweep ──────────────────────────────────────────────────────────────────────────────────
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from loopledger import vocab
+from loopledger import gc_pause, vocab
 from loopledger.analysis import outcome, pricing
 from loopledger.detectors.canonical import call_key
 from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defined beside the events
@@ -472,6 +472,11 @@ def _parse_args(text: str, malformed: bool, digest: str) -> Any:
 def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Event]:
     """Rebuild a session's events, as the detectors saw them at ingest, from the ledger
     (`from_seq`: only the events from that seq on, e.g. those after a resume snapshot)."""
+    with gc_pause.paused():  # every object built here lives on: see loopledger.gc_pause
+        return _load_events(conn, session_id, from_seq)
+
+
+def _load_events(conn: Connection, session_id: int, from_seq: int) -> list[Event]:
     ev = s.events.c
     c = s.calls.c
     call_rows = conn.execute(
@@ -489,37 +494,52 @@ def load_events(conn: Connection, session_id: int, from_seq: int = 0) -> list[Ev
     if older:  # batches before from_seq whose answers come later: their other calls were not read
         with_ids |= set(conn.execute(select(c.seq).where(c.session_id == session_id, c.seq.in_(older),
                                                          c.call_id.is_not(None)).distinct()).scalars())
-    for (seq, _idx, call_id, tool, args, a_hash, malformed, answer, answer_hash, is_error, answer_seq,
+    # The loops below build every event of a session (tens of thousands on the Replay page): locals
+    # and a sort only where a step has several answers.
+    calls_get, answers_get = calls_of.get, answers_of.get
+    for (seq, idx, call_id, tool, args, a_hash, malformed, answer, answer_hash, is_error, answer_seq,
          answer_ts) in call_rows:
         if seq >= from_seq:
-            calls_of.setdefault(seq, []).append(Call(call_id, tool, _parse_args(args, bool(malformed), a_hash),
-                                                     bool(malformed)))
+            call = Call(call_id, tool, _parse_args(args, bool(malformed), a_hash), bool(malformed))
+            got = calls_get(seq)
+            if got is None:
+                calls_of[seq] = [call]
+            else:
+                got.append(call)
         if answer_seq is not None and answer_seq >= from_seq:
             answer_id = NO_ID if call_id is None and seq in with_ids else call_id
-            answers_of.setdefault(answer_seq, []).append(
-                (seq, _idx, Answer(answer_id, answer or "", bool(is_error), answer_ts, answer_hash)))
+            item = (seq, idx, Answer(answer_id, answer or "", bool(is_error), answer_ts, answer_hash))
+            got = answers_get(answer_seq)
+            if got is None:
+                answers_of[answer_seq] = [item]
+            else:
+                got.append(item)
     out: list[Event] = []
+    append = out.append
     pending_seq = -1  # the last batch with calls: the one an Answers event answers
     for seq, kind, text, ts, line in conn.execute(
             select(ev.seq, ev.kind, ev.text, ev.ts, ev.line)
             .where(ev.session_id == session_id, ev.seq >= from_seq).order_by(ev.seq)):
         if kind == vocab.KIND_BATCH:
-            out.append(Batch(tuple(calls_of.get(seq, ())), text or "", ts, line))
-            if calls_of.get(seq) or seq < from_seq:
+            calls = calls_get(seq)
+            append(Batch(tuple(calls) if calls else (), text or "", ts, line))
+            if calls or seq < from_seq:
                 pending_seq = seq
         elif kind == vocab.KIND_ANSWERS:
             # The pending batch's answers first, in call order; answers joined by id to an older,
             # superseded batch last. At ingest such a late answer found no free call in the
             # pending batch (else the pairing would have joined it there), and calls only fill
             # up, so putting it last pairs every answer exactly as the ingest did.
-            got = sorted(answers_of.get(seq, ()), key=lambda a: (a[0] != pending_seq, a[0], a[1]))
-            out.append(Answers(tuple(a for _, _, a in got), line))
+            got = answers_get(seq, ())
+            if len(got) > 1:
+                got = sorted(got, key=lambda a: (a[0] != pending_seq, a[0], a[1]))
+            append(Answers(tuple(a for _, _, a in got), line))
         elif kind == vocab.KIND_USER:
-            out.append(UserTurn(text or "", ts, line))
+            append(UserTurn(text or "", ts, line))
         elif kind == vocab.KIND_RETRY:
-            out.append(Retry(text or "", ts, line))
+            append(Retry(text or "", ts, line))
         else:
-            out.append(Prose(text or "", ts, line))
+            append(Prose(text or "", ts, line))
     return out
 
 
