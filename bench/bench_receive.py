@@ -106,11 +106,28 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "loopledger.cli.app", *args]
 
 
-def _peak_mb(proc: subprocess.Popen) -> float:
-    """Wait for the process; its peak RSS in MB (ru_maxrss is in KB on Linux)."""
-    _, _, usage = os.wait4(proc.pid, 0)
-    proc.returncode = 0
-    return usage.ru_maxrss / 1024
+def _hwm_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def _peak_mb(proc: subprocess.Popen, stop: bool = False) -> float:
+    """The process's peak RSS in MB, sampled from /proc/<pid>/status (VmHWM) until it exits
+    (`stop`: SIGTERM it first, its peak read before). Not wait4's ru_maxrss: Linux carries a
+    forked child's maxrss over from its parent's memory at the fork, so a child of this (big)
+    bench process would report at least the bench's own size."""
+    peak = _hwm_mb(proc.pid)
+    if stop:
+        proc.terminate()
+    while proc.poll() is None:
+        peak = max(peak, _hwm_mb(proc.pid))
+        time.sleep(0.02)
+    return peak
 
 
 class _Receiver:
@@ -137,8 +154,7 @@ class _Receiver:
 
     def stop(self) -> float:
         self.reader.dispose()
-        self.proc.terminate()
-        return _peak_mb(self.proc)
+        return _peak_mb(self.proc, stop=True)
 
 
 def _throughput(tmp: Path, n_sessions: int, calls_per: int) -> str:

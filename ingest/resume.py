@@ -53,7 +53,7 @@ from loopledger.events import Event
 from loopledger.ledger import schema as s
 from loopledger.replay import Step, Tallier, Tally, _Driver
 from loopledger.snapshots import FORMAT, context_version, seal, unseal, version_of  # noqa: F401 (re-exported)
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.engine import Connection
 
 CONTEXT_ID = ""  # resume_states.policy_id of the caller's own context
@@ -208,12 +208,24 @@ def save(conn: Connection, session_id: int, point: ResumePoint | Snapshot) -> No
     """Replace the session's stored snapshots (inside the caller's transaction) for the
     policies of `point`; other policies' snapshots of the session are dropped (they would be
     at another seq)."""
-    snap = point if isinstance(point, Snapshot) else snapshot(point)
+    save_many(conn, [(session_id, point)])
+
+
+def save_many(conn: Connection, points: Sequence[tuple[int, ResumePoint | Snapshot | None]]) -> None:
+    """`save` for many sessions in two statements; a session given None has its snapshots
+    dropped (`drop`)."""
+    if not points:
+        return
     t = s.resume_states
-    conn.execute(delete(t).where(t.c.session_id == session_id))
+    conn.execute(delete(t).where(t.c.session_id == bindparam("b_sid")), [{"b_sid": sid} for sid, _ in points])
     now = time.time()
-    rows = [{"session_id": session_id, "policy_id": pid, "seq": snap.seq, "version": v, "state": blob,
-             "updated_at": now} for pid, (v, blob) in snap.blobs.items()]
+    rows = []
+    for sid, point in points:
+        if point is None:
+            continue
+        snap = point if isinstance(point, Snapshot) else snapshot(point)
+        rows.extend({"session_id": sid, "policy_id": pid, "seq": snap.seq, "version": v, "state": blob,
+                     "updated_at": now} for pid, (v, blob) in snap.blobs.items())
     if rows:
         conn.execute(t.insert(), rows)
 
@@ -282,5 +294,5 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
 
 
 __all__ = ["FORMAT", "PolicyState", "ResumePoint", "Snapshot", "current", "drop", "events_since", "feed", "finish",
-           "fresh", "load", "pending_seq", "save", "seal", "snapshot", "unseal", "version_of", "with_context"]
+           "fresh", "load", "pending_seq", "save", "save_many", "seal", "snapshot", "unseal", "version_of", "with_context"]
 

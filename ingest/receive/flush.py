@@ -235,7 +235,7 @@ class Flusher:
         groups = [g for g in SessionGrouper(fs.path).groups(otlp.session_items(key, spans, st)) if g.info is not None]
         for g in groups:
             g.cut = len(g.events)  # a snapshot after every event: the next spans continue from it
-            rows, j = file_ingest._session_rows(g, self.opts)
+            rows, j = file_ingest.session_rows(g, self.opts)
             file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
             plan.rows.append(rows)
             plan.known[key] = Known(st, refs[-1].order, len(g.events))
@@ -265,7 +265,7 @@ class Flusher:
             return False
         prior = file_ingest.Prior({}, session_id=sid, point=point)
         g = SessionGroup(SessionInfo(key, otlp.NAME), events=events, cut=len(events), resumed=True)
-        tail, j = file_ingest._tail(prior, g, self.opts)
+        tail, j = file_ingest.resumed_tail(prior, g, self.opts)
         file_ingest.count_verdicts(plan.report, events, j.verdicts)
         plan.tails.append(tail)
         plan.known[key] = Known(st, refs[-1].order, known.seq + len(events))
@@ -306,9 +306,8 @@ class Flusher:
             store.ensure_policies(conn, self.opts.specs, self.opts.default_ids)
             if fs.gone:
                 store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys())
-            file_ingest._write_sessions(conn, sid, plan.rows)
-            for tail in plan.tails:
-                file_ingest.apply_tail(conn, tail)
+            file_ingest.write_sessions(conn, sid, plan.rows)
+            file_ingest.apply_tails(conn, plan.tails)  # every continued session in one set of statements
             conn.execute(update(s.sources).where(s.sources.c.id == sid).values(
                 format=otlp.NAME, size=upto, mtime=None, content_hash=None, byte_offset=upto,
                 status=STATUS_OK if row["status"] != STATUS_QUARANTINED else STATUS_QUARANTINED,
