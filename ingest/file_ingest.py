@@ -538,8 +538,7 @@ def apply_tails(conn: Connection, tails: Sequence[Tail]) -> None:
     conn.execute(delete(s.runs).where(s.runs.c.session_id == b("b_sid"), s.runs.c.idx >= b("b_run")), runs)
     conn.execute(delete(s.session_stats).where(s.session_stats.c.session_id == b("b_sid")),
                  [{"b_sid": t.session_id} for t in tails])
-    for t in tails:
-        store.insert_session_rows(conn, t.session_id, t.rows)
+    store.insert_many_session_rows(conn, [(t.session_id, t.rows) for t in tails])
     answer = {col: b(f"b_{col}") for col in _ANSWER_COLS}
     _many(conn, update(s.calls).where(c.session_id == b("b_sid"), c.seq == b("b_seq"), c.idx == b("b_idx"))
           .values(**answer),

@@ -263,22 +263,7 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
     seqs = {r.seq for pid, r in rows.items() if pid != CONTEXT_ID}
     if seq is None:
         seq = max(seqs) if seqs else None
-    point = ResumePoint(specs)
-    missing: list[PolicySpec] = []
-    for sp in specs:
-        r = rows.get(sp.id)
-        got = None
-        if r is not None and r.seq == seq:
-            policy_probe = make_policy(sp)
-            got = unseal(r.state, version_of(policy_probe)) if r.version == version_of(policy_probe) else None
-        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], _Driver) and got[0].policy.spec == sp:
-            point.states[sp.id] = PolicyState(got[0], got[1])
-        else:
-            point.states[sp.id] = None
-            missing.append(sp)
-    ctx = rows.get(CONTEXT_ID)
-    if ctx is not None and ctx.seq == seq and ctx.version == context_version():
-        point.context = unseal(ctx.state, ctx.version)
+    point, missing = _point_of({pid: (r.version, r.state) for pid, r in rows.items() if r.seq == seq}, specs)
     if seq is None:
         seq = conn.execute(select(s.sessions.c.n_events).where(s.sessions.c.id == session_id)).scalar() or 0
     point.seq = seq
@@ -293,6 +278,37 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
     return point
 
 
+def point_of(snap: Snapshot, specs: Sequence[PolicySpec]) -> ResumePoint:
+    """`load` from a snapshot held in memory (what `save` would have stored): no query. A
+    policy missing from it has state None (as load's rebuild=False)."""
+    point, _ = _point_of(snap.blobs, tuple(specs))
+    point.seq = snap.seq
+    return point
+
+
+def _point_of(blobs: Mapping[str, tuple[str, bytes]], specs: tuple[PolicySpec, ...]) -> tuple[ResumePoint,
+                                                                                              list[PolicySpec]]:
+    """The point sealed in `blobs` ({policy id: (version, blob)}, all at one seq) and the
+    policies it lacks a usable state for."""
+    point = ResumePoint(specs)
+    missing: list[PolicySpec] = []
+    for sp in specs:
+        r = blobs.get(sp.id)
+        got = None
+        if r is not None:
+            policy_probe = make_policy(sp)
+            got = unseal(r[1], version_of(policy_probe)) if r[0] == version_of(policy_probe) else None
+        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], _Driver) and got[0].policy.spec == sp:
+            point.states[sp.id] = PolicyState(got[0], got[1])
+        else:
+            point.states[sp.id] = None
+            missing.append(sp)
+    ctx = blobs.get(CONTEXT_ID)
+    if ctx is not None and ctx[0] == context_version():
+        point.context = unseal(ctx[1], ctx[0])
+    return point, missing
+
+
 __all__ = ["FORMAT", "PolicyState", "ResumePoint", "Snapshot", "current", "drop", "events_since", "feed", "finish",
-           "fresh", "load", "pending_seq", "save", "save_many", "seal", "snapshot", "unseal", "version_of", "with_context"]
+           "fresh", "load", "pending_seq", "point_of", "save", "save_many", "seal", "snapshot", "unseal", "version_of", "with_context"]
 

@@ -73,12 +73,17 @@ class Known:
     read: otlp.SessionRead
     last: tuple[int, int, str]
     seq: int  # events stored
+    # Kept warm between flushes (what the ledger holds, as this process committed it): its
+    # ledger id and its resume snapshot, so a continuation reads neither back from the ledger.
+    sid: int | None = None
+    snap: resume.Snapshot | None = None
 
 
 @dataclass
 class FileState:
     path: Path
     committed: int = 0  # bytes whose spans are in the ledger
+    source_id: int | None = None  # its sources row, once written
     indexed: int = 0  # bytes read into the index
     lines: int = 0
     refs: dict[tuple[str, str], Ref] = field(default_factory=dict)
@@ -238,7 +243,7 @@ class Flusher:
             rows, j = file_ingest.session_rows(g, self.opts)
             file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
             plan.rows.append(rows)
-            plan.known[key] = Known(st, refs[-1].order, len(g.events))
+            plan.known[key] = Known(st, refs[-1].order, len(g.events), None, rows.resume)
         self.stats.sessions_rewritten += 1
 
     def _continue(self, fs: FileState, key: str, refs: list[Ref], conn: Any, plan: Plan) -> bool:
@@ -254,12 +259,15 @@ class Flusher:
         if (st.title, st.model, st.agent) != (known.read.title, known.read.model, known.read.agent):
             return False  # the session's header changes: rewrite it
         if not events:
-            plan.known[key] = Known(st, refs[-1].order, known.seq)
+            plan.known[key] = replace(known, read=st, last=refs[-1].order)
             return True
-        sid = store.session_id_of(conn, self._source_id(conn, fs), key)
+        sid = known.sid or store.session_id_of(conn, self._source_id(conn, fs), key)
         if sid is None:
             return False
-        point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
+        if known.snap is not None and known.snap.seq == known.seq:
+            point = resume.point_of(known.snap, self.opts.specs)  # warm: what the last flush saved
+        else:
+            point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
         ctx = point.context
         if not (point.complete and isinstance(ctx, dict) and ctx.get("seq") == known.seq):
             return False
@@ -268,12 +276,14 @@ class Flusher:
         tail, j = file_ingest.resumed_tail(prior, g, self.opts)
         file_ingest.count_verdicts(plan.report, events, j.verdicts)
         plan.tails.append(tail)
-        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events))
+        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume)
         self.stats.sessions_continued += 1
         return True
 
     def _source_id(self, conn: Any, fs: FileState) -> int:
-        return conn.execute(select(s.sources.c.id).where(s.sources.c.path == str(fs.path))).scalar() or -1
+        if fs.source_id is None:
+            fs.source_id = conn.execute(select(s.sources.c.id).where(s.sources.c.path == str(fs.path))).scalar()
+        return fs.source_id or -1
 
     def _plan(self, fs: FileState) -> Plan:
         plan = Plan(report=file_ingest.FileReport(str(fs.path), action="appended", format=otlp.NAME))
@@ -302,7 +312,7 @@ class Flusher:
             row = file_ingest.claim(conn, key, self.opts.worker_id)
             if row is None:
                 raise file_ingest.LedgerBusy(f"{key} is claimed by another worker")
-            sid = row["id"]
+            sid = fs.source_id = row["id"]
             store.ensure_policies(conn, self.opts.specs, self.opts.default_ids)
             if fs.gone:
                 store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys())
