@@ -13,7 +13,10 @@ A flush:
 2. for each session that got spans: when they all sort after its last span and say nothing that
    changes its header (model, agent, title), the session is CONTINUED from its stored resume
    snapshot (file_ingest's append path: only the new events replayed, only rows from there on
-   replaced); otherwise it is rewritten whole from its spans' byte ranges. Either way the rows
+   replaced; the snapshot and the session's ledger id are kept in memory from the flush that
+   committed them, so nothing is read back; all continued sessions are written together by
+   file_ingest.apply_tails, one executemany per statement); otherwise it is rewritten whole from
+   its spans' byte ranges. Either way the rows
    equal `loopledger ingest` of the spool file (tested);
 3. writes all of it, and the spool offset reached (the file's `sources.byte_offset`), in ONE
    transaction. So the ledger's offset always says exactly which spans it holds: a killed
