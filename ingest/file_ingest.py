@@ -46,7 +46,7 @@ from loopledger.ledger import store
 from loopledger.redact import redact_event, redact_text, redact_value
 from loopledger.replay import Step
 from loopledger.sessions import SessionGroup, SessionGrouper
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -300,7 +300,7 @@ def compute(path: Path, prior: Prior, opts: Options, materialize: bool = False) 
             out.seen.append(g.info.key)
             if appended and g.info.key in stored and g.max_line is not None and g.max_line <= old_end:
                 continue  # every item of this session lies in the part already stored
-            rows, j = _session_rows(g, opts)
+            rows, j = session_rows(g, opts)
             count_verdicts(report, g.events, j.verdicts)
             if g.cut is not None:
                 cut_seq = g.cut
@@ -342,7 +342,9 @@ def _redacted_checkpoint(cp: Checkpoint, opts: Options) -> Checkpoint:
     return cp if state is cp.state else Checkpoint(cp.offset, cp.line, state)
 
 
-def _session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
+def session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
+    """One whole session redacted, replayed and turned into its ledger rows (a snapshot after
+    `g.cut` events when set)."""
     info, events = _redacted(g.info, g.events, opts)
     j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut, opts.max_text)
     rows = store.session_rows(info, events, j.run_of, j.verdicts, max_text=opts.max_text, builder=j.builder)
@@ -376,13 +378,13 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
             if g.cut is not None:
                 cut_seq = prior.point.seq + g.cut
             if g.events:
-                out.tail, j = _tail(prior, g, opts)
+                out.tail, j = resumed_tail(prior, g, opts)
                 count_verdicts(report, g.events, j.verdicts)
             elif g.cut is not None:
                 cut_seq = prior.point.seq  # nothing new in it: its stored snapshot still holds
             continue
         out.seen.append(g.info.key)
-        rows, j = _session_rows(g, opts)
+        rows, j = session_rows(g, opts)
         if g.cut is not None:
             cut_seq = g.cut
         count_verdicts(report, g.events, j.verdicts)
@@ -398,7 +400,9 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
     return out
 
 
-def _tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Judged]:
+def resumed_tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Judged]:
+    """A session's new events replayed on top of its stored resume point (`prior.point`): the
+    rows from there on, to write with `apply_tails`."""
     point = prior.point
     assert point is not None and prior.session_id is not None and g.info is not None
     _, events = _redacted(None, g.events, opts)
@@ -456,15 +460,15 @@ def _save_reader(conn: Connection, source_id: int, c: Computed) -> None:
                                                      byte_offset=cp.offset, line=cp.line, version=v, state=blob))
 
 
-def _write_sessions(conn: Connection, source_id: int, sessions: Iterable[store.SessionRows]) -> None:
+def write_sessions(conn: Connection, source_id: int, sessions: Iterable[store.SessionRows]) -> None:
+    """Replace these sessions' rows (and resume snapshots) in batches of about FLUSH_ROWS rows."""
     batch: list[store.SessionRows] = []
     held = 0
 
     def flush() -> None:
         sids = store.write_rows(conn, source_id, batch)
-        for sid, rows in zip(sids, batch, strict=True):
-            if rows.resume is not None:
-                resume.save(conn, sid, rows.resume)
+        resume.save_many(conn, [(sid, rows.resume) for sid, rows in zip(sids, batch, strict=True)
+                                if rows.resume is not None])
 
     for rows in sessions:
         batch.append(rows)
@@ -478,53 +482,87 @@ def _write_sessions(conn: Connection, source_id: int, sessions: Iterable[store.S
 def apply_tail(conn: Connection, t: Tail) -> None:
     """Replace a resumed session's rows from seq `t.start` on (and its run rows from
     `t.first_run` on, its tallies) with the tail's; answers for earlier calls are updated."""
-    sid, start = t.session_id, t.start
+    apply_tails(conn, [t])
+
+
+_NULL_ANSWER = {"answer": None, "answer_hash": None, "answer_len": None, "is_error": None, "answer_seq": None,
+                "answer_ts": None}
+_ANSWER_COLS = ("answer", "answer_hash", "answer_len", "is_error", "answer_seq", "answer_ts")
+
+
+def _many(conn: Connection, stmt: Any, params: list[dict[str, Any]]) -> None:
+    if params:
+        conn.execute(stmt, params)
+
+
+def apply_tails(conn: Connection, tails: Sequence[Tail]) -> None:
+    """`apply_tail` for many sessions at once: each statement runs ONCE, as an executemany over
+    every tail (what a receiver's flush of many continued sessions costs is then a fixed number
+    of statements, not a dozen per session). Sessions are independent, so doing step by step
+    across them writes what one-by-one would."""
+    if not tails:
+        return
     c = s.calls.c
-    null_answer = {"answer": None, "answer_hash": None, "answer_len": None, "is_error": None, "answer_seq": None,
-                   "answer_ts": None}
+    b = bindparam
+    by = [{"b_sid": t.session_id, "b_start": t.start} for t in tails]
     for table in (s.events, s.calls, s.turn_usage):
-        conn.execute(delete(table).where(table.c.session_id == sid, table.c.seq >= start))
-    for seq, idx in t.provisional.get("slots", ()):
-        conn.execute(update(s.calls).where(c.session_id == sid, c.seq == seq, c.idx == idx).values(**null_answer))
-    for cid in t.provisional.get("ids", ()):
-        conn.execute(update(s.calls).where(c.session_id == sid, c.call_id == cid, c.answer_seq >= start)
-                     .values(**null_answer))
-    stored_policies = set(conn.execute(select(s.session_stats.c.policy_id)
-                                       .where(s.session_stats.c.session_id == sid)).scalars())
-    ours = set(t.pending)
-    for pid in stored_policies - ours:  # a whole-file ingest keeps only today's policies too
-        for table in (s.checks, s.results, s.run_outcomes):
-            conn.execute(delete(table).where(table.c.session_id == sid, table.c.policy_id == pid))
-    for pid, pseq in t.pending.items():
-        for table in (s.checks, s.results):
-            conn.execute(delete(table).where(table.c.session_id == sid, table.c.policy_id == pid,
-                                             table.c.seq >= start))
-        if pseq is not None:  # its end-of-file judging: the tail judges it now
-            conn.execute(delete(s.results).where(s.results.c.session_id == sid, s.results.c.policy_id == pid,
-                                                 s.results.c.seq == pseq))
-    conn.execute(delete(s.run_outcomes).where(s.run_outcomes.c.session_id == sid,
-                                              s.run_outcomes.c.run_idx >= t.first_run))
-    conn.execute(delete(s.runs).where(s.runs.c.session_id == sid, s.runs.c.idx >= t.first_run))
-    conn.execute(delete(s.session_stats).where(s.session_stats.c.session_id == sid))
-    store.insert_session_rows(conn, sid, t.rows)
-    cols = ("answer", "answer_hash", "answer_len", "is_error", "answer_seq", "answer_ts")
-    for seq, idx, values in t.updates:
-        conn.execute(update(s.calls).where(c.session_id == sid, c.seq == seq, c.idx == idx)
-                     .values(dict(zip(cols, values, strict=True))))
-    for cid, pseq, values in t.late:
-        # The latest earlier call with that id, unless already answered or the pending batch's.
-        hit = conn.execute(select(c.seq, c.idx, c.answer_seq).where(c.session_id == sid, c.call_id == cid,
-                                                                    c.seq < start)
-                           .order_by(c.seq.desc(), c.idx.desc()).limit(1)).first()
-        if hit is not None and hit.answer_seq is None and hit.seq != pseq:
-            conn.execute(update(s.calls).where(c.session_id == sid, c.seq == hit.seq, c.idx == hit.idx)
-                         .values(dict(zip(cols, values, strict=True))))
-    conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(
-        updated_at=time.time(), started_at=func.coalesce(s.sessions.c.started_at, t.first_ts), **t.rows.meta))
-    if t.rows.resume is not None:
-        resume.save(conn, sid, t.rows.resume)
-    else:
-        resume.drop(conn, sid)
+        conn.execute(delete(table).where(table.c.session_id == b("b_sid"), table.c.seq >= b("b_start")), by)
+    _many(conn, update(s.calls).where(c.session_id == b("b_sid"), c.seq == b("b_seq"), c.idx == b("b_idx"))
+          .values(**_NULL_ANSWER),
+          [{"b_sid": t.session_id, "b_seq": seq, "b_idx": idx} for t in tails
+           for seq, idx in t.provisional.get("slots", ())])
+    _many(conn, update(s.calls).where(c.session_id == b("b_sid"), c.call_id == b("b_cid"), c.answer_seq >= b("b_start"))
+          .values(**_NULL_ANSWER),
+          [{"b_sid": t.session_id, "b_cid": cid, "b_start": t.start} for t in tails
+           for cid in t.provisional.get("ids", ())])
+    stored: dict[int, set[str]] = {}
+    for sid, pid in conn.execute(select(s.session_stats.c.session_id, s.session_stats.c.policy_id)
+                                 .where(s.session_stats.c.session_id.in_([t.session_id for t in tails]))):
+        stored.setdefault(sid, set()).add(pid)
+    gone = [{"b_sid": t.session_id, "b_pid": pid} for t in tails
+            for pid in sorted(stored.get(t.session_id, set()) - set(t.pending))]
+    for table in (s.checks, s.results, s.run_outcomes):  # a whole-file ingest keeps only today's policies too
+        _many(conn, delete(table).where(table.c.session_id == b("b_sid"), table.c.policy_id == b("b_pid")), gone)
+    from_start = [{"b_sid": t.session_id, "b_pid": pid, "b_start": t.start} for t in tails for pid in t.pending]
+    for table in (s.checks, s.results):
+        _many(conn, delete(table).where(table.c.session_id == b("b_sid"), table.c.policy_id == b("b_pid"),
+                                        table.c.seq >= b("b_start")), from_start)
+    # Its end-of-file judging: the tail judges it now.
+    _many(conn, delete(s.results).where(s.results.c.session_id == b("b_sid"), s.results.c.policy_id == b("b_pid"),
+                                        s.results.c.seq == b("b_pseq")),
+          [{"b_sid": t.session_id, "b_pid": pid, "b_pseq": pseq} for t in tails
+           for pid, pseq in t.pending.items() if pseq is not None])
+    runs = [{"b_sid": t.session_id, "b_run": t.first_run} for t in tails]
+    conn.execute(delete(s.run_outcomes).where(s.run_outcomes.c.session_id == b("b_sid"),
+                                              s.run_outcomes.c.run_idx >= b("b_run")), runs)
+    conn.execute(delete(s.runs).where(s.runs.c.session_id == b("b_sid"), s.runs.c.idx >= b("b_run")), runs)
+    conn.execute(delete(s.session_stats).where(s.session_stats.c.session_id == b("b_sid")),
+                 [{"b_sid": t.session_id} for t in tails])
+    store.insert_many_session_rows(conn, [(t.session_id, t.rows) for t in tails])
+    answer = {col: b(f"b_{col}") for col in _ANSWER_COLS}
+    _many(conn, update(s.calls).where(c.session_id == b("b_sid"), c.seq == b("b_seq"), c.idx == b("b_idx"))
+          .values(**answer),
+          [{"b_sid": t.session_id, "b_seq": seq, "b_idx": idx, **{f"b_{k}": v for k, v in zip(_ANSWER_COLS, values,
+                                                                                             strict=True)}}
+           for t in tails for seq, idx, values in t.updates])
+    for t in tails:
+        for cid, pseq, values in t.late:
+            # The latest earlier call with that id, unless already answered or the pending batch's.
+            hit = conn.execute(select(c.seq, c.idx, c.answer_seq).where(c.session_id == t.session_id,
+                                                                        c.call_id == cid, c.seq < t.start)
+                               .order_by(c.seq.desc(), c.idx.desc()).limit(1)).first()
+            if hit is not None and hit.answer_seq is None and hit.seq != pseq:
+                conn.execute(update(s.calls).where(c.session_id == t.session_id, c.seq == hit.seq, c.idx == hit.idx)
+                             .values(dict(zip(_ANSWER_COLS, values, strict=True))))
+    now = time.time()
+    for keys in sorted({tuple(sorted(t.rows.meta)) for t in tails}):  # one statement per set of columns
+        group = [t for t in tails if tuple(sorted(t.rows.meta)) == keys]
+        conn.execute(update(s.sessions).where(s.sessions.c.id == b("b_sid")).values(
+            updated_at=now, started_at=func.coalesce(s.sessions.c.started_at, b("b_first")),
+            **{k: b(f"b_{k}") for k in keys}),
+            [{"b_sid": t.session_id, "b_first": t.first_ts, **{f"b_{k}": t.rows.meta[k] for k in keys}}
+             for t in group])
+    resume.save_many(conn, [(t.session_id, t.rows.resume) for t in tails])
 
 
 def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
@@ -555,7 +593,7 @@ def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
     store.ensure_policies(conn, opts.specs, opts.default_ids)
     if c.tail is not None:
         apply_tail(conn, c.tail)
-    _write_sessions(conn, source_id, c.sessions)
+    write_sessions(conn, source_id, c.sessions)
     resumed = c.resumed
     if not resumed:  # a resumed append loses no session and keeps the errors already stored
         store.delete_sessions(conn, source_id, keep_keys=c.seen)

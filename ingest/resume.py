@@ -53,7 +53,7 @@ from loopledger.events import Event
 from loopledger.ledger import schema as s
 from loopledger.replay import Step, Tallier, Tally, _Driver
 from loopledger.snapshots import FORMAT, context_version, seal, unseal, version_of  # noqa: F401 (re-exported)
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.engine import Connection
 
 CONTEXT_ID = ""  # resume_states.policy_id of the caller's own context
@@ -208,12 +208,24 @@ def save(conn: Connection, session_id: int, point: ResumePoint | Snapshot) -> No
     """Replace the session's stored snapshots (inside the caller's transaction) for the
     policies of `point`; other policies' snapshots of the session are dropped (they would be
     at another seq)."""
-    snap = point if isinstance(point, Snapshot) else snapshot(point)
+    save_many(conn, [(session_id, point)])
+
+
+def save_many(conn: Connection, points: Sequence[tuple[int, ResumePoint | Snapshot | None]]) -> None:
+    """`save` for many sessions in two statements; a session given None has its snapshots
+    dropped (`drop`)."""
+    if not points:
+        return
     t = s.resume_states
-    conn.execute(delete(t).where(t.c.session_id == session_id))
+    conn.execute(delete(t).where(t.c.session_id == bindparam("b_sid")), [{"b_sid": sid} for sid, _ in points])
     now = time.time()
-    rows = [{"session_id": session_id, "policy_id": pid, "seq": snap.seq, "version": v, "state": blob,
-             "updated_at": now} for pid, (v, blob) in snap.blobs.items()]
+    rows = []
+    for sid, point in points:
+        if point is None:
+            continue
+        snap = point if isinstance(point, Snapshot) else snapshot(point)
+        rows.extend({"session_id": sid, "policy_id": pid, "seq": snap.seq, "version": v, "state": blob,
+                     "updated_at": now} for pid, (v, blob) in snap.blobs.items())
     if rows:
         conn.execute(t.insert(), rows)
 
@@ -251,22 +263,7 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
     seqs = {r.seq for pid, r in rows.items() if pid != CONTEXT_ID}
     if seq is None:
         seq = max(seqs) if seqs else None
-    point = ResumePoint(specs)
-    missing: list[PolicySpec] = []
-    for sp in specs:
-        r = rows.get(sp.id)
-        got = None
-        if r is not None and r.seq == seq:
-            policy_probe = make_policy(sp)
-            got = unseal(r.state, version_of(policy_probe)) if r.version == version_of(policy_probe) else None
-        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], _Driver) and got[0].policy.spec == sp:
-            point.states[sp.id] = PolicyState(got[0], got[1])
-        else:
-            point.states[sp.id] = None
-            missing.append(sp)
-    ctx = rows.get(CONTEXT_ID)
-    if ctx is not None and ctx.seq == seq and ctx.version == context_version():
-        point.context = unseal(ctx.state, ctx.version)
+    point, missing = _point_of({pid: (r.version, r.state) for pid, r in rows.items() if r.seq == seq}, specs)
     if seq is None:
         seq = conn.execute(select(s.sessions.c.n_events).where(s.sessions.c.id == session_id)).scalar() or 0
     point.seq = seq
@@ -281,6 +278,37 @@ def load(conn: Connection, session_id: int, specs: Sequence[PolicySpec], *, rebu
     return point
 
 
+def point_of(snap: Snapshot, specs: Sequence[PolicySpec]) -> ResumePoint:
+    """`load` from a snapshot held in memory (what `save` would have stored): no query. A
+    policy missing from it has state None (as load's rebuild=False)."""
+    point, _ = _point_of(snap.blobs, tuple(specs))
+    point.seq = snap.seq
+    return point
+
+
+def _point_of(blobs: Mapping[str, tuple[str, bytes]], specs: tuple[PolicySpec, ...]) -> tuple[ResumePoint,
+                                                                                              list[PolicySpec]]:
+    """The point sealed in `blobs` ({policy id: (version, blob)}, all at one seq) and the
+    policies it lacks a usable state for."""
+    point = ResumePoint(specs)
+    missing: list[PolicySpec] = []
+    for sp in specs:
+        r = blobs.get(sp.id)
+        got = None
+        if r is not None:
+            policy_probe = make_policy(sp)
+            got = unseal(r[1], version_of(policy_probe)) if r[0] == version_of(policy_probe) else None
+        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], _Driver) and got[0].policy.spec == sp:
+            point.states[sp.id] = PolicyState(got[0], got[1])
+        else:
+            point.states[sp.id] = None
+            missing.append(sp)
+    ctx = blobs.get(CONTEXT_ID)
+    if ctx is not None and ctx[0] == context_version():
+        point.context = unseal(ctx[1], ctx[0])
+    return point, missing
+
+
 __all__ = ["FORMAT", "PolicyState", "ResumePoint", "Snapshot", "current", "drop", "events_since", "feed", "finish",
-           "fresh", "load", "pending_seq", "save", "seal", "snapshot", "unseal", "version_of", "with_context"]
+           "fresh", "load", "pending_seq", "point_of", "save", "save_many", "seal", "snapshot", "unseal", "version_of", "with_context"]
 

@@ -23,6 +23,7 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate
 from loopledger.ledger import schema as s
 from loopledger.ledger.engine import make_engine
+from loopledger.receive.http import SMALL_FLUSH
 from sqlalchemy import func, select
 
 WINDOW = PolicySpec.parse("window")
@@ -752,3 +753,80 @@ def test_spool_files_of_past_days_are_trimmed_once_in_the_ledger_and_today_is_ke
         assert {k for k, _ in calls_of(ledger)} == {"d1", "d2", "d3"}  # its sessions are kept
     finally:
         rec.close()
+
+
+# ── issue 21: a flush of many sessions, and when the flusher flushes ──────────────────────
+
+def test_many_sessions_continued_in_one_flush_have_the_rows_of_one_ingest_of_the_spool(manual, ledger, tmp_path):
+    """Eight conversations interleaved in every request (as concurrent agents export them), some
+    calls failing and repeated so the policies strike: every flush after the first continues all
+    eight at once; the rows equal one `loopledger ingest` of the spool file."""
+    from test_worker import dump
+
+    url, rec = manual
+    rec.opts = rec.flusher.opts = worker.Options()  # the default policy set
+    convs = [f"agent-{c}" for c in range(8)]
+    for rnd in range(4):
+        spans = []
+        for c, conv in enumerate(convs):
+            for i in range(rnd * 3, rnd * 3 + 3):
+                # The same failing call over and over in half of them: loops for the guards to judge.
+                tool, args, result = (("run_tests", '{"path": "tests"}', "1 failed: test_refund") if c % 2 == 0
+                                      else ("read_file", json.dumps({"path": f"src/m{i}.py"}), f"line {i}"))
+                spans.append(tool_span(conv, i, tool, args, result, trace=f"{c + 1:032x}"))
+        assert post(url, request(spans), "application/json")[0] == 200
+        continued = rec.flusher.stats.sessions_continued
+        rec.flush()
+        assert rec.stats.last_error == ""
+        if rnd:  # every session continued from its snapshot, none rewritten
+            assert rec.flusher.stats.sessions_continued == continued + len(convs)
+    # An independent count: 8 conversations x 12 calls, each once.
+    got_calls = calls_of(ledger)
+    assert len(got_calls) == 96 and len(set(got_calls)) == 96
+    spool_file = next(rec.spool.glob("otlp-*.jsonl"))
+    copy = tmp_path / "whole" / spool_file.name
+    copy.parent.mkdir()
+    copy.write_bytes(spool_file.read_bytes())
+    other = make_engine(f"sqlite:///{tmp_path / 'whole.sqlite'}")
+    migrate.upgrade(other)
+    worker.ingest_file(other, copy, worker.Options())
+    got, want = dump(ledger), dump(other)
+    other.dispose()
+    assert want["checks"], "the policies judged something"
+    for table in want:
+        if table != "sources":
+            assert got[table] == want[table], table
+
+
+@pytest.fixture
+def slow_flusher(ledger, tmp_path):
+    """A receiver over real HTTP whose flush interval (20 s) is far longer than any wait below."""
+    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=20.0)
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        assert time.monotonic() < deadline, "receiver did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", rec
+    srv.should_exit = True
+    t.join(10)
+    rec.close()
+
+
+def test_a_few_spans_into_a_quiet_receiver_skip_the_interval_and_a_stream_waits_for_it(slow_flusher, ledger):
+    url, rec = slow_flusher
+    # Two one-span requests, the second right after the first one's flush: neither waits the 20 s.
+    for i in range(2):
+        assert post(url, request([tool_span("quiet", i)]), "application/json")[0] == 200
+        assert wait_for(lambda i=i: len(calls_of(ledger)) == i + 1, 10), "flushed without waiting the interval"
+    flushes = rec.flusher.stats.flushes
+    # A request of SMALL_FLUSH spans or more is a stream: it joins the flush after the interval.
+    big = [tool_span("stream", i) for i in range(SMALL_FLUSH)]
+    assert post(url, request(big), "application/json")[0] == 200
+    time.sleep(1.5)
+    assert rec.flusher.stats.flushes == flushes and len(calls_of(ledger)) == 2
+    rec.close()  # stopping writes what waits
+    assert len(calls_of(ledger)) == 2 + SMALL_FLUSH

@@ -383,14 +383,15 @@ def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]
             delete_session_rows(conn, sid)
             conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(updated_at=now, **rows.meta))
         sids.append(sid)
-    for table, cols in _ROW_TABLES:
-        for sid, rows in zip(sids, sessions, strict=True):
-            _insert_part(conn, table, cols, sid, rows)
+    insert_many_session_rows(conn, list(zip(sids, sessions, strict=True)))
     return sids
 
 
+_PART = {"session_stats": "stats", "run_outcomes": "outcomes", "turn_usage": "usage"}  # SessionRows' names
+
+
 def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, rows: SessionRows) -> None:
-    part = getattr(rows, {"session_stats": "stats", "run_outcomes": "outcomes", "turn_usage": "usage"}.get(table, table))
+    part = getattr(rows, _PART.get(table, table))
     if part:
         # The session id goes into the statement as an integer literal (it is one: it came back
         # from the database), so the row tuples are passed as built, uncopied.
@@ -399,8 +400,19 @@ def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, ro
 
 def insert_session_rows(conn: Connection, session_id: int, rows: SessionRows) -> None:
     """Insert `rows` for an existing session without deleting anything (a resumed tail)."""
+    insert_many_session_rows(conn, [(session_id, rows)])
+
+
+def insert_many_session_rows(conn: Connection, sessions: Sequence[tuple[int, SessionRows]]) -> None:
+    """Insert the rows of many existing sessions: ONE executemany per table for all of them
+    (a statement per session and table is what made a flush of many small sessions slow)."""
+    if len(sessions) == 1:
+        for table, cols in _ROW_TABLES:
+            _insert_part(conn, table, cols, sessions[0][0], sessions[0][1])
+        return
     for table, cols in _ROW_TABLES:
-        _insert_part(conn, table, cols, session_id, rows)
+        attr = _PART.get(table, table)
+        bulk_insert(conn, table, cols, [(sid, *r) for sid, rows in sessions for r in getattr(rows, attr)])
 
 
 def write_session(

@@ -13,7 +13,10 @@ A flush:
 2. for each session that got spans: when they all sort after its last span and say nothing that
    changes its header (model, agent, title), the session is CONTINUED from its stored resume
    snapshot (file_ingest's append path: only the new events replayed, only rows from there on
-   replaced); otherwise it is rewritten whole from its spans' byte ranges. Either way the rows
+   replaced; the snapshot and the session's ledger id are kept in memory from the flush that
+   committed them, so nothing is read back; all continued sessions are written together by
+   file_ingest.apply_tails, one executemany per statement); otherwise it is rewritten whole from
+   its spans' byte ranges. Either way the rows
    equal `loopledger ingest` of the spool file (tested);
 3. writes all of it, and the spool offset reached (the file's `sources.byte_offset`), in ONE
    transaction. So the ledger's offset always says exactly which spans it holds: a killed
@@ -73,12 +76,17 @@ class Known:
     read: otlp.SessionRead
     last: tuple[int, int, str]
     seq: int  # events stored
+    # Kept warm between flushes (what the ledger holds, as this process committed it): its
+    # ledger id and its resume snapshot, so a continuation reads neither back from the ledger.
+    sid: int | None = None
+    snap: resume.Snapshot | None = None
 
 
 @dataclass
 class FileState:
     path: Path
     committed: int = 0  # bytes whose spans are in the ledger
+    source_id: int | None = None  # its sources row, once written
     indexed: int = 0  # bytes read into the index
     lines: int = 0
     refs: dict[tuple[str, str], Ref] = field(default_factory=dict)
@@ -235,10 +243,10 @@ class Flusher:
         groups = [g for g in SessionGrouper(fs.path).groups(otlp.session_items(key, spans, st)) if g.info is not None]
         for g in groups:
             g.cut = len(g.events)  # a snapshot after every event: the next spans continue from it
-            rows, j = file_ingest._session_rows(g, self.opts)
+            rows, j = file_ingest.session_rows(g, self.opts)
             file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
             plan.rows.append(rows)
-            plan.known[key] = Known(st, refs[-1].order, len(g.events))
+            plan.known[key] = Known(st, refs[-1].order, len(g.events), None, rows.resume)
         self.stats.sessions_rewritten += 1
 
     def _continue(self, fs: FileState, key: str, refs: list[Ref], conn: Any, plan: Plan) -> bool:
@@ -254,26 +262,31 @@ class Flusher:
         if (st.title, st.model, st.agent) != (known.read.title, known.read.model, known.read.agent):
             return False  # the session's header changes: rewrite it
         if not events:
-            plan.known[key] = Known(st, refs[-1].order, known.seq)
+            plan.known[key] = replace(known, read=st, last=refs[-1].order)
             return True
-        sid = store.session_id_of(conn, self._source_id(conn, fs), key)
+        sid = known.sid or store.session_id_of(conn, self._source_id(conn, fs), key)
         if sid is None:
             return False
-        point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
+        if known.snap is not None and known.snap.seq == known.seq:
+            point = resume.point_of(known.snap, self.opts.specs)  # warm: what the last flush saved
+        else:
+            point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
         ctx = point.context
         if not (point.complete and isinstance(ctx, dict) and ctx.get("seq") == known.seq):
             return False
         prior = file_ingest.Prior({}, session_id=sid, point=point)
         g = SessionGroup(SessionInfo(key, otlp.NAME), events=events, cut=len(events), resumed=True)
-        tail, j = file_ingest._tail(prior, g, self.opts)
+        tail, j = file_ingest.resumed_tail(prior, g, self.opts)
         file_ingest.count_verdicts(plan.report, events, j.verdicts)
         plan.tails.append(tail)
-        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events))
+        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume)
         self.stats.sessions_continued += 1
         return True
 
     def _source_id(self, conn: Any, fs: FileState) -> int:
-        return conn.execute(select(s.sources.c.id).where(s.sources.c.path == str(fs.path))).scalar() or -1
+        if fs.source_id is None:
+            fs.source_id = conn.execute(select(s.sources.c.id).where(s.sources.c.path == str(fs.path))).scalar()
+        return fs.source_id or -1
 
     def _plan(self, fs: FileState) -> Plan:
         plan = Plan(report=file_ingest.FileReport(str(fs.path), action="appended", format=otlp.NAME))
@@ -302,13 +315,12 @@ class Flusher:
             row = file_ingest.claim(conn, key, self.opts.worker_id)
             if row is None:
                 raise file_ingest.LedgerBusy(f"{key} is claimed by another worker")
-            sid = row["id"]
+            sid = fs.source_id = row["id"]
             store.ensure_policies(conn, self.opts.specs, self.opts.default_ids)
             if fs.gone:
                 store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys())
-            file_ingest._write_sessions(conn, sid, plan.rows)
-            for tail in plan.tails:
-                file_ingest.apply_tail(conn, tail)
+            file_ingest.write_sessions(conn, sid, plan.rows)
+            file_ingest.apply_tails(conn, plan.tails)  # every continued session in one set of statements
             conn.execute(update(s.sources).where(s.sources.c.id == sid).values(
                 format=otlp.NAME, size=upto, mtime=None, content_hash=None, byte_offset=upto,
                 status=STATUS_OK if row["status"] != STATUS_QUARANTINED else STATUS_QUARANTINED,

@@ -7,8 +7,9 @@ what is pending. With a token, both need `Authorization: Bearer <token>` (else 4
 A request is decoded and validated, its spans cut into spool lines (redacted, depth-capped:
 spool.py) off the event loop, then handed to the WRITER thread, which appends every queued
 request's lines, fsyncs once and only then lets each request be answered. The FLUSHER thread
-(flush.py) reads what the writer appended and writes it into the ledger at most every
-`flush_interval` seconds; nothing the HTTP side waits for ever waits on the ledger.
+(flush.py) reads what the writer appended and writes it into the ledger: at once when fewer than
+SMALL_FLUSH spans wait, else at most every `flush_interval` seconds (a stream shares a flush);
+nothing the HTTP side waits for ever waits on the ledger.
 
 Malformed bodies get HTTP 400 with the reason and never stop the receiver; bodies over
 `max_body` bytes (after decompression too) get 413; other content types 415.
@@ -43,6 +44,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4318  # OTLP/HTTP's registered port
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_KEEP_DAYS = 1
+SMALL_FLUSH = 64  # spans waiting that the flusher writes at once, without waiting for its interval
 TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 # JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
 # Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
@@ -153,6 +155,9 @@ class Receiver:
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()
         self._closed = False
+        # Spans spooled since the flusher last started a flush (the writer adds, the flusher
+        # zeroes): it only chooses when to flush, so a lost update between the two threads is harmless.
+        self._unflushed = 0
         self._writer = threading.Thread(target=self._write_loop, name="loopledger-receive-writer", daemon=True)
         self._flusher = threading.Thread(target=self._flush_loop, name="loopledger-receive-flusher", daemon=True)
         self._writer.start()
@@ -190,6 +195,7 @@ class Receiver:
                         self.stats.duplicates += len(pieces) - n
                         fut.set_result(n)
                     if any(kept):
+                        self._unflushed += sum(kept)
                         self._wake.set()
             if len(work) < len(batch):
                 self.spooler.close()
@@ -216,12 +222,15 @@ class Receiver:
             self._wake.wait()
             if self._stop.is_set():
                 return
-            # At most one flush per interval (or per the last flush's own duration, if longer): a
-            # span into an idle receiver is written at once, a stream of them in batches (what
-            # arrives during the wait joins the next flush), and a flush costs a session's
-            # statements once per batch, not once per request.
-            self._stop.wait(max(0.0, last + max(self.flush_interval, took) - time.monotonic()))
+            # A few spans (under SMALL_FLUSH: one agent's request into a quiet receiver) are
+            # written at once, so time-to-ledger is the flush's own time. More than that is a
+            # stream: at most one flush per interval (or per the last flush's own duration, if
+            # longer); what arrives during the wait joins it, so the per-session work of a
+            # flush (its resume snapshot, its statements) is paid once per batch, not per request.
+            if self._unflushed >= SMALL_FLUSH:
+                self._stop.wait(max(0.0, last + max(self.flush_interval, took) - time.monotonic()))
             self._wake.clear()
+            self._unflushed = 0
             last = time.monotonic()
             self.flush()
             took = time.monotonic() - last
