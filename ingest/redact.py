@@ -45,10 +45,28 @@ _SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, 
 _COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
 _KINDS = [kind for kind, _ in _PATTERNS]
 # Cheap substring tests that every pattern needs at least one of: most texts hold none, and
-# `in` scans far faster than the regex engine does.
-_MARKERS = ("PRIVATE KEY", "sk-", "k_live_", "k_test_", "AKIA", "ASIA", "ws_secret_access_key",
-            "WS_SECRET_ACCESS_KEY", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AIza", "xox", "earer", "EARER", "://")
-_MARKERS_B = tuple(mk.encode() for mk in _MARKERS)
+# `in` scans far faster than the regex engine does. Grouped under a gate, a character each of
+# the group's markers holds, so a text without the gates costs five memchr scans instead of
+# nineteen substring searches. "://" is gated by "@": its one pattern (url-password,
+# `scheme://user:password@`) needs both; "" gates nothing.
+_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("_", ("k_live_", "k_test_", "ws_secret_access_key", "WS_SECRET_ACCESS_KEY", "ghp_", "gho_", "ghu_", "ghs_",
+           "ghr_", "github_pat_")),
+    ("A", ("PRIVATE KEY", "AKIA", "ASIA", "AIza", "EARER")),
+    ("-", ("sk-",)),
+    ("@", ("://",)),
+    ("", ("xox", "earer")),
+)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """Whether some pattern could match `text` (when not, none can)."""
+    for gate, markers in _GROUPS:
+        if gate in text:
+            for mk in markers:
+                if mk in text:
+                    return True
+    return False
 
 
 def _replace(m: re.Match[str]) -> str:
@@ -67,7 +85,7 @@ def _replace(m: re.Match[str]) -> str:
 def redact_text(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<kind>]`; the same object when clean."""
     global _COMBINED
-    if not text or not any(mk in text for mk in _MARKERS):
+    if not text or not _may_hold_secret(text):
         return text
     if _COMBINED is None:
         _COMBINED = re.compile(_SOURCE, re.DOTALL)
@@ -101,11 +119,12 @@ def redact_value(value: Any, *, secrets: bool = True, max_depth: int | None = MA
     try:
         # One C-speed serialization decides most values: no marker in it means no secret, and
         # fewer brackets than MAX_DEPTH (brackets inside strings only overcount) means not too deep.
+        # (Searched as str: `in` on bytes costs a buffer acquisition per marker.)
         flat = orjson.dumps(value)
     except TypeError:  # deeper than orjson goes (255), non-string keys, huge ints, lone surrogates
         flat = None
-    if flat is not None and flat.count(b"{") + flat.count(b"[") <= limit and (
-            not secrets or not any(mk in flat for mk in _MARKERS_B)):
+    if flat is not None and (len(flat) <= limit or flat.count(b"{") + flat.count(b"[") <= limit) and (
+            not secrets or not _may_hold_secret(flat.decode())):
         return value
     return _walk(value, secrets, limit)
 

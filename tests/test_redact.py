@@ -92,3 +92,35 @@ def test_malformed_string_args_are_redacted():
     out = redact_event(Batch((call,))).calls[0]
     assert out.args_malformed and "pw123" not in out.args
     assert redact_value(["a", {"b": "xoxp-1234567890-abc"}]) == ["a", {"b": "[REDACTED:slack-token]"}]
+
+
+_ALL_SHAPES = [s for _, s in SECRETS] + [
+    "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0", "BEARER abcdefghijklmnop1234", "postgresql://u:pw@h",
+    "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "-----BEGIN PRIVATE KEY-----\nabc",
+    "AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'", "ASIAIOSFODNN7EXAMPLE",
+    "rk_test_" + "4eC39HqLyjWDarjtT1zdp7dc", "ghs_" + "q" * 36, "ghr_" + "r" * 36, "ghu_" + "u" * 36,
+]
+
+
+@given(st.text(), st.sampled_from(_ALL_SHAPES), st.text())
+def test_the_cheap_prefilter_never_skips_a_secret(before, secret, after):
+    # The oracle is the combined pattern applied to every text, with no prefilter at all.
+    import re
+
+    from loopledger import redact
+
+    text = before + " " + secret + " " + after
+    full = re.compile(redact._SOURCE, re.DOTALL).sub(redact._replace, text)
+    assert redact_text(text) == full
+    assert full != text  # the shape is a secret: something was replaced
+    assert redact_value({"k": [text]}) == {"k": [full]}
+
+
+@given(st.text(alphabet=st.sampled_from("abkAKISsx_-:/@eEr RpPoOuUhHgGt"), max_size=40))
+def test_the_prefilter_agrees_with_the_patterns_on_marker_alphabet_text(text):
+    import re
+
+    from loopledger import redact
+
+    full = re.compile(redact._SOURCE, re.DOTALL).sub(redact._replace, text)
+    assert redact_text(text) == full

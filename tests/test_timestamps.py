@@ -113,3 +113,37 @@ def test_a_0002_ledger_takes_long_times_after_upgrade(db_url):
         assert row == (LONG_ZONE * 2, LONG_ZONE)
     finally:
         eng.dispose()
+
+
+@pytest.mark.parametrize("where", ["call name", "call id", "answer call id", "answer text", "batch text"])
+def test_nul_anywhere_in_a_batch_or_answer_is_replaced_and_reported(tmp_path, where):
+    from loopledger.events import Answers
+
+    nul = "x\u0000y"
+    call = {"id": nul if where == "call id" else "c1", "type": "function",
+            "function": {"name": nul if where == "call name" else "bash", "arguments": "{}"}}
+    lines = [{"role": "user", "content": "go"},
+             {"role": "assistant", "content": nul if where == "batch text" else "", "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": nul if where == "answer call id" else call["id"],
+              "content": nul if where == "answer text" else "ok"}]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    items = list(read(path, "openai-chat"))
+    (err,) = [i for i in items if isinstance(i, ReadError)]
+    assert "NUL" in err.message and err.line == (3 if where.startswith("answer") else 2)
+    batch = next(i for i in items if isinstance(i, Batch))
+    answers = next(i for i in items if isinstance(i, Answers))
+    texts = [batch.text, batch.calls[0].name, batch.calls[0].id or "", answers.answers[0].text,
+             answers.answers[0].call_id or ""]
+    assert not any("\u0000" in t for t in texts)
+    # a NUL call id is also the answer's tool_call_id: both carry the replacement
+    assert sum("x\ufffdy" in t for t in texts) == (2 if where == "call id" else 1)
+
+
+def test_a_clean_item_comes_out_as_the_same_object(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "go"}) + "\n")
+    from loopledger.formats import _portable, openai_chat
+
+    raw = [i for i in openai_chat.read(path) if not isinstance(i, ReadError)]
+    assert [_portable._event(i) is i for i in raw] == [True] * len(raw)

@@ -80,6 +80,11 @@ def _event(item: Item) -> Item:
     """The item with its timestamps normalized and NUL characters replaced (the same object when
     nothing changes: the common case costs a regex match)."""
     if isinstance(item, Answers):
+        for a in item.answers:  # the common case first: nothing to change, no tuple built
+            if (a.ts is not None and not _CANON_TS.match(a.ts)) or NUL in a.text or (a.call_id and NUL in a.call_id):
+                break
+        else:
+            return item
         answers = tuple(a if _ts(a.ts) == a.ts and NUL not in a.text and (a.call_id is None or NUL not in a.call_id)
                         else Answer(_clean(a.call_id) if a.call_id else a.call_id, _clean(a.text), a.is_error,
                                     _ts(a.ts), "" if NUL in a.text else a.digest)
@@ -87,8 +92,14 @@ def _event(item: Item) -> Item:
         changed = any(x is not y for x, y in zip(answers, item.answers, strict=True))
         return Answers(answers, item.line) if changed else item
     if isinstance(item, Batch):
-        calls = tuple(_call(c) for c in item.calls)
         ts = _ts(item.ts)
+        if ts == item.ts and NUL not in item.text:
+            for c in item.calls:
+                if NUL in c.name or (c.id is not None and NUL in c.id):
+                    break
+            else:
+                return item
+        calls = tuple(_call(c) for c in item.calls)
         if ts == item.ts and NUL not in item.text and all(x is y for x, y in zip(calls, item.calls, strict=True)):
             return item
         return Batch(calls, _clean(item.text), ts, item.line, item.usage)
@@ -122,9 +133,11 @@ def portable(items: Iterator[Item], path: Path) -> Iterator[Item]:
         if isinstance(item, ReadError):
             yield item
             continue
-        if not reported and _has_nul(item):
+        out = _event(item)
+        # A NUL always changes the item (it is replaced), so an unchanged one needs no search.
+        if not reported and out is not item and _has_nul(item):
             reported = True
             yield ReadError(str(path), getattr(item, "line", None),
                             "text holds NUL characters (\\u0000), which PostgreSQL cannot store: "
                             "replaced by U+FFFD (first of the file)")
-        yield _event(item)
+        yield out
