@@ -1064,3 +1064,130 @@ def test_an_answer_that_came_back_after_a_different_one_is_a_new_run():
     d = ProgressDetector()
     run(d, calls)
     assert d.check("get", {"id": 1}).count == 2  # x1 once since x2: not x1 twice
+
+
+# ── pinned by mutants that survived `make mutants` (mutants/detectors-progress.txt) ─────────────
+
+
+def test_every_sed_script_given_by_a_long_expression_option_must_only_print():
+    # `--expression S` is `-e S`: a later `-e p` does not make a script that writes a copy a read.
+    assert classify_shell("sed -n --expression '1w copy.txt' -e p notes.txt")[0] is False
+    assert classify_shell("sed -n --expression 1p -e 2p notes.txt") == (True, False)
+
+
+def test_a_quoted_command_substitution_runs_another_program_so_is_no_read():
+    # shlex keeps "$(pwd)" as one word: it is still a program run, not an argument to vouch for.
+    assert classify_shell('tree "$(pwd)"') == (False, False)
+    assert classify_shell('cat "$(ls)"') == (False, False)
+
+
+def test_an_input_redirect_and_a_quoted_angle_bracket_are_not_writes():
+    assert classify_shell("cat < notes.txt") == (True, False)
+    assert classify_shell('grep -n "<X>" page.xml') == (True, False)
+
+
+def test_a_redirect_with_no_target_is_no_read():
+    assert classify_shell("grep x a.py >")[0] is False
+
+
+def test_closing_a_stream_is_not_a_write():
+    assert classify_shell("grep x a.py 2>&-") == (True, False)
+
+
+@pytest.mark.parametrize(("argv", "reads"), [
+    (["bash", "-c", "cat x"], True),  # a shell given a script: the script is the command
+    (["bash", "-c", "rm x"], False),
+    (["cat", "a.txt", "b.txt"], True),  # three words without -c: an argv, not a script
+])
+def test_an_argv_is_a_shell_script_only_after_dash_c(argv, reads):
+    assert reads_only("shell", {"command": argv}) is reads
+
+
+def test_an_edit_is_a_write_and_never_a_read():
+    assert classify("str_replace_based_edit_tool", {"path": "a.py", "old_str": "x", "new_str": "y"}) == (False, True)
+    assert classify("Write", {"file_path": "a.py", "content": "x = 1\n"}) == (False, True)
+
+
+def test_a_patch_is_a_write_even_after_leading_blank_lines():
+    assert writes("apply_patch", {"input": "\n  *** Begin Patch\n*** Update File: a.py\n"})
+
+
+def test_a_copy_keeps_the_arguments_of_a_call_still_waiting_for_its_answer():
+    # A snapshot taken between a call and its answer: the error that comes back names the flight
+    # the copied call asked for, so a retry that keeps that flight is stale (rule 2).
+    d = ProgressDetector()
+    d.check("book", {"flight": "HAT030", "seat": "12A"})
+    snap = copy.deepcopy(d)
+    snap.record_answer(FAIL)
+    v = snap.check("book", {"flight": "HAT030", "seat": "14C"})
+    assert (v.action, v.count, v.rule) == ("warn", 2, "retry")
+
+
+def test_a_copy_keeps_the_agent_steps_of_a_run_of_one_failure():
+    # Rule 2b counts agent steps: four failing steps copied are still four (count 5: halt).
+    d = ProgressDetector()
+    for i in range(4):
+        d.check("lookup", {"id": f"U{i}"})
+        d.record_answer("Error: malformed request")
+    v = copy.deepcopy(d).check("lookup", {"id": "U9"})
+    assert (v.action, v.count, v.rule) == ("halt", 5, "failures")
+
+
+def test_a_copy_remembers_no_more_than_the_window():
+    snap = copy.deepcopy(ProgressDetector(window=3))
+    for i in range(5):
+        snap.check("t", {"i": i})
+        snap.record_answer("ok")
+    assert len(snap.state()["calls"]) == 3
+
+
+def test_arguments_beyond_json_numbers_still_tell_calls_apart():
+    # orjson refuses integers over 64 bits; the canonical form still holds them.
+    got = run(ProgressDetector(), [("calc", {"n": 2**70}, "ok"), ("calc", {"n": 2**71}, "ok")])
+    assert got[1] == ("allow", 1, "")
+
+
+def test_an_error_pattern_with_global_flags_is_still_case_insensitive():
+    # `(?s)` cannot sit inside one alternation of them all: such patterns are searched one by one,
+    # and still ignore case (rule 3).
+    d = ProgressDetector(errors=[r"(?s)\Afatal.*aborted"])
+    assert d.is_failure("FATAL: disk full\nABORTED")
+    assert not d.is_failure("all fine")
+
+
+def test_no_error_patterns_means_only_flagged_answers_fail():
+    d = ProgressDetector(errors=[])
+    assert not d.is_failure("Error: x")
+    assert d.is_failure("fine", is_error=True)
+
+
+def test_a_pattern_that_matches_only_the_empty_answer_is_refused():
+    with pytest.raises(ConfigError):
+        ProgressDetector(volatile=["^$"])
+
+
+def test_a_late_answer_of_an_older_call_keeps_the_tools_newer_answer_in_view():
+    d = ProgressDetector(window=3)
+    p0 = d.check("api", {"q": "a"}).position
+    d.check("api", {"q": "b"})
+    d.record_answer("same")
+    d.record_answer("other", position=p0)  # the first call's answer arrives last
+    run(d, [("x", {}, "1"), ("y", {}, "2")])
+    v = d.check("api", {"q": "b"})  # the window (3) still holds the answered {"q": "b"}
+    assert (v.action, v.count, v.rule) == ("warn", 2, "repeat")
+
+
+def test_the_policy_builds_its_detector_with_every_parameter_of_its_spec():
+    spec = PolicySpec.parse("progress:same_failure_at=6,poll_span=3,rerun_halt_at=5")
+    p = make_policy(spec)
+    assert p.spec == spec
+    assert (p.detector.same_failure_at, p.detector.poll_span, p.detector.rerun_halt_at) == (6, 3, 5)
+
+
+def test_an_unknown_pattern_name_is_refused_with_the_names_known():
+    with pytest.raises(ConfigError) as e:
+        PolicySpec.parse("progress:volatile=timestmap")
+    msg = str(e.value)
+    assert "unknown pattern 'timestmap'" in msg
+    assert "timestamp, clock, duration" in msg and "re:<regular expression>" in msg
+    assert "pattern names" in e.value.rule

@@ -275,8 +275,9 @@ def classify_shell(command: str) -> tuple[bool, bool]:
             stage.append(t)
         elif set(t) <= set("<>&|") and ">" in t:
             target = tokens[i + 1] if i + 1 < len(tokens) else ""
-            dup = t in (">&", "<&") and (target.isdigit() or target == "-")
-            if not dup and target not in _QUIET and target not in ("&1", "&2"):
+            # `2>&1`, `>&-`: a stream joined or closed (shlex splits `&1` into `&` `1`; `<&` holds no `>`)
+            dup = t == ">&" and (target.isdigit() or target == "-")
+            if not dup and target not in _QUIET:
                 writes = True
         else:
             stage.append(t)
