@@ -1191,3 +1191,82 @@ def test_an_unknown_pattern_name_is_refused_with_the_names_known():
     assert "unknown pattern 'timestmap'" in msg
     assert "timestamp, clock, duration" in msg and "re:<regular expression>" in msg
     assert "pattern names" in e.value.rule
+
+
+def test_a_success_before_its_tool_moved_ends_the_repeat_and_an_older_failure_does_not_join():
+    # Rule 5 then rule 1: status(job 1) failed, then succeeded; the tool moved later (job 2 polled
+    # with a new answer). The success is no evidence, and the older failure is not this call's
+    # latest answer: nothing repeats.
+    calls = [("status", {"job": 1}, "Error: x"), ("status", {"job": 1}, "ok"),
+             ("status", {"job": 2}, "a"), ("status", {"job": 2}, "b"), ("status", {"job": 1}, None)]
+    assert run(ProgressDetector(), calls)[-1] == ("allow", 1, "")
+
+
+def test_equal_answers_before_the_tool_moved_do_not_make_a_settled_poll_look_moving():
+    # job 1 answered A once, then S ever after; job 2 moved at the 5th call. Only job 1's three S
+    # after that move count (4th call: ok_halt_at), and within its last poll_span (5) answers
+    # (S S S S S) nothing changed: the poll rule gives no extra rope.
+    one, two = {"job": 1}, {"job": 2}
+    calls = [("status", one, "A"), ("status", one, "S"), ("status", one, "S"), ("status", two, "x"),
+             ("status", two, "y"), ("status", one, "S"), ("status", one, "S"), ("status", one, "S")]
+    d = ProgressDetector()
+    run(d, calls)
+    v = d.check("status", one)
+    assert (v.action, v.count, v.rule, v.threshold) == ("halt", 4, "repeat", 4)
+
+
+def test_an_answer_from_before_a_changed_answer_does_not_join_the_run():
+    # Rule 1: A, B, A — the run restarts at B and again at the last A: count 2, not 3 (a halt).
+    calls = [("submit", {"f": "x"}, "Error: A"), ("submit", {"f": "x"}, "Error: B"),
+             ("submit", {"f": "x"}, "Error: A"), ("submit", {"f": "x"}, None)]
+    assert run(ProgressDetector(), calls)[-1] == ("warn", 2, "repeat")
+
+
+def test_a_write_anywhere_inside_a_retry_chain_gives_it_rerun_halt_at():
+    # Rule 2: pay A, (edit), pay B, pay A, pay B — all declined. The 3rd stale attempt (B again
+    # after A again) would halt at halt_at; a file changed after the chain's first failure, so
+    # rerun_halt_at (4) applies: a warn, whatever failure came after the edit.
+    edit = ("edit", {"path": "a.py", "old_str": "x", "new_str": "y"}, "ok")
+    calls = [("pay", {"card": "A"}, "Error: declined"), edit, ("pay", {"card": "B"}, "Error: declined"),
+             ("pay", {"card": "A"}, "Error: declined")]
+    d = ProgressDetector()
+    run(d, calls)
+    v = d.check("pay", {"card": "B"})
+    assert (v.action, v.count, v.rule) == ("warn", 2, "repeat")  # the retry: 3 of rerun_halt_at 4
+
+
+def test_state_shows_arguments_and_answers_as_short_digests_of_one_length():
+    d = ProgressDetector()
+    run(d, [("read", {"p": 1}, "text")])
+    call = d.state()["calls"][0]
+    assert len(call["args"]) == len(call["answer"]) == 8
+
+
+def _reasons(calls, spec="progress"):
+    events = [UserTurn("go")]
+    for i, (name, args, text) in enumerate(calls):
+        events += [Batch((Call(str(i), name, args),)), Answers((Answer(str(i), text),))]
+    return [c.reason for s in replay(events, PolicySpec.parse(spec)) for c in s.checks]
+
+
+_EDIT = ("edit", {"path": "a.py", "old_str": "x", "new_str": "y"}, "ok")
+
+
+def test_each_reason_names_the_parameter_its_threshold_comes_from():
+    # A success repeated: ok_halt_at.
+    assert _reasons([("read", {"p": 1}, "same")] * 2)[-1] == "read: the same answer 1 times [ok_halt_at]"
+    # A re-read after another call changed files: one more than ok_halt_at.
+    cat = ("bash", {"command": "cat patch.txt"}, "diff")
+    assert _reasons([cat, _EDIT, cat])[-1] == "bash: the same answer 1 times [ok_halt_at + 1]"
+    # A poll whose answer moved within its last poll_span answers: poll_span + 1.
+    poll = [("status", {"job": 1}, a) for a in ["A", "B", "B"]]
+    assert _reasons(poll)[-1] == "status: the same answer 1 times [poll_span + 1]"
+    # A retry of the same error with a file changed since its first failure: rerun_halt_at.
+    pay = [("pay", {"card": "VISA0001", "try": i}, "Error: card VISA0001 declined") for i in range(3)]
+    assert _reasons([pay[0], _EDIT, pay[1], pay[2]])[-1] == (
+        "pay: the same error, retried 2 times without addressing it [rerun_halt_at]")
+    # A failure repeated after an edit (rerun_halt_at=7: no other parameter is 7 or 6; the run of
+    # one failure pushed out of the way).
+    fail = ("test", {"k": "all"}, "Error: 1 failed")
+    assert _reasons([fail, _EDIT, fail, fail], "progress:rerun_halt_at=7,same_failure_at=9")[-1] == (
+        "test: the same answer 2 times [rerun_halt_at]")

@@ -907,10 +907,11 @@ class ProgressPolicy(PerCallAnswers):
         """Which parameter set the halt this verdict counts toward (a transient failure or a
         re-read after another call changed files gets one attempt more: `NAME + 1`)."""
         d = self.detector
+        # (only a warn or a halt is named, and each carries its rule)
         candidates = {FAILURES: (("same_failure_at", d.same_failure_at),),
                       RETRY: (("halt_at", d.halt_at), ("rerun_halt_at", d.rerun_halt_at)),
                       REPEAT: (("ok_halt_at", d.ok_halt_at), ("halt_at", d.halt_at),
-                               ("poll_span + 1", d.poll_span + 1))}.get(v.rule, (("halt_at", d.halt_at),))
+                               ("poll_span + 1", d.poll_span + 1), ("rerun_halt_at", d.rerun_halt_at))}[v.rule]
         for name, value in candidates:
             if v.threshold == value:
                 return name
