@@ -1232,3 +1232,221 @@ def test_near_repeats_need_a_success_and_no_edit_between():
     assert "halt" not in actions(d, calls)
     fails = [("bash", {"command": f"sleep {i + 1} && curl localhost"}, "Error: refused", True) for i in range(4)]
     assert "halt" not in actions(ProgressDetector(), fails)  # a failure is the run-of-one-failure rule's
+
+
+# ── pinned by mutants that survived `make mutants` (mutants/detectors-progress.txt) ─────────────
+
+
+def test_every_sed_script_given_by_a_long_expression_option_must_only_print():
+    # `--expression S` is `-e S`: a later `-e p` does not make a script that writes a copy a read.
+    assert classify_shell("sed -n --expression '1w copy.txt' -e p notes.txt")[0] is False
+    assert classify_shell("sed -n --expression 1p -e 2p notes.txt") == (True, False)
+    # one word to the shell, one script to sed: `1,3w` writes lines 1-3 to copy.txt, whatever
+    # its first characters look like
+    assert classify_shell("sed -n 1,3w copy.txt notes.txt")[0] is False
+
+
+def test_a_quoted_command_substitution_runs_another_program_so_is_no_read():
+    # shlex keeps "$(pwd)" as one word: it is still a program run, not an argument to vouch for.
+    assert classify_shell('tree "$(pwd)"') == (False, False)
+    assert classify_shell('cat "$(ls)"') == (False, False)
+
+
+def test_an_input_redirect_and_a_quoted_angle_bracket_are_not_writes():
+    assert classify_shell("cat < notes.txt") == (True, False)
+    assert classify_shell('grep -n "<X>" page.xml') == (True, False)
+
+
+def test_a_redirect_with_no_target_is_no_read():
+    assert classify_shell("grep x a.py >")[0] is False
+
+
+def test_closing_a_stream_is_not_a_write():
+    assert classify_shell("grep x a.py 2>&-") == (True, False)
+
+
+@pytest.mark.parametrize(("argv", "reads"), [
+    (["bash", "-c", "cat x"], True),  # a shell given a script: the script is the command
+    (["bash", "-c", "rm x"], False),
+    (["cat", "a.txt", "b.txt"], True),  # three words without -c: an argv, not a script
+])
+def test_an_argv_is_a_shell_script_only_after_dash_c(argv, reads):
+    assert reads_only("shell", {"command": argv}) is reads
+
+
+def test_an_edit_is_a_write_and_never_a_read():
+    assert classify("str_replace_based_edit_tool", {"path": "a.py", "old_str": "x", "new_str": "y"}) == (False, True)
+    assert classify("Write", {"file_path": "a.py", "content": "x = 1\n"}) == (False, True)
+
+
+def test_a_patch_is_a_write_even_after_leading_blank_lines():
+    assert writes("apply_patch", {"input": "\n  *** Begin Patch\n*** Update File: a.py\n"})
+
+
+def test_a_copy_keeps_the_arguments_of_a_call_still_waiting_for_its_answer():
+    # A snapshot taken between a call and its answer: the error that comes back names the flight
+    # the copied call asked for, so a retry that keeps that flight is stale (rule 2).
+    d = ProgressDetector()
+    d.check("book", {"flight": "HAT030", "seat": "12A"})
+    snap = copy.deepcopy(d)
+    snap.record_answer(FAIL)
+    v = snap.check("book", {"flight": "HAT030", "seat": "14C"})
+    assert (v.action, v.count, v.rule) == ("warn", 2, "retry")
+
+
+def test_a_copy_keeps_the_agent_steps_of_a_run_of_one_failure():
+    # Rule 2b counts agent steps: four failing steps copied are still four (count 5: halt).
+    d = ProgressDetector()
+    for i in range(4):
+        d.check("lookup", {"id": f"U{i}"})
+        d.record_answer("Error: malformed request")
+    v = copy.deepcopy(d).check("lookup", {"id": "U9"})
+    assert (v.action, v.count, v.rule) == ("halt", 5, "failures")
+
+
+def test_a_copy_remembers_no_more_than_the_window():
+    snap = copy.deepcopy(ProgressDetector(window=3))
+    for i in range(5):
+        snap.check("t", {"i": i})
+        snap.record_answer("ok")
+    assert len(snap.state()["calls"]) == 3
+
+
+def test_arguments_beyond_json_numbers_still_tell_calls_apart():
+    # orjson refuses integers over 64 bits; the canonical form still holds them.
+    got = run(ProgressDetector(), [("calc", {"n": 2**70}, "ok"), ("calc", {"n": 2**71}, "ok")])
+    assert got[1] == ("allow", 1, "")
+
+
+def test_an_error_pattern_with_global_flags_is_still_case_insensitive():
+    # `(?s)` cannot sit inside one alternation of them all: such patterns are searched one by one,
+    # and still ignore case (rule 3).
+    d = ProgressDetector(errors=[r"(?s)\Afatal.*aborted"])
+    assert d.is_failure("FATAL: disk full\nABORTED")
+    assert not d.is_failure("all fine")
+
+
+def test_no_error_patterns_means_only_flagged_answers_fail():
+    d = ProgressDetector(errors=[])
+    assert not d.is_failure("Error: x")
+    assert d.is_failure("fine", is_error=True)
+
+
+def test_a_pattern_that_matches_only_the_empty_answer_is_refused():
+    with pytest.raises(ConfigError):
+        ProgressDetector(volatile=["^$"])
+
+
+def test_a_late_answer_of_an_older_call_keeps_the_tools_newer_answer_in_view():
+    d = ProgressDetector(window=3)
+    p0 = d.check("api", {"q": "a"}).position
+    d.check("api", {"q": "b"})
+    d.record_answer("same")
+    d.record_answer("other", position=p0)  # the first call's answer arrives last
+    run(d, [("x", {}, "1"), ("y", {}, "2")])
+    v = d.check("api", {"q": "b"})  # the window (3) still holds the answered {"q": "b"}
+    assert (v.action, v.count, v.rule) == ("warn", 2, "repeat")
+
+
+def test_the_policy_builds_its_detector_with_every_parameter_of_its_spec():
+    spec = PolicySpec.parse("progress:same_failure_at=6,poll_span=3,rerun_halt_at=5")
+    p = make_policy(spec)
+    assert p.spec == spec
+    assert (p.detector.same_failure_at, p.detector.poll_span, p.detector.rerun_halt_at) == (6, 3, 5)
+
+
+def test_an_unknown_pattern_name_is_refused_with_the_names_known():
+    with pytest.raises(ConfigError) as e:
+        PolicySpec.parse("progress:volatile=timestmap")
+    msg = str(e.value)
+    assert "unknown pattern 'timestmap'" in msg
+    assert "timestamp, clock, duration" in msg and msg.endswith(", or re:<regular expression>")
+    assert "pattern names" in e.value.rule
+
+
+def test_a_success_before_its_tool_moved_ends_the_repeat_and_an_older_failure_does_not_join():
+    # Rule 5 then rule 1: status(job 1) failed, then succeeded; the tool moved later (job 2 polled
+    # with a new answer). The success is no evidence, and the older failure is not this call's
+    # latest answer: nothing repeats.
+    calls = [("status", {"job": 1}, "Error: x"), ("status", {"job": 1}, "ok"),
+             ("status", {"job": 2}, "a"), ("status", {"job": 2}, "b"), ("status", {"job": 1}, None)]
+    assert run(ProgressDetector(), calls)[-1] == ("allow", 1, "")
+
+
+def test_equal_answers_before_the_tool_moved_do_not_make_a_settled_poll_look_moving():
+    # job 1 answered A once, then S ever after; job 2 moved at the 5th call. Only job 1's three S
+    # after that move count (4th call: ok_halt_at), and within its last poll_span (5) answers
+    # (S S S S S) nothing changed: the poll rule gives no extra rope.
+    one, two = {"job": 1}, {"job": 2}
+    calls = [("status", one, "A"), ("status", one, "S"), ("status", one, "S"), ("status", two, "x"),
+             ("status", two, "y"), ("status", one, "S"), ("status", one, "S"), ("status", one, "S")]
+    d = ProgressDetector()
+    run(d, calls)
+    v = d.check("status", one)
+    assert (v.action, v.count, v.rule, v.threshold) == ("halt", 4, "repeat", 4)
+
+
+def test_an_answer_from_before_a_changed_answer_does_not_join_the_run():
+    # Rule 1: A, B, A — the run restarts at B and again at the last A: count 2, not 3 (a halt).
+    calls = [("submit", {"f": "x"}, "Error: A"), ("submit", {"f": "x"}, "Error: B"),
+             ("submit", {"f": "x"}, "Error: A"), ("submit", {"f": "x"}, None)]
+    assert run(ProgressDetector(), calls)[-1] == ("warn", 2, "repeat")
+
+
+def test_a_write_anywhere_inside_a_retry_chain_gives_it_rerun_halt_at():
+    # Rule 2: pay A, (edit), pay B, pay A, pay B — all declined. The 3rd stale attempt (B again
+    # after A again) would halt at halt_at; a file changed after the chain's first failure, so
+    # rerun_halt_at (4) applies: a warn, whatever failure came after the edit.
+    edit = ("edit", {"path": "a.py", "old_str": "x", "new_str": "y"}, "ok")
+    calls = [("pay", {"card": "A"}, "Error: declined"), edit, ("pay", {"card": "B"}, "Error: declined"),
+             ("pay", {"card": "A"}, "Error: declined")]
+    d = ProgressDetector()
+    run(d, calls)
+    v = d.check("pay", {"card": "B"})
+    assert (v.action, v.count, v.rule) == ("warn", 2, "repeat")  # the retry: 3 of rerun_halt_at 4
+
+
+def test_state_shows_arguments_and_answers_as_short_digests_of_one_length():
+    d = ProgressDetector()
+    run(d, [("read", {"p": 1}, "text")])
+    call = d.state()["calls"][0]
+    assert len(call["args"]) == len(call["answer"]) == 8
+
+
+def _reasons(calls, spec="progress"):
+    events = [UserTurn("go")]
+    for i, (name, args, text) in enumerate(calls):
+        events += [Batch((Call(str(i), name, args),)), Answers((Answer(str(i), text),))]
+    return [c.reason for s in replay(events, PolicySpec.parse(spec)) for c in s.checks]
+
+
+_EDIT = ("edit", {"path": "a.py", "old_str": "x", "new_str": "y"}, "ok")
+
+
+def test_each_reason_names_the_parameter_its_threshold_comes_from():
+    # A success repeated: ok_halt_at.
+    assert _reasons([("read", {"p": 1}, "same")] * 2)[-1] == "read: the same answer 1 times [ok_halt_at]"
+    # A re-read after another call changed files: one more than ok_halt_at.
+    cat = ("bash", {"command": "cat patch.txt"}, "diff")
+    assert _reasons([cat, _EDIT, cat])[-1] == "bash: the same answer 1 times [ok_halt_at + 1]"
+    # A poll whose answer moved within its last poll_span answers: poll_span + 1.
+    poll = [("status", {"job": 1}, a) for a in ["A", "B", "B"]]
+    assert _reasons(poll)[-1] == "status: the same answer 1 times [poll_span + 1]"
+    # A retry of the same error with a file changed since its first failure: rerun_halt_at.
+    pay = [("pay", {"card": "VISA0001", "try": i}, "Error: card VISA0001 declined") for i in range(3)]
+    assert _reasons([pay[0], _EDIT, pay[1], pay[2]])[-1] == (
+        "pay: the same error, retried 2 times without addressing it [rerun_halt_at]")
+    # A failure repeated after an edit (rerun_halt_at=7: no other parameter is 7 or 6; the run of
+    # one failure pushed out of the way).
+    fail = ("test", {"k": "all"}, "Error: 1 failed")
+    assert _reasons([fail, _EDIT, fail, fail], "progress:rerun_halt_at=7,same_failure_at=9")[-1] == (
+        "test: the same answer 2 times [rerun_halt_at]")
+
+
+def test_a_read_repeated_around_calls_that_are_not_reads_keeps_the_success_threshold():
+    # Rule 1's read exception needs every call since to only read: a script run between (not a
+    # known read, not a known write) may have changed the file, so the 3rd equal view only warns.
+    view = ("str_replace_editor", {"command": "view", "path": "/w/gen.c"}, "1\tint x;")
+    calls = [view, ("bash", {"command": "python gen.py"}, "done"), view,
+             ("bash", {"command": "python gen2.py"}, "done"), view]
+    assert run(ProgressDetector(), calls)[-1] == ("warn", 3, "repeat")

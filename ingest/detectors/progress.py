@@ -292,8 +292,9 @@ def classify_shell(command: str) -> tuple[bool, bool]:
             stage.append(t)
         elif set(t) <= set("<>&|") and ">" in t:
             target = tokens[i + 1] if i + 1 < len(tokens) else ""
-            dup = t in (">&", "<&") and (target.isdigit() or target == "-")
-            if not dup and target not in _QUIET and target not in ("&1", "&2"):
+            # `2>&1`, `>&-`: a stream joined or closed (shlex splits `&1` into `&` `1`; `<&` holds no `>`)
+            dup = t == ">&" and (target.isdigit() or target == "-")
+            if not dup and target not in _QUIET:
                 writes = True
         else:
             stage.append(t)
@@ -1018,10 +1019,11 @@ class ProgressPolicy(PerCallAnswers):
         """Which parameter set the halt this verdict counts toward (a transient failure or a
         re-read after another call changed files gets one attempt more: `NAME + 1`)."""
         d = self.detector
+        # (only a warn or a halt is named, and each carries its rule)
         candidates = {FAILURES: (("same_failure_at", d.same_failure_at),),
                       RETRY: (("halt_at", d.halt_at), ("rerun_halt_at", d.rerun_halt_at)),
                       REPEAT: (("ok_halt_at", d.ok_halt_at), ("halt_at", d.halt_at),
-                               ("poll_span + 1", d.poll_span + 1))}.get(v.rule, (("halt_at", d.halt_at),))
+                               ("poll_span + 1", d.poll_span + 1), ("rerun_halt_at", d.rerun_halt_at))}[v.rule]
         for name, value in candidates:
             if v.threshold == value:
                 return name
