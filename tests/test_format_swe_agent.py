@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loopledger.events import Answers, Batch, UserTurn
@@ -20,6 +19,8 @@ from reader_checks_b import (
     kinds,
     replace_node,
 )
+
+from tests.conftest import CORPUS
 
 FIX = Path(__file__).parent / "fixtures" / "formats" / "swe_agent"
 COMMANDS = FIX / "acme__utils-17.traj"
