@@ -79,6 +79,21 @@ class PendingBatch:
         return new
 
 
+_HALT = vocab.HALT
+_AFTER_HALT_BATCH = (Check(BATCH, vocab.AFTER_HALT),)
+_AFTER_HALT_CALLS: dict[int, tuple[Check, ...]] = {}
+
+
+def _after_halt_calls(n: int) -> tuple[Check, ...]:
+    """One after_halt check per call of an n-call batch (Checks are immutable: shared)."""
+    out = _AFTER_HALT_CALLS.get(n)
+    if out is None:
+        out = tuple(Check(i, vocab.AFTER_HALT) for i in range(n))
+        if n <= 256:
+            _AFTER_HALT_CALLS[n] = out
+    return out
+
+
 class _Driver:
     """One policy's walk over one session: runs, pending answers, halts."""
 
@@ -93,27 +108,31 @@ class _Driver:
         self.reads_prose = policy.reads_prose
         self.reads_answers = policy.reads_answers
 
-    def _judge(self) -> list[Result]:
+    def _judge(self) -> tuple[Result, ...]:
         p = self.pending
         if p is None:
-            return []
+            return ()
         self.pending = None
-        return [Result(r.idx, r.outcome, p.seq) for r in self.policy.answers(p.batch, p.slots)]
+        got = self.policy.answers(p.batch, p.slots)
+        if not got:  # the common case: per-call policies judge nothing here
+            return ()
+        return tuple([Result(r.idx, r.outcome, p.seq) for r in got])
 
-    def _after_halt(self, event: Event) -> list[Check]:
+    def _after_halt(self, event: Event) -> tuple[Check, ...]:
         if isinstance(event, Batch) and event.calls:
             if self.policy.per_call:
-                return [Check(i, vocab.AFTER_HALT) for i in range(len(event.calls))]
-            return [Check(BATCH, vocab.AFTER_HALT)]
+                return _after_halt_calls(len(event.calls))
+            return _AFTER_HALT_BATCH
         text = event.text if isinstance(event, Prose | Batch) else ""
         if self.reads_prose and text:
-            return [Check(BATCH, vocab.AFTER_HALT)]
-        return []
+            return _AFTER_HALT_BATCH
+        return ()
 
     def feed(self, seq: int, event: Event, last: bool = False, with_state: bool = False) -> Step:
-        policy = self.policy
-        checks: list[Check] = []
-        results: list[Result] = []
+        # The innermost loop of every replay (once per event per policy): no list is built unless
+        # a policy returns one, and the empty tuple stands for "no checks" / "no results".
+        checks: tuple[Check, ...] = ()
+        results: tuple[Result, ...] = ()
         # Most events are batches and answers: test for them first.
         if isinstance(event, Batch) and event.calls:
             if self.pending is not None:
@@ -121,14 +140,16 @@ class _Driver:
             if self.halted:
                 checks = self._after_halt(event)
             else:
-                checks = policy.check(event)
+                policy = self.policy
+                got = policy.check(event)
                 n = len(event.calls)
-                if policy.per_call and len(checks) < n:
-                    checks += [Check(i, vocab.AFTER_HALT) for i in range(len(checks), n)]
+                if policy.per_call and len(got) < n:
+                    got = [*got, *_after_halt_calls(n)[len(got):]]
+                checks = tuple(got)
                 if self.reads_answers:
                     self.pending = PendingBatch(seq, event)
                 for c in checks:
-                    if c.verdict == vocab.HALT:
+                    if c.verdict == _HALT:
                         self.halted = True
                         break
         elif isinstance(event, Answers):
@@ -143,21 +164,21 @@ class _Driver:
                 self.run += 1
                 self.in_run = 0
             results = self._judge()
-            policy.user_turn()
+            self.policy.user_turn()
             self.halted = False
         elif isinstance(event, Retry):
             # The harness retrying a request: no check, no judgement, and not part of a run's
             # events (a retry before the first prompt must not make that prompt start run 1).
             if last and self.pending is not None:
                 results = self._judge()
-            return _new(Step, (seq, self.run, event, (), tuple(results),
+            return _new(Step, (seq, self.run, event, (), results,
                                self.state() if with_state else None))
         elif isinstance(event, Prose | Batch):
             if self.halted:
                 checks = self._after_halt(event)
             else:
-                checks = policy.prose(event.text)
-                if any(c.verdict == vocab.HALT for c in checks):
+                checks = tuple(self.policy.prose(event.text))
+                if any(c.verdict == _HALT for c in checks):
                     self.halted = True
         else:
             raise TypeError(f"replay: event {seq} is a {type(event).__name__}, not a session event "
@@ -166,13 +187,13 @@ class _Driver:
             results += self._judge()
         self.in_run += 1
         # tuple.__new__ skips the NamedTuple's Python-level __new__: one Step per event per policy.
-        return _new(Step, (seq, self.run, event, tuple(checks), tuple(results),
+        return _new(Step, (seq, self.run, event, checks, results,
                            self.state() if with_state else None))
 
     def finish(self) -> tuple[Result, ...]:
         """End of the session so far: judge the pending batch with unknowns (what `feed(...,
         last=True)` adds). A resumable snapshot is taken BEFORE this, since it forgets the batch."""
-        return tuple(self._judge()) if self.pending is not None else ()
+        return self._judge() if self.pending is not None else ()
 
     def state(self) -> dict[str, Any]:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
@@ -435,6 +456,8 @@ class Tallier:
             rt = self.by_run[step.run] = RunTally(step.run)
             out.runs.append(rt)
         event = step.event
+        if type(event) is Answers and not step.results:  # the common event that counts nothing
+            return
         if isinstance(event, Batch):
             rt.calls += len(event.calls)
             out.calls += len(event.calls)
