@@ -61,12 +61,22 @@ class PendingBatch:
     def add(self, answer: Answer) -> None:
         calls = self.batch.calls
         slots = self.slots
-        if answer.call_id is None:
+        cid = answer.call_id
+        if cid is None:
             targets: Sequence[int] = range(len(calls))
         else:
-            targets = [i for i, c in enumerate(calls) if c.id == answer.call_id]
-            if not targets:  # an id this batch does not know goes to a call that has no id, if any
-                targets = [i for i, c in enumerate(calls) if c.id is None]
+            known = False
+            for i, c in enumerate(calls):  # the common case, without building a list
+                if c.id == cid:
+                    if slots[i] is None:  # the first answer for a call wins
+                        slots[i] = answer
+                        self.missing -= 1
+                        return
+                    known = True
+            if known:
+                return
+            # an id this batch does not know goes to a call that has no id, if any
+            targets = [i for i, c in enumerate(calls) if c.id is None]
         for i in targets:
             if slots[i] is None:  # the first answer for a call wins
                 slots[i] = answer
