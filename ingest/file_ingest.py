@@ -19,6 +19,7 @@ the file and re-judges each session with items past the old end.
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -152,6 +153,9 @@ def replay_session(events: Sequence[Any], specs: Sequence[PolicySpec]) -> tuple[
     return j.run_of, j.verdicts
 
 
+_CHECKS = operator.attrgetter("checks")
+
+
 def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence[store.PolicyVerdicts]) -> None:
     """Add one session's counts (checks etc. summed over all policies) to a report."""
     report.sessions += 1
@@ -159,7 +163,7 @@ def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence
     report.calls += sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
     for pv in verdicts:
         sm = pv.summary
-        report.checks += sum(len(st.checks) for st in pv.steps)
+        report.checks += sum(map(len, map(_CHECKS, pv.steps)))
         report.warnings += sm.warnings
         report.blocks += sm.blocks
         report.halts += sm.halts

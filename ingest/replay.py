@@ -90,6 +90,8 @@ class PendingBatch:
 
 
 _HALT = vocab.HALT
+_ALLOW = vocab.ALLOW
+_AFTER_HALT = vocab.AFTER_HALT
 _AFTER_HALT_BATCH = (Check(BATCH, vocab.AFTER_HALT),)
 _AFTER_HALT_CALLS: dict[int, tuple[Check, ...]] = {}
 
@@ -460,27 +462,28 @@ class Tallier:
         self.batch_run: dict[int, int] = {}  # batch seq -> run, for the last batches only
 
     def add(self, step: Step) -> None:
-        out = self.out
-        rt = self.by_run.get(step.run)
+        seq, run, event, checks, results, _ = step  # unpacked once: once per event per policy
+        rt = self.by_run.get(run)
         if rt is None:
-            rt = self.by_run[step.run] = RunTally(step.run)
-            out.runs.append(rt)
-        event = step.event
-        if type(event) is Answers and not step.results:  # the common event that counts nothing
+            rt = self.by_run[run] = RunTally(run)
+            self.out.runs.append(rt)
+        if type(event) is Answers and not results:  # the common event that counts nothing
             return
+        out = self.out
         if isinstance(event, Batch):
-            rt.calls += len(event.calls)
-            out.calls += len(event.calls)
+            n = len(event.calls)
+            rt.calls += n
+            out.calls += n
             batch_run = self.batch_run
-            if event.calls:
-                batch_run[step.seq] = step.run
+            if n:
+                batch_run[seq] = run
             if len(batch_run) > 2:  # a result judges the pending batch: the last one with calls
                 del batch_run[next(iter(batch_run))]
-        for c in step.checks:
+        for c in checks:
             v = c.verdict
-            if v == vocab.ALLOW:
+            if v == _ALLOW:
                 continue
-            if v == vocab.AFTER_HALT:
+            if v == _AFTER_HALT:
                 n = 1 if c.idx >= 0 else (len(event.calls) if isinstance(event, Batch) else 0)
                 rt.saved += n
                 out.saved += n
@@ -491,18 +494,18 @@ class Tallier:
             elif v == vocab.BLOCK:
                 rt.blocks += 1
                 out.blocks += 1
-            elif v == vocab.HALT:
+            elif v == _HALT:
                 out.halts += 1
                 if rt.halt_seq is None:
-                    rt.halt_seq, rt.halt_idx = step.seq, c.idx
+                    rt.halt_seq, rt.halt_idx = seq, c.idx
                     out.halted_runs += 1
                 if out.first_halt_seq is None:
-                    out.first_halt_seq = step.seq
+                    out.first_halt_seq = seq
             outcome = _OUTCOME[v]
             if _RANK[outcome] > _RANK[rt.outcome]:
                 rt.outcome = outcome
-        if step.results:
-            self.add_results(step.run, step.results)
+        if results:
+            self.add_results(run, results)
 
     def add_results(self, run: int, results: Iterable[Result]) -> None:
         """Results judged at a step of `run` (also: the end-of-session judging, `finish`)."""
