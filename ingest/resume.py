@@ -10,6 +10,7 @@ replay from scratch gives — same Steps, same seq numbering, same tallies (prop
         the stored snapshots; a policy without a usable one is rebuilt by replaying the ledger's
         events (rebuild=False: left None in `point.states`, and `point.complete` is False)
     feed(point, events) -> list[tuple[Step, ...]]   one tuple per event, in `point.specs` order
+    feed_columns(point, events) -> list[list[Step]]  the same Steps, one list per policy (ingest)
     finish(point) -> tuple[tuple[Result, ...], ...]  end of the session so far: the pending batch
         judged with unknowns, as a replay's last step does. It consumes the point's resumability:
         take `snapshot(point)` first.
