@@ -19,6 +19,7 @@ the file and re-judges each session with items past the old end.
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -112,15 +113,20 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
     as the ledger stores them (`store.as_stored`), so a recheck from the ledger judges the same."""
     start = point.seq
     pending = {sp.id: resume.pending_seq(point, sp) for sp in point.specs}
-    rows: list[tuple[Step, ...]] = []
+    cols: list[list[Step]] = [[] for _ in point.specs]  # per policy: its steps
+    run_of: list[int] = []
     snap = ctx = None
 
     def take(part: Sequence[Event]) -> None:
         at = point.seq
-        got = resume.feed(point, store.as_stored(part, cap) if cap is not None else part)
-        rows.extend(got)
+        got = resume.feed_columns(point, store.as_stored(part, cap) if cap is not None else part)
+        for col, steps in zip(cols, got, strict=True):
+            col.extend(steps)
+        runs = [st.run for st in got[0]] if got else [0] * len(part)
+        run_of.extend(runs)
+        add = builder.add
         for i, ev in enumerate(part):
-            builder.add(at + i, ev, got[i][0].run if point.specs else 0)
+            add(at + i, ev, runs[i])
 
     if cut is None:
         take(events)
@@ -130,14 +136,14 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
         ctx = builder.context(point.seq)
         take(events[cut:])
     extra = resume.finish(point)
-    if rows and any(extra):
-        rows[-1] = tuple(st._replace(results=st.results + more) for st, more in zip(rows[-1], extra, strict=True))
+    for col, more in zip(cols, extra, strict=True):
+        if col and more:
+            col[-1] = col[-1]._replace(results=col[-1].results + more)
     if snap is not None and ctx is not None:
         ctx["provisional"] = builder.provisional(ctx["seq"])
         snap = resume.with_context(snap, ctx)
-    run_of = [row[0].run for row in rows] if point.specs else [0] * len(events)
-    verdicts = [store.PolicyVerdicts(sp.id, [row[i] for row in rows], point.tally(sp))
-                for i, sp in enumerate(point.specs)]
+    verdicts = [store.PolicyVerdicts(sp.id, col, point.tally(sp))
+                for sp, col in zip(point.specs, cols, strict=True)]
     return Judged(run_of, verdicts, builder, snap, start, pending)
 
 
@@ -147,6 +153,9 @@ def replay_session(events: Sequence[Any], specs: Sequence[PolicySpec]) -> tuple[
     return j.run_of, j.verdicts
 
 
+_CHECKS = operator.attrgetter("checks")
+
+
 def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence[store.PolicyVerdicts]) -> None:
     """Add one session's counts (checks etc. summed over all policies) to a report."""
     report.sessions += 1
@@ -154,7 +163,7 @@ def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence
     report.calls += sum(len(ev.calls) for ev in events if isinstance(ev, Batch))
     for pv in verdicts:
         sm = pv.summary
-        report.checks += sum(len(st.checks) for st in pv.steps)
+        report.checks += sum(map(len, map(_CHECKS, pv.steps)))
         report.warnings += sm.warnings
         report.blocks += sm.blocks
         report.halts += sm.halts

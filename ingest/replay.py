@@ -61,12 +61,22 @@ class PendingBatch:
     def add(self, answer: Answer) -> None:
         calls = self.batch.calls
         slots = self.slots
-        if answer.call_id is None:
+        cid = answer.call_id
+        if cid is None:
             targets: Sequence[int] = range(len(calls))
         else:
-            targets = [i for i, c in enumerate(calls) if c.id == answer.call_id]
-            if not targets:  # an id this batch does not know goes to a call that has no id, if any
-                targets = [i for i, c in enumerate(calls) if c.id is None]
+            known = False
+            for i, c in enumerate(calls):  # the common case, without building a list
+                if c.id == cid:
+                    if slots[i] is None:  # the first answer for a call wins
+                        slots[i] = answer
+                        self.missing -= 1
+                        return
+                    known = True
+            if known:
+                return
+            # an id this batch does not know goes to a call that has no id, if any
+            targets = [i for i, c in enumerate(calls) if c.id is None]
         for i in targets:
             if slots[i] is None:  # the first answer for a call wins
                 slots[i] = answer
@@ -77,6 +87,23 @@ class PendingBatch:
         new = PendingBatch.__new__(PendingBatch)
         new.seq, new.batch, new.slots, new.missing = self.seq, self.batch, list(self.slots), self.missing
         return new
+
+
+_HALT = vocab.HALT
+_ALLOW = vocab.ALLOW
+_AFTER_HALT = vocab.AFTER_HALT
+_AFTER_HALT_BATCH = (Check(BATCH, vocab.AFTER_HALT),)
+_AFTER_HALT_CALLS: dict[int, tuple[Check, ...]] = {}
+
+
+def _after_halt_calls(n: int) -> tuple[Check, ...]:
+    """One after_halt check per call of an n-call batch (Checks are immutable: shared)."""
+    out = _AFTER_HALT_CALLS.get(n)
+    if out is None:
+        out = tuple(Check(i, vocab.AFTER_HALT) for i in range(n))
+        if n <= 256:
+            _AFTER_HALT_CALLS[n] = out
+    return out
 
 
 class _Driver:
@@ -93,27 +120,31 @@ class _Driver:
         self.reads_prose = policy.reads_prose
         self.reads_answers = policy.reads_answers
 
-    def _judge(self) -> list[Result]:
+    def _judge(self) -> tuple[Result, ...]:
         p = self.pending
         if p is None:
-            return []
+            return ()
         self.pending = None
-        return [Result(r.idx, r.outcome, p.seq) for r in self.policy.answers(p.batch, p.slots)]
+        got = self.policy.answers(p.batch, p.slots)
+        if not got:  # the common case: per-call policies judge nothing here
+            return ()
+        return tuple([Result(r.idx, r.outcome, p.seq) for r in got])
 
-    def _after_halt(self, event: Event) -> list[Check]:
+    def _after_halt(self, event: Event) -> tuple[Check, ...]:
         if isinstance(event, Batch) and event.calls:
             if self.policy.per_call:
-                return [Check(i, vocab.AFTER_HALT) for i in range(len(event.calls))]
-            return [Check(BATCH, vocab.AFTER_HALT)]
+                return _after_halt_calls(len(event.calls))
+            return _AFTER_HALT_BATCH
         text = event.text if isinstance(event, Prose | Batch) else ""
         if self.reads_prose and text:
-            return [Check(BATCH, vocab.AFTER_HALT)]
-        return []
+            return _AFTER_HALT_BATCH
+        return ()
 
     def feed(self, seq: int, event: Event, last: bool = False, with_state: bool = False) -> Step:
-        policy = self.policy
-        checks: list[Check] = []
-        results: list[Result] = []
+        # The innermost loop of every replay (once per event per policy): no list is built unless
+        # a policy returns one, and the empty tuple stands for "no checks" / "no results".
+        checks: tuple[Check, ...] = ()
+        results: tuple[Result, ...] = ()
         # Most events are batches and answers: test for them first.
         if isinstance(event, Batch) and event.calls:
             if self.pending is not None:
@@ -121,14 +152,16 @@ class _Driver:
             if self.halted:
                 checks = self._after_halt(event)
             else:
-                checks = policy.check(event)
+                policy = self.policy
+                got = policy.check(event)
                 n = len(event.calls)
-                if policy.per_call and len(checks) < n:
-                    checks += [Check(i, vocab.AFTER_HALT) for i in range(len(checks), n)]
+                if policy.per_call and len(got) < n:
+                    got = [*got, *_after_halt_calls(n)[len(got):]]
+                checks = tuple(got)
                 if self.reads_answers:
                     self.pending = PendingBatch(seq, event)
                 for c in checks:
-                    if c.verdict == vocab.HALT:
+                    if c.verdict == _HALT:
                         self.halted = True
                         break
         elif isinstance(event, Answers):
@@ -143,21 +176,21 @@ class _Driver:
                 self.run += 1
                 self.in_run = 0
             results = self._judge()
-            policy.user_turn()
+            self.policy.user_turn()
             self.halted = False
         elif isinstance(event, Retry):
             # The harness retrying a request: no check, no judgement, and not part of a run's
             # events (a retry before the first prompt must not make that prompt start run 1).
             if last and self.pending is not None:
                 results = self._judge()
-            return _new(Step, (seq, self.run, event, (), tuple(results),
+            return _new(Step, (seq, self.run, event, (), results,
                                self.state() if with_state else None))
         elif isinstance(event, Prose | Batch):
             if self.halted:
                 checks = self._after_halt(event)
             else:
-                checks = policy.prose(event.text)
-                if any(c.verdict == vocab.HALT for c in checks):
+                checks = tuple(self.policy.prose(event.text))
+                if any(c.verdict == _HALT for c in checks):
                     self.halted = True
         else:
             raise TypeError(f"replay: event {seq} is a {type(event).__name__}, not a session event "
@@ -166,13 +199,13 @@ class _Driver:
             results += self._judge()
         self.in_run += 1
         # tuple.__new__ skips the NamedTuple's Python-level __new__: one Step per event per policy.
-        return _new(Step, (seq, self.run, event, tuple(checks), tuple(results),
+        return _new(Step, (seq, self.run, event, checks, results,
                            self.state() if with_state else None))
 
     def finish(self) -> tuple[Result, ...]:
         """End of the session so far: judge the pending batch with unknowns (what `feed(...,
         last=True)` adds). A resumable snapshot is taken BEFORE this, since it forgets the batch."""
-        return tuple(self._judge()) if self.pending is not None else ()
+        return self._judge() if self.pending is not None else ()
 
     def state(self) -> dict[str, Any]:
         return {"run": self.run, "halted": self.halted, **self.policy.state()}
@@ -429,25 +462,28 @@ class Tallier:
         self.batch_run: dict[int, int] = {}  # batch seq -> run, for the last batches only
 
     def add(self, step: Step) -> None:
-        out = self.out
-        rt = self.by_run.get(step.run)
+        seq, run, event, checks, results, _ = step  # unpacked once: once per event per policy
+        rt = self.by_run.get(run)
         if rt is None:
-            rt = self.by_run[step.run] = RunTally(step.run)
-            out.runs.append(rt)
-        event = step.event
+            rt = self.by_run[run] = RunTally(run)
+            self.out.runs.append(rt)
+        if type(event) is Answers and not results:  # the common event that counts nothing
+            return
+        out = self.out
         if isinstance(event, Batch):
-            rt.calls += len(event.calls)
-            out.calls += len(event.calls)
+            n = len(event.calls)
+            rt.calls += n
+            out.calls += n
             batch_run = self.batch_run
-            if event.calls:
-                batch_run[step.seq] = step.run
+            if n:
+                batch_run[seq] = run
             if len(batch_run) > 2:  # a result judges the pending batch: the last one with calls
                 del batch_run[next(iter(batch_run))]
-        for c in step.checks:
+        for c in checks:
             v = c.verdict
-            if v == vocab.ALLOW:
+            if v == _ALLOW:
                 continue
-            if v == vocab.AFTER_HALT:
+            if v == _AFTER_HALT:
                 n = 1 if c.idx >= 0 else (len(event.calls) if isinstance(event, Batch) else 0)
                 rt.saved += n
                 out.saved += n
@@ -458,18 +494,18 @@ class Tallier:
             elif v == vocab.BLOCK:
                 rt.blocks += 1
                 out.blocks += 1
-            elif v == vocab.HALT:
+            elif v == _HALT:
                 out.halts += 1
                 if rt.halt_seq is None:
-                    rt.halt_seq, rt.halt_idx = step.seq, c.idx
+                    rt.halt_seq, rt.halt_idx = seq, c.idx
                     out.halted_runs += 1
                 if out.first_halt_seq is None:
-                    out.first_halt_seq = step.seq
+                    out.first_halt_seq = seq
             outcome = _OUTCOME[v]
             if _RANK[outcome] > _RANK[rt.outcome]:
                 rt.outcome = outcome
-        if step.results:
-            self.add_results(step.run, step.results)
+        if results:
+            self.add_results(run, results)
 
     def add_results(self, run: int, results: Iterable[Result]) -> None:
         """Results judged at a step of `run` (also: the end-of-session judging, `finish`)."""

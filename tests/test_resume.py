@@ -196,3 +196,30 @@ def test_a_session_without_snapshots_loads_after_its_stored_events(engine):
     assert point.seq == len(events) and point.complete
     [row] = resume.feed(point, [Batch((Call("c9", "bash", {"cmd": "make test"}),))])
     assert row[0].checks[0].verdict == "halt"  # the third identical call in a window of 4
+
+
+def test_feed_columns_across_chunks_gives_each_policy_the_steps_of_a_full_replay():
+    """Ingest feeds each policy a chunk of events before the next policy: over a session longer
+    than several chunks (loops, halts, user turns, a batch left unanswered at a chunk edge) every
+    policy's steps and tally equal the event-by-event replay's."""
+    events = []
+    for i in range(400):
+        name = ("bash", "read", "bash", "edit")[i % 4] if i % 50 < 25 else "bash"
+        events.append(Batch((Call(f"c{i}", name, {"p": name if i % 50 >= 25 else i % 7}),)))
+        if i % 13 != 0:  # every 13th call is superseded, unanswered
+            events.append(Answers((Answer(f"c{i}", "FAILED" if i % 3 else "ok"),)))
+        if i % 90 == 89:
+            events.append(UserTurn("again"))
+    assert len(events) > 3 * resume._CHUNK
+    want_rows, want_tallies = full(events)
+    point = resume.fresh(ALL_SPECS)
+    cols = resume.feed_columns(point, events[:300])
+    more = resume.feed_columns(point, events[300:])
+    cols = [a + b for a, b in zip(cols, more, strict=True)]
+    assert point.seq == len(events)
+    extra = resume.finish(point)
+    for i, col in enumerate(cols):
+        col[-1] = col[-1]._replace(results=col[-1].results + extra[i])
+        assert col == [row[i] for row in want_rows], ALL_SPECS[i].label
+        assert point.tally(ALL_SPECS[i]) == want_tallies[i], ALL_SPECS[i].label
+    assert any(t.halts for t in want_tallies)  # not vacuous: some policy halts in it

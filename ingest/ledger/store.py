@@ -198,6 +198,9 @@ class SessionRows:
         return len(self.events) + len(self.calls) + len(self.checks) + len(self.results)
 
 
+_WITH_USAGE = (Batch, Prose)  # the events that carry token usage
+
+
 class RowBuilder:
     """One session's event/call/run rows, built event by event: a whole session, or (resumed
     from its `context()`) only the events after a resume snapshot.
@@ -234,43 +237,50 @@ class RowBuilder:
                 "first_ts": self.first_ts, "last_ts": self.last_ts, "n_calls": self.n_calls, "seq": seq}
 
     def add(self, seq: int, ev: Event, run: int) -> None:
-        max_text = self.max_text
-        ts = _ts(ev)
+        # Once per event: the kind is told once, by exact type (events are final dataclasses),
+        # isinstance only for what the readers never build.
+        t = type(ev)
+        is_answers = t is Answers or (t is not Batch and isinstance(ev, Answers))
+        ts = _ts(ev) if is_answers else ev.ts
         if ts:
             self.first_ts = self.first_ts or ts
             self.last_ts = ts
-        u = ev.usage if isinstance(ev, Batch | Prose) else None
-        if u is not None:
-            p = pricing.price(u, ts or self.last_ts)
-            self.usage_rows.append((seq, run, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
-                                    u.cache_write_tokens, p.usd, p.model,
-                                    pricing.PRICED_WITH if p.usd is not None else None, p.note or None, ts))
+        if not is_answers:
+            u = ev.usage if isinstance(ev, _WITH_USAGE) else None
+            if u is not None:
+                p = pricing.price(u, ts or self.last_ts)
+                self.usage_rows.append((seq, run, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                                        u.cache_write_tokens, p.usd, p.model,
+                                        pricing.PRICED_WITH if p.usd is not None else None, p.note or None, ts))
         r = self.runs.get(run)
         if r is None:
-            r = self.runs[run] = [seq, seq, 0, ts, cap_text(ev.text, max_text) if isinstance(ev, UserTurn) else None]
+            r = self.runs[run] = [seq, seq, 0, ts, cap_text(ev.text, self.max_text) if isinstance(ev, UserTurn) else None]
         r[1] = seq
-        if isinstance(ev, Batch):
-            n = len(ev.calls)
+        if is_answers:
+            self._answers(seq, ev)  # type: ignore[arg-type]
+            self.ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None, ts, ev.line))
+        elif t is Batch or isinstance(ev, Batch):
+            calls = ev.calls  # type: ignore[union-attr]
+            n = len(calls)
             self.n_calls += n
             r[2] += n
             if n:
-                self.pending = PendingBatch(seq, ev)
-            for i, c in enumerate(ev.calls):
-                self.calls.append((seq, i, run, c))
-                if c.id is not None:
-                    self.by_id[c.id] = (seq, i)
-            self.ev_rows.append((seq, run, vocab.KIND_BATCH, cap_text(ev.text, max_text) if ev.text else None,
-                                 text_digest(ev.text) if ev.text else None, ev.ts, ev.line))
-        elif isinstance(ev, Answers):
-            self._answers(seq, ev)
-            self.ev_rows.append((seq, run, vocab.KIND_ANSWERS, None, None, ts, ev.line))
+                self.pending = PendingBatch(seq, ev)  # type: ignore[arg-type]
+                append, by_id = self.calls.append, self.by_id
+                for i, c in enumerate(calls):
+                    append((seq, i, run, c))
+                    if c.id is not None:
+                        by_id[c.id] = (seq, i)
+            text = ev.text
+            self.ev_rows.append((seq, run, vocab.KIND_BATCH, cap_text(text, self.max_text) if text else None,
+                                 text_digest(text) if text else None, ev.ts, ev.line))
         else:
             if isinstance(ev, UserTurn):
                 self.pending = None
             kind = (vocab.KIND_USER if isinstance(ev, UserTurn)
                     else vocab.KIND_RETRY if isinstance(ev, Retry) else vocab.KIND_PROSE)
             digest = text_digest(ev.text)
-            self.ev_rows.append((seq, run, kind, cap_text(ev.text, max_text, digest), digest, ev.ts, ev.line))
+            self.ev_rows.append((seq, run, kind, cap_text(ev.text, self.max_text, digest), digest, ev.ts, ev.line))
 
     def _answers(self, seq: int, ev: Answers) -> None:
         pending, out = self.pending, self.out
