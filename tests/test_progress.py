@@ -1450,3 +1450,70 @@ def test_a_read_repeated_around_calls_that_are_not_reads_keeps_the_success_thres
     calls = [view, ("bash", {"command": "python gen.py"}, "done"), view,
              ("bash", {"command": "python gen2.py"}, "done"), view]
     assert run(ProgressDetector(), calls)[-1] == ("warn", 3, "repeat")
+
+
+# ── pinned by the survivors of the run on the merged rules (near repeats, writes between) ───────
+
+
+def _poll(n: int) -> dict:
+    return {"command": f"sleep {n} && gh run view 4242 --json status"}
+
+
+def test_a_near_repeat_run_starts_no_earlier_than_where_the_tool_last_moved():
+    # sleep 1 is asked again at #3 and answered otherwise ("x" then "y", nothing written between):
+    # the tool moved at #3. The near run of #5 is #4 and #3 (the moved call itself counts, the
+    # equal answers #2 and #1 before it do not): count 3, warned, not the 5 that halts.
+    calls = [("bash", _poll(1), "x"), ("bash", _poll(2), "y"), ("bash", _poll(3), "y"),
+             ("bash", _poll(1), "y"), ("bash", _poll(4), "y"), ("bash", _poll(5), "y")]
+    assert run(ProgressDetector(), calls)[5] == ("warn", 3, "repeat")
+
+
+def test_an_unanswered_poll_neither_breaks_a_near_repeat_run_nor_joins_it():
+    # #3 has no answer: the run of #5 is #4, #2, #1 (three equal answers): count 4, warned
+    calls = [("bash", _poll(1), "x"), ("bash", _poll(2), "x"), ("bash", _poll(3), None),
+             ("bash", _poll(4), "x"), ("bash", _poll(5), "x")]
+    assert run(ProgressDetector(), calls)[4] == ("warn", 4, "repeat")
+
+
+def test_a_near_repeat_needs_two_equal_answers_of_its_own_shape():
+    # #2 is a near repeat of #1 only (#0 has another shape, though the same answer): one answer
+    # before it, so no near repeat yet
+    calls = [("bash", {"command": "ls /tmp"}, "ok"), ("bash", _poll(1), "ok"), ("bash", _poll(2), "ok")]
+    assert run(ProgressDetector(), calls)[2] == ("allow", 1, "")
+
+
+_EDIT = ("Edit", {"file_path": "ci.yml", "old_string": "a", "new_string": "b"}, "ok")
+
+
+def test_a_write_from_the_near_runs_oldest_call_on_ends_it_one_just_before_does_not():
+    # an edit between #1 and #2 polls: the world may have changed, no near repeat
+    assert run(ProgressDetector(), [("bash", _poll(1), "x"), _EDIT, ("bash", _poll(2), "x"),
+                                    ("bash", _poll(3), "x")])[3] == ("allow", 1, "")
+    # the edit before the first poll: polls 1, 2 answered alike, the third warned (count 3)
+    assert run(ProgressDetector(), [_EDIT, ("bash", _poll(1), "x"), ("bash", _poll(2), "x"),
+                                    ("bash", _poll(3), "x")])[3] == ("warn", 3, "repeat")
+
+
+def test_a_repeated_write_answered_otherwise_moves_its_tool():
+    # the append at #2 is #1 again, answered otherwise with no write strictly between them: the
+    # bash world moved at #2, so `cat log` (#0) asked again at #3 has no earlier answer since: a
+    # first ask (allow, 1), not a repeat
+    append = {"command": "echo hi >> notes.txt && wc -l notes.txt"}
+    calls = [("bash", {"command": "cat log.txt"}, "L"), ("bash", append, "1 notes.txt"),
+             ("bash", append, "2 notes.txt"), ("bash", {"command": "cat log.txt"}, "L")]
+    assert run(ProgressDetector(), calls)[3] == ("allow", 1, "")
+
+
+def test_a_run_of_one_failure_ignores_guessed_words_quoted_in_a_command_string():
+    # every guess is named by the error (quotes stripped from the command's words; a 4-character
+    # word counts; a word's own letters are kept, X included): one failure five steps running
+    names = ["alpha_config", "Xbeta.java", "conf", "delta_cfg", "omega_set"]
+    calls = [("bash", {"command": f"search_dir '{n}'"}, f'No matches found for "{n}"', True) for n in names]
+    assert actions(ProgressDetector(), calls)[4] == "halt"
+
+
+def test_a_near_repeat_is_found_only_when_the_two_newest_answers_are_word_for_word_equal():
+    # the cheap first test of near repeats (progress.py _near_repeats): polls whose answers differ
+    # in a clock reading are not near repeats, whatever normalizing would make of them
+    calls = [("bash", _poll(i), f"in_progress at 10:00:0{i}") for i in range(1, 5)]
+    assert run(ProgressDetector(), calls) == [("allow", 1, "")] * 4
