@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -262,10 +263,9 @@ def request(spans: list[dict]) -> bytes:
         {"key": "service.name", "value": {"stringValue": "agent"}}]}, "scopeSpans": [{"spans": spans}]}]}).encode()
 
 
-@pytest.fixture
-def manual(ledger, tmp_path):
-    """A receiver whose flusher never fires on its own: the test calls rec.flush()."""
-    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=None)
+@contextlib.contextmanager
+def _served(rec):
+    """`rec` over real HTTP on a free port, in a thread; (base URL, rec); closed after."""
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=srv.run, daemon=True)
@@ -274,10 +274,20 @@ def manual(ledger, tmp_path):
     while not srv.started:
         assert time.monotonic() < deadline, "receiver did not start"
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", rec
-    srv.should_exit = True
-    t.join(10)
-    rec.close()
+    try:
+        yield f"http://127.0.0.1:{port}", rec
+    finally:
+        srv.should_exit = True
+        t.join(10)
+        rec.close()
+
+
+@pytest.fixture
+def manual(ledger, tmp_path):
+    """A receiver whose flusher never fires on its own: the test calls rec.flush()."""
+    with _served(receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]),
+                                  flush_interval=None)) as served:
+        yield served
 
 
 def calls_of(engine) -> list[tuple]:
@@ -801,19 +811,9 @@ def test_many_sessions_continued_in_one_flush_have_the_rows_of_one_ingest_of_the
 @pytest.fixture
 def slow_flusher(ledger, tmp_path):
     """A receiver over real HTTP whose flush interval (20 s) is far longer than any wait below."""
-    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=20.0)
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline, "receiver did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", rec
-    srv.should_exit = True
-    t.join(10)
-    rec.close()
+    with _served(receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]),
+                                  flush_interval=20.0)) as served:
+        yield served
 
 
 def test_a_few_spans_into_a_quiet_receiver_skip_the_interval_and_a_stream_waits_for_it(slow_flusher, ledger):
