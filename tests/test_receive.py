@@ -44,23 +44,31 @@ def ledger(tmp_path, db_url):
     engine.dispose()
 
 
-@pytest.fixture
-def server(ledger, tmp_path):
-    """A receiver on a free port, served by uvicorn in a thread (real HTTP on loopback)."""
-    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=0.05)
+@contextlib.contextmanager
+def _served(rec, **app_options):
+    """`rec` over real HTTP on a free port, in a thread; (base URL, rec); closed after."""
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec, max_body=64 * 1024), host="127.0.0.1",
-                                        port=port, log_level="warning"))
+    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec, **app_options), host="127.0.0.1", port=port, log_level="warning"))
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()
     deadline = time.monotonic() + 20
     while not srv.started:
         assert time.monotonic() < deadline, "receiver did not start"
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", rec
-    srv.should_exit = True
-    t.join(10)
-    rec.close()
+    try:
+        yield f"http://127.0.0.1:{port}", rec
+    finally:
+        srv.should_exit = True
+        t.join(10)
+        rec.close()
+
+
+@pytest.fixture
+def server(ledger, tmp_path):
+    """A receiver on a free port, served by uvicorn in a thread (real HTTP on loopback)."""
+    with _served(receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=0.05),
+                 max_body=64 * 1024) as served:
+        yield served
 
 
 def export_with_sdk(url: str, conversation: str, n: int = 4) -> None:
@@ -261,25 +269,6 @@ def tool_span(conv: str | None, i: int, tool: str = "run_tests", args: str = '{"
 def request(spans: list[dict]) -> bytes:
     return json.dumps({"resourceSpans": [{"resource": {"attributes": [
         {"key": "service.name", "value": {"stringValue": "agent"}}]}, "scopeSpans": [{"spans": spans}]}]}).encode()
-
-
-@contextlib.contextmanager
-def _served(rec):
-    """`rec` over real HTTP on a free port, in a thread; (base URL, rec); closed after."""
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(receive.make_app(rec), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline, "receiver did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", rec
-    finally:
-        srv.should_exit = True
-        t.join(10)
-        rec.close()
 
 
 @pytest.fixture
