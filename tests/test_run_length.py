@@ -22,7 +22,8 @@ from loopledger.detectors import (
 )
 from loopledger.detectors import run_length as rl
 from loopledger.detectors.base import BATCH, Check, Result
-from loopledger.events import Answer, Batch, Call
+from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
+from loopledger.replay import replay
 
 EDIT = [("edit_file", {"path": "a.py", "text": "x"})]
 READ = [("read_file", {"path": "a.py"})]
@@ -603,3 +604,432 @@ def test_policy_state_holds_seed_000s_answers_hash():
     p.check(b)
     p.answers(b, [_answer(c, "one"), _answer(d, "two")])
     assert p.state()["answers"] == answers_hash([("edit", {"p": 1}), ("run", {})], ["one", "two"])
+
+
+# ── Ported from seed 000's upstream, mmogr/gglib (crates/gglib-core/src/domain/agent/
+# loop_detection/{tests,verdict_tests,observation_tests,results_tests}.rs and
+# crates/gglib-proxy/src/loop_guard_user_turn_tests.rs). Upstream answers are u64 hashes; the
+# detector only compares them for equality, so small ints stand in for them here. ──────────
+
+def one(name: str) -> list[tuple[str, dict]]:
+    return [(name, {})]
+
+
+def turn(d: LoopDetector, calls, answers, max_strikes=2, tools=(), steps=15) -> None:
+    """`check` then `record_results`, in the order both upstream call sites use them."""
+    record = d.check(calls, max_strikes, tools, steps)
+    d.record_results(record, answers)
+
+
+# loop_detection/tests.rs
+def test_loop_not_detected_within_limit():
+    d = LoopDetector()
+    d.check(one("t"), 2, (), None)
+    d.check(one("t"), 2, (), None)
+
+
+def test_loop_detected_on_third_identical_batch_with_max_strikes_2():
+    d = LoopDetector()
+    d.check(one("t"), 2, (), None)
+    d.check(one("t"), 2, (), None)
+    with pytest.raises(LoopDetected):
+        d.check(one("t"), 2, (), None)
+
+
+def test_interleaved_batches_never_trigger_a_loop():
+    d = LoopDetector()
+    for _ in range(50):
+        d.check(one("a"), 2, (), None)
+        d.check(one("b"), 2, (), None)
+
+
+def test_a_run_broken_and_resumed_starts_over():
+    d = LoopDetector()
+    d.check(one("a"), 2, (), None)
+    d.check(one("a"), 2, (), None)
+    d.check(one("b"), 2, (), None)
+    d.check(one("a"), 2, (), None)  # occurrence 1 of a new run, not 3 of the old
+    d.check(one("a"), 2, (), None)
+    with pytest.raises(LoopDetected):
+        d.check(one("a"), 2, (), None)  # the resumed run trips at its own third
+
+
+def test_the_batch_that_breaks_a_run_starts_its_own():
+    d = LoopDetector()
+    d.check(one("a"), 2, (), None)
+    d.check(one("b"), 2, (), None)
+    d.check(one("b"), 2, (), None)
+    with pytest.raises(LoopDetected):
+        d.check(one("b"), 2, (), None)
+
+
+def test_loop_error_signature_matches_batch_sig():
+    calls = [("x", {"k": "v"})]
+    with pytest.raises(LoopDetected) as info:
+        LoopDetector().check(calls, 0, (), None)
+    assert info.value.signature == batch_signature(calls)
+
+
+def test_same_name_different_args_do_not_trigger_loop():
+    d = LoopDetector()
+    for i in range(10):
+        d.check([("search", {"q": i})], 2, (), None)
+
+
+def test_upstream_max_strikes_zero_triggers_on_first_occurrence():
+    with pytest.raises(LoopDetected):
+        LoopDetector().check(one("instant_tool"), 0, (), None)
+
+
+def test_is_observation_batch_ends_with_match():
+    assert is_observation_batch(one("playwright_mcp_browser_snapshot"), ["snapshot"])
+
+
+def test_is_observation_batch_contains_match():
+    assert is_observation_batch(one("take_screenshot_full"), ["screenshot"])
+
+
+def test_is_observation_batch_case_insensitive():
+    assert is_observation_batch(one("BROWSER_SNAPSHOT"), ["snapshot"])
+
+
+def test_is_observation_batch_mixed_returns_false():
+    assert not is_observation_batch([("browser_snapshot", {}), ("do_thing", {})], ["snapshot"])
+
+
+def test_is_observation_batch_empty_patterns_always_false():
+    assert not is_observation_batch(one("browser_snapshot"), [])
+
+
+def test_a_repeated_file_read_survives_past_the_standard_threshold():
+    d = LoopDetector()  # the defaults: S = 2, M = 15, our default patterns
+    for _ in range(DEFAULT_STRIKES + 1):
+        d.check(one("read_file"))
+
+
+DEFAULT_STRIKES = rl.DEFAULT_MAX_STRIKES
+
+
+def test_loop_detector_observation_batch_uses_higher_threshold():
+    d = LoopDetector()
+    for _ in range(5):
+        d.check(one("playwright_mcp_browser_snapshot"), 2, ["snapshot"], 5)
+    with pytest.raises(LoopDetected):
+        d.check(one("playwright_mcp_browser_snapshot"), 2, ["snapshot"], 5)
+
+
+def test_loop_detector_mixed_batch_uses_standard_threshold():
+    mixed = [("browser_snapshot", {}), ("do_thing", {})]
+    d = LoopDetector()
+    d.check(mixed, 2, ["snapshot"], 10)
+    d.check(mixed, 2, ["snapshot"], 10)
+    with pytest.raises(LoopDetected):
+        d.check(mixed, 2, ["snapshot"], 10)
+
+
+def test_tool_signature_includes_name_and_hash():
+    sig = batch_signature([("fs_read", {"path": "/etc/hosts"})])
+    assert sig == "fs_read:" + xxhash.xxh3_128_hexdigest(b'{"path":"/etc/hosts"}')
+
+
+def test_batch_signature_is_sorted():
+    parts = batch_signature([("b_tool", {}), ("a_tool", {})]).split("|")
+    assert len(parts) == 2 and parts == sorted(parts)
+
+
+def test_batch_signature_ignores_call_order():
+    a, b = ("search", {"q": "rust"}), ("read", {"path": "/"})
+    assert batch_signature([a, b]) == batch_signature([b, a])
+
+
+def test_different_argument_key_order_produces_same_signature():
+    assert batch_signature([("tool", {"a": 1, "b": 2})]) == batch_signature([("tool", {"b": 2, "a": 1})])
+
+
+def test_nested_argument_objects_are_canonicalised():
+    assert (batch_signature([("t", {"outer": {"x": 1, "y": 2}})])
+            == batch_signature([("t", {"outer": {"y": 2, "x": 1}})]))
+
+
+def test_deep_arguments_that_differ_below_depth_16_stay_different():
+    # Upstream caps its canonical form at depth 16 (distinct deep args collide); design.md's rule
+    # has no cap and ours never recurses, so two such arguments remain two signatures.
+    def nested(depth, leaf):
+        v = leaf
+        for _ in range(depth):
+            v = {"x": v}
+        return v
+    assert batch_signature([("t", nested(20, "a"))]) != batch_signature([("t", nested(20, "b"))])
+
+
+# loop_detection/verdict_tests.rs
+def test_a_repeat_whose_answer_changed_starts_the_run_over():
+    d = LoopDetector()
+    for i in range(10):
+        turn(d, one("get_output"), i)
+
+
+def test_a_run_whose_answer_alternates_never_trips():
+    d = LoopDetector()
+    for i in range(12):
+        turn(d, one("get_output"), i % 2)
+
+
+def test_a_repeat_whose_answer_is_identical_still_trips():
+    d = LoopDetector()
+    turn(d, one("write_file"), 7)
+    turn(d, one("write_file"), 7)
+    with pytest.raises(LoopDetected):
+        turn(d, one("write_file"), 7)
+
+
+def test_an_unrecorded_repeat_trips_exactly_as_before():
+    d = LoopDetector()
+    d.check(one("write_file"), 2, (), 15)
+    d.check(one("write_file"), 2, (), 15)
+    with pytest.raises(LoopDetected):
+        d.check(one("write_file"), 2, (), 15)
+
+
+def test_an_unjoinable_answer_does_not_rescue():
+    d = LoopDetector()
+    turn(d, one("write_file"), None)
+    turn(d, one("write_file"), None)
+    with pytest.raises(LoopDetected):
+        turn(d, one("write_file"), None)
+
+
+def test_a_changed_answer_rescues_only_the_occurrence_that_changed():
+    d = LoopDetector()
+    turn(d, one("write_file"), 1)
+    turn(d, one("write_file"), 2)  # changed
+    turn(d, one("write_file"), 2)  # stood
+    with pytest.raises(LoopDetected):
+        turn(d, one("write_file"), 2)
+
+
+def test_a_mutating_run_rescued_by_new_answers_stops_at_the_read_only_allowance():
+    d = LoopDetector()
+    for i in range(15):
+        turn(d, one("write_file"), i)
+    with pytest.raises(LoopDetected) as info:
+        turn(d, one("write_file"), 99)
+    assert info.value.by_ceiling and info.value.total == 16
+
+
+def test_an_observation_run_rescued_by_new_answers_has_no_ceiling():
+    d = LoopDetector()
+    for i in range(100):
+        turn(d, one("read_file"), i, tools=["read_file"])
+
+
+def test_a_rescue_ceiling_of_none_disables_the_rescue():
+    d = LoopDetector()
+    d.check(one("write_file"), 2, (), None)
+    record = d.check(one("write_file"), 2, (), None)
+    d.record_results(record, 1)
+    with pytest.raises(LoopDetected):
+        d.check(one("write_file"), 2, (), None)
+
+
+def test_the_batch_that_breaks_a_run_clears_the_answers_it_recorded():
+    d = LoopDetector()
+    turn(d, one("a"), 1)
+    record = d.check(one("b"), 2, (), 15)
+    assert d.record_results(record, 1) == RepeatOutcome.NOT_COMPARABLE
+
+
+def test_a_rescue_ceiling_of_none_disables_the_rescue_for_read_only_batches_too():
+    d = LoopDetector()
+    turn(d, one("read_file"), 1, tools=["read_file"], steps=None)
+    turn(d, one("read_file"), 2, tools=["read_file"], steps=None)  # changed
+    with pytest.raises(LoopDetected):
+        turn(d, one("read_file"), 3, tools=["read_file"], steps=None)
+
+
+@pytest.mark.parametrize("allowance", [0, 1])
+def test_a_low_read_only_allowance_never_tightens_the_mutating_threshold(allowance):
+    d = LoopDetector()
+    turn(d, one("write_file"), 1)
+    record = d.check(one("write_file"), 2, (), allowance)
+    d.record_results(record, 1)
+    with pytest.raises(LoopDetected):
+        d.check(one("write_file"), 2, (), allowance)
+
+
+def test_recording_for_a_batch_that_is_no_longer_the_run_changes_nothing():
+    d = LoopDetector()
+    stale = d.check(one("a"), 2, (), 15)
+    d.check(one("b"), 2, (), 15)
+    assert d.record_results(stale, 1) == RepeatOutcome.NOT_CURRENT
+
+
+def test_the_outcome_names_what_happened():
+    d = LoopDetector()
+    assert d.record_results(d.check(one("write_file"), 2, (), 15), 1) == RepeatOutcome.NOT_COMPARABLE
+    assert d.record_results(d.check(one("write_file"), 2, (), 15), 2) == RepeatOutcome.CHANGED
+    assert d.record_results(d.check(one("write_file"), 2, (), 15), 2) == RepeatOutcome.REPEATED
+
+
+def test_a_run_at_its_threshold_trips_before_the_next_answer_can_rescue_it():
+    d = LoopDetector()
+    turn(d, one("write_file"), 1)
+    turn(d, one("write_file"), 1)
+    with pytest.raises(LoopDetected):
+        d.check(one("write_file"), 2, (), 15)
+
+
+# loop_detection/observation_tests.rs
+def test_an_uppercase_pattern_matches():
+    assert is_observation_batch(one("readFile"), ["readFile"])
+    assert is_observation_batch(one("mcp__fs__listDir"), ["listDir"])
+
+
+@pytest.mark.parametrize(("name", "pattern"), [("READ_FILE", "read_file"), ("read_file", "READ_FILE"),
+                                               ("ReAd_FiLe", "rEaD_fIlE")])
+def test_case_does_not_matter_on_either_side(name, pattern):
+    assert is_observation_batch(one(name), [pattern])
+
+
+def test_lowercase_patterns_behave_exactly_as_before():
+    assert is_observation_batch(one("read_file"), ["read_file"])
+    assert is_observation_batch(one("mcp_read_file"), ["read_file"])
+    assert not is_observation_batch(one("write_file"), ["read_file"])
+
+
+def test_the_all_and_empty_rules_survive():
+    assert not is_observation_batch([("read_file", {}), ("write_file", {})], ["read_file"])
+    assert not is_observation_batch(one("read_file"), [])
+
+
+@pytest.mark.parametrize("name", ["fetch_webpage", "browser_navigate", "playwright_browser_click",
+                                  "mcp__playwright__click", "BROWSER_NAVIGATE", "click_element_by_index",
+                                  "double_click_element", "navigate_to_url"])
+def test_the_costly_defaults_are_recognised_under_real_client_names(name):
+    assert is_costly_batch(one(name))
+
+
+@pytest.mark.parametrize("name", ["get_clickable_elements", "browser_get_clickable_elements",
+                                  "clickhouse_query"])
+def test_read_only_tools_that_merely_contain_a_costly_word_keep_the_waiver(name):
+    assert not is_costly_batch(one(name))
+
+
+@pytest.mark.parametrize("name", ["browserNavigate", "clickElement", "fetchWebpage"])
+def test_camel_case_names_are_missed_which_is_the_accepted_side_of_the_trade(name):
+    assert not is_costly_batch(one(name))
+
+
+@pytest.mark.parametrize("name", ["navigate_to_definition", "get_click_count", "ad_click_report",
+                                  "click_house_query"])
+def test_read_only_names_built_from_a_costly_word_are_bounded_too(name):
+    assert is_costly_batch(one(name))
+
+
+@pytest.mark.parametrize("name", ["read_file", "list_dir", "grep_search", "semantic_search", "get_errors"])
+def test_ordinary_read_only_tools_are_not_costly(name):
+    assert not is_costly_batch(one(name))
+
+
+def test_one_costly_call_makes_the_whole_batch_costly():
+    assert is_costly_batch([("read_file", {}), ("fetch_webpage", {})])
+    assert not is_costly_batch([("read_file", {}), ("list_dir", {})])
+    assert not is_costly_batch([])
+
+
+def test_a_costly_observation_batch_is_bounded_at_the_allowance_however_its_answers_move():
+    # observation.rs: navigate keeps the elevated threshold but loses the waiver.
+    d = LoopDetector()
+    for i in range(15):
+        turn(d, one("browser_navigate"), i, tools=["navigate"])
+    with pytest.raises(LoopDetected) as info:
+        turn(d, one("browser_navigate"), 99, tools=["navigate"])
+    assert info.value.by_ceiling and info.value.threshold == 15
+
+
+# loop_detection/results_tests.rs (answers_hash is seed 000's batch_results_hash)
+def test_the_same_batch_and_answers_hash_the_same():
+    calls = [Call("c1", "read_file", {"path": "a.rs"})]
+    assert answers_hash(calls, ["contents"]) == answers_hash(calls, ["contents"])
+
+
+def test_a_two_call_batch_whose_answers_swap_is_not_identical():
+    calls = [Call("c1", "read_file", {"path": "a.rs"}), Call("c2", "read_file", {"path": "b.rs"})]
+    assert answers_hash(calls, ["alpha", "beta"]) != answers_hash(calls, ["beta", "alpha"])
+
+
+def test_the_same_pairs_in_a_different_order_hash_alike():
+    a, b = Call("c1", "read_file", {"path": "a.rs"}), Call("c2", "read_file", {"path": "b.rs"})
+    assert answers_hash([a, b], ["alpha", "beta"]) == answers_hash([b, a], ["beta", "alpha"])
+
+
+def test_an_unanswered_call_makes_the_whole_batch_unjoinable():
+    calls = [Call("c1", "read_file", {"path": "a.rs"}), Call("c2", "read_file", {"path": "b.rs"})]
+    assert answers_hash(calls, ["x", None]) is None
+
+
+def test_a_length_mismatch_is_refused_rather_than_truncated():
+    # Upstream returns None (unjoinable); ours raises, naming both lengths (test_canonical.py).
+    calls = [Call("c1", "read_file", {"path": "a.rs"}), Call("c2", "read_file", {"path": "b.rs"})]
+    for answers in (["1"], ["1", "2", "3"]):
+        with pytest.raises(ValueError, match="2 calls but"):
+            answers_hash(calls, answers)
+
+
+def test_the_same_answer_to_a_different_call_is_a_different_batch():
+    a, b = [Call("c1", "read_file", {"path": "a.rs"})], [Call("c1", "read_file", {"path": "b.rs"})]
+    assert answers_hash(a, ["same"]) != answers_hash(b, ["same"])
+
+
+def test_shuffled_argument_keys_hash_alike():
+    a, b = [Call("c1", "write", {"a": 1, "b": 2})], [Call("c1", "write", {"b": 2, "a": 1})]
+    assert answers_hash(a, ["ok"]) == answers_hash(b, ["ok"])
+
+
+# gglib-proxy/src/loop_guard_user_turn_tests.rs, through the policy and the replay engine
+def _build_attempt(i: int) -> list:
+    return [Batch((Call(f"b{i}", "run_in_terminal", {"cmd": "make"}),)),
+            Answers((Answer(f"b{i}", "error: 3 warnings emitted"),)), Prose("the build failed")]
+
+
+def _verdicts(events, spec="run-length") -> list[str]:
+    return [c.verdict for s in replay(events, spec) for c in s.checks if isinstance(s.event, Batch)]
+
+
+def test_three_user_requests_for_the_same_failing_build_are_not_a_loop():
+    events = [UserTurn("run the build"), *_build_attempt(0), UserTurn("try again please"),
+              *_build_attempt(1), UserTurn("try again please"), *_build_attempt(2)]
+    assert _verdicts(events) == ["allow"] * 3
+
+
+def test_the_same_three_attempts_unprompted_are_still_a_loop():
+    events = [x for i in range(3) for x in _build_attempt(i)]
+    assert _verdicts(events) == ["allow", "allow", "halt"]
+
+
+def test_a_leading_system_message_changes_nothing():
+    # A system message is no turn boundary (design.md): readers emit no event for it at all,
+    # so the session is the three unprompted attempts above.
+    events = [x for i in range(3) for x in _build_attempt(i)]
+    assert _verdicts(events)[-1] == "halt"
+
+
+def test_a_user_turn_resets_the_read_only_allowance_as_well():
+    def attempt(i):
+        return [Batch((Call(f"w{i}", "write_file", {"path": "a.rs"}),)),
+                Answers((Answer(f"w{i}", f"{i} changed"),))]
+    first = [x for i in range(15) for x in attempt(i)]
+    assert _verdicts(first) == ["allow"] * 15  # fifteen rescued repeats are inside the allowance
+    more = [*first, UserTurn("carry on"), *[x for i in range(15, 29) for x in attempt(i)]]
+    assert _verdicts(more) == ["allow"] * 29
+    # and without the interjection the 16th is past the ceiling
+    assert _verdicts([x for i in range(16) for x in attempt(i)])[-1] == "halt"
+
+
+def test_break_run_resets_the_read_only_allowance_with_the_strike_count():
+    d = LoopDetector()
+    for i in range(15):
+        turn(d, one("write_file"), i)
+    d.break_run()
+    for i in range(15):
+        turn(d, one("write_file"), i)
