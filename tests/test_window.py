@@ -274,3 +274,161 @@ def test_policy_state_shortens_canonical_args_of_81_characters():
     args = {"k": "w" * 73}  # '{"k":"' + 73 + '"}' = 81 characters
     p.check(Batch((Call("1", "a", args),)))
     assert p.state()["buffer"][0]["args"] == ('{"k":"' + "w" * 73 + '"}')[:80] + "…"
+
+
+# ── Ported from seed 003's upstream, MukundaKatta/tool-loop-guard (tests/test_guard.py, the
+# Python port of the crate; same API: record / would_raise / reset / len / recent_keys). ──────
+
+def test_default_key_includes_tool_name():
+    assert default_key_fn("search", {"q": "x"}) != default_key_fn("fetch", {"q": "x"})
+
+
+def test_default_key_canonicalizes_arg_order():
+    assert default_key_fn("t", {"a": 1, "b": 2}) == default_key_fn("t", {"b": 2, "a": 1})
+
+
+def test_default_key_none_args_is_empty_dict():
+    assert default_key_fn("t", None) == default_key_fn("t", {})
+
+
+def test_default_key_falls_back_to_repr_on_unserializable():
+    class _NotJson:
+        def __repr__(self):
+            return "NotJson()"
+
+    assert "NotJson()" in default_key_fn("t", _NotJson())[1]
+
+
+def test_records_under_threshold_does_not_raise():
+    g = LoopGuard(window=4, threshold=3)
+    g.record("search", {"q": "x"})
+    g.record("search", {"q": "x"})
+    assert len(g) == 2
+
+
+def test_third_match_raises_loop_detected():
+    g = LoopGuard(window=4, threshold=3)
+    g.record("search", {"q": "x"})
+    g.record("search", {"q": "x"})
+    with pytest.raises(LoopDetectedError) as info:
+        g.record("search", {"q": "x"})
+    e = info.value
+    assert (e.tool_name, e.count, e.window, e.threshold) == ("search", 3, 4, 3)
+
+
+def test_different_args_do_not_count():
+    g = LoopGuard(window=4, threshold=3)
+    for q in "abc":
+        g.record("search", {"q": q})
+
+
+def test_different_tools_do_not_count():
+    g = LoopGuard(window=4, threshold=3)
+    for tool in ("search", "fetch", "write"):
+        g.record(tool, {"q": "x"})
+
+
+def test_eviction_keeps_unrelated_loops_safe():
+    g = LoopGuard(window=4, threshold=3)
+    g.record("search", {"q": "x"})
+    for filler in ("fill_a", "fill_b", "fill_c"):
+        g.record(filler, {})
+    assert g.record("search", {"q": "x"}) == 1  # the first search was evicted first
+    assert len(g) == 4  # the buffer stays at window size
+
+
+def test_old_match_evicted_before_threshold():
+    g = LoopGuard(window=3, threshold=2)
+    g.record("search", {"q": "x"})
+    g.record("filler", {"k": 1})
+    g.record("filler", {"k": 2})
+    assert g.record("search", {"q": "x"}) == 1  # would have been the 2nd: no raise
+    assert len(g) == 3
+
+
+def test_would_raise_predicts_next_record_outcome():
+    g = LoopGuard(window=4, threshold=3)
+    g.record("search", {"q": "x"})
+    g.record("search", {"q": "x"})
+    assert g.would_raise("search", {"q": "x"}) is True
+    assert g.would_raise("search", {"q": "y"}) is False
+    assert len(g) == 2  # would_raise must not mutate the buffer
+
+
+def test_would_raise_accounts_for_full_window_eviction():
+    g = LoopGuard(window=3, threshold=2)
+    for tool in "abc":
+        g.record(tool, None)
+    assert g.would_raise("fresh", None) is False
+
+
+def test_reset_clears_buffer():
+    g = LoopGuard(window=4, threshold=3)
+    g.record("search", {"q": "x"})
+    g.record("search", {"q": "x"})
+    g.reset()
+    assert len(g) == 0
+    g.record("search", {"q": "x"})
+    assert g.record("search", {"q": "x"}) == 2  # still under the threshold
+
+
+def test_recent_keys_returns_oldest_first():
+    g = LoopGuard(window=4, threshold=4)
+    for tool in "abc":
+        g.record(tool, None)
+    # The crate (seed 003) spells it recent_keys(); its Python port a property: both work.
+    assert [k[0] for k in g.recent_keys] == ["a", "b", "c"]
+    assert [k[0] for k in g.recent_keys()] == ["a", "b", "c"]
+
+
+def test_custom_key_fn_can_ignore_noisy_field():
+    def stable_key(tool_name, args):
+        return default_key_fn(tool_name, {k: v for k, v in (args or {}).items() if k != "request_id"})
+
+    g = LoopGuard(window=4, threshold=3, key_fn=stable_key)
+    g.record("search", {"q": "x", "request_id": "r1"})
+    g.record("search", {"q": "x", "request_id": "r2"})
+    with pytest.raises(LoopDetectedError):
+        g.record("search", {"q": "x", "request_id": "r3"})
+
+
+@pytest.mark.parametrize("window", [-1, 0, 1])
+def test_invalid_window_rejected(window):
+    with pytest.raises(ValueError, match="window"):
+        LoopGuard(window=window, threshold=2)
+
+
+@pytest.mark.parametrize("threshold", [-1, 0, 1])
+def test_invalid_threshold_rejected(threshold):
+    with pytest.raises(ValueError, match="threshold"):
+        LoopGuard(window=5, threshold=threshold)
+
+
+def test_threshold_larger_than_window_rejected():
+    with pytest.raises(ConfigError) as info:
+        LoopGuard(window=3, threshold=4)
+    assert info.value.rule == "threshold <= window"  # the crate's ThresholdExceedsWindow
+
+
+def test_loop_detected_error_carries_full_context():
+    g = LoopGuard(window=3, threshold=2)
+    g.record("search", {"q": "x"})
+    with pytest.raises(LoopDetectedError) as info:
+        g.record("search", {"q": "x"})
+    e = info.value
+    assert e.tool_name == "search" and e.tool_args == {"q": "x"}
+    assert (e.count, e.window, e.threshold) == (2, 3, 2)
+    assert "search" in str(e)
+    assert isinstance(e, RuntimeError)  # the Python port's base class
+
+
+def test_record_and_would_raise_take_args_as_optional():
+    g = LoopGuard(window=3, threshold=2)
+    assert g.record("ls") == 1  # args default to None ≡ {}
+    assert g.would_raise("ls") is True
+    assert g.would_raise("ls", {}) is True
+
+
+def test_window_and_threshold_are_readable():
+    g = LoopGuard(window=5, threshold=3)
+    assert (g.window, g.threshold) == (5, 3)

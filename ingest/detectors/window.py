@@ -32,7 +32,9 @@ def default_key_fn(tool_name: str, args: Any) -> tuple[str, str]:
     return tool_name, canonical_json(args)
 
 
-class LoopDetectedError(Exception):
+class LoopDetectedError(RuntimeError):
+    """The same key `threshold` times in the window (a RuntimeError, as in the Python port)."""
+
     def __init__(self, tool_name: str, tool_args: Any, count: int, window: int, threshold: int) -> None:
         self.tool_name = tool_name
         self.tool_args = tool_args
@@ -76,7 +78,7 @@ class LoopGuard:
         # the buffer is counted by equality, as the seed does).
         self._counts: dict[Any, int] | None = {}
 
-    def record(self, tool_name: str, tool_args: Any, key: Any = None) -> int:
+    def record(self, tool_name: str, tool_args: Any = None, key: Any = None) -> int:
         """Record one call; return its count in the window; raise when count >= threshold.
 
         `key` lets a caller pass the key it already computed with this guard's key_fn."""
@@ -109,7 +111,7 @@ class LoopGuard:
             raise LoopDetectedError(tool_name, tool_args, count, self.window, self.threshold)
         return count
 
-    def would_raise(self, tool_name: str, tool_args: Any) -> bool:
+    def would_raise(self, tool_name: str, tool_args: Any = None) -> bool:
         """Whether `record` would raise for this call, without recording it."""
         return self.count_if_recorded(self.key_fn(tool_name, tool_args)) >= self.threshold
 
@@ -134,9 +136,20 @@ class LoopGuard:
     def __len__(self) -> int:
         return len(self._buf)
 
-    def recent_keys(self) -> list[Any]:
-        """Buffered keys, oldest first."""
-        return list(self._buf)
+    @property
+    def recent_keys(self) -> RecentKeys:
+        """Buffered keys, oldest first: a fresh list that is also callable (returning itself),
+        because the crate (seed 003) spells it `recent_keys()` and its Python port a property."""
+        return RecentKeys(self._buf)
+
+
+class RecentKeys(list):
+    """A list of keys that can also be called, returning itself (see LoopGuard.recent_keys)."""
+
+    __slots__ = ()
+
+    def __call__(self) -> RecentKeys:
+        return self
 
 
 # ── the Policy adapter and its registration ─────────────────────────────────────────────────
