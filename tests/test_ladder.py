@@ -234,3 +234,87 @@ def test_policy_honours_every_threshold_and_the_tool_list():
     assert [c.verdict for c in p.check(Batch((r,) * 3))][-1] == "warn"  # read_file: not in the list
     p = make_policy("ladder")  # the empty list: the default classifier
     assert p.check(Batch((r,)))[0].reason == "" and p.state()["class"] == "read_only"
+
+
+# ── Seed 002's scenarios, one by one (the article names no public test suite; these follow its
+# text and design.md's "ladder" rules). ──────────────────────────────────────────────────────
+
+def test_grep_search_dispatched_four_times_with_nothing_found_climbs_every_rung():
+    # "a regex finds nothing, the model might dispatch the exact same grep_search three or four times"
+    g = LadderGuard()
+    call = ("grep_search", {"query": "fooBar(", "path": "src"})
+    assert actions(g, [call] * 4) == ["allow", "warn", "block", "halt"]
+
+
+def test_view_file_on_a_missing_path_repeated_is_judged_the_same_way():
+    g = LadderGuard()
+    assert actions(g, [("view_file", {"AbsolutePath": "/no/such/file"})] * 4) == ["allow", "warn", "block", "halt"]
+
+
+def test_the_second_identical_call_warns_the_third_blocks_the_fourth_halts():
+    # Tier 1 "appears for the second time"; Tier 2 "a third time"; Tier 3 "HALT_AFTER = 4".
+    g = LadderGuard()
+    verdicts = [g.check("write_to_file", {"TargetFile": "a.py", "CodeContent": "x"}) for _ in range(4)]
+    assert [(v.count, v.action, v.threshold) for v in verdicts] == [
+        (1, "allow", 2), (2, "warn", 2), (3, "block", 3), (4, "halt", 4)]
+
+
+def test_sequential_duplicate_count_restarts_on_any_other_call():
+    g = LadderGuard()
+    seq = [("grep_search", {"q": "a"}), ("grep_search", {"q": "a"}), ("view_file", {"p": "x"}),
+           ("grep_search", {"q": "a"}), ("grep_search", {"q": "a"}), ("grep_search", {"q": "a"})]
+    assert actions(g, seq) == ["allow", "warn", "allow", "allow", "warn", "block"]
+
+
+def test_nested_key_order_yields_identical_fingerprints():
+    # "the guard sorts JSON object keys recursively before computing canonical_args_hash"
+    g = LadderGuard()
+    a = g.check("search", {"a": 1, "b": {"y": [1, {"q": 2, "p": 3}], "x": None}})
+    b = g.check("search", {"b": {"x": None, "y": [1, {"p": 3, "q": 2}]}, "a": 1})
+    assert (a.count, b.count) == (1, 2)
+    assert b.args == '{"a":1,"b":{"x":null,"y":[1,{"p":3,"q":2}]}}'  # canonical: no whitespace
+
+
+def test_array_order_and_number_type_are_part_of_the_arguments():
+    g = LadderGuard()
+    assert [g.check("t", a).count for a in ({"v": [1, 2]}, {"v": [2, 1]}, {"v": 1}, {"v": 1.0})] == [1, 1, 1, 1]
+
+
+def test_mutating_tools_can_be_held_tighter_than_read_only_ones():
+    g = LadderGuard(mutating=Thresholds(2, 3, 4), read_only=Thresholds(3, 5, 8))
+    assert actions(g, [("view_file", {"p": "a"})] * 8)[-1] == "halt"
+    assert actions(g, [("view_file", {"p": "b"})] * 7)[-1] == "block"
+    g.break_run()
+    assert actions(g, [("write_to_file", {"p": "a"})] * 4) == ["allow", "warn", "block", "halt"]
+
+
+def test_default_thresholds_are_2_3_4_for_both_classes():
+    g = LadderGuard()
+    assert (g.mutating, g.read_only) == (Thresholds(2, 3, 4), Thresholds(2, 3, 4))
+    assert actions(g, [("grep_search", {})] * 4) == actions(LadderGuard(), [("run_command", {})] * 4)
+
+
+def test_a_halt_names_the_offending_tool_and_arguments():
+    g = LadderGuard()
+    for _ in range(3):
+        g.check("grep_search", {"query": "x", "path": "src"})
+    v = g.check("grep_search", {"path": "src", "query": "x"})
+    assert v.action == "halt" and v.reason == "repeated_tool_calls"
+    assert (v.tool, v.args) == ("grep_search", '{"path":"src","query":"x"}')
+
+
+def test_a_user_turn_lets_the_person_guide_the_agent_afresh():
+    # "Prior session history remains intact ... allowing the user to guide the agent with a
+    # follow-up prompt": after a halt the next user turn starts the ladder over.
+    call = Batch((Call("1", "grep_search", {"q": "x"}),))
+    steps = list(replay([UserTurn("find it"), call, call, call, call, call, UserTurn("try src/"), call],
+                        PolicySpec("ladder")))
+    assert [[c.verdict for c in s.checks] for s in steps if s.checks] == [
+        ["allow"], ["warn"], ["block"], ["halt"], ["after_halt"], ["allow"]]
+
+
+def test_the_actions_are_the_four_words_of_the_seeds_enum():
+    from loopledger.detectors import ladder
+    assert (ladder.ALLOW, ladder.WARN, ladder.BLOCK, ladder.HALT) == ("allow", "warn", "block", "halt")
+    assert ladder.WARN_NOTICE.startswith("[System Notice] You have executed this tool repeatedly with "
+                                         "identical arguments without progress.")
