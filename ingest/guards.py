@@ -33,13 +33,24 @@ from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.ladder import BLOCK_MESSAGE, WARN_NOTICE, LadderGuard, LadderVerdict, Thresholds
 from loopledger.detectors.policy import DEFAULT_SPECS, Check, PolicySpec, Result, make_policy
 from loopledger.detectors.policy import Policy as _Policy
-from loopledger.detectors.run_length import LoopDetected, LoopDetector, StagnationDetected, StagnationDetector
+from loopledger.detectors.run_length import (
+    BatchRecord,
+    LoopDetected,
+    LoopDetector,
+    RepeatOutcome,
+    StagnationDetected,
+    StagnationDetector,
+    is_costly_batch,
+    is_observation_batch,
+)
 from loopledger.detectors.window import LoopDetectedError, LoopGuard, default_key_fn
 from loopledger.live.enforce import LIVE_DEFAULT
 from loopledger.live.session import Decision
 from loopledger.replay import PolicySet
 
-API_VERSION = "1.1"  # 1.1: LIVE_DEFAULT, PolicySet; the live default is the scored default set
+API_VERSION = "1.2"  # 1.1: LIVE_DEFAULT, PolicySet; the live default is the scored default set.
+# 1.2: RepeatOutcome, BatchRecord, is_observation_batch, is_costly_batch (seed 000's record_results
+# and classifiers, for code ported from its upstream tests)
 
 # Kept for API 1.x: the ladder at its defaults, which was the live default before the scored set. What the
 # live paths enforce until a person chooses is LIVE_DEFAULT (= DEFAULT_SPECS, the scored set).
@@ -70,11 +81,11 @@ class Policy(_Policy):
 
 
 __all__ = [
-    "API_VERSION", "BLOCK_MESSAGE", "WARN_NOTICE", "answers_hash", "canonical_json", "default_key_fn",
+    "API_VERSION", "BatchRecord", "BLOCK_MESSAGE", "WARN_NOTICE", "answers_hash", "canonical_json", "default_key_fn",
     "DEFAULT_SPEC", "DEFAULT_SPECS", "LIVE_DEFAULT", "PolicySet", "Check", "ConfigError", "CycleDetector", "CycleVerdict",
     "Decision", "LadderGuard", "LadderVerdict", "LiveGuard", "LoopDetected", "LoopDetectedError",
-    "LoopDetector", "LoopGuard", "Policy", "PolicySpec", "Result", "StagnationDetected", "StagnationDetector",
-    "Thresholds", "make_policy",
+    "LoopDetector", "LoopGuard", "Policy", "PolicySpec", "RepeatOutcome", "Result", "StagnationDetected",
+    "StagnationDetector", "Thresholds", "is_costly_batch", "is_observation_batch", "make_policy",
 ]
 
 

@@ -68,7 +68,7 @@ def test_the_wheel_and_a_users_app_package_both_import(fresh_venv):
                          check=True).stdout.splitlines()
     assert out[0] == "the user's own app"
     assert out[1].startswith(str(venv)) and str(ROOT) not in out[1]  # the wheel, not this checkout
-    assert out[2] == "1.1" and out[3] == "[]"
+    assert out[2] == "1.2" and out[3] == "[]"
 
 
 def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
