@@ -1033,3 +1033,151 @@ def test_break_run_resets_the_read_only_allowance_with_the_strike_count():
     d.break_run()
     for i in range(15):
         turn(d, one("write_file"), i)
+
+
+# crates/gglib-proxy/src/loop_guard_{tests,costly_tests,rescue_tests}.rs: a replayed transcript,
+# built here as our session events (the reader's job is the proxy's wire parsing, tested elsewhere).
+def _call(name, args=None, cid="c1", malformed=False):
+    return Batch((Call(cid, name, args, malformed),))
+
+
+def _moving(tool, n, same=False):
+    return [x for i in range(n) for x in (_call(tool, {}, f"c{i}"),
+                                          Answers((Answer(f"c{i}", "same" if same else f"{i} changed"),)))]
+
+
+def _outcomes(events, spec="run-length") -> list[str]:
+    return [r.outcome for s in replay(events, spec) for r in s.results]
+
+
+def test_non_assistant_roles_are_ignored():
+    events = [x for _ in range(10) for x in (UserTurn("same"), Answers((Answer("c1", "same result"),)))]
+    assert _verdicts(events) == []
+
+
+def test_two_identical_batches_pass_at_default_threshold():
+    assert _verdicts([_call("write_file", {"path": "a.rs"})] * 2) == ["allow", "allow"]
+
+
+def test_distinct_arguments_never_trip():
+    assert "halt" not in _verdicts([_call("write_file", {"path": f"file{i}.rs"}) for i in range(10)])
+
+
+def test_third_identical_batch_trips_loop():
+    assert _verdicts([_call("write_file", {"path": "a.rs"})] * 3)[-1] == "halt"
+
+
+def test_a_batch_repeated_with_real_work_in_between_never_trips():
+    events = [_call("write_file", {"path": "a.rs"}), _call("run_tests", {"suite": "unit"})] * 50
+    assert "halt" not in _verdicts(events)
+
+
+def test_a_cycle_that_never_exceeds_the_threshold_escapes_entirely():
+    # Seed 000's stated gap (A, A, B repeating): run-length never halts it; our cycle detector does.
+    events = [_call("run_tests", {"suite": "unit"}), _call("run_tests", {"suite": "unit"}),
+              _call("write_file", {"path": "a.rs"})] * 40
+    assert "halt" not in _verdicts(events)
+    assert "halt" in _verdicts(events, "cycle")
+
+
+def test_prose_and_results_between_identical_batches_do_not_break_the_run():
+    events = []
+    for i, note in enumerate(["that did not work, let me try again", "still not right", None]):
+        events += [_call("write_file", {"path": "a.rs"}, f"c{i}"), Answers((Answer(f"c{i}", "1 file changed"),))]
+        if note:
+            events.append(Prose(note))
+    assert _verdicts(events) == ["allow", "allow", "halt"]
+
+
+def test_a_thrice_read_file_does_not_trip_the_loop_guard():
+    assert _verdicts([_call("read_file", {"path": "a.rs"})] * 3) == ["allow"] * 3
+
+
+def test_a_repeat_that_got_the_same_answer_is_reported():
+    events = _moving("write_file", 2, same=True)
+    assert _outcomes(events) == ["not_comparable", "repeated"]
+
+
+def test_a_repeat_that_got_a_different_answer_is_not_reported():
+    assert _outcomes(_moving("write_file", 2)) == ["not_comparable", "changed"]
+
+
+def test_synthetic_ids_that_repeat_across_turns_still_compare_the_right_results():
+    events = [_call("write_file", {"path": "a.rs"}, "call_qwen_0"), Answers((Answer("call_qwen_0", "FIRST CONTENT"),)),
+              _call("write_file", {"path": "a.rs"}, "call_qwen_0"),
+              Answers((Answer("call_qwen_0", "TOTALLY DIFFERENT CONTENT"),))]
+    assert _outcomes(events) == ["not_comparable", "changed"]
+
+
+def test_a_repeat_whose_results_are_missing_is_not_comparable():
+    events = [_call("write_file", {"path": "a.rs"}, "c1"), _call("write_file", {"path": "a.rs"}, "c2")]
+    assert _outcomes(events) == ["not_comparable", "not_comparable"]
+
+
+def test_a_two_call_batch_whose_answers_swap_is_not_an_identical_repeat():
+    def pair(i):
+        return Batch((Call(f"a{i}", "get_errors", {"f": "a.rs"}), Call(f"b{i}", "get_errors", {"f": "b.rs"})))
+    events = [pair(1), Answers((Answer("a1", "RESULT-ONE"),)), Answers((Answer("b1", "RESULT-TWO"),)),
+              pair(2), Answers((Answer("a2", "RESULT-TWO"),)), Answers((Answer("b2", "RESULT-ONE"),))]
+    assert _outcomes(events) == ["not_comparable", "changed"]
+
+
+def test_shuffled_argument_keys_still_trip():
+    events = [_call("edit", {"a": 1, "b": 2}), _call("edit", {"b": 2, "a": 1}), _call("edit", {"a": 1, "b": 2})]
+    assert _verdicts(events)[-1] == "halt"
+
+
+def test_batch_signature_ignores_call_order_in_a_transcript():
+    def pair(x, y):
+        return Batch((Call("c1", x, {}), Call("c2", y, {})))
+    assert _verdicts([pair("a", "b"), pair("b", "a"), pair("a", "b")])[-1] == "halt"
+
+
+def test_malformed_arguments_hash_as_raw_string():
+    assert _verdicts([_call("edit", "{not valid json", malformed=True)] * 3)[-1] == "halt"
+
+
+def test_observation_batches_use_elevated_threshold():
+    assert _verdicts([_call("browser_snapshot", {})] * 3) == ["allow"] * 3
+    assert _verdicts([_call("browser_snapshot", {})] * 16)[-1] == "halt"
+
+
+def test_mixed_observation_action_batch_uses_standard_threshold():
+    mixed = Batch((Call("c1", "browser_snapshot", {}), Call("c2", "do_thing", {})))
+    assert _verdicts([mixed] * 3)[-1] == "halt"
+
+
+def test_null_content_with_tool_calls_feeds_loop_only():
+    assert _verdicts([_call("t", {})] * 3)[-1] == "halt"
+    assert _verdicts([_call("t", {})] * 3, "stagnation") == []
+
+
+@pytest.mark.parametrize("tool", ["fetch_webpage", "browser_navigate", "mcp__playwright__click"])
+def test_a_costly_observation_batch_is_refused_at_the_ceiling(tool):
+    assert "halt" not in _verdicts(_moving(tool, 15))
+    assert _verdicts(_moving(tool, 16))[-1] == "halt"
+
+
+@pytest.mark.parametrize("tool", ["fetch_webpage", "browser_click", "browser_navigate"])
+def test_sixty_moving_costly_calls_no_longer_pass(tool):
+    assert "halt" in _verdicts(_moving(tool, 60))
+
+
+def test_a_costly_tool_keeps_the_elevated_threshold_it_was_classified_for():
+    assert "halt" not in _verdicts(_moving("browser_navigate", 15, same=True))
+    assert _verdicts(_moving("browser_navigate", 16, same=True))[-1] == "halt"
+
+
+def test_a_genuinely_read_only_batch_still_has_no_ceiling():
+    assert "halt" not in _verdicts(_moving("read_file", 100))
+
+
+def test_a_mutating_batch_is_bounded_exactly_as_before():
+    assert "halt" not in _verdicts(_moving("write_file", 15))
+    assert _verdicts(_moving("write_file", 16))[-1] == "halt"
+
+
+def test_the_first_occurrence_past_the_threshold_is_let_through_by_a_changed_answer():
+    # rescue_tests: the 3rd moving write is the first the answers rescue (it passes; 16th refused).
+    assert _verdicts(_moving("write_file", 3)) == ["allow"] * 3
+    assert _verdicts([_call("write_file", {}, f"c{i}") for i in range(3)])[-1] == "halt"
