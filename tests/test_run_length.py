@@ -1181,3 +1181,27 @@ def test_the_first_occurrence_past_the_threshold_is_let_through_by_a_changed_ans
     # rescue_tests: the 3rd moving write is the first the answers rescue (it passes; 16th refused).
     assert _verdicts(_moving("write_file", 3)) == ["allow"] * 3
     assert _verdicts([_call("write_file", {}, f"c{i}") for i in range(3)])[-1] == "halt"
+
+
+def test_calls_shaped_like_seed_000s_tool_call_are_read_by_name_and_arguments():
+    from collections import namedtuple
+    from dataclasses import dataclass
+
+    @dataclass
+    class ToolCall:  # crates/gglib-core/src/domain/agent/tool_types.rs
+        id: str
+        name: str
+        arguments: dict
+
+    Named = namedtuple("Named", "id name arguments")
+    for make in (ToolCall, Named):
+        calls = [make("c1", "write_file", {"b": 2, "a": 1})]
+        assert batch_signature(calls) == batch_signature([("write_file", {"a": 1, "b": 2})])
+        assert answers_hash(calls, ["ok"]) == answers_hash([("write_file", {"a": 1, "b": 2})], ["ok"])
+        d = LoopDetector()
+        d.check(calls, 2, [], 15)
+        d.check([make("c2", "write_file", {"a": 1, "b": 2})], 2, [], 15)  # ids play no part
+        with pytest.raises(LoopDetected):
+            d.check(calls, 2, [], 15)
+    assert is_observation_batch([ToolCall("c1", "read_file", {})], ["read_file"])
+    assert batch_signature([{"name": "t", "arguments": {"a": 1}}]) == batch_signature([("t", {"a": 1})])

@@ -432,3 +432,25 @@ def test_record_and_would_raise_take_args_as_optional():
 def test_window_and_threshold_are_readable():
     g = LoopGuard(window=5, threshold=3)
     assert (g.window, g.threshold) == (5, 3)
+
+
+def test_the_crates_constructors_build_the_same_guard():
+    # seed 003: LoopGuard::with_capacity(8, 3), ::try_new(3, 4) -> Err(ThresholdExceedsWindow),
+    # ::with_key_fn(10, 3, stable_key)
+    g = LoopGuard.with_capacity(8, 3)
+    assert (g.window, g.threshold, g.key_fn) == (8, 3, default_key_fn)
+    with pytest.raises(ConfigError) as info:
+        LoopGuard.try_new(3, 4)
+    assert info.value.rule == "threshold <= window"
+    with pytest.raises(ConfigError):
+        LoopGuard.with_capacity(1, 2)
+
+    def key(name, args):
+        return name
+
+    k = LoopGuard.with_key_fn(10, 3, key)
+    assert (k.window, k.threshold, k.key_fn) == (10, 3, key)
+    k.record("a", {"x": 1})
+    k.record("a", {"x": 2})
+    with pytest.raises(LoopDetectedError):
+        k.record("a", {"x": 3})

@@ -107,14 +107,16 @@ def remember_key(call: Call, canon: bytes, digest: str) -> None:
 
 
 def name_args(call: Any) -> tuple[str, Any]:
-    """(name, args) of an `loopledger.events.Call`, a `(name, args)` pair or a `{"name", "args"}` dict."""
+    """(name, args) of an `loopledger.events.Call`, a `(name, args)` pair, a `{"name", "args"}` (or
+    `"arguments"`) dict, or any object with `.name` and `.args` or `.arguments` — seed 000's
+    `ToolCall { id, name, arguments }` as a port of its tests writes it (a namedtuple too)."""
     if type(call) is Call:
         return call.name, call.args
-    if isinstance(call, tuple):
+    if isinstance(call, tuple) and not hasattr(call, "_fields"):
         return call[0], call[1]
     if isinstance(call, dict):
         return call["name"], call.get("args", call.get("arguments"))
-    return call.name, call.args
+    return call.name, (call.args if hasattr(call, "args") else getattr(call, "arguments", None))
 
 
 def batch_signature(calls: Sequence[Any]) -> str:

@@ -78,6 +78,20 @@ class LoopGuard:
         # the buffer is counted by equality, as the seed does).
         self._counts: dict[Any, int] | None = {}
 
+    # The crate's constructors (seed 003), for code ported from it: `try_new` raises ConfigError
+    # where the crate returns Err(ConfigError); `with_capacity` raises it where the crate panics.
+    @classmethod
+    def with_capacity(cls, window: int, threshold: int) -> LoopGuard:
+        return cls(window, threshold)
+
+    @classmethod
+    def try_new(cls, window: int, threshold: int) -> LoopGuard:
+        return cls(window, threshold)
+
+    @classmethod
+    def with_key_fn(cls, window: int, threshold: int, key_fn: KeyFn) -> LoopGuard:
+        return cls(window, threshold, key_fn)
+
     def record(self, tool_name: str, tool_args: Any = None, key: Any = None) -> int:
         """Record one call; return its count in the window; raise when count >= threshold.
 
