@@ -165,7 +165,13 @@ def test_live_ladder_warns_blocks_then_halts_and_a_user_turn_starts_over():
         assert [d.verdict for d in decisions] == ["allow", "warn", "block", "halt", "after_halt"]
         assert [(d.refused, d.stops) for d in decisions[1:4]] == [(False, False), (True, False), (True, True)]
         assert decisions[3].reason.startswith("repeated_tool_calls: grep_search")
-        assert decisions[1].message() and decisions[2].message() and decisions[0].message() == ""
+        assert decisions[0].message() == ""
+        # seed 002's own words for the warn notice and the blocked call, verbatim (the seed's text)
+        assert decisions[1].message().endswith(
+            "[System Notice] You have executed this tool repeatedly with identical arguments without "
+            "progress. Do not repeat identical calls. Adjust your search pattern, change the target path, "
+            "or switch tools.")
+        assert "was not executed" in decisions[2].message() and "grep_search" in decisions[2].message()
         g.user("try another pattern")
         assert g.call("grep_search", {"pattern": "foo"}, call_id="c9").verdict == "allow"
 

@@ -82,6 +82,13 @@ class Decision:
         """What the model reads (block, warn) or the person sees (halt); "" for allow."""
         why = self.reason or f"{self.tool} repeated"
         policy = self.policy.split(" ", 1)[0]  # the detector: the full label is in the ledger
+        if policy == "ladder" and self.verdict in (vocab.WARN, vocab.BLOCK):
+            # Seed 002 fixes the words its runtime gives the model on these two rungs: keep them
+            # verbatim after our prefix, so a port of its agent loop reads what it expects.
+            from loopledger.detectors.ladder import BLOCK_MESSAGE, WARN_NOTICE
+            if self.verdict == vocab.WARN:
+                return f"LoopLedger warning ({policy}): {why}. {WARN_NOTICE}"
+            return f"LoopLedger blocked this {self.tool} call ({policy}): {why}. {BLOCK_MESSAGE}"
         if self.verdict == vocab.WARN:
             return (f"LoopLedger warning ({policy}): {why}. This call keeps coming back; if its "
                     "result is not changing, try a different approach instead of repeating it.")
