@@ -678,10 +678,16 @@ class ProgressDetector:
         entries in the window."""
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
         run_steps = 0  # the run of one failure: the agent steps it spans
+        # A harness refusal's arguments are the harness's summary of a reply it would not run
+        # ("found 2 actions"), not an action the agent chose: refusals are one repeated call only
+        # while no call has succeeded since (the agent acting in between makes the next one new).
+        floor = self._success if tool == vocab.HARNESS_ERROR else -1
         # 1. The tool's trailing failures (a success ends both the retry chain and the run).
         retry_open = run_open = True
         run_head: Entry | None = None
         for e in reversed(same_tool):
+            if e.position <= floor:
+                break
             if e.raw is None:
                 continue  # an unknown answer neither breaks a run nor joins it
             if not e.failed:
@@ -713,6 +719,8 @@ class ProgressDetector:
         repeat_open = streak_open = True
         moved = -1
         for e in reversed(same_tool):
+            if e.position <= floor:
+                break
             if e.key != key or e.raw is None:
                 continue
             if streak_open:
