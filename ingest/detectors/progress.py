@@ -42,6 +42,9 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    numbers), counted in agent steps (calls
    checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
    format error nine times, ids guessed one after another); halts at `same_failure_at`.
+2c. A harness refusal (`vocab.HARNESS_ERROR`: a reply the harness would not run) is linked to
+   earlier refusals by rules 1 and 2 only while no call has succeeded since: its arguments are
+   the harness's summary ("found 2 actions"), not the agent's action.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
    tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
