@@ -12,7 +12,10 @@ Where the counts come from (a throwaway script reading the JSON itself, no loopl
   format error "Please always provide EXACTLY ONE action");
 - mini-swe-agent v2 (DeepSeek): `jq '[.messages[]|select(.role=="assistant")|(.tool_calls//[])|length]|add'`
   plus the messages whose `extra.interrupt_type` is "FormatError" (none in these files);
-- Claude Code sessions: distinct `tool_use` ids in the lines' message content.
+- Claude Code sessions: distinct `tool_use` ids in the lines' message content;
+- SWE-agent .traj: `jq '.trajectory|length'` for command trajectories; the function-calling one
+  (6e44b9, a `history` with `tool_calls`): its tool calls, 4 — its trajectory's 5th step, the
+  `submit`, has no message in `history`, which is what the reader reads.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ DATA = Path(os.environ.get("LOOPLEDGER_CORPUS_D_DATA") or LABELS)
 GEM = "openai-chat-tool-calls/mini-swe-agent-gemini-3-pro-"
 DS = "openai-chat-tool-calls/mini-swe-agent-deepseek-"
 CC = "claude-code-jsonl/spotter-"
+SWE = "swe-agent-traj/"
 
 
 def _v1(instance: str, calls: int) -> tuple[str, tuple[str, dict[str, int]]]:
@@ -67,6 +71,10 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = dict([
     (CC + "4d5611e5-main-commit-hook-fixes.jsonl", ("claude-code", {"4d5611e5-241a-462a-8d15-5122611a9569": 150})),
     (CC + "8463c716-main-edit-test.jsonl", ("claude-code", {"8463c716-a2ea-4c14-9efa-87158ebd9f20": 177})),
     (CC + "subagent-plan-session.jsonl", ("claude-code", {"491e126e-1e71-469c-ade2-fcc8af567c74": 16})),
+    (SWE + "ctf-forensics-flash.traj", ("swe-agent", {"0": 4})),
+    (SWE + "ctf-misc-networking_1.traj", ("swe-agent", {"0": 4})),
+    (SWE + "ctf-web-i_got_id_demo.traj", ("swe-agent", {"0": 21})),
+    (SWE + "gpt4-swe-agent-test-repo-6e44b9.traj", ("swe-agent", {"0": 4})),
 ])
 
 
@@ -104,8 +112,8 @@ def test_the_labels_cover_every_file_each_with_a_reason_and_a_loop_range_inside_
     assert {r["file"] for r in rows} == set(EXPECTED)
     assert [r["file"] for r in rows] == sorted(r["file"] for r in rows), "keep labels.csv sorted by file"
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("loop", "normal", "unclear")}
-    assert counts == {"loop": 4, "normal": 27, "unclear": 2}, counts
-    assert len(rows) == sum(len(s) for _, s in EXPECTED.values()) == 33
+    assert counts == {"loop": 4, "normal": 31, "unclear": 2}, counts
+    assert len(rows) == sum(len(s) for _, s in EXPECTED.values()) == 37
     for r in rows:
         assert None not in r and None not in r.values(), f"not 5 columns (quote with \"\" in CSV): {r}"
         assert r["reason"].strip(), r
@@ -145,6 +153,6 @@ def test_the_default_set_on_the_held_out_set_halts_three_loops_inside_and_no_nor
     successful command between stopped counting as one repeated call)."""
     row = score(labelled_sessions(data_dir), [list(DEFAULT_SPECS)])[0]
     assert (row["caught"], row["loops"], row["early"], row["missed"]) == (3, 4, 0, 1), row["detail"]
-    assert (row["false"], row["normal"]) == (0, 27), row["detail"]
+    assert (row["false"], row["normal"]) == (0, 31), row["detail"]
     assert row["detail"] == ["missed: " + GEM + "sphinx-doc__sphinx-10466.traj.json sphinx-doc__sphinx-10466 "
                              "(loop 6-14, halt None)"]
