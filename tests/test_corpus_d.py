@@ -15,7 +15,8 @@ Where the counts come from (a throwaway script reading the JSON itself, no loopl
 - Claude Code sessions: distinct `tool_use` ids in the lines' message content;
 - SWE-agent .traj: `jq '.trajectory|length'` for command trajectories; the function-calling one
   (6e44b9, a `history` with `tool_calls`): its tool calls, 4 — its trajectory's 5th step, the
-  `submit`, has no message in `history`, which is what the reader reads.
+  `submit`, has no message in `history`, which is what the reader reads;
+- tau-bench records: the same jq sum over each record's `traj`, keyed task-<id>.trial-<n>.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ GEM = "openai-chat-tool-calls/mini-swe-agent-gemini-3-pro-"
 DS = "openai-chat-tool-calls/mini-swe-agent-deepseek-"
 CC = "claude-code-jsonl/spotter-"
 SWE = "swe-agent-traj/"
+TAU = "openai-chat-tool-calls/tau-bench-grok-3-retail-faults-heldout-subset.json"
 
 
 def _v1(instance: str, calls: int) -> tuple[str, tuple[str, dict[str, int]]]:
@@ -75,6 +77,8 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = dict([
     (SWE + "ctf-misc-networking_1.traj", ("swe-agent", {"0": 4})),
     (SWE + "ctf-web-i_got_id_demo.traj", ("swe-agent", {"0": 21})),
     (SWE + "gpt4-swe-agent-test-repo-6e44b9.traj", ("swe-agent", {"0": 4})),
+    (TAU, ("openai-chat", {"task-4.trial-0": 15, "task-69.trial-0": 11, "task-76.trial-0": 12, "task-79.trial-0": 10,
+                           "task-83.trial-0": 9, "task-111.trial-0": 10, "task-112.trial-0": 10})),
 ])
 
 
@@ -112,8 +116,8 @@ def test_the_labels_cover_every_file_each_with_a_reason_and_a_loop_range_inside_
     assert {r["file"] for r in rows} == set(EXPECTED)
     assert [r["file"] for r in rows] == sorted(r["file"] for r in rows), "keep labels.csv sorted by file"
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("loop", "normal", "unclear")}
-    assert counts == {"loop": 4, "normal": 31, "unclear": 2}, counts
-    assert len(rows) == sum(len(s) for _, s in EXPECTED.values()) == 37
+    assert counts == {"loop": 4, "normal": 38, "unclear": 2}, counts
+    assert len(rows) == sum(len(s) for _, s in EXPECTED.values()) == 44
     for r in rows:
         assert None not in r and None not in r.values(), f"not 5 columns (quote with \"\" in CSV): {r}"
         assert r["reason"].strip(), r
@@ -153,6 +157,6 @@ def test_the_default_set_on_the_held_out_set_halts_three_loops_inside_and_no_nor
     successful command between stopped counting as one repeated call)."""
     row = score(labelled_sessions(data_dir), [list(DEFAULT_SPECS)])[0]
     assert (row["caught"], row["loops"], row["early"], row["missed"]) == (3, 4, 0, 1), row["detail"]
-    assert (row["false"], row["normal"]) == (0, 31), row["detail"]
+    assert (row["false"], row["normal"]) == (0, 38), row["detail"]
     assert row["detail"] == ["missed: " + GEM + "sphinx-doc__sphinx-10466.traj.json sphinx-doc__sphinx-10466 "
                              "(loop 6-14, halt None)"]
