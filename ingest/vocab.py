@@ -17,6 +17,12 @@ OUTCOMES = (REPEATED, CHANGED, NOT_COMPARABLE, NOT_CURRENT)
 CLEAN, WARNED, BLOCKED, HALTED = "clean", "warned", "blocked", "halted"
 RUN_OUTCOMES = (CLEAN, WARNED, BLOCKED, HALTED)
 
+# The tool name of a reply the harness refused to run (a format or parse error): one call
+# answered by the harness's error, so what never ran is neither counted as N calls nor
+# answered as a success. The readers emit it; progress judges it apart (its arguments are the
+# harness's summary of the reply, not an action the agent chose).
+HARNESS_ERROR = "harness_error"
+
 # Event kinds as stored in the ledger.
 KIND_USER, KIND_PROSE, KIND_BATCH, KIND_ANSWERS = "user", "prose", "batch", "answers"
 KIND_RETRY = "retry"  # a provider retry (events.Retry): shown, never judged

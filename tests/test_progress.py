@@ -1517,3 +1517,51 @@ def test_a_near_repeat_is_found_only_when_the_two_newest_answers_are_word_for_wo
     # in a clock reading are not near repeats, whatever normalizing would make of them
     calls = [("bash", _poll(i), f"in_progress at 10:00:0{i}") for i in range(1, 5)]
     assert run(ProgressDetector(), calls) == [("allow", 1, "")] * 4
+
+
+# ── round 4 (corpus_d, a held-out set): harness refusals between commands that ran ───────────
+
+_REFUSED = "Please always provide EXACTLY ONE action in triple backticks, found 2 actions."
+
+
+def _refusal() -> tuple:
+    # a reply the harness would not run, as the mini-swe-agent reader emits it: its arguments are
+    # the harness's summary ("found 2 actions"), the same for any two replies it refused alike
+    return ("harness_error", {"reason": "format_error", "actions": 2}, _REFUSED, True)
+
+
+def test_refusals_with_commands_that_ran_between_are_not_one_repeated_call():
+    # django-14155's shape (Gemini 3 Pro): now and then a reply with two bash blocks, refused alike,
+    # between commands that ran and edits: each refusal follows the agent acting, a new reply
+    calls = []
+    for i in range(8):
+        calls += [("bash", {"command": f"sed -n '{10 * i},{10 * i + 9}p' a.py"}, f"line {i}"),
+                  ("bash", {"command": f"sed -i '{i + 1}s/a/b/' a.py"}, ""),
+                  _refusal()]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_refusals_back_to_back_still_halt_as_before():
+    # nothing ran between: the identical refusal is still a failure repeated (halt_at, the 3rd)
+    got = run(ProgressDetector(), [("bash", {"command": "ls"}, "a.py")] + [_refusal()] * 3)
+    assert [a for a, _, _ in got] == ["allow", "allow", "warn", "halt"]
+    assert got[-1][1:] == (3, "repeat")
+
+
+def test_a_command_that_failed_between_refusals_does_not_separate_them():
+    # only a success shows the agent acting: a failing command between keeps the refusals linked
+    calls = [("bash", {"command": "ls"}, "a.py"), _refusal(),
+             ("bash", {"command": "cat missing.py"}, "<returncode>1</returncode>\ncat: missing.py: No such file"),
+             _refusal(), _refusal()]
+    assert actions(ProgressDetector(), calls)[-1] == "halt"
+
+
+def test_refusals_in_a_row_still_halt_by_the_run_rule_whatever_they_count():
+    # django-11299's shape: eight replies in a row refused, "found 3/5/7/2 actions"
+    counts = [3, 5, 7, 2, 5, 2, 2, 3]
+    calls = [("bash", {"command": "ls"}, "a.py")] + [
+        ("harness_error", {"reason": "format_error", "actions": n},
+         f"Please always provide EXACTLY ONE action in triple backticks, found {n} actions.", True)
+        for n in counts]
+    got = actions(ProgressDetector(), calls)
+    assert got.index("halt") == 5  # the 5th refusal in a row (same_failure_at)

@@ -42,6 +42,9 @@ texts are equal without that work, so it is paid only when a repeat's answer tex
    numbers), counted in agent steps (calls
    checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
    format error nine times, ids guessed one after another); halts at `same_failure_at`.
+2c. A harness refusal (`vocab.HARNESS_ERROR`: a reply the harness would not run) is linked to
+   earlier refusals by rules 1 and 2 only while no call has succeeded since: its arguments are
+   the harness's summary ("found 2 actions"), not the agent's action.
 3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
    match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
    tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
@@ -678,10 +681,16 @@ class ProgressDetector:
         entries in the window."""
         chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
         run_steps = 0  # the run of one failure: the agent steps it spans
+        # A harness refusal's arguments are the harness's summary of a reply it would not run
+        # ("found 2 actions"), not an action the agent chose: refusals are one repeated call only
+        # while no call has succeeded since (the agent acting in between makes the next one new).
+        floor = self._success if tool == vocab.HARNESS_ERROR else -1
         # 1. The tool's trailing failures (a success ends both the retry chain and the run).
         retry_open = run_open = True
         run_head: Entry | None = None
         for e in reversed(same_tool):
+            if e.position <= floor:
+                break
             if e.raw is None:
                 continue  # an unknown answer neither breaks a run nor joins it
             if not e.failed:
@@ -713,6 +722,8 @@ class ProgressDetector:
         repeat_open = streak_open = True
         moved = -1
         for e in reversed(same_tool):
+            if e.position <= floor:
+                break
             if e.key != key or e.raw is None:
                 continue
             if streak_open:

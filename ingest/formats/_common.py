@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from loopledger import vocab
 from loopledger.events import ReadError
 from loopledger.redact import excerpt, redact_text
 
@@ -41,10 +42,9 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DOC_BYTES = 512 * 1024 * 1024
 _CHUNK = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
-# The tool name of a reply the harness refused to run (a format or parse error): one call
-# answered by the harness's error, so what never ran is neither counted as N calls nor
-# answered as a success. The detectors match on this name.
-HARNESS_ERROR = "harness_error"
+# The tool name of a reply the harness refused to run (vocab.HARNESS_ERROR, re-exported here for
+# the readers).
+HARNESS_ERROR = vocab.HARNESS_ERROR
 
 _BARE_TAG = re.compile(r"</?[\w.:-]+>")
 _ORJSON_POS = re.compile(r": line \d+ column \d+ \(char \d+\)$")
