@@ -439,6 +439,8 @@ def test_the_crates_constructors_build_the_same_guard():
     # ::with_key_fn(10, 3, stable_key)
     g = LoopGuard.with_capacity(8, 3)
     assert (g.window, g.threshold, g.key_fn) == (8, 3, default_key_fn)
+    # a threshold other than the default (3) is the one kept
+    assert LoopGuard.with_capacity(8, 5).threshold == 5
     with pytest.raises(ConfigError) as info:
         LoopGuard.try_new(3, 4)
     assert info.value.rule == "threshold <= window"
