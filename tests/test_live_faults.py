@@ -213,3 +213,103 @@ def test_a_ledger_locked_by_another_writer_allows_the_call_after_the_bounded_wai
     assert after.returncode == 0
     assert [r[0] for r in _enforced_rows(db_url)] == ["toolu_first", "toolu_after"]
     assert [r[2] for r in _enforced_rows(db_url)] == [1, 2]  # the held call was never counted
+
+
+# ── a corrupt or missing ledger; malformed, empty, huge hook stdin ───────────────────────────
+
+def _corrupt_ledgers(tmp_path: Path) -> dict[str, Path]:
+    real = tmp_path / "real.sqlite"
+    _ledger(f"sqlite:///{real}")
+    out = {"random bytes": tmp_path / "random.sqlite", "empty file": tmp_path / "empty.sqlite",
+           "cut short": tmp_path / "cut.sqlite", "a folder": tmp_path / "folder.sqlite"}
+    out["random bytes"].write_bytes(os.urandom(20_000))
+    out["empty file"].write_bytes(b"")
+    out["cut short"].write_bytes(real.read_bytes()[:8192])  # the header says more pages than there are
+    out["a folder"].mkdir()
+    return out
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "gemini-cli"])
+def test_a_corrupt_or_missing_ledger_allows_logs_one_line_and_is_left_as_it_was(tmp_path, agent):
+    """design.md: a missing ledger (or one that is not a ledger) allows the call and logs one
+    line; the hook never creates, repairs or rewrites the file."""
+    pre = _pre(tmp_path)
+    if agent == "gemini-cli":
+        pre = {**pre, "hook_event_name": "BeforeTool"}
+    log = tmp_path / "hook.log"
+    cases = {**_corrupt_ledgers(tmp_path), "missing": tmp_path / "nowhere" / "ledger.sqlite"}
+    before = {name: (p.read_bytes() if p.is_file() else None) for name, p in cases.items()}
+    for name, path in cases.items():
+        proc = subprocess.run([str(BIN), "hook", agent, "--db", str(path), "--log", str(log)],
+                              input=json.dumps(pre).encode(), capture_output=True, timeout=60, env=NO_RESIDENT)
+        assert proc.returncode == 0 and proc.stderr == b"", (name, proc.stderr)
+        assert proc.stdout == (b"{}\n" if agent == "gemini-cli" else b""), (name, proc.stdout)  # allowed
+    lines = log.read_text().splitlines()
+    assert len(lines) == len(cases), lines
+    for (name, path), line in zip(cases.items(), lines, strict=True):
+        assert "allowed without judging" in line and str(path) in line, (name, line)
+        if path.is_file():
+            assert path.read_bytes() == before[name], f"the hook changed the {name} ledger"
+    assert not cases["missing"].exists() and not cases["missing"].parent.exists()
+
+
+HUGE = 12 * 1024 * 1024
+
+
+@pytest.mark.parametrize("raw,what", [
+    (b"", "empty"),
+    (b"  \n\t ", "empty"),
+    (b"\xff\xfe{\"session_id\": 1}", "not JSON"),
+    (b"{" * 100_000, "not JSON"),
+    (b'{"session_id": 7, "hook_event_name": "PreToolUse"}', "no session_id"),
+    (b'{"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": 3}', "without tool_name"),
+    (b'"PreToolUse"', "not an object"),
+])
+def test_malformed_or_empty_hook_stdin_allows_and_logs_what_was_wrong(tmp_path, fresh_db, raw, what):
+    _ledger(fresh_db)
+    log = tmp_path / "hook.log"
+    proc = run_hook(raw, fresh_db, log=log)
+    assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and what in lines[0], lines
+    assert len(lines[0]) < 2000  # the log names the problem, it does not copy the input
+
+
+def test_a_huge_hook_event_is_judged_and_stored_bounded(tmp_path, fresh_db):
+    """12 MB of tool_input (a Write of a big file): judged like any call (the agent is not
+    blocked, nothing is logged), stored capped, the decision in the ledger."""
+    _ledger(fresh_db)
+    pre = {**_pre(tmp_path), "tool_name": "Write", "tool_use_id": "toolu_huge",
+           "tool_input": {"file_path": "/w/big.txt", "content": "x" * HUGE}}
+    log = tmp_path / "hook.log"
+    proc = run_hook(pre, fresh_db, log=log)
+    assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""
+    assert not log.exists()
+    assert _enforced_rows(fresh_db) == [("toolu_huge", "allow", 1)]
+    with sqlite3.connect(fresh_db.removeprefix("sqlite:///")) as conn:
+        (longest,) = conn.execute("SELECT MAX(length(args)) FROM live_events").fetchone()
+    assert longest < HUGE // 10
+
+
+# ── `loopledger guard` fed bad lines ──────────────────────────────────────────────────────────
+
+def test_the_guard_answers_every_bad_line_with_an_error_naming_it_and_keeps_serving(tmp_path, fresh_db):
+    _ledger(fresh_db)
+    good = {"session": "g1", "event": "call", "id": "c-good", "tool": "Bash", "args": {"command": "ls"}}
+    bad = [b"\xff\xfe not utf-8\n", b"{not json\n", b"[1, 2]\n", b'{"event": "call"}\n',
+           b'{"session": "g1", "event": "dance"}\n', b'{"session": "g1", "event": "call", "id": "c-notool"}\n',
+           b"[" * 5000 + b"\n", json.dumps({"session": "g1", "event": "call", "tool": "Bash",
+                                            "args": {"blob": "y" * 3_000_000}, "id": "c-big"}).encode() + b"\n"]
+    lines = [*bad[:4], b"\n", *bad[4:], json.dumps(good).encode() + b"\n"]
+    proc = subprocess.run([str(BIN), "guard", "--db", fresh_db], input=b"".join(lines), capture_output=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    outs = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+    errors = [o for o in outs if "error" in o]
+    # Every bad line but the big call (which is a call: judged) gets an error naming its line number.
+    assert [o["line"] for o in errors] == [1, 2, 3, 4, 6, 7, 8]
+    assert all(o["verdict"] == "allow" and o["error"] for o in errors)
+    verdicts = {o["id"]: o["verdict"] for o in outs if "error" not in o}
+    assert verdicts == {"c-big": "allow", "c-good": "allow"}
+    assert [r[0] for r in _enforced_rows(fresh_db)] == ["c-big", "c-good"]
+    assert len(proc.stderr.decode().splitlines()) == len(errors)  # one line each on stderr too

@@ -169,11 +169,11 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
     if not os.path.isfile(path):
         raise LedgerUnavailable(f"no ledger at {path} (create it with `loopledger ingest … --db {path}`)")
     raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-    # The engine factory's pragmas (see loopledger.ledger.engine for why each is set).
-    raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-    raw.execute("PRAGMA foreign_keys = ON")
-    raw.execute("PRAGMA synchronous = NORMAL")
-    try:
+    try:  # a file of other bytes fails at its first statement, a pragma: all are checked
+        # The engine factory's pragmas (see loopledger.ledger.engine for why each is set).
+        raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        raw.execute("PRAGMA foreign_keys = ON")
+        raw.execute("PRAGMA synchronous = NORMAL")
         version = raw.execute("SELECT version_num FROM alembic_version").fetchone()
     except sqlite3.DatabaseError as exc:
         raw.close()
