@@ -41,6 +41,11 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bearer-token", r"\b[Bb](?i:earer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
     ("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:(?P<secret>[^\s/@]+)@"),
 )
+# A secret's start: a word boundary, or right after a JSON escape (`\n`, `\t`, `\r`, `\"`): a JSON
+# text inside a string (OTLP's gen_ai.tool.call.arguments, a tool printing JSON) writes a newline
+# as backslash-n, and `\b` sees no boundary between that `n` and the key's first letter.
+_START = r"(?:\b|(?<=\\[ntr\"]))"
+_PATTERNS = tuple((kind, _START + pat[2:] if pat.startswith(r"\b") else pat) for kind, pat in _PATTERNS)
 _SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
 _COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
 _KINDS = [kind for kind, _ in _PATTERNS]
@@ -103,8 +108,8 @@ _CONTAINERS = (dict, list, tuple)
 
 def redact_value(value: Any, *, secrets: bool = True, max_depth: int | None = MAX_DEPTH) -> Any:
     """A JSON value from outside (tool arguments, a hook's payload, a span's attributes), safe to
-    store, judge, log or print: every string in it redacted (dict keys are left alone: they name
-    fields), and every container nested deeper than MAX_DEPTH replaced by a marker string that
+    store, judge, log or print: every string in it redacted (dict keys too: a map may be keyed by
+    a token), and every container nested deeper than MAX_DEPTH replaced by a marker string that
     names its digest (so two different deep values stay different). `secrets=False` (--no-redact)
     only bounds the depth; `max_depth=None` only redacts (a reader's state, which must stay what
     the reader left). Events inside (a reader state holds some) are redacted as redact_event
@@ -156,10 +161,18 @@ def _walk(root: Any, secrets: bool, limit: int) -> Any:
                 frame[3] = True
             continue
         frames.pop()
+        keys = None
+        if isinstance(src, dict) and secrets:
+            # Keys are redacted too: a tool's headers or env map may be keyed by a token.
+            keys = [redact_text(k) if isinstance(k, str) else k for k in src]
+            if any(k is not o for k, o in zip(keys, src, strict=True)):
+                frame[3] = True
+            else:
+                keys = None
         if not frame[3]:
             out = src
         elif isinstance(src, dict):
-            out = dict(zip(src.keys(), results, strict=True))
+            out = dict(zip(keys if keys is not None else src.keys(), results, strict=True))
         else:
             out = type(src)(results) if isinstance(src, tuple) else results
         if not frames:

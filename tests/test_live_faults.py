@@ -313,3 +313,126 @@ def test_the_guard_answers_every_bad_line_with_an_error_naming_it_and_keeps_serv
     assert verdicts == {"c-big": "allow", "c-good": "allow"}
     assert [r[0] for r in _enforced_rows(fresh_db)] == ["c-big", "c-good"]
     assert len(proc.stderr.decode().splitlines()) == len(errors)  # one line each on stderr too
+
+
+# ── secrets of every shape redact.py knows, through every live entry point ──────────────────
+
+# (the text as an agent sees it, the part that must never be stored in clear); hand-written,
+# one per pattern of loopledger.redact.
+SHAPES = [
+    ("sk-ant-api03-" + "Rk2mVq8LpZ4tXn7cB1wY5dH9gJ3sA6eU0iO-pT_rK2yM7", None),
+    ("sk-proj-" + "Tz8Kq3WmN5bV7cX9zL1aS3dF5gH7jK9lQ2wE4rT6yU8iO0p", None),
+    ("sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", None),
+    ("AKIAZ7QW3ERT5YUI9OPL", None),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq3RT8KEYA", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq3RT8KEYA"),
+    ("ghp_" + "a9B8c7D6e5F4g3H2i1J0k9L8m7N6o5P4q3R2", None),
+    ("github_pat_11AZQW3" + "x7Yc2Vb9Nm4Kl1Jh6Gf3Ds8Aa5Pp0Oo", None),
+    ("AIzaSyD" + "4kQ9vB2nM7xL1cZ8pR3tW6yH0jF5gS2a", None),
+    ("xoxb-918273645012-5647382910123-QwErTyUiOpAsDfGh", None),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJsb29wIn0.Zm9yZ2Vk", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJsb29wIn0.Zm9yZ2Vk"),
+    ("postgresql://admin:Pa55w0rd-Xq9vL2@db.internal:5432/app", "Pa55w0rd-Xq9vL2"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----",
+     "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"),
+]
+CLEAR = [secret or text for text, secret in SHAPES]
+ALL_TEXT = "\n".join(text for text, _ in SHAPES)
+
+
+def _assert_no_secret(blob: bytes, where: str) -> None:
+    for secret in CLEAR:
+        assert secret.encode() not in blob, f"{secret[:14]}… is in clear in {where}"
+
+
+def _live_bytes(url: str) -> bytes:
+    from tests.test_secrets_everywhere import ledger_bytes
+
+    return ledger_bytes(url)
+
+
+def _args() -> dict:
+    """Arguments holding every shape as values, nested, in a list, and as a key."""
+    return {"command": f"echo '{ALL_TEXT}'", "env": {f"K{i}": t for i, (t, _) in enumerate(SHAPES)},
+            "argv": [t for t, _ in SHAPES], "headers": {text: "x" for text, _ in SHAPES}}
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "gemini-cli"])
+def test_every_secret_shape_through_the_hooks_never_reaches_the_ledger_output_or_log_in_clear(
+        tmp_path, db_url, agent):
+    _ledger(db_url)
+    log = tmp_path / "hook.log"
+    base = {"session_id": f"sec-{agent}", "transcript_path": str(tmp_path / "t.jsonl"), "cwd": "/w"}
+    pre, post_ev, user = {"claude-code": ("PreToolUse", "PostToolUse", "UserPromptSubmit"),
+                          "gemini-cli": ("BeforeTool", "AfterTool", "BeforeAgent")}[agent]
+    response = ({"stdout": ALL_TEXT, "stderr": ALL_TEXT, "interrupted": False} if agent == "claude-code"
+                else {"llmContent": ALL_TEXT, "returnDisplay": ALL_TEXT})
+    events = [{**base, "hook_event_name": user, "prompt": f"use these: {ALL_TEXT}"}]
+    for i in range(3):
+        events.append({**base, "hook_event_name": pre, "tool_name": "run_shell_command", "tool_input": _args(),
+                       "tool_use_id": f"toolu_s{i}"})
+        events.append({**base, "hook_event_name": post_ev, "tool_name": "run_shell_command", "tool_input": _args(),
+                       "tool_use_id": f"toolu_s{i}", "tool_response": response})
+    printed = b""
+    for ev in events:
+        proc = run_hook(ev, db_url, agent=agent, log=log)
+        assert proc.returncode == 0, proc.stderr
+        printed += proc.stdout + proc.stderr
+    # Malformed events quoting secrets: logged, redacted.
+    for raw in (json.dumps(events[1]).encode()[:-40], json.dumps({**events[1], "tool_name": 5}).encode()):
+        proc = run_hook(raw, db_url, agent=agent, log=log)
+        printed += proc.stdout + proc.stderr
+    stored = _live_bytes(db_url)
+    assert stored.count(b"[REDACTED:") >= 3 * len(SHAPES)  # not vacuous: the calls are stored
+    _assert_no_secret(stored, "the ledger")
+    _assert_no_secret(printed, "the hook's stdout/stderr")
+    assert len(log.read_text().splitlines()) == 2
+    _assert_no_secret(log.read_bytes(), "the hook log")
+
+
+def test_every_secret_shape_through_guard_and_live_guard_never_reaches_the_ledger_or_output_in_clear(
+        tmp_path, db_url):
+    from loopledger.guards import LiveGuard
+
+    _ledger(db_url)
+    lines = [{"session": "g", "event": "user", "text": ALL_TEXT}]
+    for i in range(3):
+        lines += [{"session": "g", "event": "call", "id": f"c{i}", "tool": "Bash", "args": _args()},
+                  {"session": "g", "event": "answer", "id": f"c{i}", "text": {"out": ALL_TEXT}, "error": True}]
+    feed = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+    feed += json.dumps({"session": "g", "event": ALL_TEXT}).encode() + b"\n"  # a bad line quoting them
+    feed += json.dumps(lines[1]).encode()[:-30] + b"\n"
+    proc = subprocess.run([str(BIN), "guard", "--db", db_url], input=feed, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    _assert_no_secret(proc.stdout + proc.stderr, "guard's output")
+    with LiveGuard(db=db_url, session="py") as g:
+        g.user(ALL_TEXT)
+        for i in range(3):
+            d = g.call("Bash", _args(), f"p{i}")
+            _assert_no_secret(json.dumps([d.reason, d.message(), d.tool]).encode(), "a decision")
+            g.answer(f"p{i}", ALL_TEXT, is_error=True)
+    stored = _live_bytes(db_url)
+    assert stored.count(b"[REDACTED:") >= 6 * len(SHAPES)
+    _assert_no_secret(stored, "the ledger")
+
+
+def test_every_secret_shape_through_the_receiver_never_reaches_spool_ledger_or_output_in_clear(tmp_path):
+    from tests.test_receive import tool_span
+
+    rp = ReceiverProcess(tmp_path, 300)
+    rp.start()
+    try:
+        spans = [tool_span("sec", i, "Bash", json.dumps(_args()), ALL_TEXT) for i in range(3)]
+        for sp in spans:  # a plain attribute, and a kvlist attribute keyed by them
+            sp["attributes"].append({"key": "note", "value": {"stringValue": ALL_TEXT}})
+            sp["attributes"].append({"key": "headers", "value": {"kvlistValue": {"values": [
+                {"key": t, "value": {"stringValue": t}} for t, _ in SHAPES]}}})
+        assert post(rp.url, request(spans), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 3, 30)
+    finally:
+        rp.stop()
+    printed = rp.proc.stderr.read().encode()
+    _assert_no_secret(printed, "receive's output")
+    for f in (tmp_path / "ledger.sqlite.otlp").iterdir():
+        _assert_no_secret(f.read_bytes(), f"the spool file {f.name}")
+    stored = _live_bytes(f"sqlite:///{rp.db}")
+    assert stored.count(b"[REDACTED:") >= 3 * len(SHAPES)
+    _assert_no_secret(stored, "the ledger")
