@@ -436,3 +436,137 @@ def test_every_secret_shape_through_the_receiver_never_reaches_spool_ledger_or_o
     stored = _live_bytes(f"sqlite:///{rp.db}")
     assert stored.count(b"[REDACTED:") >= 3 * len(SHAPES)
     _assert_no_secret(stored, "the ledger")
+
+
+# ── (a) nothing stored in a ledger row chooses code ──────────────────────────────────────────
+
+def _forged_state(marker: Path) -> bytes:
+    """A snapshot as someone with write access to the ledger (not to this user's key) can make
+    one: a MAC of their own, then zlib'd pickle whose loading would run code."""
+    import hashlib
+    import hmac
+    import pickle
+    import zlib
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, (f"open({str(marker)!r}, 'w').write('unpickled')",))
+
+    raw = zlib.compress(pickle.dumps(Boom(), protocol=5), 1)
+    return hmac.new(b"not this user's key", raw, hashlib.sha256).digest() + raw
+
+
+def test_a_forged_snapshot_in_the_ledger_is_never_unpickled_by_hook_guard_or_receiver(tmp_path):
+    """A ledger row of sealed state (live_states, resume_states) is only unpickled when it carries
+    this user's MAC: a forged one is replayed around, the decisions unchanged, no code run."""
+    marker = tmp_path / "UNPICKLED"
+    url = _ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}", PolicySpec.parse("ladder"))
+    path = url.removeprefix("sqlite:///")
+    loop = npm_test_loop(tmp_path, calls=5)
+    forged = _forged_state(marker)
+
+    def forge():
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE live_states SET state = ?", (forged,))
+            conn.execute("UPDATE resume_states SET state = ?", (forged,))
+
+    outs = {}
+    for ev in loop.events:
+        forge()
+        if ev["hook_event_name"] == "PostToolUseFailure" and outs.get(ev["tool_use_id"]):
+            continue
+        proc = run_hook(ev, url)
+        assert proc.returncode == 0, proc.stderr
+        if ev["hook_event_name"] == "PreToolUse":
+            outs[ev["tool_use_id"]] = output(proc)
+    # Ladder at its defaults (2 / 3 / 4) on five identical failing calls: allow, warn, block, halt, after.
+    said = [("halt" if o and o.get("continue") is False else "block" if o else "allow/warn")
+            for o in outs.values()]
+    assert said == ["allow/warn", "allow/warn", "block", "halt", "halt"]
+    forge()
+    feed = b"".join(json.dumps({"session": "g", "event": "call", "id": f"c{i}", "tool": "Bash",
+                                "args": {"command": "ls"}}).encode() + b"\n" for i in range(3))
+    guard = subprocess.run([str(BIN), "guard", "--db", url], input=feed, capture_output=True, timeout=120)
+    assert guard.returncode == 0 and len(guard.stdout.splitlines()) == 3
+    forge()
+    ing = subprocess.run([str(BIN), "ingest", str(loop.transcript), "--db", url], capture_output=True, timeout=300)
+    assert ing.returncode == 0, ing.stderr
+    assert not marker.exists(), "a ledger row's pickle was loaded"
+
+
+def test_the_receiver_never_imports_the_module_an_enforced_ledger_row_names(tmp_path):
+    """The receiver replays the enforced policies as ingest does; a stored `module:factory` row
+    (written with plain SQL) is skipped, never imported, and the spans are still stored."""
+    import hashlib
+
+    site = tmp_path / "site"
+    site.mkdir()
+    marker = tmp_path / "IMPORTED"
+    (site / "ll_row_plugin.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\n"
+                                           "def make():\n    raise SystemExit('ran')\n")
+    db = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{db}")
+    pid = hashlib.md5(b"row").hexdigest()
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO policies (id, detector, params, label, is_default, created_at) "
+                     "VALUES (?, 'll_row_plugin:make', '{}', 'row', 0, 0)", (pid,))
+        conn.execute("INSERT INTO enforcements (policy_id, set_at, origin) VALUES (?, 0, 'api')", (pid,))
+    rp = ReceiverProcess(tmp_path, 300, env={"PYTHONPATH": str(site)}).start()
+    try:
+        assert post(rp.url, request(many_spans("rowcode", 3)), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 3, 30)
+    finally:
+        rp.stop()
+    assert not marker.exists(), "the receiver imported a module a ledger row named"
+
+
+# ── the receiver fed what is not a trace: a clear 4xx, serving on, nothing stored lost ───────
+
+def test_bad_bodies_get_a_clear_4xx_and_the_spans_stored_before_stay(tmp_path):
+    import gzip
+
+    rp = ReceiverProcess(tmp_path, 300, "--max-body", "65536").start()
+    try:
+        assert post(rp.url, request(many_spans("kept", 3)), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 3, 30)
+        bomb = gzip.compress(b'{"resourceSpans": [' + b" " * 50_000_000 + b"]}")
+        cases = [
+            (b"\x0a\xff\xff\xff\xff\x0f", "application/x-protobuf", None, 400, "protobuf"),
+            (b"\x0a\x05\x0a\x03", "application/x-protobuf", None, 400, "protobuf"),  # cut short
+            (b'{"resourceSpans": [', "application/json", None, 400, "JSON"),
+            (b'{"resourceSpans": "nope"}', "application/json", None, 400, "OTLP"),
+            (b"[]", "application/json", None, 400, "OTLP"),
+            (request(many_spans("xml", 1)), "text/xml", None, 415, "Content-Type"),
+            (request(many_spans("none", 1)), "", None, 415, "Content-Type"),
+            (request(many_spans("enc", 1)), "application/json", "br", 415, "Content-Encoding"),
+            (b"not gzip at all", "application/json", "gzip", 400, "gzip"),
+            (bomb, "application/json", "gzip", 413, "limit"),
+            (b"{" + b" " * 70_000 + b"}", "application/json", None, 413, "limit"),
+        ]
+        for body, ctype, enc, status, word in cases:
+            got, answer = post(rp.url, body, ctype or "application/octet-stream", enc) if ctype else _post_no_type(
+                rp.url, body)
+            assert got == status and word in answer["message"], (ctype, enc, got, answer)
+        assert rp.health()["rejected"] == len(cases)
+        assert post(rp.url, request(many_spans("after", 2)), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 5, 30)
+    finally:
+        rp.stop()
+    assert call_counts(rp.db) == {**{f"call_kept_{i}": 1 for i in range(3)}, **{f"call_after_{i}": 1 for i in range(2)}}
+
+
+def _post_no_type(url: str, body: bytes) -> tuple[int, dict]:
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/v1/traces")
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders()
+        conn.send(body)
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
