@@ -570,3 +570,78 @@ def _post_no_type(url: str, body: bytes) -> tuple[int, dict]:
         return r.status, json.loads(r.read())
     finally:
         conn.close()
+
+
+# ── (d) the live default on a poll: moving output goes on, identical output halts ───────────
+
+def _poll_session(folder: Path, session: str, answers: list[str]) -> tuple[Path, list[dict], list[str]]:
+    """A Claude Code session polling CI with `gh run view` (one call per turn, each answered by
+    `answers[i]`): its transcript file and the hook events Claude Code sends for it."""
+    path = folder / f"{session}.jsonl"
+    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": session,
+            "version": "2.1.40", "gitBranch": "main"}
+    args = {"command": "gh run view 4242 --json status,jobs", "description": "Check the CI run"}
+    prompt = "wait for CI to finish, then tell me"
+    lines = [{**base, "uuid": "u-0", "timestamp": "2026-11-30T10:00:00Z", "type": "user",
+              "message": {"role": "user", "content": prompt}}]
+    hook = {"session_id": session, "transcript_path": str(path), "cwd": "/w", "permission_mode": "default"}
+    events = [{**hook, "hook_event_name": "UserPromptSubmit", "prompt": prompt}]
+    ids = []
+    for i, text in enumerate(answers):
+        tid = f"toolu_poll{i:03d}"
+        ids.append(tid)
+        lines.append({**base, "uuid": f"a-{i}", "timestamp": f"2026-11-30T10:{i:02d}:01Z", "type": "assistant",
+                      "message": {"model": "claude-sonnet-4-5", "id": f"msg_{i}", "type": "message",
+                                  "role": "assistant", "stop_reason": "tool_use", "usage": {"input_tokens": 10},
+                                  "content": [{"type": "tool_use", "id": tid, "name": "Bash", "input": args}]}})
+        lines.append({**base, "uuid": f"r-{i}", "timestamp": f"2026-11-30T10:{i:02d}:30Z", "type": "user",
+                      "message": {"role": "user", "content": [{"tool_use_id": tid, "type": "tool_result",
+                                                               "content": text, "is_error": False}]},
+                      "toolUseResult": {"stdout": text, "stderr": "", "interrupted": False}})
+        events.append({**hook, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": args,
+                       "tool_use_id": tid})
+        events.append({**hook, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": args,
+                       "tool_use_id": tid, "tool_response": {"stdout": text, "stderr": "", "interrupted": False}})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path, events, ids
+
+
+@pytest.mark.parametrize("moving", [True, False], ids=["progress", "identical"])
+def test_the_live_default_goes_on_through_a_moving_poll_halts_an_identical_one_as_replay_does(
+        tmp_path, fresh_db, moving):
+    from loopledger.detectors.policy import DEFAULT_SPECS
+    from loopledger.events import ReadError, SessionStart
+    from loopledger.formats import read
+    from loopledger.replay import PolicySet, replay
+
+    _ledger(fresh_db)  # nothing enforced: the live default set
+    n = 14
+    answers = ([f'{{"status": "in_progress", "jobs_done": {k}, "jobs": 14, "log": "building step {k}/14"}}'
+                for k in range(1, n + 1)] if moving
+               else ['{"status": "in_progress", "jobs_done": 3, "jobs": 14, "log": "building step 3/14"}'] * n)
+    transcript, events, ids = _poll_session(tmp_path, f"poll-{moving}", answers)
+    live: dict[str, str] = {}
+    for ev in events:
+        if ev["hook_event_name"] == "PostToolUse" and live.get(ev["tool_use_id"]) in ("block", "halt"):
+            continue  # a refused call never ran
+        out = output(run_hook(ev, fresh_db, env=NO_RESIDENT))
+        if ev["hook_event_name"] == "PreToolUse":
+            hs = (out or {}).get("hookSpecificOutput", {})
+            live[ev["tool_use_id"]] = ("halt" if out and out.get("continue") is False
+                                       else "block" if hs.get("permissionDecision") == "deny" else "go")
+        if live and "halt" in live.values():
+            break
+    stored = dict((c, v) for c, v, _ in _enforced_rows(fresh_db))
+    # What a replay of the transcript (the engine ingest runs) gives the same set, call by call.
+    read_events = [e for e in read(transcript, "claude-code") if not isinstance(e, SessionStart | ReadError)]
+    replayed = {}
+    for step in replay(read_events, PolicySet.of(DEFAULT_SPECS)):
+        for c in step.checks:
+            replayed[step.event.calls[max(c.idx, 0)].id] = c.verdict
+    if moving:
+        assert set(live.values()) == {"go"}, live  # never refused: the output moves
+        assert set(stored.values()) <= {"allow", "warn"}
+    else:
+        assert "halt" in live.values(), live  # stuck: the same answer every time
+    for tid, verdict in stored.items():  # every call the live hook judged, judged alike by replay
+        assert replayed[tid] == verdict, (tid, verdict, replayed[tid])
