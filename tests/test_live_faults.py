@@ -644,3 +644,30 @@ def test_the_live_default_goes_on_through_a_moving_poll_halts_an_identical_one_a
         assert "halt" in live.values(), live  # stuck: the same answer every time
     for tid, verdict in stored.items():  # every call the live hook judged, judged alike by replay
         assert replayed[tid] == verdict, (tid, verdict, replayed[tid])
+
+
+def test_the_guard_on_a_missing_ledger_answers_every_call_allow_and_judges_once_it_is_there(tmp_path):
+    """design.md: a missing ledger allows the call. A client waiting for a verdict line per call
+    (docs/live.md's Node client) must get one, not a guard that exited at start."""
+    db = tmp_path / "later.sqlite"
+    proc = subprocess.Popen([str(BIN), "guard", "--db", str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+    def ask(msg: dict) -> dict:
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    try:
+        call = {"session": "m", "event": "call", "tool": "Bash", "args": {"command": "ls"}}
+        first = ask({**call, "id": "c1"})
+        assert first["verdict"] == "allow" and "no ledger at" in first["error"] and first["id"] == "c1"
+        proc.stdin.write(json.dumps({"session": "m", "event": "answer", "id": "c1", "text": "x"}).encode() + b"\n")
+        _ledger(f"sqlite:///{db}")  # the person creates it meanwhile
+        second = ask({**call, "id": "c2"})
+        assert second["verdict"] == "allow" and "error" not in second, second
+    finally:
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    assert [r[0] for r in _enforced_rows(f"sqlite:///{db}")] == ["c2"]
+    assert "no ledger at" in proc.stderr.read().decode()
