@@ -671,3 +671,26 @@ def test_the_guard_on_a_missing_ledger_answers_every_call_allow_and_judges_once_
         assert proc.wait(60) == 0
     assert [r[0] for r in _enforced_rows(f"sqlite:///{db}")] == ["c2"]
     assert "no ledger at" in proc.stderr.read().decode()
+
+
+def test_a_hook_on_a_full_disk_allows_logs_one_line_and_keeps_what_the_ledger_held(tmp_path):
+    """The ledger's disk is full: SQLite cannot write the decision, the call is allowed and one
+    line logged; what was stored before is intact, and once there is room the next call is judged."""
+    where = tmp_path / "disk"
+    with tmpfs(where, "3m"):
+        url = _ledger(f"sqlite:///{where / 'ledger.sqlite'}", PolicySpec.parse("ladder"))
+        pre = _pre(tmp_path)
+        log = tmp_path / "hook.log"
+        assert run_hook({**pre, "tool_use_id": "toolu_d1"}, url, log=log, env=NO_RESIDENT).returncode == 0
+        filler = _fill(where, 0)
+        for i in (2, 3):
+            proc = run_hook({**pre, "tool_use_id": f"toolu_d{i}", "tool_input": {"command": "x" * 200_000}},
+                            url, log=log, env=NO_RESIDENT)
+            assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""
+        lines = log.read_text().splitlines()
+        assert len(lines) == 2 and all("full" in line for line in lines), lines
+        filler.unlink()
+        assert run_hook({**pre, "tool_use_id": "toolu_d4"}, url, log=log, env=NO_RESIDENT).returncode == 0
+        assert _enforced_rows(url) == [("toolu_d1", "allow", 1), ("toolu_d4", "warn", 2)]
+        with sqlite3.connect(where / "ledger.sqlite") as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
