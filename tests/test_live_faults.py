@@ -694,3 +694,26 @@ def test_a_hook_on_a_full_disk_allows_logs_one_line_and_keeps_what_the_ledger_he
         assert _enforced_rows(url) == [("toolu_d1", "allow", 1), ("toolu_d4", "warn", 2)]
         with sqlite3.connect(where / "ledger.sqlite") as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_an_installed_hook_command_runs_no_shell_text_hidden_in_the_ledger_path(tmp_path):
+    """The settings JSON `hook install` writes is run by the agent through a shell: a ledger path
+    holding shell syntax is one quoted argument, never a command."""
+    folder = tmp_path / "x$(touch PWNED)`touch PWNED`;touch PWNED;'x"
+    folder.mkdir()
+    url = _ledger(f"sqlite:///{folder / 'ledger.sqlite'}", PolicySpec.parse("ladder"))
+    project = tmp_path / "p"
+    project.mkdir()
+    marker = project / "PWNED"  # the shell runs in the project folder
+    done = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", str(project), "--db", url],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    command = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["PreToolUse"][0]["hooks"][0][
+        "command"]
+    pre = {**_pre(tmp_path), "cwd": str(project)}
+    for i in range(3):
+        proc = subprocess.run(command, shell=True, input=json.dumps({**pre, "tool_use_id": f"toolu_q{i}"}),
+                              capture_output=True, text=True, cwd=project, timeout=120, env=NO_RESIDENT)
+        assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
+    assert [r[1] for r in _enforced_rows(url)] == ["allow", "warn", "block"]  # that ledger, judged
