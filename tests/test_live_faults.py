@@ -717,3 +717,20 @@ def test_an_installed_hook_command_runs_no_shell_text_hidden_in_the_ledger_path(
         assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
     assert [r[1] for r in _enforced_rows(url)] == ["allow", "warn", "block"]  # that ledger, judged
+
+
+def test_an_unreachable_postgresql_ledger_allows_at_once_and_logs_no_password(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql+psycopg://loopledger:Hunter2-Pg-Pass@127.0.0.1:{port}/ledger"
+    log = tmp_path / "hook.log"
+    for agent, event in (("claude-code", "PreToolUse"), ("gemini-cli", "BeforeTool")):
+        proc = run_hook({**_pre(tmp_path), "hook_event_name": event}, url, agent=agent, log=log, env=NO_RESIDENT)
+        assert proc.returncode == 0 and proc.stderr == b""
+        assert proc.stdout == (b"{}\n" if agent == "gemini-cli" else b"")
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and all(f"127.0.0.1:{port}/ledger" in line for line in lines), lines
+    assert "Hunter2" not in log.read_text()
