@@ -20,7 +20,16 @@ from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce
 
 from tests.live_support import BIN, npm_test_loop, output, run_hook
-from tests.test_receive import ReceiverProcess, call_counts, hold_ledger, many_spans, post, request, wait_for
+from tests.test_receive import (
+    ReceiverProcess,
+    call_counts,
+    hold_ledger,
+    many_spans,
+    post,
+    request,
+    tool_span,
+    wait_for,
+)
 
 NO_RESIDENT = {**os.environ, "LOOPLEDGER_HOOK_RESIDENT": "0"}
 
@@ -114,6 +123,40 @@ def test_full_disk_under_the_spool_is_not_acknowledged_and_the_retry_is_stored_o
             rp.stop()
         with sqlite3.connect(rp.db) as conn:
             assert conn.execute("SELECT COUNT(*) FROM ingest_errors").fetchone()[0] == 0
+
+
+def test_a_write_cut_short_by_the_file_size_limit_is_undone_not_acknowledged_and_never_glued(
+        tmp_path, monkeypatch):
+    """(c) A write the kernel cuts short (RLIMIT_FSIZE: part written, then EFBIG), past the free
+    space check: 503, the part written is truncated away, the next request is appended cleanly
+    and every acknowledged span is stored once."""
+    import functools
+    import resource
+
+    limit = 3 * 1024 * 1024
+
+    def capped():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    rp = ReceiverProcess(tmp_path, 300)
+    with monkeypatch.context() as m:
+        m.setattr(subprocess, "Popen", functools.partial(subprocess.Popen, preexec_fn=capped))
+        rp.start()
+    try:
+        assert post(rp.url, request(many_spans("small", 3)), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 3, 30)
+        day = next((tmp_path / "ledger.sqlite.otlp").glob("otlp-*.jsonl"))
+        size = day.stat().st_size
+        big = [tool_span("big", i, "ls", json.dumps({"i": i}), "z" * 1500) for i in range(2500)]
+        status, answer = post(rp.url, request(big), "application/json")
+        assert status == 503 and "too large" in answer["message"].lower(), (status, answer)
+        assert day.stat().st_size == size  # the part written is gone
+        assert post(rp.url, request(many_spans("next", 2)), "application/json")[0] == 200
+        assert wait_for(lambda: len(call_counts(rp.db)) == 5, 30), call_counts(rp.db)
+    finally:
+        rp.stop()
+    assert call_counts(rp.db) == {**{f"call_small_{i}": 1 for i in range(3)}, **{f"call_next_{i}": 1 for i in range(2)}}
+    assert all(json.loads(line) for line in day.read_bytes().splitlines())
 
 
 def test_a_read_only_spool_is_not_acknowledged_and_the_retry_is_stored_once(tmp_path):
@@ -414,8 +457,6 @@ def test_every_secret_shape_through_guard_and_live_guard_never_reaches_the_ledge
 
 
 def test_every_secret_shape_through_the_receiver_never_reaches_spool_ledger_or_output_in_clear(tmp_path):
-    from tests.test_receive import tool_span
-
     rp = ReceiverProcess(tmp_path, 300)
     rp.start()
     try:

@@ -17,6 +17,7 @@ nothing. The ids of the spool's spans are read once at start for that.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,8 +129,10 @@ class Spool:
         path = self.path_for(self.clock())
         fd = self._open(path)
         start = os.lseek(fd, 0, os.SEEK_END)
+        data = b"".join(lines)
+        _room_for(fd, len(data))
         try:
-            view = memoryview(b"".join(lines))
+            view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
@@ -154,6 +157,15 @@ class Spool:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = self._path = None
+
+
+def _room_for(fd: int, size: int) -> None:
+    """ENOSPC before a byte is written when the disk plainly cannot take `size` more: a write cut
+    short there leaves whole lines the flusher could read before the write is undone."""
+    st = os.fstatvfs(fd)
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    if free < size:
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({size} bytes to write, {free} free)")
 
 
 def ids_in(path: Path) -> set[tuple[str, str]]:
