@@ -775,3 +775,28 @@ def test_an_unreachable_postgresql_ledger_allows_at_once_and_logs_no_password(tm
     lines = log.read_text().splitlines()
     assert len(lines) == 2 and all(f"127.0.0.1:{port}/ledger" in line for line in lines), lines
     assert "Hunter2" not in log.read_text()
+
+
+def test_a_full_ledger_disk_under_the_receiver_keeps_acknowledged_spans_pending_then_stores_them_once(tmp_path):
+    """The spool has room, the ledger's disk does not: requests are still acknowledged (they are
+    on disk), the flush fails and is retried, and once there is room every span is stored once."""
+    disk = tmp_path / "disk"
+    with tmpfs(disk, "6m"):
+        rp = ReceiverProcess(disk, 300, "--spool", str(tmp_path / "spool"))
+        rp.start()
+        try:
+            assert post(rp.url, request(many_spans("roomy", 2)), "application/json")[0] == 200
+            assert wait_for(lambda: len(call_counts(rp.db)) == 2, 30)
+            filler = _fill(disk, 0)
+            big = [tool_span("tight", i, "ls", json.dumps({"i": i}), "w" * 4000) for i in range(400)]
+            assert post(rp.url, request(big), "application/json")[0] == 200  # spooled: acknowledged
+            assert wait_for(lambda: rp.health()["pending_spans"] == 400 and rp.health()["last_error"], 60)
+            assert "full" in rp.health()["last_error"]
+            filler.unlink()
+            assert wait_for(lambda: len(call_counts(rp.db)) == 402, 60), len(call_counts(rp.db))
+        finally:
+            rp.stop()
+        assert call_counts(rp.db) == {**{f"call_roomy_{i}": 1 for i in range(2)},
+                                      **{f"call_tight_{i}": 1 for i in range(400)}}
+        with sqlite3.connect(rp.db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
