@@ -800,3 +800,32 @@ def test_a_full_ledger_disk_under_the_receiver_keeps_acknowledged_spans_pending_
                                       **{f"call_tight_{i}": 1 for i in range(400)}}
         with sqlite3.connect(rp.db) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_the_guard_behind_another_writer_answers_allow_after_the_bounded_wait_and_judges_after(tmp_path, fresh_db):
+    _ledger(fresh_db, PolicySpec.parse("ladder"))
+    env = {**os.environ, "LOOPLEDGER_HOOK_BUSY_TIMEOUT": "1"}
+    proc = subprocess.Popen([str(BIN), "guard", "--db", fresh_db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+
+    def ask(i: int) -> dict:
+        msg = {"session": "b", "event": "call", "id": f"c{i}", "tool": "Bash", "args": {"command": "npm test"}}
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    try:
+        assert ask(1)["verdict"] == "allow" and "error" not in ask(2)  # judged: allow, warn
+        holder = hold_ledger(Path(fresh_db.removeprefix("sqlite:///")))
+        try:
+            held = ask(3)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert held["verdict"] == "allow" and "locked" in held["error"] and held["id"] == "c3", held
+        after = ask(4)  # judged again, from the ledger: the held call was never counted
+        assert after["verdict"] == "block" and after["count"] == 3, after
+    finally:
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    assert [(r[0], r[2]) for r in _enforced_rows(fresh_db)] == [("c1", 1), ("c2", 2), ("c4", 3)]

@@ -156,7 +156,9 @@ def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> 
     texts = [policy] if isinstance(policy, str) else list(policy or ())
     spec = tuple(PolicySpec.parse(t, trusted=True) for t in texts) or None
     def reopen() -> live_db.LiveDB:
-        return live_db.open_db(db, busy_timeout_s=30)
+        # The hook's bounded wait (LOOPLEDGER_HOOK_BUSY_TIMEOUT, 5 s): a caller waits for each
+        # verdict, so a ledger busy past it allows that call (an error line) rather than stall.
+        return live_db.open_db(db)
 
     conn = None
     try:
