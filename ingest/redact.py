@@ -41,13 +41,16 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("bearer-token", r"\b[Bb](?i:earer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
     ("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:(?P<secret>[^\s/@]+)@"),
 )
-# A secret's start: a word boundary, or right after a JSON escape (`\n`, `\t`, `\r`, `\"`): a JSON
-# text inside a string (OTLP's gen_ai.tool.call.arguments, a tool printing JSON) writes a newline
-# as backslash-n, and `\b` sees no boundary between that `n` and the key's first letter.
-_START = r"(?:\b|(?<=\\[ntr\"]))"
-_PATTERNS = tuple((kind, _START + pat[2:] if pat.startswith(r"\b") else pat) for kind, pat in _PATTERNS)
 _SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
 _COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
+# The same patterns starting right after a JSON escape (`\n`, `\t`, `\r`): a JSON text inside a
+# string (OTLP's gen_ai.tool.call.arguments, a tool printing JSON) writes a newline as backslash-n,
+# and `\b` sees no boundary between that `n` and a key's first letter. A second pass, run only on
+# a text holding a backslash, so the common text pays nothing for it (same group names: _replace).
+_AFTER_ESCAPE = r"(?<=\\[ntr])"
+_SOURCE_ESCAPED = "|".join(f"(?P<k{i}>{_AFTER_ESCAPE}{p[2:].replace('(?P<secret>', f'(?P<s{i}>')})"
+                           for i, (_, p) in enumerate(_PATTERNS) if p.startswith(r"\b"))
+_ESCAPED: re.Pattern[str] | None = None
 _KINDS = [kind for kind, _ in _PATTERNS]
 # Cheap substring tests that every pattern needs at least one of: most texts hold none, and
 # `in` scans far faster than the regex engine does. Grouped under a gate, a character each of
@@ -92,9 +95,15 @@ def redact_text(text: str) -> str:
     global _COMBINED
     if not text or not _may_hold_secret(text):
         return text
+    global _ESCAPED
     if _COMBINED is None:
         _COMBINED = re.compile(_SOURCE, re.DOTALL)
-    return _COMBINED.sub(_replace, text)
+    out = _COMBINED.sub(_replace, text)
+    if "\\" in out:
+        if _ESCAPED is None:
+            _ESCAPED = re.compile(_SOURCE_ESCAPED, re.DOTALL)
+        out = _ESCAPED.sub(_replace, out)
+    return out if out != text else text
 
 
 # Containers nested deeper than this are replaced by a marker. No real tool call nests this deep;
