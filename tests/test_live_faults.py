@@ -496,7 +496,7 @@ def _forged_state(marker: Path) -> bytes:
     return hmac.new(b"not this user's key", raw, hashlib.sha256).digest() + raw
 
 
-def test_a_forged_snapshot_in_the_ledger_is_never_unpickled_by_hook_guard_or_receiver(tmp_path):
+def test_a_forged_snapshot_in_the_ledger_is_never_unpickled_by_hook_guard_or_ingest(tmp_path):
     """A ledger row of sealed state (live_states, resume_states) is only unpickled when it carries
     this user's MAC: a forged one is replayed around, the decisions unchanged, no code run."""
     marker = tmp_path / "UNPICKLED"
