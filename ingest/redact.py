@@ -43,6 +43,14 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
 )
 _SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
 _COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
+# The same patterns starting right after a JSON escape (`\n`, `\t`, `\r`): a JSON text inside a
+# string (OTLP's gen_ai.tool.call.arguments, a tool printing JSON) writes a newline as backslash-n,
+# and `\b` sees no boundary between that `n` and a key's first letter. A second pass, run only on
+# a text holding a backslash, so the common text pays nothing for it (same group names: _replace).
+_AFTER_ESCAPE = r"(?<=\\[ntr])"
+_SOURCE_ESCAPED = "|".join(f"(?P<k{i}>{_AFTER_ESCAPE}{p[2:].replace('(?P<secret>', f'(?P<s{i}>')})"
+                           for i, (_, p) in enumerate(_PATTERNS) if p.startswith(r"\b"))
+_ESCAPED: re.Pattern[str] | None = None
 _KINDS = [kind for kind, _ in _PATTERNS]
 # Cheap substring tests that every pattern needs at least one of: most texts hold none, and
 # `in` scans far faster than the regex engine does. Grouped under a gate, a character each of
@@ -87,9 +95,15 @@ def redact_text(text: str) -> str:
     global _COMBINED
     if not text or not _may_hold_secret(text):
         return text
+    global _ESCAPED
     if _COMBINED is None:
         _COMBINED = re.compile(_SOURCE, re.DOTALL)
-    return _COMBINED.sub(_replace, text)
+    out = _COMBINED.sub(_replace, text)
+    if "\\" in out:
+        if _ESCAPED is None:
+            _ESCAPED = re.compile(_SOURCE_ESCAPED, re.DOTALL)
+        out = _ESCAPED.sub(_replace, out)
+    return out if out != text else text
 
 
 # Containers nested deeper than this are replaced by a marker. No real tool call nests this deep;
@@ -103,8 +117,8 @@ _CONTAINERS = (dict, list, tuple)
 
 def redact_value(value: Any, *, secrets: bool = True, max_depth: int | None = MAX_DEPTH) -> Any:
     """A JSON value from outside (tool arguments, a hook's payload, a span's attributes), safe to
-    store, judge, log or print: every string in it redacted (dict keys are left alone: they name
-    fields), and every container nested deeper than MAX_DEPTH replaced by a marker string that
+    store, judge, log or print: every string in it redacted (dict keys too: a map may be keyed by
+    a token), and every container nested deeper than MAX_DEPTH replaced by a marker string that
     names its digest (so two different deep values stay different). `secrets=False` (--no-redact)
     only bounds the depth; `max_depth=None` only redacts (a reader's state, which must stay what
     the reader left). Events inside (a reader state holds some) are redacted as redact_event
@@ -156,10 +170,18 @@ def _walk(root: Any, secrets: bool, limit: int) -> Any:
                 frame[3] = True
             continue
         frames.pop()
+        keys = None
+        if isinstance(src, dict) and secrets:
+            # Keys are redacted too: a tool's headers or env map may be keyed by a token.
+            keys = [redact_text(k) if isinstance(k, str) else k for k in src]
+            if any(k is not o for k, o in zip(keys, src, strict=True)):
+                frame[3] = True
+            else:
+                keys = None
         if not frame[3]:
             out = src
         elif isinstance(src, dict):
-            out = dict(zip(src.keys(), results, strict=True))
+            out = dict(zip(keys if keys is not None else src.keys(), results, strict=True))
         else:
             out = type(src)(results) if isinstance(src, tuple) else results
         if not frames:

@@ -124,3 +124,16 @@ def test_the_prefilter_agrees_with_the_patterns_on_marker_alphabet_text(text):
 
     full = re.compile(redact._SOURCE, re.DOTALL).sub(redact._replace, text)
     assert redact_text(text) == full
+
+
+@pytest.mark.parametrize("kind,secret", SECRETS)
+def test_a_secret_right_after_a_json_escape_or_used_as_a_key_is_replaced(kind, secret):
+    import json
+
+    # A JSON text inside a string (OTLP's gen_ai.tool.call.arguments): newlines are backslash-n.
+    for text in (json.dumps({"cmd": f"echo\n{secret}\tdone"}), f"a\\t{secret}", f"a\\r{secret}"):
+        out = redact_text(text)
+        assert secret not in out and f"[REDACTED:{kind}]" in out, text
+    out = redact_value({"headers": {secret: "x"}, "n": 1})
+    assert out == {"headers": {f"[REDACTED:{kind}]": "x"}, "n": 1}
+    assert redact_text("C:\\new\\notes and risk-free\\ttask-list") == "C:\\new\\notes and risk-free\\ttask-list"

@@ -77,6 +77,9 @@ class LiveDB:
         self.url = url
         self._closer = closer
         self.file_id: tuple[int, int] | None = None  # (device, inode) of a kept SQLite ledger
+        # PostgreSQL: how long a statement of a write transaction waits for a lock another
+        # writer holds (SQLite's busy_timeout does this on the connection).
+        self.lock_timeout_ms: int | None = None
 
     def exec_driver_sql(self, statement: str, params: Any = ()) -> Any:
         cur = self.raw.cursor()
@@ -88,6 +91,11 @@ class LiveDB:
         statement, so two hook processes of one session run one after the other."""
         if self.dialect.name == "sqlite":
             self.raw.execute("BEGIN IMMEDIATE")
+        elif self.lock_timeout_ms is not None:
+            # Without it a session row another writer holds (FOR UPDATE) is waited for forever,
+            # and the agent with it; with it the wait ends in LockNotAvailable: the call is
+            # allowed and logged, as on a busy SQLite ledger. LOCAL: this transaction only.
+            self.exec_driver_sql(f"SET LOCAL lock_timeout = {int(self.lock_timeout_ms)}")
 
     def lock_session(self, session_id: int) -> None:
         """PostgreSQL: the session row's lock serialises its hook processes (SQLite already holds
@@ -161,11 +169,11 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
     if not os.path.isfile(path):
         raise LedgerUnavailable(f"no ledger at {path} (create it with `loopledger ingest … --db {path}`)")
     raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-    # The engine factory's pragmas (see loopledger.ledger.engine for why each is set).
-    raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-    raw.execute("PRAGMA foreign_keys = ON")
-    raw.execute("PRAGMA synchronous = NORMAL")
-    try:
+    try:  # a file of other bytes fails at its first statement, a pragma: all are checked
+        # The engine factory's pragmas (see loopledger.ledger.engine for why each is set).
+        raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        raw.execute("PRAGMA foreign_keys = ON")
+        raw.execute("PRAGMA synchronous = NORMAL")
         version = raw.execute("SELECT version_num FROM alembic_version").fetchone()
     except sqlite3.DatabaseError as exc:
         raw.close()
@@ -198,12 +206,15 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     if path is not None:
         return _open_sqlite(url, path, busy_timeout_s, upgrade)
     kept = _kept_engines.pop(url, None) if _kept is not None else None
+    live = None
     if kept is not None:
         try:
-            return _open_postgresql(url, upgrade, kept)
+            live = _open_postgresql(url, upgrade, kept)
         except LedgerUnavailable:
             kept.dispose()  # its pooled connection died (a server restart): once more, afresh
-    return _open_postgresql(url, upgrade, None)
+    live = live or _open_postgresql(url, upgrade, None)
+    live.lock_timeout_ms = max(1, int(busy_timeout_s * 1000))
+    return live
 
 
 def _open_postgresql(url: str, upgrade: bool, engine: Any) -> LiveDB:

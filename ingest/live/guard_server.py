@@ -12,6 +12,7 @@ Verdicts: allow | warn (run it, show `message` with its result) | block (do not 
 model `message` as its result) | halt and after_halt (do not run it; stop the agent, show
 `message` to the person). A line that cannot be read gets `{"line": N, "error": …, "verdict":
 "allow"}`: a caller waiting for a verdict is never left hanging, and never refused by our bug.
+So does every call while the ledger is missing or not a ledger (tried again at each call).
 
 Optional fields: `transcript` (the agent's transcript file: decisions land in the session the
 transcript reader gives it) and `format` on any event of a session.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import orjson
@@ -42,8 +43,11 @@ class Guard:
     """The JSON-lines loop's state: one LiveSession per session, the ledger (or None)."""
 
     def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | Sequence[PolicySpec] | None = None,
-                 origin: str = ORIGIN) -> None:
+                 origin: str = ORIGIN, reopen: Callable[[], live_db.LiveDB] | None = None) -> None:
         self.db = db
+        # A ledger that could not be opened (missing, not a ledger): tried again at each call,
+        # which is meanwhile allowed without judging (LedgerUnavailable: an error line, "allow").
+        self.reopen = reopen
         self.fixed: tuple[PolicySpec, ...] | None = (
             None if spec is None else (spec,) if isinstance(spec, PolicySpec) else tuple(spec)) or None
         self.origin = origin
@@ -68,6 +72,13 @@ class Guard:
             raise ValueError("'event' must be call, answer or user")
         call_id = msg.get("id")
         call_id = str(call_id) if call_id is not None else None
+        if self.db is None and self.reopen is not None:
+            try:
+                self.db, self.reopen = self.reopen(), None
+            except live_db.LedgerUnavailable:
+                if kind != "call":
+                    return None  # nothing is judged meanwhile: an answer or a turn has nothing to say
+                raise
         if self.db is None:
             _, state = self.sessions.get(key) or (None, live.LiveSession(self._spec()))
             self.sessions[key] = (None, state)
@@ -144,10 +155,23 @@ def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> 
     """The `loopledger guard` command (`policy`: one spec or several, a set)."""
     texts = [policy] if isinstance(policy, str) else list(policy or ())
     spec = tuple(PolicySpec.parse(t, trusted=True) for t in texts) or None
-    conn = None if no_ledger else live_db.open_db(db, busy_timeout_s=30)
+    def reopen() -> live_db.LiveDB:
+        # The hook's bounded wait (LOOPLEDGER_HOOK_BUSY_TIMEOUT, 5 s): a caller waits for each
+        # verdict, so a ledger busy past it allows that call (an error line) rather than stall.
+        return live_db.open_db(db)
+
+    conn = None
     try:
-        serve(Guard(conn, spec), sys.stdin.buffer, sys.stdout, sys.stderr)
+        conn = None if no_ledger else reopen()
+    except live_db.LedgerUnavailable as exc:
+        # Never in the agent's way: a caller waiting for verdicts gets one per call ("allow",
+        # the error saying why) rather than a guard that is gone.
+        print(f"loopledger guard: {exc}; every call is allowed without judging until the ledger is there",
+              file=sys.stderr, flush=True)
+    guard = Guard(conn, spec, reopen=reopen if conn is None and not no_ledger else None)
+    try:
+        serve(guard, sys.stdin.buffer, sys.stdout, sys.stderr)
     finally:
-        if conn is not None:
-            conn.close()
+        if guard.db is not None:
+            guard.db.close()
     return 0

@@ -60,7 +60,9 @@ def log(path: str | None, agent: str, message: str) -> None:
         path = path or os.environ.get(ENV_LOG) or default_log()
         os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-        line = f"{stamp} pid={os.getpid()} {agent}: {redact_text(message)}\n".encode("utf-8", "replace")
+        # One line however many the message has (a driver's error adds CONTEXT/DETAIL lines).
+        text = " | ".join(part for part in redact_text(message).splitlines() if part.strip())
+        line = f"{stamp} pid={os.getpid()} {agent}: {text}\n".encode("utf-8", "replace")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)

@@ -17,6 +17,7 @@ nothing. The ids of the spool's spans are read once at start for that.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,13 +113,14 @@ class Spool:
         Returns only once they are on disk (fsync)."""
         kept: list[int] = []
         lines: list[bytes] = []
+        new: set[tuple[str, str]] = set()
         for batch in batches:
             n = 0
             for p in batch:
                 key = (p.trace_id, p.span_id)
-                if key in self.seen:
+                if key in self.seen or key in new:
                     continue  # a retry, or the same span twice in one request
-                self.seen.add(key)
+                new.add(key)
                 lines.append(p.line)
                 n += 1
             kept.append(n)
@@ -126,17 +128,44 @@ class Spool:
             return kept, None
         path = self.path_for(self.clock())
         fd = self._open(path)
+        start = os.lseek(fd, 0, os.SEEK_END)
         data = b"".join(lines)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        _room_for(fd, len(data))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            # A full disk or a failing one: nothing of this write is acknowledged, so nothing of
+            # it may stay (a torn line would glue onto the next span) and its spans are not
+            # `seen` (the exporter's retry must be written, not taken for a duplicate).
+            self._undo(fd, start)
+            raise
+        self.seen |= new
         return kept, path
+
+    def _undo(self, fd: int, start: int) -> None:
+        try:
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+        except OSError:
+            pass  # the next open cuts a torn tail (drop_torn_tail)
+        self.close()
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = self._path = None
+
+
+def _room_for(fd: int, size: int) -> None:
+    """ENOSPC before a byte is written when the disk plainly cannot take `size` more: a write cut
+    short there leaves whole lines the flusher could read before the write is undone."""
+    st = os.fstatvfs(fd)
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    if free < size:
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({size} bytes to write, {free} free)")
 
 
 def ids_in(path: Path) -> set[tuple[str, str]]:
