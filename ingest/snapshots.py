@@ -11,39 +11,82 @@ does not verify is never unpickled (treated as absent: the caller rebuilds the s
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import inspect
 import os
 import pickle
+import sys
 import zlib
+from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
+
+try:
+    from _sha256 import sha256 as _builtin_sha256  # Python 3.11
+except ImportError:  # pragma: no cover (3.12+ names it _sha2; a build without either has hashlib)
+    try:
+        from _sha2 import sha256 as _builtin_sha256
+    except ImportError:
+        from hashlib import sha256 as _builtin_sha256
 
 FORMAT = "loopledger-resume/1"
 _MAC_BYTES = 32
+_BLOCK = 64  # SHA-256's block size, HMAC's key pad (RFC 2104)
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def sha256(data: bytes = b"") -> Any:
+    """hashlib.sha256 when hashlib is loaded (OpenSSL: faster on a large state), else the
+    interpreter's built-in one; the same digest."""
+    hashlib = sys.modules.get("hashlib")
+    return (hashlib.sha256 if hashlib is not None else _builtin_sha256)(data)
+
+
+def hmac_sha256(key: bytes, msg: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104), the bytes hmac.new(key, msg, hashlib.sha256).digest() gives."""
+    if len(key) > _BLOCK:
+        key = sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    inner = sha256(key.translate(_IPAD))
+    inner.update(msg)
+    outer = sha256(key.translate(_OPAD))
+    outer.update(inner.digest())
+    return outer.digest()
+
+
+def _sort_key(path: str) -> list[str]:
+    return path.split(os.sep)  # pathlib's order (by parts), which the digests were made in
 
 
 # ── code fingerprint and signing key ─────────────────────────────────────────────────────────
 
 
-def file_digest(paths: Iterable[Path]) -> str:
-    h = hashlib.sha256(FORMAT.encode())
-    for p in sorted(set(paths)):
+def file_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
+    h = sha256(FORMAT.encode())
+    for p in sorted({os.fspath(p) for p in paths}, key=_sort_key):
+        name = os.path.basename(p).encode()
         try:
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
+            with open(p, "rb") as fh:
+                h.update(name + b"\0" + fh.read())
         except OSError:
-            h.update(p.name.encode() + b"\0?")
+            h.update(name + b"\0?")
     return h.hexdigest()[:32]
 
 
 _versions: dict[Any, str] = {}
 
 
-def _base_files() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    return [here / "replay.py", here / "resume.py", here / "snapshots.py", here / "events.py", *(here / "detectors").glob("*.py")]
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _base_files() -> list[str]:
+    detectors = os.path.join(_HERE, "detectors")
+    try:
+        names = sorted(n for n in os.listdir(detectors) if n.endswith(".py"))
+    except OSError:
+        names = []
+    return [os.path.join(_HERE, n) for n in ("replay.py", "resume.py", "snapshots.py", "events.py")] + \
+        [os.path.join(detectors, n) for n in names]
 
 
 def version_of(policy: Any) -> str:
@@ -56,8 +99,8 @@ def version_of(policy: Any) -> str:
         if base is None:
             base = _versions["base"] = file_digest(_base_files())
         src = inspect.getsourcefile(cls)
-        path = Path(src).resolve() if src else None
-        v = base if path is None or path in _base_files() else hashlib.sha256(
+        path = os.path.realpath(src) if src else None
+        v = base if path is None or path in _base_files() else sha256(
             (base + file_digest([path])).encode()).hexdigest()[:32]
         _versions[cls] = v
     return v
@@ -66,9 +109,9 @@ def version_of(policy: Any) -> str:
 def context_version() -> str:
     v = _versions.get("context")
     if v is None:
-        here = Path(__file__).resolve().parent
-        v = _versions["context"] = file_digest([here / "resume.py", here / "replay.py", here / "events.py",
-                                                 here / "ledger" / "store.py"])
+        v = _versions["context"] = file_digest([os.path.join(_HERE, "resume.py"), os.path.join(_HERE, "replay.py"),
+                                                 os.path.join(_HERE, "events.py"),
+                                                 os.path.join(_HERE, "ledger", "store.py")])
     return v
 
 
@@ -82,19 +125,20 @@ def _state_key() -> bytes:
         return _key
     env = os.environ.get("LOOPLEDGER_STATE_KEY")
     if env:
-        _key = hashlib.sha256(env.encode()).digest()
+        _key = sha256(env.encode()).digest()
         return _key
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "loopledger"
-    path = base / "resume.key"
+    base = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
+                        "loopledger")
+    path = os.path.join(base, "resume.key")
     try:
-        _key = path.read_bytes()
+        _key = _read(path)
     except FileNotFoundError:
-        base.mkdir(parents=True, exist_ok=True)
+        os.makedirs(base, exist_ok=True)
         key = os.urandom(32)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another process made it meanwhile: use theirs
-            _key = path.read_bytes()
+            _key = _read(path)
         else:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(key)
@@ -104,6 +148,11 @@ def _state_key() -> bytes:
     return _key
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
 def seal(obj: Any, version: str) -> bytes | None:
     """Signed, compressed pickle of `obj`; None when it cannot be pickled (e.g. arguments nested
     deeper than pickle recurses): the caller then stores no snapshot and replays in full."""
@@ -111,7 +160,7 @@ def seal(obj: Any, version: str) -> bytes | None:
         raw = zlib.compress(pickle.dumps(obj, protocol=5), 1)
     except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
         return None
-    mac = hmac.new(_state_key(), version.encode() + b"\0" + raw, hashlib.sha256).digest()
+    mac = hmac_sha256(_state_key(), version.encode() + b"\0" + raw)
     return mac + raw
 
 
@@ -121,8 +170,8 @@ def unseal(blob: bytes | None, version: str) -> Any | None:
         return None
     blob = bytes(blob)
     mac, raw = blob[:_MAC_BYTES], blob[_MAC_BYTES:]
-    want = hmac.new(_state_key(), version.encode() + b"\0" + raw, hashlib.sha256).digest()
-    if not hmac.compare_digest(mac, want):
+    want = hmac_sha256(_state_key(), version.encode() + b"\0" + raw)
+    if not compare_digest(mac, want):
         return None
     try:
         return pickle.loads(zlib.decompress(raw))  # noqa: S301  (signed by us: see the docstring)

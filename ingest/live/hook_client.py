@@ -216,11 +216,21 @@ def start_resident() -> None:
         os._exit(0)
 
 
-def main(agent: str, argv: list[str]) -> int:
-    """One hook event: through the resident when it answers, else in this process."""
+def _in_process(exits: bool) -> None:
+    if exits:
+        from loopledger.live import db
+
+        db.leave_open_at_exit()
+
+
+def main(agent: str, argv: list[str], exits: bool = False) -> int:
+    """One hook event: through the resident when it answers, else in this process. `exits`:
+    the process ends with os._exit after this (the console script), so the in-process path
+    leaves its SQLite ledger to the exit (loopledger.live.db.leave_open_at_exit)."""
     if not enabled():
         from loopledger.live.hooks import run
 
+        _in_process(exits)
         return run(agent, argv)
     raw = sys.stdin.buffer.read()
     answer, start = ask(agent, argv, raw)
@@ -233,6 +243,7 @@ def main(agent: str, argv: list[str]) -> int:
 
     from loopledger.live.hooks import run
 
+    _in_process(exits)
     code = run(agent, argv, stdin=io.BytesIO(raw))
     if start:
         sys.stdout.flush()
