@@ -255,6 +255,80 @@ def test_a_resident_killed_mid_request_leaves_the_answer_to_the_hook(tmp_path, f
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to serve a socket as another user")
+def _stored(db: str, session: str, kind: str, call_id: str) -> int:
+    eng = make_engine(db)
+    with eng.connect() as conn:
+        n = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM live_events e JOIN sessions s ON s.id = e.session_id "
+            "WHERE s.key = %(s)s AND e.kind = %(k)s AND e.call_id = %(c)s".replace("%(s)s", f"'{session}'")
+            .replace("%(k)s", f"'{kind}'").replace("%(c)s", f"'{call_id}'")).scalar_one()
+    eng.dispose()
+    return n
+
+
+def test_a_resident_killed_between_its_commit_and_its_reply_leaves_the_call_recorded_once(tmp_path, db_url, env):
+    """The resident commits the decision, then dies before its reply: the hook answers in its own
+    process on the same event, and must give the answer the ledger holds, not judge the call a
+    second time (LADDER: a third identical call is blocked; counted twice it would be a halt)."""
+    _ledger(db_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    loop = npm_test_loop(tmp_path / "a", calls=3, session="sess-killed")
+    ref = npm_test_loop(tmp_path / "b", calls=3, session="sess-reference")
+    third = [i for i, ev in enumerate(loop.events) if ev["hook_event_name"] == "PreToolUse"][2]
+    off = {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}
+    expected = [_hook(ev, db_url, off)[0] for ev in ref.events[:third + 1]][-1]  # uninterrupted, in-process
+    for ev in loop.events[:third]:
+        _hook(ev, db_url, off)
+    held = tmp_path / "held"
+    resident = _start({**env, "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD": str(held)})
+    hook = subprocess.Popen([PYTHON, "-X", "importtime", str(BIN), "hook", "claude-code", "--db", db_url],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    hook.stdin.write(json.dumps(loop.events[third]).encode())
+    hook.stdin.close()
+    deadline = time.monotonic() + 120
+    while not held.exists():  # committed, reply not sent
+        assert time.monotonic() < deadline and resident.poll() is None
+        time.sleep(0.02)
+    call_id = loop.events[third]["tool_use_id"]
+    assert _stored(db_url, "sess-killed", "call", call_id) == 1  # the resident committed it
+    resident.kill()
+    resident.wait(timeout=30)
+    assert hook.wait(timeout=120) == 0
+    assert "loopledger.live.session" in hook.stderr.read().decode()  # answered in its own process
+    out = json.loads(hook.stdout.read())
+    assert out == expected
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "continue" not in out  # a block
+    assert _stored(db_url, "sess-killed", "call", call_id) == 1
+    assert [v for _, v, *_ in _checks(db_url, "sess-killed")] == ["allow", "warn", "block"]
+    assert _checks(db_url, "sess-killed") == _checks(db_url, "sess-reference")
+
+
+def test_an_event_delivered_twice_is_recorded_once_and_answered_the_same(tmp_path, fresh_db, env):
+    """The same PreToolUse (by tool_use_id) or the same result of a call, delivered again, is
+    judged and stored once; another result for the same call is still stored."""
+    _ledger(fresh_db)
+    loop = npm_test_loop(tmp_path, calls=3, session="sess-twice")
+    off = {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}
+    answers = []
+    for ev in loop.events:
+        first = _hook(ev, fresh_db, off)[0]
+        assert _hook(ev, fresh_db, off)[0] == first
+        answers.append(first)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    fails = [ev for ev in loop.events if ev["hook_event_name"] == "PostToolUseFailure"]
+    assert len(pres) == 3 and fails
+    assert [v for _, v, *_ in _checks(fresh_db, "sess-twice")] == ["allow", "warn", "block"]
+    for ev in pres:
+        assert _stored(fresh_db, "sess-twice", "call", ev["tool_use_id"]) == 1
+    # The blocked call's stored result is our refusal; the agent's own failure for it is another
+    # result, stored once beside it (as before there was any deduplication).
+    blocked = pres[2]["tool_use_id"]
+    for ev in fails:
+        want = 2 if ev["tool_use_id"] == blocked else 1
+        assert _stored(fresh_db, "sess-twice", "answer", ev["tool_use_id"]) == want
+
+
 def test_a_socket_served_by_another_uid_is_not_used(tmp_path, fresh_db, env):
     _ledger(fresh_db)
     loop = npm_test_loop(tmp_path, calls=1)

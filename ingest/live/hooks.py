@@ -168,9 +168,11 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
             tool = payload.get("tool_name")
             if not isinstance(tool, str) or not tool:
                 raise HookInputError(f"{event} without tool_name")
-            state = live.load(conn, sid)
-            d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
-            live.save(conn, sid, state, agent)
+            d = live.recorded_call(conn, sid, _call_id(payload))  # delivered twice: judged once
+            if d is None:
+                state = live.load(conn, sid)
+                d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
+                live.save(conn, sid, state, agent)
             if d.refused:
                 out = _deny(agent, event, d)
         elif kind == "answer":
@@ -180,9 +182,10 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
             else:
                 tool = payload.get("tool_name")
                 text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
-            state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
-            state.answer(call_id, text, is_error)
-            live.save(conn, sid, state, agent)
+            if not live.recorded_answer(conn, sid, call_id, text, is_error):  # delivered twice: stored once
+                state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
+                state.answer(call_id, text, is_error)
+                live.save(conn, sid, state, agent)
             d = live.decision_of(conn, sid, call_id, payload.get("tool_name"))
             if d is not None and d.verdict == "warn":
                 out = _context(event, d.message())

@@ -27,6 +27,7 @@ import io
 import os
 import stat
 import sys
+import time
 from typing import Any
 
 from loopledger.live import db as live_db
@@ -34,6 +35,10 @@ from loopledger.live import hook_client as wire
 from loopledger.live.hooks import run
 
 ENV_IDLE = "LOOPLEDGER_HOOK_RESIDENT_IDLE"
+# Tests only (inert unless set in the resident's own environment): after each answer is computed (its
+# ledger transaction committed) and before it is sent, create this file and wait to be killed,
+# the one moment a resident's death makes a hook deliver its event twice.
+ENV_TEST_HOLD = "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD"
 REQUEST_TIMEOUT_S = 5.0  # a client sends its request at once; one that stalls is dropped
 
 
@@ -121,7 +126,14 @@ def _serve_one(conn: Any, ident: bytes, stamp: CodeStamp) -> None:
     if stamp.changed():
         conn.sendall(wire.pack(b"fallback", b"0", b"", b""))
         raise _Stale
-    conn.sendall(answer(request, ident))
+    reply = answer(request, ident)
+    hold = os.environ.get(ENV_TEST_HOLD)
+    if hold and (wire.unpack(reply, 4) or [b""])[0] == b"ok":  # an event judged, not a probe declined
+        with open(hold, "w"):
+            pass
+        while True:
+            time.sleep(60)
+    conn.sendall(reply)
 
 
 def _idle_s() -> float:

@@ -354,6 +354,29 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         "state = excluded.state"), (session_id, live.key, live.seq, version, blob))
 
 
+def recorded_call(conn: Any, session_id: int, call_id: str | None) -> Decision | None:
+    """The decision already recorded for this call id (None: not recorded, or no id). The same
+    event delivered twice (a resident killed between its commit and its reply, the hook then
+    answering in its own process) is judged once: the second delivery gets the first answer."""
+    if call_id is None:
+        return None
+    seen = conn.exec_driver_sql(sql(conn, "SELECT 1 FROM live_events WHERE session_id = ? AND kind = ? AND call_id = ? "
+                                          "LIMIT 1"), (session_id, KIND_CALL, call_id)).fetchone()
+    return decision_of(conn, session_id, call_id) if seen is not None else None
+
+
+def recorded_answer(conn: Any, session_id: int, call_id: str | None, text: str, is_error: bool) -> bool:
+    """This call id's result is stored already with this very text (redacted as `answer` stores
+    it) and error flag: the same answer event delivered twice. Another answer for the call (a
+    refused call's real result after our refusal) is not this one."""
+    if call_id is None:
+        return False
+    digest = Answer(call_id, redact_text(_text(text))).digest
+    rows = conn.exec_driver_sql(sql(conn, "SELECT text_hash, is_error FROM live_events WHERE session_id = ? AND kind = ? "
+                                          "AND call_id = ?"), (session_id, KIND_ANSWER, call_id)).fetchall()
+    return any(h == digest and bool(e) == bool(is_error) for h, e in rows)
+
+
 def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | None = None) -> Decision | None:
     """The enforced decision on a call, by its id (or, for agents without call ids, the newest
     decision on a call of `tool`)."""
