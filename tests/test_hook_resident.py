@@ -479,3 +479,38 @@ def test_on_postgresql_the_resident_survives_its_pooled_connection_dying(tmp_pat
     assert _hook(pres[1], db_url, env) == (None, False)
     assert not log.exists()  # judged, not allowed for want of a ledger
     assert [v for _, v, *_ in _checks(db_url, loop.events[0]["session_id"])] == ["allow", "allow"]
+
+
+def test_a_resident_started_by_an_agent_under_test_goes_soon_and_can_be_stopped(tmp_path):
+    """The real-agent tests hand their agent tests.real_clients.clean_env, which the agent passes
+    to its hooks: the resident those hooks start idles RESIDENT_IDLE_S, not 10 minutes, and
+    stop_residents ends one still running (the tests' teardown)."""
+    from tests.real_clients import RESIDENT_IDLE_S, clean_env, resident_pids, stop_residents
+
+    db = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    _ledger(db, ALLOW)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**clean_env(home), "LOOPLEDGER_HOOK_RESIDENT": "1"}  # on, as for a person (conftest turns it off)
+    loop = npm_test_loop(tmp_path, calls=2)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    for ev in pres:
+        subprocess.run([str(BIN), "hook", "claude-code", "--db", db], input=json.dumps(ev).encode(), env=env,
+                       check=True, capture_output=True)
+        deadline = time.monotonic() + 60
+        while not resident_pids(home):
+            assert time.monotonic() < deadline, "no resident started"
+            time.sleep(0.05)
+    # Left alone it exits after its idle time (generous margin for a loaded machine).
+    deadline = time.monotonic() + RESIDENT_IDLE_S + 60
+    while resident_pids(home):
+        assert time.monotonic() < deadline, "the resident outlived its idle time"
+        time.sleep(0.1)
+    # One still running is stopped by the teardown helper.
+    subprocess.run([str(BIN), "hook", "claude-code", "--db", db], input=json.dumps(pres[0]).encode(), env=env,
+                   check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while not resident_pids(home):
+        assert time.monotonic() < deadline, "no resident started"
+        time.sleep(0.05)
+    assert stop_residents(home) and resident_pids(home) == []

@@ -358,7 +358,18 @@ def _stream(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path):
+@pytest.fixture
+def agent_home(tmp_path):
+    """The real agent's HOME; the resident guard its hooks started is stopped afterwards."""
+    from tests.real_clients import resident_pids, stop_residents
+
+    home = tmp_path / "home"
+    yield home
+    stop_residents(home)
+    assert resident_pids(home) == []
+
+
+def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_home):
     """Claude Code itself (npm @anthropic-ai/claude-code, pinned in tests/real_clients.py), headless,
     with the settings `hook install` writes, against a stand-in Messages API on 127.0.0.1 that asks
     for `cat missing.txt` on every turn: warn reaches the model as added context, block is a deny
@@ -505,7 +516,7 @@ def test_point_13_hook_install_gemini_says_the_folder_must_be_trusted_and_how(tm
     assert "it is trusted" in said and "/permissions" not in said
 
 
-def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path):
+def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_home):
     """gemini-cli itself (npm @google/gemini-cli 0.61.0), headless, in a folder trusted the way it
     records trust (~/.gemini/trustedFolders.json), with `hook install` settings, against a stand-in
     Gemini API on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL): identical failing shell calls are stored as
