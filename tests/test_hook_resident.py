@@ -461,6 +461,42 @@ def test_the_resident_follows_a_ledger_replaced_or_removed_between_events(tmp_pa
     assert "no ledger at" in log.read_text().splitlines()[-1]
 
 
+def _open_files(pid: int) -> list[str]:
+    out = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            out.append(os.readlink(fd))
+        except OSError:
+            pass
+    return out
+
+
+def test_an_idle_resident_lets_go_of_a_ledger_removed_or_replaced(tmp_path, env):
+    """A ledger kept open by an idle resident and then removed (or replaced by another file) is
+    closed within LEDGER_CHECK_S, not held (its space, its old inode) until the resident exits;
+    the next event writes to the file that is there then."""
+    from loopledger.live import resident as resident_mod
+
+    ledger = tmp_path / "ledger.sqlite"
+    db = f"sqlite:///{ledger}"
+    _ledger(db, ALLOW)
+    loop = npm_test_loop(tmp_path, calls=2)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    proc = _start(env)
+    assert _hook(pres[0], db, env) == (None, False)
+    assert any(f == str(ledger) for f in _open_files(proc.pid))  # kept open between events
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(ledger) + suffix).unlink(missing_ok=True)
+    deadline = time.monotonic() + resident_mod.LEDGER_CHECK_S + 60
+    while any(f.startswith(str(ledger)) for f in _open_files(proc.pid)):
+        assert time.monotonic() < deadline, _open_files(proc.pid)
+        time.sleep(0.1)
+    assert proc.poll() is None  # still serving: it let go of that ledger only
+    _ledger(db, ALLOW)
+    assert _hook(pres[1], db, env) == (None, False)
+    assert [v for _, v, *_ in _checks(db, loop.events[0]["session_id"])] == ["allow"]
+
+
 def test_on_postgresql_the_resident_survives_its_pooled_connection_dying(tmp_path, db_url, env):
     if not db_url.startswith("postgresql"):
         pytest.skip("PostgreSQL only: the resident keeps its engine and pool")

@@ -172,6 +172,23 @@ def _kept_one(path: str) -> LiveDB | None:
     return kept
 
 
+def release_gone() -> list[str]:
+    """Close each kept SQLite ledger whose file was removed or replaced since it was opened (an
+    idle resident must not hold a deleted ledger's space, nor its old inode, until it exits);
+    the paths released. The next event on such a path opens whatever is there then."""
+    gone = []
+    for path, kept in list((_kept or {}).items()):
+        try:
+            st = os.stat(path)
+            same = kept.file_id == (st.st_dev, st.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            _kept.pop(path).release()
+            gone.append(path)
+    return gone
+
+
 def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
     kept = _kept_one(path)
     if kept is not None:

@@ -8,7 +8,8 @@ Each request runs loopledger.live.hooks.run — the in-process path, the same co
 request's stdin bytes, argv, working folder and environment (hook_client.SENT_*), one request
 at a time (so requests of a session, and os.environ / the working folder, are never shared by
 two at once). Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
-reopened when the file is replaced or migrated). The ledger stays the source of truth: each
+reopened when the file is replaced or migrated; released, while idle, when it is removed or
+replaced). The ledger stays the source of truth: each
 event runs in its own write transaction, loads the session's sealed state and writes its
 decision as a hook process does.
 
@@ -40,6 +41,7 @@ ENV_IDLE = "LOOPLEDGER_HOOK_RESIDENT_IDLE"
 # the one moment a resident's death makes a hook deliver its event twice.
 ENV_TEST_HOLD = "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD"
 REQUEST_TIMEOUT_S = 5.0  # a client sends its request at once; one that stalls is dropped
+LEDGER_CHECK_S = 5.0  # idle, it looks this often for kept ledgers removed or replaced (db.release_gone)
 
 
 class _Stale(Exception):
@@ -172,15 +174,21 @@ def serve(ident: bytes | None = None) -> int:
             os.close(fd)
     ino = os.stat(path).st_ino
     sock.listen(64)
-    sock.settimeout(_idle_s())
+    idle = _idle_s()
     stamp = CodeStamp()
     live_db.keep_open()
+    last = time.monotonic()
     try:
         while True:
+            left = idle - (time.monotonic() - last)
+            if left <= 0:
+                return 0
+            sock.settimeout(min(left, LEDGER_CHECK_S))
             try:
                 fd, _ = sock._accept()
             except TimeoutError:
-                return 0
+                live_db.release_gone()
+                continue
             conn = _socket.socket(fileno=fd)
             try:
                 _serve_one(conn, ident, stamp)
@@ -190,6 +198,7 @@ def serve(ident: bytes | None = None) -> int:
                 pass  # that client went away; the next one is served
             finally:
                 conn.close()
+                last = time.monotonic()
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ino and stat.S_ISSOCK(os.stat(path).st_mode):
