@@ -11,10 +11,12 @@ does not verify is never unpickled (treated as absent: the caller rebuilds the s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import pickle
 import sys
+import time
 import zlib
 from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 from collections.abc import Iterable
@@ -62,15 +64,82 @@ def _sort_key(path: str) -> list[str]:
 
 
 def file_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
+    """A digest of the files' names and contents. Reading and hashing every detector's source
+    is most of a millisecond of each hook process, so the digest is kept in LoopLedger's cache
+    under the files' stat stamps (device, inode, size, mtime and ctime in ns: stricter than the
+    mtime-in-seconds and size Python itself trusts to reuse bytecode; and only for files unchanged
+    for a while, _settled) and computed again when any of them differs."""
+    files = sorted({os.fspath(p) for p in paths}, key=_sort_key)
+    stamp = _stamp(files)
+    cached = _cached_digest(stamp) if stamp is not None else None
+    if cached is not None:
+        return cached
     h = sha256(FORMAT.encode())
-    for p in sorted({os.fspath(p) for p in paths}, key=_sort_key):
+    for p in files:
         name = os.path.basename(p).encode()
         try:
             with open(p, "rb") as fh:
                 h.update(name + b"\0" + fh.read())
         except OSError:
             h.update(name + b"\0?")
-    return h.hexdigest()[:32]
+    digest = h.hexdigest()[:32]
+    if stamp is not None and _settled(files):
+        _keep_digest(stamp, digest)
+    return digest
+
+
+# A file changed this recently may change again within its clock's granularity (a few ms)
+# without its stamp moving: its digest is not kept (git's "racily clean" rule).
+_SETTLED_NS = 2_000_000_000
+
+
+def _settled(files: list[str]) -> bool:
+    now = time.time_ns()
+    try:
+        return all(now - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS for st in map(os.stat, files))
+    except OSError:
+        return False
+
+
+def _stamp(files: list[str]) -> bytes | None:
+    """What identifies these files' contents without reading them (None: one is missing)."""
+    lines = [FORMAT]
+    for p in files:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        lines.append(f"{p}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}")
+    return "\n".join(lines).encode("utf-8", "surrogateescape")
+
+
+def _digest_file(stamp: bytes) -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "loopledger", "digests", sha256(stamp).hexdigest()[:32])
+
+
+def _cached_digest(stamp: bytes) -> str | None:
+    try:
+        with open(_digest_file(stamp), "rb") as fh:
+            kept, sep, digest = fh.read().rpartition(b"\n=")
+    except OSError:
+        return None
+    if not sep or kept != stamp or len(digest) != 32:
+        return None  # another set of files under the same name, or a torn file: not ours
+    return digest.decode("ascii", "replace")
+
+
+def _keep_digest(stamp: bytes, digest: str) -> None:
+    path = _digest_file(stamp)
+    tmp = f"{path}.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(stamp + b"\n=" + digest.encode())
+        os.replace(tmp, path)  # whole or not at all, for a hook reading it meanwhile
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 _versions: dict[Any, str] = {}
