@@ -304,29 +304,44 @@ def test_a_resident_killed_between_its_commit_and_its_reply_leaves_the_call_reco
     assert _checks(db_url, "sess-killed") == _checks(db_url, "sess-reference")
 
 
-def test_an_event_delivered_twice_is_recorded_once_and_answered_the_same(tmp_path, fresh_db, env):
-    """The same PreToolUse (by tool_use_id) or the same result of a call, delivered again, is
-    judged and stored once; another result for the same call is still stored."""
-    _ledger(fresh_db)
-    loop = npm_test_loop(tmp_path, calls=3, session="sess-twice")
+def _killed_after_commit(event: dict, db: str, env: dict, tmp_path, agent: str = "claude-code"):
+    """`event` handed to a resident that commits its decision and is killed before replying;
+    (the hook's answer, whether it answered in its own process)."""
+    held = tmp_path / "held"
+    held.unlink(missing_ok=True)
+    resident = _start({**env, "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD": str(held)})
+    hook = subprocess.Popen([PYTHON, "-X", "importtime", str(BIN), "hook", agent, "--db", db],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    hook.stdin.write(json.dumps(event).encode())
+    hook.stdin.close()
+    deadline = time.monotonic() + 120
+    while not held.exists():  # committed, reply not sent
+        assert time.monotonic() < deadline and resident.poll() is None
+        time.sleep(0.02)
+    resident.kill()
+    resident.wait(timeout=30)
+    assert hook.wait(timeout=120) == 0
+    text = hook.stdout.read().decode().strip()
+    return (json.loads(text) if text else None), "loopledger.live.session" in hook.stderr.read().decode()
+
+
+def test_gemini_cli_a_resident_killed_after_its_commit_leaves_the_call_recorded_once(tmp_path, fresh_db, env):
+    """Gemini CLI's BeforeTool has no call id: the redelivered call is found by its tool and
+    arguments among the events stored since it was handed over (ladder: the third identical
+    call is a deny; recorded twice it would be a halt)."""
+    _ledger(fresh_db, "ladder")
+    base = {"transcript_path": str(tmp_path / "g.json"), "cwd": str(tmp_path), "hook_event_name": "BeforeTool",
+            "tool_name": "run_shell_command", "tool_input": {"command": "npm test"}}
     off = {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}
-    answers = []
-    for ev in loop.events:
-        first = _hook(ev, fresh_db, off)[0]
-        assert _hook(ev, fresh_db, off)[0] == first
-        answers.append(first)
-    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
-    fails = [ev for ev in loop.events if ev["hook_event_name"] == "PostToolUseFailure"]
-    assert len(pres) == 3 and fails
-    assert [v for _, v, *_ in _checks(fresh_db, "sess-twice")] == ["allow", "warn", "block"]
-    for ev in pres:
-        assert _stored(fresh_db, "sess-twice", "call", ev["tool_use_id"]) == 1
-    # The blocked call's stored result is our refusal; the agent's own failure for it is another
-    # result, stored once beside it (as before there was any deduplication).
-    blocked = pres[2]["tool_use_id"]
-    for ev in fails:
-        want = 2 if ev["tool_use_id"] == blocked else 1
-        assert _stored(fresh_db, "sess-twice", "answer", ev["tool_use_id"]) == want
+    expected = [_hook({**base, "session_id": "g-ref"}, fresh_db, off, "gemini-cli")[0] for _ in range(3)][-1]
+    for _ in range(2):
+        _hook({**base, "session_id": "g-killed"}, fresh_db, off, "gemini-cli")
+    out, in_process = _killed_after_commit({**base, "session_id": "g-killed"}, fresh_db, env, tmp_path, "gemini-cli")
+    assert in_process and out == expected
+    assert out["decision"] == "deny" and "continue" not in out
+    assert [v for _, v, *_ in _checks(fresh_db, "g-killed")] == ["allow", "warn", "block"]
+    # Without a resident dying, the same call sent again is a new call, judged again (as always).
+    assert _hook({**base, "session_id": "g-killed"}, fresh_db, off, "gemini-cli")[0]["continue"] is False
 
 
 def test_a_socket_served_by_another_uid_is_not_used(tmp_path, fresh_db, env):

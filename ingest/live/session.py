@@ -354,27 +354,31 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         "state = excluded.state"), (session_id, live.key, live.seq, version, blob))
 
 
-def recorded_call(conn: Any, session_id: int, call_id: str | None) -> Decision | None:
-    """The decision already recorded for this call id (None: not recorded, or no id). The same
-    event delivered twice (a resident killed between its commit and its reply, the hook then
-    answering in its own process) is judged once: the second delivery gets the first answer."""
-    if call_id is None:
-        return None
-    seen = conn.exec_driver_sql(sql(conn, "SELECT 1 FROM live_events WHERE session_id = ? AND kind = ? AND call_id = ? "
-                                          "LIMIT 1"), (session_id, KIND_CALL, call_id)).fetchone()
-    return decision_of(conn, session_id, call_id) if seen is not None else None
+def recorded_since(conn: Any, session_id: int, since: float, kind: str, call_id: str | None, *,
+                   tool: Any = None, args: Any = None, text: Any = None, is_error: bool = False) -> int | None:
+    """The seq of this very event if it was stored at or after `since` (None: it was not). For
+    a hook whose resident died after receiving the event (loopledger.live.hook_client): the
+    resident may have committed it before dying, and then the hook must answer what it decided
+    instead of recording the event a second time. Matched as `call` / `answer` would store it:
+    the call id, and the call's canonical arguments or the result's text and error flag."""
+    if kind == KIND_CALL:
+        c = Call(call_id, redact_text(str(tool or "")), redact_value(args) if args is not None else {})
+        digest, extra, params = call_key(c)[1], "", ()
+    else:
+        digest = Answer(call_id, redact_text(_text(text))).digest
+        extra, params = " AND is_error = ?", (bool(is_error),)
+    same_id = "call_id = ?" if call_id is not None else "call_id IS NULL"
+    row = conn.exec_driver_sql(sql(conn,
+        f"SELECT seq FROM live_events WHERE session_id = ? AND kind = ? AND at >= ? AND text_hash = ? AND {same_id}"
+        f"{extra} ORDER BY seq DESC LIMIT 1"),
+        (session_id, kind, since, digest, *((call_id,) if call_id is not None else ()), *params)).fetchone()
+    return None if row is None else row[0]
 
 
-def recorded_answer(conn: Any, session_id: int, call_id: str | None, text: str, is_error: bool) -> bool:
-    """This call id's result is stored already with this very text (redacted as `answer` stores
-    it) and error flag: the same answer event delivered twice. Another answer for the call (a
-    refused call's real result after our refusal) is not this one."""
-    if call_id is None:
-        return False
-    digest = Answer(call_id, redact_text(_text(text))).digest
-    rows = conn.exec_driver_sql(sql(conn, "SELECT text_hash, is_error FROM live_events WHERE session_id = ? AND kind = ? "
-                                          "AND call_id = ?"), (session_id, KIND_ANSWER, call_id)).fetchall()
-    return any(h == digest and bool(e) == bool(is_error) for h, e in rows)
+def decision_at(conn: Any, session_id: int, seq: int) -> Decision | None:
+    """The enforced decision on the call stored as live event `seq`."""
+    return _decision(conn, "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks "
+                           "WHERE session_id = ? AND seq = ?", (session_id, seq))
 
 
 def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | None = None) -> Decision | None:
@@ -386,6 +390,10 @@ def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | Non
     else:
         q, params = "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks " \
                     "WHERE session_id = ? AND tool = ? ORDER BY seq DESC LIMIT 1", (session_id, tool or "")
+    return _decision(conn, q, params)
+
+
+def _decision(conn: Any, q: str, params: tuple[Any, ...]) -> Decision | None:
     row = conn.exec_driver_sql(sql(conn, q), params).fetchone()
     if row is None:
         return None
