@@ -23,8 +23,8 @@ Adding a detector is one module and one line in `BUILTINS` (or one entry point).
 
 from __future__ import annotations
 
-import importlib
 import _thread
+import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
