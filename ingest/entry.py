@@ -28,11 +28,13 @@ def main() -> None:
         _keep_bytecode()
         from loopledger.live.hook_client import main as hook
 
-        code = hook(argv[1], argv[2:])
         main_file = getattr(sys.modules.get("__main__"), "__file__", None) or ""
-        if os.path.basename(main_file) == "loopledger":  # the console script: a process per tool call
+        exits = os.path.basename(main_file) == "loopledger"  # the console script: a process per tool call
+        code = hook(argv[1], argv[2:], exits=exits)
+        if exits:
             # Skip the interpreter's teardown (freeing every module: ~10% of a hook's CPU). The
-            # answer is flushed, the log file and the ledger connection are closed by now.
+            # answer is flushed, the log file is closed, the ledger's transaction committed (its
+            # connection left to the exit: loopledger.live.db.leave_open_at_exit).
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

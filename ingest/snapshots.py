@@ -11,39 +11,151 @@ does not verify is never unpickled (treated as absent: the caller rebuilds the s
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import contextlib
 import inspect
 import os
 import pickle
+import sys
+import time
 import zlib
+from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
+
+try:
+    from _sha256 import sha256 as _builtin_sha256  # Python 3.11
+except ImportError:  # pragma: no cover (3.12+ names it _sha2; a build without either has hashlib)
+    try:
+        from _sha2 import sha256 as _builtin_sha256
+    except ImportError:
+        from hashlib import sha256 as _builtin_sha256
 
 FORMAT = "loopledger-resume/1"
 _MAC_BYTES = 32
+_BLOCK = 64  # SHA-256's block size, HMAC's key pad (RFC 2104)
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def sha256(data: bytes = b"") -> Any:
+    """hashlib.sha256 when hashlib is loaded (OpenSSL: faster on a large state), else the
+    interpreter's built-in one; the same digest."""
+    hashlib = sys.modules.get("hashlib")
+    return (hashlib.sha256 if hashlib is not None else _builtin_sha256)(data)
+
+
+def hmac_sha256(key: bytes, msg: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104), the bytes hmac.new(key, msg, hashlib.sha256).digest() gives."""
+    if len(key) > _BLOCK:
+        key = sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    inner = sha256(key.translate(_IPAD))
+    inner.update(msg)
+    outer = sha256(key.translate(_OPAD))
+    outer.update(inner.digest())
+    return outer.digest()
+
+
+def _sort_key(path: str) -> list[str]:
+    return path.split(os.sep)  # pathlib's order (by parts), which the digests were made in
 
 
 # ── code fingerprint and signing key ─────────────────────────────────────────────────────────
 
 
-def file_digest(paths: Iterable[Path]) -> str:
-    h = hashlib.sha256(FORMAT.encode())
-    for p in sorted(set(paths)):
+def file_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
+    """A digest of the files' names and contents. Reading and hashing every detector's source
+    is most of a millisecond of each hook process, so the digest is kept in LoopLedger's cache
+    under the files' stat stamps (device, inode, size, mtime and ctime in ns: stricter than the
+    mtime-in-seconds and size Python itself trusts to reuse bytecode; and only for files unchanged
+    for a while, _settled) and computed again when any of them differs."""
+    files = sorted({os.fspath(p) for p in paths}, key=_sort_key)
+    stamp = _stamp(files)
+    cached = _cached_digest(stamp) if stamp is not None else None
+    if cached is not None:
+        return cached
+    h = sha256(FORMAT.encode())
+    for p in files:
+        name = os.path.basename(p).encode()
         try:
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
+            with open(p, "rb") as fh:
+                h.update(name + b"\0" + fh.read())
         except OSError:
-            h.update(p.name.encode() + b"\0?")
-    return h.hexdigest()[:32]
+            h.update(name + b"\0?")
+    digest = h.hexdigest()[:32]
+    if stamp is not None and _settled(files):
+        _keep_digest(stamp, digest)
+    return digest
+
+
+# A file changed this recently may change again within its clock's granularity (a few ms)
+# without its stamp moving: its digest is not kept (git's "racily clean" rule).
+_SETTLED_NS = 2_000_000_000
+
+
+def _settled(files: list[str]) -> bool:
+    now = time.time_ns()
+    try:
+        return all(now - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS for st in map(os.stat, files))
+    except OSError:
+        return False
+
+
+def _stamp(files: list[str]) -> bytes | None:
+    """What identifies these files' contents without reading them (None: one is missing)."""
+    lines = [FORMAT]
+    for p in files:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        lines.append(f"{p}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}")
+    return "\n".join(lines).encode("utf-8", "surrogateescape")
+
+
+def _digest_file(stamp: bytes) -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "loopledger", "digests", sha256(stamp).hexdigest()[:32])
+
+
+def _cached_digest(stamp: bytes) -> str | None:
+    try:
+        with open(_digest_file(stamp), "rb") as fh:
+            kept, sep, digest = fh.read().rpartition(b"\n=")
+    except OSError:
+        return None
+    if not sep or kept != stamp or len(digest) != 32:
+        return None  # another set of files under the same name, or a torn file: not ours
+    return digest.decode("ascii", "replace")
+
+
+def _keep_digest(stamp: bytes, digest: str) -> None:
+    path = _digest_file(stamp)
+    tmp = f"{path}.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(stamp + b"\n=" + digest.encode())
+        os.replace(tmp, path)  # whole or not at all, for a hook reading it meanwhile
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 _versions: dict[Any, str] = {}
 
 
-def _base_files() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    return [here / "replay.py", here / "resume.py", here / "snapshots.py", here / "events.py", *(here / "detectors").glob("*.py")]
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _base_files() -> list[str]:
+    detectors = os.path.join(_HERE, "detectors")
+    try:
+        names = sorted(n for n in os.listdir(detectors) if n.endswith(".py"))
+    except OSError:
+        names = []
+    return [os.path.join(_HERE, n) for n in ("replay.py", "resume.py", "snapshots.py", "events.py")] + \
+        [os.path.join(detectors, n) for n in names]
 
 
 def version_of(policy: Any) -> str:
@@ -56,8 +168,8 @@ def version_of(policy: Any) -> str:
         if base is None:
             base = _versions["base"] = file_digest(_base_files())
         src = inspect.getsourcefile(cls)
-        path = Path(src).resolve() if src else None
-        v = base if path is None or path in _base_files() else hashlib.sha256(
+        path = os.path.realpath(src) if src else None
+        v = base if path is None or path in _base_files() else sha256(
             (base + file_digest([path])).encode()).hexdigest()[:32]
         _versions[cls] = v
     return v
@@ -66,9 +178,9 @@ def version_of(policy: Any) -> str:
 def context_version() -> str:
     v = _versions.get("context")
     if v is None:
-        here = Path(__file__).resolve().parent
-        v = _versions["context"] = file_digest([here / "resume.py", here / "replay.py", here / "events.py",
-                                                 here / "ledger" / "store.py"])
+        v = _versions["context"] = file_digest([os.path.join(_HERE, "resume.py"), os.path.join(_HERE, "replay.py"),
+                                                 os.path.join(_HERE, "events.py"),
+                                                 os.path.join(_HERE, "ledger", "store.py")])
     return v
 
 
@@ -82,19 +194,20 @@ def _state_key() -> bytes:
         return _key
     env = os.environ.get("LOOPLEDGER_STATE_KEY")
     if env:
-        _key = hashlib.sha256(env.encode()).digest()
+        _key = sha256(env.encode()).digest()
         return _key
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "loopledger"
-    path = base / "resume.key"
+    base = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
+                        "loopledger")
+    path = os.path.join(base, "resume.key")
     try:
-        _key = path.read_bytes()
+        _key = _read(path)
     except FileNotFoundError:
-        base.mkdir(parents=True, exist_ok=True)
+        os.makedirs(base, exist_ok=True)
         key = os.urandom(32)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another process made it meanwhile: use theirs
-            _key = path.read_bytes()
+            _key = _read(path)
         else:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(key)
@@ -104,6 +217,11 @@ def _state_key() -> bytes:
     return _key
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
 def seal(obj: Any, version: str) -> bytes | None:
     """Signed, compressed pickle of `obj`; None when it cannot be pickled (e.g. arguments nested
     deeper than pickle recurses): the caller then stores no snapshot and replays in full."""
@@ -111,7 +229,7 @@ def seal(obj: Any, version: str) -> bytes | None:
         raw = zlib.compress(pickle.dumps(obj, protocol=5), 1)
     except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
         return None
-    mac = hmac.new(_state_key(), version.encode() + b"\0" + raw, hashlib.sha256).digest()
+    mac = hmac_sha256(_state_key(), version.encode() + b"\0" + raw)
     return mac + raw
 
 
@@ -121,8 +239,8 @@ def unseal(blob: bytes | None, version: str) -> Any | None:
         return None
     blob = bytes(blob)
     mac, raw = blob[:_MAC_BYTES], blob[_MAC_BYTES:]
-    want = hmac.new(_state_key(), version.encode() + b"\0" + raw, hashlib.sha256).digest()
-    if not hmac.compare_digest(mac, want):
+    want = hmac_sha256(_state_key(), version.encode() + b"\0" + raw)
+    if not compare_digest(mac, want):
         return None
     try:
         return pickle.loads(zlib.decompress(raw))  # noqa: S301  (signed by us: see the docstring)

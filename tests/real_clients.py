@@ -74,11 +74,49 @@ def gemini_cli() -> list[str]:
     return cmd
 
 
+RESIDENT_IDLE_S = 5
+
+
+def resident_pids(home: Path) -> list[int]:
+    """The resident guards running for an agent whose HOME is `home` (their lock files name
+    them; a pid is taken only while it is still a resident, never a recycled one)."""
+    pids = []
+    for lock in (home / ".cache" / "loopledger" / "run").glob("*.lock"):
+        try:
+            pid = int(lock.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (ValueError, OSError):
+            continue
+        if b"loopledger.live.resident" in cmdline:
+            pids.append(pid)
+    return pids
+
+
+def stop_residents(home: Path) -> list[int]:
+    """End the residents `resident_pids` finds (SIGTERM, then waited for); the pids ended."""
+    import signal
+    import time
+
+    pids = resident_pids(home)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and resident_pids(home):
+        time.sleep(0.05)
+    return pids
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     """An environment for an agent CLI under test: its own HOME (no person's settings, sessions
-    or credentials), no telemetry, no update checks; PATH kept so node and a shell are found."""
+    or credentials), no telemetry, no update checks; PATH kept so node and a shell are found.
+    The agent hands this environment to its hooks, so the resident guard they start (in
+    HOME's ~/.cache/loopledger/run) goes after RESIDENT_IDLE_S idle, not the 10 minutes a person's
+    does; stop_residents(home) ends it at once."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "dumb",
-           "LANG": "C.UTF-8", "NO_COLOR": "1",
+           "LANG": "C.UTF-8", "NO_COLOR": "1", "LOOPLEDGER_HOOK_RESIDENT_IDLE": str(RESIDENT_IDLE_S),
            "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     env.update(extra)

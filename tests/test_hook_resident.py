@@ -255,6 +255,95 @@ def test_a_resident_killed_mid_request_leaves_the_answer_to_the_hook(tmp_path, f
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to serve a socket as another user")
+def _stored(db: str, session: str, kind: str, call_id: str) -> int:
+    eng = make_engine(db)
+    with eng.connect() as conn:
+        n = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM live_events e JOIN sessions s ON s.id = e.session_id "
+            "WHERE s.key = %(s)s AND e.kind = %(k)s AND e.call_id = %(c)s".replace("%(s)s", f"'{session}'")
+            .replace("%(k)s", f"'{kind}'").replace("%(c)s", f"'{call_id}'")).scalar_one()
+    eng.dispose()
+    return n
+
+
+def test_a_resident_killed_between_its_commit_and_its_reply_leaves_the_call_recorded_once(tmp_path, db_url, env):
+    """The resident commits the decision, then dies before its reply: the hook answers in its own
+    process on the same event, and must give the answer the ledger holds, not judge the call a
+    second time (LADDER: a third identical call is blocked; counted twice it would be a halt)."""
+    _ledger(db_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    loop = npm_test_loop(tmp_path / "a", calls=3, session="sess-killed")
+    ref = npm_test_loop(tmp_path / "b", calls=3, session="sess-reference")
+    third = [i for i, ev in enumerate(loop.events) if ev["hook_event_name"] == "PreToolUse"][2]
+    off = {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}
+    expected = [_hook(ev, db_url, off)[0] for ev in ref.events[:third + 1]][-1]  # uninterrupted, in-process
+    for ev in loop.events[:third]:
+        _hook(ev, db_url, off)
+    held = tmp_path / "held"
+    resident = _start({**env, "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD": str(held)})
+    hook = subprocess.Popen([PYTHON, "-X", "importtime", str(BIN), "hook", "claude-code", "--db", db_url],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    hook.stdin.write(json.dumps(loop.events[third]).encode())
+    hook.stdin.close()
+    deadline = time.monotonic() + 120
+    while not held.exists():  # committed, reply not sent
+        assert time.monotonic() < deadline and resident.poll() is None
+        time.sleep(0.02)
+    call_id = loop.events[third]["tool_use_id"]
+    assert _stored(db_url, "sess-killed", "call", call_id) == 1  # the resident committed it
+    resident.kill()
+    resident.wait(timeout=30)
+    assert hook.wait(timeout=120) == 0
+    assert "loopledger.live.session" in hook.stderr.read().decode()  # answered in its own process
+    out = json.loads(hook.stdout.read())
+    assert out == expected
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "continue" not in out  # a block
+    assert _stored(db_url, "sess-killed", "call", call_id) == 1
+    assert [v for _, v, *_ in _checks(db_url, "sess-killed")] == ["allow", "warn", "block"]
+    assert _checks(db_url, "sess-killed") == _checks(db_url, "sess-reference")
+
+
+def _killed_after_commit(event: dict, db: str, env: dict, tmp_path, agent: str = "claude-code"):
+    """`event` handed to a resident that commits its decision and is killed before replying;
+    (the hook's answer, whether it answered in its own process)."""
+    held = tmp_path / "held"
+    held.unlink(missing_ok=True)
+    resident = _start({**env, "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD": str(held)})
+    hook = subprocess.Popen([PYTHON, "-X", "importtime", str(BIN), "hook", agent, "--db", db],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    hook.stdin.write(json.dumps(event).encode())
+    hook.stdin.close()
+    deadline = time.monotonic() + 120
+    while not held.exists():  # committed, reply not sent
+        assert time.monotonic() < deadline and resident.poll() is None
+        time.sleep(0.02)
+    resident.kill()
+    resident.wait(timeout=30)
+    assert hook.wait(timeout=120) == 0
+    text = hook.stdout.read().decode().strip()
+    return (json.loads(text) if text else None), "loopledger.live.session" in hook.stderr.read().decode()
+
+
+def test_gemini_cli_a_resident_killed_after_its_commit_leaves_the_call_recorded_once(tmp_path, fresh_db, env):
+    """Gemini CLI's BeforeTool has no call id: the redelivered call is found by its tool and
+    arguments among the events stored since it was handed over (ladder: the third identical
+    call is a deny; recorded twice it would be a halt)."""
+    _ledger(fresh_db, "ladder")
+    base = {"transcript_path": str(tmp_path / "g.json"), "cwd": str(tmp_path), "hook_event_name": "BeforeTool",
+            "tool_name": "run_shell_command", "tool_input": {"command": "npm test"}}
+    off = {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}
+    expected = [_hook({**base, "session_id": "g-ref"}, fresh_db, off, "gemini-cli")[0] for _ in range(3)][-1]
+    for _ in range(2):
+        _hook({**base, "session_id": "g-killed"}, fresh_db, off, "gemini-cli")
+    out, in_process = _killed_after_commit({**base, "session_id": "g-killed"}, fresh_db, env, tmp_path, "gemini-cli")
+    assert in_process and out == expected
+    assert out["decision"] == "deny" and "continue" not in out
+    assert [v for _, v, *_ in _checks(fresh_db, "g-killed")] == ["allow", "warn", "block"]
+    # Without a resident dying, the same call sent again is a new call, judged again (as always).
+    assert _hook({**base, "session_id": "g-killed"}, fresh_db, off, "gemini-cli")[0]["continue"] is False
+
+
 def test_a_socket_served_by_another_uid_is_not_used(tmp_path, fresh_db, env):
     _ledger(fresh_db)
     loop = npm_test_loop(tmp_path, calls=1)
@@ -387,6 +476,42 @@ def test_the_resident_follows_a_ledger_replaced_or_removed_between_events(tmp_pa
     assert "no ledger at" in log.read_text().splitlines()[-1]
 
 
+def _open_files(pid: int) -> list[str]:
+    out = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            out.append(os.readlink(fd))
+        except OSError:
+            pass
+    return out
+
+
+def test_an_idle_resident_lets_go_of_a_ledger_removed_or_replaced(tmp_path, env):
+    """A ledger kept open by an idle resident and then removed (or replaced by another file) is
+    closed within LEDGER_CHECK_S, not held (its space, its old inode) until the resident exits;
+    the next event writes to the file that is there then."""
+    from loopledger.live import resident as resident_mod
+
+    ledger = tmp_path / "ledger.sqlite"
+    db = f"sqlite:///{ledger}"
+    _ledger(db, ALLOW)
+    loop = npm_test_loop(tmp_path, calls=2)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    proc = _start(env)
+    assert _hook(pres[0], db, env) == (None, False)
+    assert any(f == str(ledger) for f in _open_files(proc.pid))  # kept open between events
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(ledger) + suffix).unlink(missing_ok=True)
+    deadline = time.monotonic() + resident_mod.LEDGER_CHECK_S + 60
+    while any(f.startswith(str(ledger)) for f in _open_files(proc.pid)):
+        assert time.monotonic() < deadline, _open_files(proc.pid)
+        time.sleep(0.1)
+    assert proc.poll() is None  # still serving: it let go of that ledger only
+    _ledger(db, ALLOW)
+    assert _hook(pres[1], db, env) == (None, False)
+    assert [v for _, v, *_ in _checks(db, loop.events[0]["session_id"])] == ["allow"]
+
+
 def test_on_postgresql_the_resident_survives_its_pooled_connection_dying(tmp_path, db_url, env):
     if not db_url.startswith("postgresql"):
         pytest.skip("PostgreSQL only: the resident keeps its engine and pool")
@@ -405,3 +530,38 @@ def test_on_postgresql_the_resident_survives_its_pooled_connection_dying(tmp_pat
     assert _hook(pres[1], db_url, env) == (None, False)
     assert not log.exists()  # judged, not allowed for want of a ledger
     assert [v for _, v, *_ in _checks(db_url, loop.events[0]["session_id"])] == ["allow", "allow"]
+
+
+def test_a_resident_started_by_an_agent_under_test_goes_soon_and_can_be_stopped(tmp_path):
+    """The real-agent tests hand their agent tests.real_clients.clean_env, which the agent passes
+    to its hooks: the resident those hooks start idles RESIDENT_IDLE_S, not 10 minutes, and
+    stop_residents ends one still running (the tests' teardown)."""
+    from tests.real_clients import RESIDENT_IDLE_S, clean_env, resident_pids, stop_residents
+
+    db = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    _ledger(db, ALLOW)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**clean_env(home), "LOOPLEDGER_HOOK_RESIDENT": "1"}  # on, as for a person (conftest turns it off)
+    loop = npm_test_loop(tmp_path, calls=2)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    for ev in pres:
+        subprocess.run([str(BIN), "hook", "claude-code", "--db", db], input=json.dumps(ev).encode(), env=env,
+                       check=True, capture_output=True)
+        deadline = time.monotonic() + 60
+        while not resident_pids(home):
+            assert time.monotonic() < deadline, "no resident started"
+            time.sleep(0.05)
+    # Left alone it exits after its idle time (generous margin for a loaded machine).
+    deadline = time.monotonic() + RESIDENT_IDLE_S + 60
+    while resident_pids(home):
+        assert time.monotonic() < deadline, "the resident outlived its idle time"
+        time.sleep(0.1)
+    # One still running is stopped by the teardown helper.
+    subprocess.run([str(BIN), "hook", "claude-code", "--db", db], input=json.dumps(pres[0]).encode(), env=env,
+                   check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while not resident_pids(home):
+        assert time.monotonic() < deadline, "no resident started"
+        time.sleep(0.05)
+    assert stop_residents(home) and resident_pids(home) == []

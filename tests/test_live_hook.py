@@ -358,7 +358,18 @@ def _stream(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path):
+@pytest.fixture
+def agent_home(tmp_path):
+    """The real agent's HOME; the resident guard its hooks started is stopped afterwards."""
+    from tests.real_clients import resident_pids, stop_residents
+
+    home = tmp_path / "home"
+    yield home
+    stop_residents(home)
+    assert resident_pids(home) == []
+
+
+def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_home):
     """Claude Code itself (npm @anthropic-ai/claude-code, pinned in tests/real_clients.py), headless,
     with the settings `hook install` writes, against a stand-in Messages API on 127.0.0.1 that asks
     for `cat missing.txt` on every turn: warn reaches the model as added context, block is a deny
@@ -505,7 +516,7 @@ def test_point_13_hook_install_gemini_says_the_folder_must_be_trusted_and_how(tm
     assert "it is trusted" in said and "/permissions" not in said
 
 
-def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path):
+def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_home):
     """gemini-cli itself (npm @google/gemini-cli 0.61.0), headless, in a folder trusted the way it
     records trust (~/.gemini/trustedFolders.json), with `hook install` settings, against a stand-in
     Gemini API on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL): identical failing shell calls are stored as
@@ -566,3 +577,19 @@ def test_point_13_a_failed_tool_is_stored_as_its_session_file_records_it(tmp_pat
     read = [(a.text, a.is_error) for it in formats.read(session, "gemini-cli") if type(it).__name__ == "Answers"
             for a in it.answers]
     assert answers == [("File not found: /p/missing.txt", 1)] and read == [("File not found: /p/missing.txt", True)]
+
+
+def test_the_in_process_hook_loads_no_openssl_and_no_threading(tmp_path, fresh_db):
+    """The in-process path's import diet: snapshots sign with the interpreter's own SHA-256 (no
+    hashlib/hmac: libcrypto), the registry's lock is _thread's (no threading)."""
+    _ledger(fresh_db).dispose()
+    loop = npm_test_loop(tmp_path, calls=1)
+    pre = next(ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse")
+    code = ("import sys; from loopledger.entry import main\n"
+            "sys.argv = ['loopledger', 'hook', 'claude-code', '--db', sys.argv[1]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(' '.join(m for m in ('hashlib', '_hashlib', 'hmac', 'threading', 'loopledger.live.session') "
+            "if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, fresh_db], input=json.dumps(pre).encode(), capture_output=True,
+                          env={**os.environ, "LOOPLEDGER_HOOK_RESIDENT": "0"})
+    assert proc.returncode == 0 and proc.stderr.decode().split() == ["loopledger.live.session"]  # decided here

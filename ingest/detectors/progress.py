@@ -419,6 +419,16 @@ def leaves(args: Any, min_len: int = NAMED_MIN_LEN) -> set[str]:
     return out
 
 
+def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """re.compile, with the flags the compiled pattern reports (re.UNICODE, implied for text) named:
+    a pickled pattern is compiled again from (pattern, its .flags) when a snapshot is loaded, and
+    under the same flags that is a hit in re's cache instead of a second compile per hook process."""
+    try:
+        return re.compile(pattern, flags | re.UNICODE)
+    except ValueError:  # an inline (?a) or (?L): the text's own choice, compiled as given
+        return re.compile(pattern, flags)
+
+
 def compile_patterns(field: str, patterns: Any, flags: int = 0) -> tuple[re.Pattern[str], ...]:
     """Compile a list of regular expressions; a bad one is a ConfigError naming `field`."""
     if isinstance(patterns, str) or not isinstance(patterns, Sequence):
@@ -430,7 +440,7 @@ def compile_patterns(field: str, patterns: Any, flags: int = 0) -> tuple[re.Patt
             raise ConfigError(field, f"{field} holds non-empty patterns",
                               f"{field}: every pattern must be a non-empty string, got {p!r}")
         try:
-            compiled = re.compile(p, flags)
+            compiled = _compile(p, flags)
         except re.error as e:
             raise ConfigError(field, f"{field} holds valid regular expressions",
                               f"{field}: {p!r} is not a valid regular expression ({e})") from None
@@ -546,7 +556,7 @@ def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | Non
     if not patterns:
         return None
     try:
-        return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), re.IGNORECASE)
+        return _compile("|".join(f"(?:{p.pattern})" for p in patterns), re.IGNORECASE)
     except re.error:
         return None
 

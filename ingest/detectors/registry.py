@@ -23,8 +23,8 @@ Adding a detector is one module and one line in `BUILTINS` (or one entry point).
 
 from __future__ import annotations
 
+import _thread
 import importlib
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,7 +66,7 @@ class Detector:
 
 
 _registry: dict[str, Detector] = {}
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # threading.Lock(), without importing threading (a hook imports this)
 _loaded = False
 _builtins_loaded = False
 

@@ -4,8 +4,10 @@ hook can find its ledger without importing SQLAlchemy (see loopledger.live.db)."
 from __future__ import annotations
 
 import os
-import urllib.parse
 
+# What urllib.parse.quote(…, safe="/") leaves as it is: a path of these alone needs no quoting
+# and urllib.parse (with ipaddress, a few ms of a hook process) is not imported for it.
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 DEFAULT_SQLITE_PATH = "ledger.sqlite"
 ENV_URL = "LOOPLEDGER_DATABASE_URL"
 ENV_PATH = "LOOPLEDGER_DB"
@@ -29,7 +31,12 @@ def sqlite_url(path: str | os.PathLike) -> str:
     """The URL of a SQLite file, percent-quoted: a `#`, `?`, `%`, space or non-ASCII letter in the
     path survives the round trip through SQLAlchemy's make_url (which unquotes the database part;
     a bare f"sqlite:///{path}" loses what follows `#` or `?` and decodes a literal `%20`)."""
-    return "sqlite:///" + urllib.parse.quote(os.fspath(path), safe="/")
+    path = os.fspath(path)
+    if _PLAIN.issuperset(path):
+        return "sqlite:///" + path
+    import urllib.parse
+
+    return "sqlite:///" + urllib.parse.quote(path, safe="/")
 
 
 def sqlite_file(url: str) -> str | None:
@@ -37,5 +44,9 @@ def sqlite_file(url: str) -> str | None:
     unquoted as make_url unquotes it."""
     if not url.startswith("sqlite:///"):
         return None
-    path = urllib.parse.unquote(url[len("sqlite:///"):].split("?", 1)[0])
+    path = url[len("sqlite:///"):].split("?", 1)[0]
+    if "%" in path:
+        import urllib.parse
+
+        path = urllib.parse.unquote(path)
     return path if path and path != ":memory:" else None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import _socket
 import os
 import sys
+from time import time
 
 ENV_SWITCH = "LOOPLEDGER_HOOK_RESIDENT"
 MAGIC = b"LLHOOK1\n"
@@ -148,15 +149,18 @@ def _reply_timeout() -> float:
     return busy + 5.0
 
 
-def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, bytes] | None, bool]:
-    """(exit code, stdout, stderr) from the resident, or None; and whether to start one."""
+def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, bytes] | None, bool, float | None]:
+    """(exit code, stdout, stderr) from the resident, or None; whether to start one; and, when
+    the resident got the whole request but died or hung before its reply, the time it was sent
+    (the resident may have stored the event: loopledger.live.hooks.handle's redelivered_after)."""
     ident = identity()
     folder = socket_dir()
     if not os.path.isdir(folder):
-        return None, True
+        return None, True, None
     if not private_dir(folder):
-        return None, False  # someone else's or open to others: never ours to use or to serve in
+        return None, False, None  # someone else's or open to others: never ours to use or to serve in
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sent = None
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         fd = None
@@ -164,24 +168,28 @@ def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, byte
             addr, fd = address(os.path.join(folder, f"hook-{_fnv(ident)}.sock"))
             sock.connect(addr)
         except OSError:
-            return None, True  # absent or dead (a stale socket file): start one
+            return None, True, None  # absent or dead (a stale socket file): start one
         finally:
             if fd is not None:
                 os.close(fd)
         if peer_uid(sock) != os.getuid():
-            return None, False
+            return None, False, None
         sock.settimeout(_reply_timeout())
+        sent = time()
         sock.sendall(pack(ident, agent.encode(), "\0".join(argv).encode("utf-8", "surrogateescape"),
                           os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw))
         sock.shutdown(_socket.SHUT_WR)
         reply = unpack(read_all(sock), 4)
     except OSError:
-        return None, False  # it died or hung mid-request: answer here; it restarts on a later call
+        # It died or hung mid-request: answer here (it restarts on a later call).
+        return None, False, sent
     finally:
         sock.close()
-    if reply is None or reply[0] != b"ok":
-        return None, reply is not None  # a resident that declined (stale) exits: start a fresh one
-    return (int(reply[1]), reply[2], reply[3]), False
+    if reply is None:
+        return None, False, sent  # it died before a whole reply: as above
+    if reply[0] != b"ok":
+        return None, True, None  # a resident that declined (stale) exits: start a fresh one
+    return (int(reply[1]), reply[2], reply[3]), False, None
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -216,14 +224,37 @@ def start_resident() -> None:
         os._exit(0)
 
 
-def main(agent: str, argv: list[str]) -> int:
-    """One hook event: through the resident when it answers, else in this process."""
-    if not enabled():
-        from loopledger.live.hooks import run
+def _in_process(agent: str, argv: list[str], exits: bool, stdin: object = None,
+                redelivered_after: float | None = None) -> int:
+    """The event decided in this process (loopledger.live.hooks.run), with the code dataclasses
+    generates taken from the last hook's (loopledger.live.dataclass_code)."""
+    from loopledger.live import dataclass_code
 
-        return run(agent, argv)
+    dataclass_code.install()
+    if exits:
+        import gc
+
+        from loopledger.live import db
+
+        db.leave_open_at_exit()
+        # A process for one event: collecting the import's cycles (some 30 collections, about 5%
+        # of the path) frees nothing the exit does not. Still collected, 70x less often.
+        gc.set_threshold(50_000, 10, 10)
+    from loopledger.live.hooks import run
+
+    code = run(agent, argv, stdin=stdin, redelivered_after=redelivered_after)
+    dataclass_code.save()
+    return code
+
+
+def main(agent: str, argv: list[str], exits: bool = False) -> int:
+    """One hook event: through the resident when it answers, else in this process. `exits`:
+    the process ends with os._exit after this (the console script), so the in-process path
+    leaves its SQLite ledger to the exit (loopledger.live.db.leave_open_at_exit)."""
+    if not enabled():
+        return _in_process(agent, argv, exits)
     raw = sys.stdin.buffer.read()
-    answer, start = ask(agent, argv, raw)
+    answer, start, sent = ask(agent, argv, raw)
     if answer is not None:
         code, out, err = answer
         _write(1, out)
@@ -231,9 +262,7 @@ def main(agent: str, argv: list[str]) -> int:
         return code
     import io
 
-    from loopledger.live.hooks import run
-
-    code = run(agent, argv, stdin=io.BytesIO(raw))
+    code = _in_process(agent, argv, exits, stdin=io.BytesIO(raw), redelivered_after=sent)
     if start:
         sys.stdout.flush()
         sys.stderr.flush()

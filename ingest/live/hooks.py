@@ -147,8 +147,11 @@ def parse(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) -> dict[str, Any] | None:
-    """The output for one event (None: say nothing), the decision written to the ledger."""
+def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
+           redelivered_after: float | None = None) -> dict[str, Any] | None:
+    """The output for one event (None: say nothing), the decision written to the ledger.
+    `redelivered_after`: this event was handed to a resident at that time, which died before
+    answering: if it stored the event, its decision is answered and nothing stored again."""
     from loopledger.live import db as live_db
     from loopledger.live import session as live
 
@@ -170,9 +173,15 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
             tool = payload.get("tool_name")
             if not isinstance(tool, str) or not tool:
                 raise HookInputError(f"{event} without tool_name")
-            state = live.load(conn, sid)
-            d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
-            live.save(conn, sid, state, agent)
+            d = None
+            if redelivered_after is not None:
+                seq = live.recorded_since(conn, sid, redelivered_after, live.KIND_CALL, _call_id(payload),
+                                          tool=tool, args=payload.get("tool_input"))
+                d = live.decision_at(conn, sid, seq) if seq is not None else None
+            if d is None:
+                state = live.load(conn, sid)
+                d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
+                live.save(conn, sid, state, agent)
             if d.refused:
                 out = _deny(agent, event, d)
         elif kind == "answer":
@@ -182,9 +191,11 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float) 
             else:
                 tool = payload.get("tool_name")
                 text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
-            state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
-            state.answer(call_id, text, is_error)
-            live.save(conn, sid, state, agent)
+            if redelivered_after is None or live.recorded_since(conn, sid, redelivered_after, live.KIND_ANSWER,
+                                                                call_id, text=text, is_error=is_error) is None:
+                state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
+                state.answer(call_id, text, is_error)
+                live.save(conn, sid, state, agent)
             d = live.decision_of(conn, sid, call_id, payload.get("tool_name"))
             if d is not None and d.verdict == "warn":
                 out = _context(event, d.message())
@@ -225,8 +236,10 @@ def _call_id(payload: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None) -> int:
-    """The whole hook process: read, decide, answer; always exit status 0."""
+def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
+        redelivered_after: float | None = None) -> int:
+    """The whole hook process: read, decide, answer; always exit status 0 (`redelivered_after`:
+    see handle)."""
     started = time.perf_counter()
     db = log_path = None
     args = list(argv)
@@ -245,7 +258,7 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None) -> i
     out: dict[str, Any] | None = None
     try:
         payload = parse(stdin.read())
-        out = handle(agent, payload, db, started)
+        out = handle(agent, payload, db, started, redelivered_after)
     except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
         log(log_path, agent, f"allowed without judging: {type(exc).__name__}: {exc}")
         out = None

@@ -8,7 +8,8 @@ Each request runs loopledger.live.hooks.run — the in-process path, the same co
 request's stdin bytes, argv, working folder and environment (hook_client.SENT_*), one request
 at a time (so requests of a session, and os.environ / the working folder, are never shared by
 two at once). Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
-reopened when the file is replaced or migrated). The ledger stays the source of truth: each
+reopened when the file is replaced or migrated; released, while idle, when it is removed or
+replaced). The ledger stays the source of truth: each
 event runs in its own write transaction, loads the session's sealed state and writes its
 decision as a hook process does.
 
@@ -27,6 +28,7 @@ import io
 import os
 import stat
 import sys
+import time
 from typing import Any
 
 from loopledger.live import db as live_db
@@ -34,7 +36,12 @@ from loopledger.live import hook_client as wire
 from loopledger.live.hooks import run
 
 ENV_IDLE = "LOOPLEDGER_HOOK_RESIDENT_IDLE"
+# Tests only (inert unless set in the resident's own environment): after each answer is computed (its
+# ledger transaction committed) and before it is sent, create this file and wait to be killed,
+# the one moment a resident's death makes a hook deliver its event twice.
+ENV_TEST_HOLD = "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD"
 REQUEST_TIMEOUT_S = 5.0  # a client sends its request at once; one that stalls is dropped
+LEDGER_CHECK_S = 5.0  # idle, it looks this often for kept ledgers removed or replaced (db.release_gone)
 
 
 class _Stale(Exception):
@@ -121,7 +128,14 @@ def _serve_one(conn: Any, ident: bytes, stamp: CodeStamp) -> None:
     if stamp.changed():
         conn.sendall(wire.pack(b"fallback", b"0", b"", b""))
         raise _Stale
-    conn.sendall(answer(request, ident))
+    reply = answer(request, ident)
+    hold = os.environ.get(ENV_TEST_HOLD)
+    if hold and (wire.unpack(reply, 4) or [b""])[0] == b"ok":  # an event judged, not a probe declined
+        with open(hold, "w"):
+            pass
+        while True:
+            time.sleep(60)
+    conn.sendall(reply)
 
 
 def _idle_s() -> float:
@@ -160,15 +174,21 @@ def serve(ident: bytes | None = None) -> int:
             os.close(fd)
     ino = os.stat(path).st_ino
     sock.listen(64)
-    sock.settimeout(_idle_s())
+    idle = _idle_s()
     stamp = CodeStamp()
     live_db.keep_open()
+    last = time.monotonic()
     try:
         while True:
+            left = idle - (time.monotonic() - last)
+            if left <= 0:
+                return 0
+            sock.settimeout(min(left, LEDGER_CHECK_S))
             try:
                 fd, _ = sock._accept()
             except TimeoutError:
-                return 0
+                live_db.release_gone()
+                continue
             conn = _socket.socket(fileno=fd)
             try:
                 _serve_one(conn, ident, stamp)
@@ -178,6 +198,7 @@ def serve(ident: bytes | None = None) -> int:
                 pass  # that client went away; the next one is served
             finally:
                 conn.close()
+                last = time.monotonic()
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ino and stat.S_ISSOCK(os.stat(path).st_mode):

@@ -361,6 +361,33 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         "state = excluded.state"), (session_id, live.key, live.seq, version, blob))
 
 
+def recorded_since(conn: Any, session_id: int, since: float, kind: str, call_id: str | None, *,
+                   tool: Any = None, args: Any = None, text: Any = None, is_error: bool = False) -> int | None:
+    """The seq of this very event if it was stored at or after `since` (None: it was not). For
+    a hook whose resident died after receiving the event (loopledger.live.hook_client): the
+    resident may have committed it before dying, and then the hook must answer what it decided
+    instead of recording the event a second time. Matched as `call` / `answer` would store it:
+    the call id, and the call's canonical arguments or the result's text and error flag."""
+    if kind == KIND_CALL:
+        c = Call(call_id, redact_text(str(tool or "")), redact_value(args) if args is not None else {})
+        digest, extra, params = call_key(c)[1], "", ()
+    else:
+        digest = Answer(call_id, redact_text(_text(text))).digest
+        extra, params = " AND is_error = ?", (bool(is_error),)
+    same_id = "call_id = ?" if call_id is not None else "call_id IS NULL"
+    row = conn.exec_driver_sql(sql(conn,
+        f"SELECT seq FROM live_events WHERE session_id = ? AND kind = ? AND at >= ? AND text_hash = ? AND {same_id}"
+        f"{extra} ORDER BY seq DESC LIMIT 1"),
+        (session_id, kind, since, digest, *((call_id,) if call_id is not None else ()), *params)).fetchone()
+    return None if row is None else row[0]
+
+
+def decision_at(conn: Any, session_id: int, seq: int) -> Decision | None:
+    """The enforced decision on the call stored as live event `seq`."""
+    return _decision(conn, "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks "
+                           "WHERE session_id = ? AND seq = ?", (session_id, seq))
+
+
 def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | None = None) -> Decision | None:
     """The enforced decision on a call, by its id (or, for agents without call ids, the newest
     decision on a call of `tool`)."""
@@ -370,6 +397,10 @@ def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | Non
     else:
         q, params = "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks " \
                     "WHERE session_id = ? AND tool = ? ORDER BY seq DESC LIMIT 1", (session_id, tool or "")
+    return _decision(conn, q, params)
+
+
+def _decision(conn: Any, q: str, params: tuple[Any, ...]) -> Decision | None:
     row = conn.exec_driver_sql(sql(conn, q), params).fetchone()
     if row is None:
         return None
