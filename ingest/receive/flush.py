@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,11 +49,18 @@ from loopledger.events import SessionInfo
 from loopledger.formats import otlp
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
+from loopledger.receive.digests import DigestIndex, digest
 from loopledger.sessions import SessionGroup, SessionGrouper
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 log = logging.getLogger("loopledger.receive")
+
+# Sessions whose resume snapshot stays in memory between flushes (the most recently written);
+# an older one's continuation loads its snapshot from the ledger instead (resume.load).
+WARM_SNAPSHOTS = 256
+# While the index is rebuilt at start, what it holds is frozen every this many lines.
+FREEZE_EVERY = 4096
 
 
 @dataclass(slots=True)
@@ -82,6 +91,28 @@ class Known:
     snap: resume.Snapshot | None = None
 
 
+@dataclass(slots=True)
+class Cold:
+    """A session's spans that are in the ledger, frozen out of the index: only their byte
+    ranges and line numbers (a few bytes a span, no object per span). Thawed back into Refs —
+    by reading those lines again — only when the session must be rewritten whole or one of its
+    spans moves to another session; a continuation does not need them."""
+
+    idx: int  # its number in FileState.cold_keys (what cold_spans / cold_parents point to)
+    offsets: array = field(default_factory=lambda: array("Q"))
+    lengths: array = field(default_factory=lambda: array("I"))
+    lines: array = field(default_factory=lambda: array("I"))
+
+
+class _Owned:
+    """What session_of walks to for a frozen parent: its session is its Cold's key."""
+
+    __slots__ = ("own",)
+
+    def __init__(self, own: str) -> None:
+        self.own = own
+
+
 @dataclass
 class FileState:
     path: Path
@@ -97,6 +128,15 @@ class FileState:
     new: dict[str, list[Ref]] = field(default_factory=dict)  # sessions' spans not yet written
     gone: bool = False  # some session lost all its spans to another
     fresh: dict[tuple[str, str], otlp.Span] = field(default_factory=dict)  # parsed this flush: not read twice
+    # Spans already in the ledger live here, not in refs/sessions/children (see Cold): their
+    # session by digest(trace, span id), and the sessions holding children of a span by
+    # digest(trace, parent id). An entry of a Cold thawed since is stale (its key is None).
+    cold: dict[str, Cold] = field(default_factory=dict)
+    cold_keys: list[str | None] = field(default_factory=list)
+    cold_spans: DigestIndex = field(default_factory=DigestIndex)
+    cold_parents: DigestIndex = field(default_factory=DigestIndex)
+    n_cold: int = 0
+    warm: OrderedDict[str, None] = field(default_factory=OrderedDict)  # sessions whose snapshot is kept
 
     @property
     def pending(self) -> bool:
@@ -131,8 +171,9 @@ class Plan:
 class Flusher:
     """Owns the index of the spool's files; `flush()` is called by one thread at a time."""
 
-    def __init__(self, engine: Engine, folder: Path, opts: Options) -> None:
+    def __init__(self, engine: Engine, folder: Path, opts: Options, warm_snapshots: int = WARM_SNAPSHOTS) -> None:
         self.engine, self.folder, self.opts = engine, Path(folder), opts
+        self.warm_snapshots = warm_snapshots
         self.files: dict[Path, FileState] = {}
         self.stats = FlushStats()
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
@@ -152,6 +193,7 @@ class Flusher:
             fs.committed = row.byte_offset
             self._index(fs, fs.committed, mark=False)
             fs.committed = fs.indexed  # a torn line cut since: the ledger holds what was whole
+            self._freeze(fs)
         self.files[path] = fs
         return fs
 
@@ -177,19 +219,22 @@ class Flusher:
                     sp.line = ref.line
                     fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
             pos = nl + 1
+            if not mark and fs.lines % FREEZE_EVERY == 0:
+                self._freeze(fs)  # all of it is in the ledger: the rebuild stays as small as the running index
         fs.indexed += end
 
     def _add(self, fs: FileState, ref: Ref, mark: bool) -> bool:
         ident = (ref.trace_id, ref.span_id)
-        if ident in fs.refs:
+        if ident in fs.refs or digest(*ident) in fs.cold_spans:
             return False  # first seen wins, as a whole-file read has it
         fs.refs[ident] = ref
         fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
-        ref.session = otlp.session_of(ref, fs.refs)
+        ref.session = otlp.session_of(ref, _WithCold(fs))
         fs.sessions.setdefault(ref.session, {})[ident] = ref
         if mark:
             fs.new.setdefault(ref.session, []).append(ref)
         # Spans that arrived before this ancestor resolve through it now.
+        self._thaw_children(fs, ident)
         todo = list(fs.children.get(ident, ()))
         visited = {ident}  # a parent chain may loop (a span its own parent): each span once
         while todo:
@@ -197,10 +242,12 @@ class Flusher:
             if (d.trace_id, d.span_id) in visited:
                 continue
             visited.add((d.trace_id, d.span_id))
+            self._thaw_children(fs, (d.trace_id, d.span_id))
             todo.extend(fs.children.get((d.trace_id, d.span_id), ()))
-            moved = otlp.session_of(d, fs.refs)
+            moved = otlp.session_of(d, _WithCold(fs))
             if moved == d.session:
                 continue
+            self._thaw(fs, d.session)  # it loses a span: all of it is needed (rewritten, or gone)
             old = fs.sessions[d.session]
             del old[(d.trace_id, d.span_id)]
             if mark:
@@ -214,6 +261,79 @@ class Flusher:
             if mark:
                 fs.rewrite.add(moved)
         return True
+
+    # ── frozen spans (in the ledger) ────────────────────────────────────────────────────────
+
+    def _freeze(self, fs: FileState) -> None:
+        """Move every session's spans that are in the ledger (not waiting to be written) out of
+        the index into its Cold. Only between flushes, or while the start rebuilds the index."""
+        for key in [k for k in fs.sessions if k not in fs.new and k not in fs.rewrite]:
+            refs = fs.sessions.pop(key)
+            c = fs.cold.get(key)
+            if c is None:
+                c = fs.cold[key] = Cold(len(fs.cold_keys))
+                fs.cold_keys.append(key)
+            parents = set()
+            for ident, r in refs.items():
+                del fs.refs[ident]
+                parents.add((r.trace_id, r.parent_id))
+                c.offsets.append(r.offset)
+                c.lengths.append(r.length)
+                c.lines.append(r.line)
+                fs.cold_spans.add(digest(*ident), c.idx)
+                if r.parent_id:
+                    fs.cold_parents.add(digest(r.trace_id, r.parent_id), c.idx)
+            fs.n_cold += len(refs)
+            for pk in parents:
+                kept = [r for r in fs.children.get(pk, ()) if r.session != key]
+                if kept:
+                    fs.children[pk] = kept
+                else:
+                    fs.children.pop(pk, None)
+
+    def _thaw(self, fs: FileState, key: str) -> None:
+        """A Cold session back into the index, as it was before it froze (its spans re-read)."""
+        c = fs.cold.pop(key, None)
+        if c is None:
+            return
+        fs.cold_keys[c.idx] = None
+        fs.n_cold -= len(c.offsets)
+        place = fs.sessions.setdefault(key, {})
+        with open(fs.path, "rb") as fh:
+            for offset, length, line in sorted(set(zip(c.offsets, c.lengths, c.lines, strict=True))):
+                fh.seek(offset)
+                raw = fh.read(length)
+                self.stats.bytes_read += len(raw)
+                self.stats.last_bytes_read += len(raw)
+                for sp in _spans_of_line(raw):
+                    ident = (sp.trace_id, sp.span_id)
+                    # An older spool's line holds other sessions' spans too.
+                    if ident in fs.refs or c.idx not in fs.cold_spans.values(digest(*ident)):
+                        continue
+                    self.stats.spans_read += 1
+                    self.stats.last_spans_read += 1
+                    ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
+                              offset, length, line, key)
+                    fs.refs[ident] = ref
+                    fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
+                    place[ident] = ref
+
+    def _thaw_children(self, fs: FileState, ident: tuple[str, str]) -> None:
+        for i in fs.cold_parents.values(digest(*ident)):
+            key = fs.cold_keys[i]
+            if key is not None:
+                self._thaw(fs, key)
+
+    def _keep_snapshots(self, fs: FileState, keys: list[str]) -> None:
+        """The latest written sessions keep their snapshot warm; the oldest beyond the bound
+        drop it (a continuation then loads it from the ledger: the same point)."""
+        for k in keys:
+            fs.warm[k] = None
+            fs.warm.move_to_end(k)
+        while len(fs.warm) > self.warm_snapshots:
+            k, _ = fs.warm.popitem(last=False)
+            if (kn := fs.known.get(k)) is not None:
+                kn.snap = None
 
     def _read(self, fs: FileState, refs: list[Ref]) -> list[otlp.Span]:
         """The spans of `refs` read back by their byte ranges, in `refs`' order."""
@@ -237,6 +357,7 @@ class Flusher:
     # ── compute (no writes) ─────────────────────────────────────────────────────────────────
 
     def _whole(self, fs: FileState, key: str, plan: Plan) -> None:
+        self._thaw(fs, key)
         refs = sorted(fs.sessions[key].values(), key=lambda r: r.order)
         spans = self._read(fs, refs)
         st = otlp.SessionRead()
@@ -318,7 +439,7 @@ class Flusher:
             sid = fs.source_id = row["id"]
             store.ensure_policies(conn, self.opts.specs, self.opts.default_ids)
             if fs.gone:
-                store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys())
+                store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys() | fs.cold.keys())
             file_ingest.write_sessions(conn, sid, plan.rows)
             file_ingest.apply_tails(conn, plan.tails)  # every continued session in one set of statements
             conn.execute(update(s.sources).where(s.sources.c.id == sid).values(
@@ -359,10 +480,12 @@ class Flusher:
                 continue
             fs.committed = upto
             fs.known.update(plan.known)
+            self._keep_snapshots(fs, list(plan.known))
             fs.rewrite -= plan.done
             for k in plan.done:
                 fs.new.pop(k, None)
             fs.gone = False
+            self._freeze(fs)
             assert plan.report is not None
             reports.append(plan.report)
         self._count()
@@ -378,7 +501,7 @@ class Flusher:
             waiting = sum(len(v) for v in fs.new.values()) + sum(len(fs.sessions.get(k, ())) for k in fs.rewrite
                                                                 if k not in fs.new)
             pending += waiting
-            ingested += len(fs.refs) - waiting
+            ingested += len(fs.refs) + fs.n_cold - waiting
         self.stats.pending, self.stats.ingested = pending, ingested
 
     def committed(self) -> dict[Path, int]:
@@ -386,6 +509,23 @@ class Flusher:
 
     def forget(self, path: Path) -> None:
         self.files.pop(path.absolute(), None)
+
+
+class _WithCold:
+    """fs.refs as session_of reads it, a frozen span standing in as its session."""
+
+    __slots__ = ("fs",)
+
+    def __init__(self, fs: FileState) -> None:
+        self.fs = fs
+
+    def get(self, ident: tuple[str, str]) -> Any:
+        got = self.fs.refs.get(ident)
+        if got is None:
+            for i in self.fs.cold_spans.values(digest(*ident)):
+                if (key := self.fs.cold_keys[i]) is not None:
+                    return _Owned(key)
+        return got
 
 
 def _spans_of_line(raw: bytes) -> Iterator[otlp.Span]:
