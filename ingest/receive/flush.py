@@ -5,6 +5,9 @@ Per spool file the flusher keeps, in memory, an index of its spans (ids, parent,
 a span carries, start/end order, byte range: no attributes), which session each span falls in
 (otlp.session_of: its own id, else its nearest ancestor's, else its trace), and for each session
 it wrote: where its reading stopped (otlp.SessionRead, the last span's order, the events stored).
+Spans in the ledger are frozen out of the index after each flush (Cold: byte ranges in arrays,
+digests for their sessions and parents) and thawed back only for a rewrite or a move; resume
+snapshots stay warm for the last WARM_SNAPSHOTS sessions written. Memory: tens of bytes a span.
 
 A flush:
 1. reads the bytes after the last indexed one (only whole lines) and indexes their spans;
@@ -14,7 +17,7 @@ A flush:
    changes its header (model, agent, title), the session is CONTINUED from its stored resume
    snapshot (file_ingest's append path: only the new events replayed, only rows from there on
    replaced; the snapshot and the session's ledger id are kept in memory from the flush that
-   committed them, so nothing is read back; all continued sessions are written together by
+   committed them, so nothing is read back (an evicted snapshot is loaded from the ledger); all continued sessions are written together by
    file_ingest.apply_tails, one executemany per statement); otherwise it is rewritten whole from
    its spans' byte ranges. Either way the rows
    equal `loopledger ingest` of the spool file (tested);
@@ -61,6 +64,10 @@ log = logging.getLogger("loopledger.receive")
 WARM_SNAPSHOTS = 256
 # While the index is rebuilt at start, what it holds is frozen every this many lines.
 FREEZE_EVERY = 4096
+# Spool bytes one write takes at most (whole lines; a longer line alone): a backlog — a stream
+# faster than the ledger, or a restart after one — is written in steps of this size, each its
+# own transaction, so what a flush parses and holds at once does not grow with the backlog.
+CHUNK_BYTES = 8 << 20
 
 
 @dataclass(slots=True)
@@ -191,7 +198,11 @@ class Flusher:
         size = path.stat().st_size
         if row is not None and row.status in (STATUS_OK, STATUS_QUARANTINED) and 0 < row.byte_offset <= size:
             fs.committed = row.byte_offset
-            self._index(fs, fs.committed, mark=False)
+            while fs.indexed < fs.committed:
+                was = fs.indexed
+                self._index(fs, min(fs.committed, fs.indexed + CHUNK_BYTES), mark=False)
+                if fs.indexed == was:
+                    break  # a torn line
             fs.committed = fs.indexed  # a torn line cut since: the ledger holds what was whole
             self._freeze(fs)
         self.files[path] = fs
@@ -200,8 +211,12 @@ class Flusher:
     def _index(self, fs: FileState, upto: int | None = None, mark: bool = True) -> None:
         with open(fs.path, "rb") as fh:
             fh.seek(fs.indexed)
-            data = fh.read() if upto is None else fh.read(max(0, upto - fs.indexed))
-        end = data.rfind(b"\n") + 1  # whole lines only: the writer may be mid-line
+            want = max(0, upto - fs.indexed) if upto is not None else -1
+            data = fh.read(want)
+            end = data.rfind(b"\n") + 1  # whole lines only: the writer may be mid-line
+            if end == 0 and 0 < want == len(data):
+                data += fh.readline()  # one line longer than the step: it alone
+                end = data.rfind(b"\n") + 1
         data = data[:end]
         self.stats.bytes_read += len(data)
         self.stats.last_bytes_read += len(data)
@@ -456,40 +471,51 @@ class Flusher:
             path = path.absolute()
             fs = self.files.get(path) or self._start(path)
             try:
-                if path.stat().st_size > fs.indexed:
-                    self._index(fs)
+                size = path.stat().st_size
             except FileNotFoundError:
                 continue
-            if not fs.pending:
-                continue
-            upto = fs.indexed
-            plan = self._plan(fs)
-            fs.fresh.clear()
-            try:
-                self._write(fs, plan, upto)
-            except Exception as exc:  # noqa: BLE001
-                # Nothing of it was written (one transaction): every span stays pending.
-                if file_ingest.is_busy(exc):
-                    self.stats.busy += 1
-                    self._error(f"{path}: the ledger is busy ({file_ingest.one_line(exc)}); "
-                                "its spans stay in the spool and are written at the next flush")
-                else:
-                    log.error("%s: write failed", path, exc_info=exc)
-                    self._error(f"{path}: could not be written ({file_ingest.one_line(exc)}); "
-                                "its spans stay in the spool and are written at the next flush")
-                continue
-            fs.committed = upto
-            fs.known.update(plan.known)
-            self._keep_snapshots(fs, list(plan.known))
-            fs.rewrite -= plan.done
-            for k in plan.done:
-                fs.new.pop(k, None)
-            fs.gone = False
-            self._freeze(fs)
-            assert plan.report is not None
-            reports.append(plan.report)
+            while (report := self._step(fs, size)) is not None:
+                reports.append(report)
         self._count()
         return reports
+
+    def _step(self, fs: FileState, size: int) -> file_ingest.FileReport | None:
+        """Index up to CHUNK_BYTES more of the file (not past `size`, its size when the flush
+        began) and write every pending session; None when nothing was written."""
+        path = fs.path
+        try:
+            if size > fs.indexed:
+                self._index(fs, min(size, fs.indexed + CHUNK_BYTES))
+        except FileNotFoundError:
+            return None
+        if not fs.pending:
+            return None
+        upto = fs.indexed
+        plan = self._plan(fs)
+        fs.fresh.clear()
+        try:
+            self._write(fs, plan, upto)
+        except Exception as exc:  # noqa: BLE001
+            # Nothing of it was written (one transaction): every span stays pending.
+            if file_ingest.is_busy(exc):
+                self.stats.busy += 1
+                self._error(f"{path}: the ledger is busy ({file_ingest.one_line(exc)}); "
+                            "its spans stay in the spool and are written at the next flush")
+            else:
+                log.error("%s: write failed", path, exc_info=exc)
+                self._error(f"{path}: could not be written ({file_ingest.one_line(exc)}); "
+                            "its spans stay in the spool and are written at the next flush")
+            return None
+        fs.committed = upto
+        fs.known.update(plan.known)
+        self._keep_snapshots(fs, list(plan.known))
+        fs.rewrite -= plan.done
+        for k in plan.done:
+            fs.new.pop(k, None)
+        fs.gone = False
+        self._freeze(fs)
+        assert plan.report is not None
+        return plan.report
 
     def _error(self, msg: str) -> None:
         self.stats.last_error = msg
