@@ -186,3 +186,46 @@ def test_conversations_continued_after_eviction_have_the_rows_of_file_ingest_of_
     for table in want:
         if table != "sources":  # the file's size and hash: its JSON spelled by another encoder
             assert got[table] == want[table], table
+
+
+def test_a_backlog_is_written_in_steps_with_the_rows_of_file_ingest_and_a_restart_rebuilds_in_steps(
+        ledger, tmp_path, monkeypatch):
+    """A flush with more spooled than one step (CHUNK_BYTES, made 4 KB here; a line longer than
+    that goes alone): several transactions, no span lost or doubled, the rows of one file ingest;
+    a restart rebuilds the index in steps too, and still drops a retry."""
+    from loopledger.receive import flush as flushing
+    from test_worker import dump
+
+    monkeypatch.setattr(flushing, "CHUNK_BYTES", 4096)
+    spans = [tool_span(f"b{c}", i, "read_file", json.dumps({"i": i}), "y" * (9000 if i == 3 else 200),
+                       trace=f"{c + 1:032x}", span_id=f"{c + 1:08x}{i + 1:08x}") for i in range(12) for c in range(3)]
+    rec = receiver(ledger, tmp_path)
+    try:
+        for lo in range(0, len(spans), 9):
+            assert send(rec, spans[lo:lo + 9]) == 9
+        reports = rec.flush()  # one flush of the whole backlog
+        assert len(reports) > 3 and rec.flusher.stats.pending == 0
+        name = the_file(rec).path.name
+    finally:
+        rec.close()
+    assert len(calls_of(ledger)) == 36 and len(set(calls_of(ledger))) == 36
+    again = receiver(ledger, tmp_path)
+    try:
+        assert the_file(again).n_cold == 36
+        assert send(again, [spans[0], tool_span("b0", 12, trace=f"{1:032x}", span_id=f"{1:08x}{13:08x}")]) == 1
+        again.flush()
+    finally:
+        again.close()
+    whole = tmp_path / "whole" / name
+    whole.parent.mkdir()
+    sent = spans + [tool_span("b0", 12, trace=f"{1:032x}", span_id=f"{1:08x}{13:08x}")]
+    whole.write_bytes(b"".join(request([sp]) + b"\n" for sp in sent))
+    other = make_engine(f"sqlite:///{tmp_path / 'whole.sqlite'}")
+    migrate.upgrade(other)
+    worker.ingest_file(other, whole, worker.Options())
+    got, want = dump(ledger), dump(other)
+    other.dispose()
+    assert len(want["calls"]) == 37
+    for table in want:
+        if table != "sources":
+            assert got[table] == want[table], table
