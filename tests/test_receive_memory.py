@@ -96,6 +96,10 @@ def test_digest_index_is_a_multimap_across_merges():
     assert idx.values(digest("t", "x")) == [] and digest("t", "x") not in idx
     assert all(digest("t", str(i)) in idx for i in range(0, 10_000, 97))
     assert len(idx) == 10_001 and idx.nbytes() <= 12 * 10_001
+    bare = DigestIndex()  # no values: the spool's set of spooled spans
+    bare.update(digest("s", str(i)) for i in range(10_000))
+    assert all(digest("s", str(i)) in bare for i in range(0, 10_000, 89)) and digest("s", "-1") not in bare
+    assert bare.values(digest("s", "7")) == [0] and len(bare) == 10_000
 
 
 def test_a_span_resent_after_its_session_froze_and_its_snapshot_was_evicted_is_stored_once(ledger, tmp_path):

@@ -32,12 +32,14 @@ class DigestIndex:
         self._vals = array("I")
         self._recent: dict[int, list[int]] = {}  # digest → values, not merged yet
         self._n_recent = 0
+        self._valued = False  # some value is not 0 (else a merge sorts bare ints: the spool's set)
 
     def __len__(self) -> int:
         return len(self._keys) + self._n_recent
 
     def add(self, d: int, value: int = 0) -> None:
         self._recent.setdefault(d & MASK64, []).append(value)
+        self._valued = self._valued or value != 0
         self._n_recent += 1
         if self._n_recent > max(MERGE_AT, len(self._keys) >> 3):
             self._merge()
@@ -47,6 +49,14 @@ class DigestIndex:
             self.add(d)
 
     def _merge(self) -> None:
+        if not self._valued:
+            keys = [k for k, vs in self._recent.items() for _ in vs]
+            keys.extend(self._keys)
+            keys.sort()
+            self._keys = array("Q", keys)
+            self._vals = array("I", bytes(4 * len(keys)))
+            self._recent, self._n_recent = {}, 0
+            return
         pairs = [(k, v) for k, vs in self._recent.items() for v in vs]
         pairs.extend(zip(self._keys, self._vals, strict=True))
         pairs.sort()
