@@ -5,6 +5,9 @@ Per spool file the flusher keeps, in memory, an index of its spans (ids, parent,
 a span carries, start/end order, byte range: no attributes), which session each span falls in
 (otlp.session_of: its own id, else its nearest ancestor's, else its trace), and for each session
 it wrote: where its reading stopped (otlp.SessionRead, the last span's order, the events stored).
+Spans in the ledger are frozen out of the index after each flush (Cold: byte ranges in arrays,
+digests for their sessions and parents) and thawed back only for a rewrite or a move; resume
+snapshots stay warm for the last WARM_SNAPSHOTS sessions written. Memory: tens of bytes a span.
 
 A flush:
 1. reads the bytes after the last indexed one (only whole lines) and indexes their spans;
@@ -14,7 +17,7 @@ A flush:
    changes its header (model, agent, title), the session is CONTINUED from its stored resume
    snapshot (file_ingest's append path: only the new events replayed, only rows from there on
    replaced; the snapshot and the session's ledger id are kept in memory from the flush that
-   committed them, so nothing is read back; all continued sessions are written together by
+   committed them, so nothing is read back (an evicted snapshot is loaded from the ledger); all continued sessions are written together by
    file_ingest.apply_tails, one executemany per statement); otherwise it is rewritten whole from
    its spans' byte ranges. Either way the rows
    equal `loopledger ingest` of the spool file (tested);
@@ -34,6 +37,8 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,11 +52,22 @@ from loopledger.events import SessionInfo
 from loopledger.formats import otlp
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
+from loopledger.receive.digests import DigestIndex, digest
 from loopledger.sessions import SessionGroup, SessionGrouper
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 log = logging.getLogger("loopledger.receive")
+
+# Sessions whose resume snapshot stays in memory between flushes (the most recently written);
+# an older one's continuation loads its snapshot from the ledger instead (resume.load).
+WARM_SNAPSHOTS = 256
+# While the index is rebuilt at start, what it holds is frozen every this many lines.
+FREEZE_EVERY = 4096
+# Spool bytes one write takes at most (whole lines; a longer line alone): a backlog — a stream
+# faster than the ledger, or a restart after one — is written in steps of this size, each its
+# own transaction, so what a flush parses and holds at once does not grow with the backlog.
+CHUNK_BYTES = 8 << 20
 
 
 @dataclass(slots=True)
@@ -82,6 +98,28 @@ class Known:
     snap: resume.Snapshot | None = None
 
 
+@dataclass(slots=True)
+class Cold:
+    """A session's spans that are in the ledger, frozen out of the index: only their byte
+    ranges and line numbers (a few bytes a span, no object per span). Thawed back into Refs —
+    by reading those lines again — only when the session must be rewritten whole or one of its
+    spans moves to another session; a continuation does not need them."""
+
+    idx: int  # its number in FileState.cold_keys (what cold_spans / cold_parents point to)
+    offsets: array = field(default_factory=lambda: array("Q"))
+    lengths: array = field(default_factory=lambda: array("I"))
+    lines: array = field(default_factory=lambda: array("I"))
+
+
+class _Owned:
+    """What session_of walks to for a frozen parent: its session is its Cold's key."""
+
+    __slots__ = ("own",)
+
+    def __init__(self, own: str) -> None:
+        self.own = own
+
+
 @dataclass
 class FileState:
     path: Path
@@ -97,6 +135,15 @@ class FileState:
     new: dict[str, list[Ref]] = field(default_factory=dict)  # sessions' spans not yet written
     gone: bool = False  # some session lost all its spans to another
     fresh: dict[tuple[str, str], otlp.Span] = field(default_factory=dict)  # parsed this flush: not read twice
+    # Spans already in the ledger live here, not in refs/sessions/children (see Cold): their
+    # session by digest(trace, span id), and the sessions holding children of a span by
+    # digest(trace, parent id). An entry of a Cold thawed since is stale (its key is None).
+    cold: dict[str, Cold] = field(default_factory=dict)
+    cold_keys: list[str | None] = field(default_factory=list)
+    cold_spans: DigestIndex = field(default_factory=DigestIndex)
+    cold_parents: DigestIndex = field(default_factory=DigestIndex)
+    n_cold: int = 0
+    warm: OrderedDict[str, None] = field(default_factory=OrderedDict)  # sessions whose snapshot is kept
 
     @property
     def pending(self) -> bool:
@@ -131,8 +178,9 @@ class Plan:
 class Flusher:
     """Owns the index of the spool's files; `flush()` is called by one thread at a time."""
 
-    def __init__(self, engine: Engine, folder: Path, opts: Options) -> None:
+    def __init__(self, engine: Engine, folder: Path, opts: Options, warm_snapshots: int = WARM_SNAPSHOTS) -> None:
         self.engine, self.folder, self.opts = engine, Path(folder), opts
+        self.warm_snapshots = warm_snapshots
         self.files: dict[Path, FileState] = {}
         self.stats = FlushStats()
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
@@ -150,16 +198,25 @@ class Flusher:
         size = path.stat().st_size
         if row is not None and row.status in (STATUS_OK, STATUS_QUARANTINED) and 0 < row.byte_offset <= size:
             fs.committed = row.byte_offset
-            self._index(fs, fs.committed, mark=False)
+            while fs.indexed < fs.committed:
+                was = fs.indexed
+                self._index(fs, min(fs.committed, fs.indexed + CHUNK_BYTES), mark=False)
+                if fs.indexed == was:
+                    break  # a torn line
             fs.committed = fs.indexed  # a torn line cut since: the ledger holds what was whole
+            self._freeze(fs)
         self.files[path] = fs
         return fs
 
     def _index(self, fs: FileState, upto: int | None = None, mark: bool = True) -> None:
         with open(fs.path, "rb") as fh:
             fh.seek(fs.indexed)
-            data = fh.read() if upto is None else fh.read(max(0, upto - fs.indexed))
-        end = data.rfind(b"\n") + 1  # whole lines only: the writer may be mid-line
+            want = max(0, upto - fs.indexed) if upto is not None else -1
+            data = fh.read(want)
+            end = data.rfind(b"\n") + 1  # whole lines only: the writer may be mid-line
+            if end == 0 and 0 < want == len(data):
+                data += fh.readline()  # one line longer than the step: it alone
+                end = data.rfind(b"\n") + 1
         data = data[:end]
         self.stats.bytes_read += len(data)
         self.stats.last_bytes_read += len(data)
@@ -177,19 +234,22 @@ class Flusher:
                     sp.line = ref.line
                     fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
             pos = nl + 1
+            if not mark and fs.lines % FREEZE_EVERY == 0:
+                self._freeze(fs)  # all of it is in the ledger: the rebuild stays as small as the running index
         fs.indexed += end
 
     def _add(self, fs: FileState, ref: Ref, mark: bool) -> bool:
         ident = (ref.trace_id, ref.span_id)
-        if ident in fs.refs:
+        if ident in fs.refs or digest(*ident) in fs.cold_spans:
             return False  # first seen wins, as a whole-file read has it
         fs.refs[ident] = ref
         fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
-        ref.session = otlp.session_of(ref, fs.refs)
+        ref.session = otlp.session_of(ref, _WithCold(fs))
         fs.sessions.setdefault(ref.session, {})[ident] = ref
         if mark:
             fs.new.setdefault(ref.session, []).append(ref)
         # Spans that arrived before this ancestor resolve through it now.
+        self._thaw_children(fs, ident)
         todo = list(fs.children.get(ident, ()))
         visited = {ident}  # a parent chain may loop (a span its own parent): each span once
         while todo:
@@ -197,10 +257,12 @@ class Flusher:
             if (d.trace_id, d.span_id) in visited:
                 continue
             visited.add((d.trace_id, d.span_id))
+            self._thaw_children(fs, (d.trace_id, d.span_id))
             todo.extend(fs.children.get((d.trace_id, d.span_id), ()))
-            moved = otlp.session_of(d, fs.refs)
+            moved = otlp.session_of(d, _WithCold(fs))
             if moved == d.session:
                 continue
+            self._thaw(fs, d.session)  # it loses a span: all of it is needed (rewritten, or gone)
             old = fs.sessions[d.session]
             del old[(d.trace_id, d.span_id)]
             if mark:
@@ -214,6 +276,79 @@ class Flusher:
             if mark:
                 fs.rewrite.add(moved)
         return True
+
+    # ── frozen spans (in the ledger) ────────────────────────────────────────────────────────
+
+    def _freeze(self, fs: FileState) -> None:
+        """Move every session's spans that are in the ledger (not waiting to be written) out of
+        the index into its Cold. Only between flushes, or while the start rebuilds the index."""
+        for key in [k for k in fs.sessions if k not in fs.new and k not in fs.rewrite]:
+            refs = fs.sessions.pop(key)
+            c = fs.cold.get(key)
+            if c is None:
+                c = fs.cold[key] = Cold(len(fs.cold_keys))
+                fs.cold_keys.append(key)
+            parents = set()
+            for ident, r in refs.items():
+                del fs.refs[ident]
+                parents.add((r.trace_id, r.parent_id))
+                c.offsets.append(r.offset)
+                c.lengths.append(r.length)
+                c.lines.append(r.line)
+                fs.cold_spans.add(digest(*ident), c.idx)
+                if r.parent_id:
+                    fs.cold_parents.add(digest(r.trace_id, r.parent_id), c.idx)
+            fs.n_cold += len(refs)
+            for pk in parents:
+                kept = [r for r in fs.children.get(pk, ()) if r.session != key]
+                if kept:
+                    fs.children[pk] = kept
+                else:
+                    fs.children.pop(pk, None)
+
+    def _thaw(self, fs: FileState, key: str) -> None:
+        """A Cold session back into the index, as it was before it froze (its spans re-read)."""
+        c = fs.cold.pop(key, None)
+        if c is None:
+            return
+        fs.cold_keys[c.idx] = None
+        fs.n_cold -= len(c.offsets)
+        place = fs.sessions.setdefault(key, {})
+        with open(fs.path, "rb") as fh:
+            for offset, length, line in sorted(set(zip(c.offsets, c.lengths, c.lines, strict=True))):
+                fh.seek(offset)
+                raw = fh.read(length)
+                self.stats.bytes_read += len(raw)
+                self.stats.last_bytes_read += len(raw)
+                for sp in _spans_of_line(raw):
+                    ident = (sp.trace_id, sp.span_id)
+                    # An older spool's line holds other sessions' spans too.
+                    if ident in fs.refs or c.idx not in fs.cold_spans.values(digest(*ident)):
+                        continue
+                    self.stats.spans_read += 1
+                    self.stats.last_spans_read += 1
+                    ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
+                              offset, length, line, key)
+                    fs.refs[ident] = ref
+                    fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
+                    place[ident] = ref
+
+    def _thaw_children(self, fs: FileState, ident: tuple[str, str]) -> None:
+        for i in fs.cold_parents.values(digest(*ident)):
+            key = fs.cold_keys[i]
+            if key is not None:
+                self._thaw(fs, key)
+
+    def _keep_snapshots(self, fs: FileState, keys: list[str]) -> None:
+        """The latest written sessions keep their snapshot warm; the oldest beyond the bound
+        drop it (a continuation then loads it from the ledger: the same point)."""
+        for k in keys:
+            fs.warm[k] = None
+            fs.warm.move_to_end(k)
+        while len(fs.warm) > self.warm_snapshots:
+            k, _ = fs.warm.popitem(last=False)
+            if (kn := fs.known.get(k)) is not None:
+                kn.snap = None
 
     def _read(self, fs: FileState, refs: list[Ref]) -> list[otlp.Span]:
         """The spans of `refs` read back by their byte ranges, in `refs`' order."""
@@ -237,6 +372,7 @@ class Flusher:
     # ── compute (no writes) ─────────────────────────────────────────────────────────────────
 
     def _whole(self, fs: FileState, key: str, plan: Plan) -> None:
+        self._thaw(fs, key)
         refs = sorted(fs.sessions[key].values(), key=lambda r: r.order)
         spans = self._read(fs, refs)
         st = otlp.SessionRead()
@@ -318,7 +454,7 @@ class Flusher:
             sid = fs.source_id = row["id"]
             store.ensure_policies(conn, self.opts.specs, self.opts.default_ids)
             if fs.gone:
-                store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys())
+                store.delete_sessions(conn, sid, keep_keys=fs.sessions.keys() | fs.cold.keys())
             file_ingest.write_sessions(conn, sid, plan.rows)
             file_ingest.apply_tails(conn, plan.tails)  # every continued session in one set of statements
             conn.execute(update(s.sources).where(s.sources.c.id == sid).values(
@@ -335,38 +471,51 @@ class Flusher:
             path = path.absolute()
             fs = self.files.get(path) or self._start(path)
             try:
-                if path.stat().st_size > fs.indexed:
-                    self._index(fs)
+                size = path.stat().st_size
             except FileNotFoundError:
                 continue
-            if not fs.pending:
-                continue
-            upto = fs.indexed
-            plan = self._plan(fs)
-            fs.fresh.clear()
-            try:
-                self._write(fs, plan, upto)
-            except Exception as exc:  # noqa: BLE001
-                # Nothing of it was written (one transaction): every span stays pending.
-                if file_ingest.is_busy(exc):
-                    self.stats.busy += 1
-                    self._error(f"{path}: the ledger is busy ({file_ingest.one_line(exc)}); "
-                                "its spans stay in the spool and are written at the next flush")
-                else:
-                    log.error("%s: write failed", path, exc_info=exc)
-                    self._error(f"{path}: could not be written ({file_ingest.one_line(exc)}); "
-                                "its spans stay in the spool and are written at the next flush")
-                continue
-            fs.committed = upto
-            fs.known.update(plan.known)
-            fs.rewrite -= plan.done
-            for k in plan.done:
-                fs.new.pop(k, None)
-            fs.gone = False
-            assert plan.report is not None
-            reports.append(plan.report)
+            while (report := self._step(fs, size)) is not None:
+                reports.append(report)
         self._count()
         return reports
+
+    def _step(self, fs: FileState, size: int) -> file_ingest.FileReport | None:
+        """Index up to CHUNK_BYTES more of the file (not past `size`, its size when the flush
+        began) and write every pending session; None when nothing was written."""
+        path = fs.path
+        try:
+            if size > fs.indexed:
+                self._index(fs, min(size, fs.indexed + CHUNK_BYTES))
+        except FileNotFoundError:
+            return None
+        if not fs.pending:
+            return None
+        upto = fs.indexed
+        plan = self._plan(fs)
+        fs.fresh.clear()
+        try:
+            self._write(fs, plan, upto)
+        except Exception as exc:  # noqa: BLE001
+            # Nothing of it was written (one transaction): every span stays pending.
+            if file_ingest.is_busy(exc):
+                self.stats.busy += 1
+                self._error(f"{path}: the ledger is busy ({file_ingest.one_line(exc)}); "
+                            "its spans stay in the spool and are written at the next flush")
+            else:
+                log.error("%s: write failed", path, exc_info=exc)
+                self._error(f"{path}: could not be written ({file_ingest.one_line(exc)}); "
+                            "its spans stay in the spool and are written at the next flush")
+            return None
+        fs.committed = upto
+        fs.known.update(plan.known)
+        self._keep_snapshots(fs, list(plan.known))
+        fs.rewrite -= plan.done
+        for k in plan.done:
+            fs.new.pop(k, None)
+        fs.gone = False
+        self._freeze(fs)
+        assert plan.report is not None
+        return plan.report
 
     def _error(self, msg: str) -> None:
         self.stats.last_error = msg
@@ -378,7 +527,7 @@ class Flusher:
             waiting = sum(len(v) for v in fs.new.values()) + sum(len(fs.sessions.get(k, ())) for k in fs.rewrite
                                                                 if k not in fs.new)
             pending += waiting
-            ingested += len(fs.refs) - waiting
+            ingested += len(fs.refs) + fs.n_cold - waiting
         self.stats.pending, self.stats.ingested = pending, ingested
 
     def committed(self) -> dict[Path, int]:
@@ -386,6 +535,23 @@ class Flusher:
 
     def forget(self, path: Path) -> None:
         self.files.pop(path.absolute(), None)
+
+
+class _WithCold:
+    """fs.refs as session_of reads it, a frozen span standing in as its session."""
+
+    __slots__ = ("fs",)
+
+    def __init__(self, fs: FileState) -> None:
+        self.fs = fs
+
+    def get(self, ident: tuple[str, str]) -> Any:
+        got = self.fs.refs.get(ident)
+        if got is None:
+            for i in self.fs.cold_spans.values(digest(*ident)):
+                if (key := self.fs.cold_keys[i]) is not None:
+                    return _Owned(key)
+        return got
 
 
 def _spans_of_line(raw: bytes) -> Iterator[otlp.Span]:

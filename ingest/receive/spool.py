@@ -12,14 +12,16 @@ is answered only after its lines are written, flushed and fsync'd (the folder to
 file was just created): an acknowledged span survives the receiver being killed.
 
 A span already spooled (same trace and span id) is not written again: an exporter's retry adds
-nothing. The ids of the spool's spans are read once at start for that.
+nothing, all day and across a restart. The ids of the spool's spans are read once at start for
+that and kept as 64-bit digests (digests.py: 12 bytes a span, no object per span; two different
+spans sharing a digest — odds about n²/2⁶⁵, 3·10⁻⁸ for a million spans — would drop the second).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 import orjson
 from loopledger import redact
 from loopledger.formats import otlp
+from loopledger.receive.digests import DigestIndex, digest
 
 PATTERN = "otlp-*.jsonl"
 
@@ -80,10 +83,10 @@ class Spool:
         self.folder, self.clock = Path(folder), clock
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.folder, 0o700)  # an older receiver made it 0755: spans hold prompts and output
-        self.seen: set[tuple[str, str]] = set()
+        self.seen = DigestIndex()  # digest(trace id, span id) of every spooled span
         for f in sorted(self.folder.glob(PATTERN)):
             os.chmod(f, 0o600)
-            self.seen.update(ids_in(f))
+            self.seen.update(digest(t, s) for t, s in each_id(f))
         self._fd: int | None = None
         self._path: Path | None = None
 
@@ -113,11 +116,11 @@ class Spool:
         Returns only once they are on disk (fsync)."""
         kept: list[int] = []
         lines: list[bytes] = []
-        new: set[tuple[str, str]] = set()
+        new: set[int] = set()  # digests, as `seen`
         for batch in batches:
             n = 0
             for p in batch:
-                key = (p.trace_id, p.span_id)
+                key = digest(p.trace_id, p.span_id)
                 if key in self.seen or key in new:
                     continue  # a retry, or the same span twice in one request
                 new.add(key)
@@ -142,7 +145,7 @@ class Spool:
             # `seen` (the exporter's retry must be written, not taken for a duplicate).
             self._undo(fd, start)
             raise
-        self.seen |= new
+        self.seen.update(new)
         return kept, path
 
     def _undo(self, fd: int, start: int) -> None:
@@ -170,15 +173,19 @@ def _room_for(fd: int, size: int) -> None:
 
 def ids_in(path: Path) -> set[tuple[str, str]]:
     """The (trace, span) ids of a spool file's spans (a line of an older spool holds many)."""
-    out: set[tuple[str, str]] = set()
+    return set(each_id(path))
+
+
+def each_id(path: Path) -> Iterator[tuple[str, str]]:
+    """ids_in one line at a time (the file's ids are never all in memory at once)."""
     with open(path, "rb") as fh:
         for raw in fh:
             try:
                 req = orjson.loads(raw)
-                out.update((s.trace_id, s.span_id) for s in otlp.spans_of_request(req))
+                ids = [(s.trace_id, s.span_id) for s in otlp.spans_of_request(req)]
             except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError):
                 continue  # a torn last line (a crash mid-write): never acknowledged
-    return out
+            yield from ids
 
 
 def drop_torn_tail(path: Path) -> None:
