@@ -33,6 +33,7 @@ rebuilt by one read of the day's files (the price of a restart).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -110,6 +111,12 @@ class FlushStats:
     spans_read: int = 0  # spans parsed from the spool (index + rewrites)
     last_bytes_read: int = 0
     last_spans_read: int = 0
+    # Spans (and their line bytes) the writer handed over in memory (Flusher.hand): indexed
+    # without reading or decoding the spool.
+    spans_handed: int = 0
+    bytes_handed: int = 0
+    last_spans_handed: int = 0
+    last_bytes_handed: int = 0
     sessions_rewritten: int = 0
     sessions_continued: int = 0
     busy: int = 0  # flushes the ledger refused (locked): retried
@@ -135,6 +142,9 @@ class Flusher:
         self.engine, self.folder, self.opts = engine, Path(folder), opts
         self.files: dict[Path, FileState] = {}
         self.stats = FlushStats()
+        # (file, offset, pieces) the writer appended and fsync'd, waiting for the next flush.
+        self._handed: list[tuple[Path, int, list[Any]]] = []
+        self._handed_lock = threading.Lock()
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             self._start(path.absolute())
 
@@ -155,6 +165,35 @@ class Flusher:
         self.files[path] = fs
         return fs
 
+    def hand(self, path: Path, start: int, pieces: list[Any]) -> None:
+        """The writer's lines just appended (and fsync'd) to `path` at `start`, with their spans
+        already decoded and redacted (spool.Piece): the next flush indexes them from memory
+        instead of reading the spool back. Only what is on disk is handed, so this changes what
+        a flush costs, never what it may write: what is not handed (a restart, a gap) is read
+        from the file as before."""
+        with self._handed_lock:
+            self._handed.append((path.absolute(), start, pieces))
+
+    def _take(self, fs: FileState) -> None:
+        """Index the handed lines of `fs` that continue exactly where its index stops; the
+        rest of the file (if any) is then read by _index. Lines already indexed (the file
+        was read meanwhile) are skipped; after a gap nothing more is taken from memory."""
+        with self._handed_lock:
+            mine = [h for h in self._handed if h[0] == fs.path]
+            self._handed = [h for h in self._handed if h[0] != fs.path]
+        for _, offset, pieces in sorted(mine, key=lambda h: h[1]):
+            for p in pieces:
+                if offset > fs.indexed:
+                    return  # a gap (a failed write's bytes): the file is read from here
+                if offset == fs.indexed:
+                    self.stats.spans_handed += len(p.spans)
+                    self.stats.last_spans_handed += len(p.spans)
+                    self.stats.bytes_handed += len(p.line)
+                    self.stats.last_bytes_handed += len(p.line)
+                    self._index_line(fs, offset, len(p.line), p.spans, True)
+                    fs.indexed += len(p.line)
+                offset += len(p.line)
+
     def _index(self, fs: FileState, upto: int | None = None, mark: bool = True) -> None:
         with open(fs.path, "rb") as fh:
             fh.seek(fs.indexed)
@@ -166,18 +205,22 @@ class Flusher:
         pos = 0
         while pos < end:
             nl = data.index(b"\n", pos)
-            fs.lines += 1
-            offset = fs.indexed + pos
-            for sp in _spans_of_line(data[pos:nl]):
-                self.stats.spans_read += 1
-                self.stats.last_spans_read += 1
-                ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
-                          offset, nl + 1 - pos, fs.lines)
-                if self._add(fs, ref, mark) and mark:
-                    sp.line = ref.line
-                    fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
+            spans = list(_spans_of_line(data[pos:nl]))
+            self.stats.spans_read += len(spans)
+            self.stats.last_spans_read += len(spans)
+            self._index_line(fs, fs.indexed + pos, nl + 1 - pos, spans, mark)
             pos = nl + 1
         fs.indexed += end
+
+    def _index_line(self, fs: FileState, offset: int, length: int, spans: Any, mark: bool) -> None:
+        """One spool line's spans into the index (read from the file or handed in memory)."""
+        fs.lines += 1
+        for sp in spans:
+            ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
+                      offset, length, fs.lines)
+            if self._add(fs, ref, mark) and mark:
+                sp.line = ref.line
+                fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
 
     def _add(self, fs: FileState, ref: Ref, mark: bool) -> bool:
         ident = (ref.trace_id, ref.span_id)
@@ -330,10 +373,12 @@ class Flusher:
         """Index what was appended, then write every pending session, file by file."""
         self.stats.flushes += 1
         self.stats.last_bytes_read = self.stats.last_spans_read = 0
+        self.stats.last_bytes_handed = self.stats.last_spans_handed = 0
         reports = []
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             path = path.absolute()
             fs = self.files.get(path) or self._start(path)
+            self._take(fs)
             try:
                 if path.stat().st_size > fs.indexed:
                     self._index(fs)
@@ -386,6 +431,8 @@ class Flusher:
 
     def forget(self, path: Path) -> None:
         self.files.pop(path.absolute(), None)
+        with self._handed_lock:
+            self._handed = [h for h in self._handed if h[0] != path.absolute()]
 
 
 def _spans_of_line(raw: bytes) -> Iterator[otlp.Span]:

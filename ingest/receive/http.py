@@ -184,12 +184,16 @@ class Receiver:
             work = [b for b in batch if b is not None]
             if work:
                 try:
-                    kept, _ = self.spooler.write([pieces for pieces, _ in work])
+                    kept, path, start, written = self.spooler.write([pieces for pieces, _ in work])
                 except Exception as e:  # noqa: BLE001 — one bad write must not stop the receiver
                     log.exception("spool write failed")
                     for _, fut in work:
                         fut.set_exception(e)
                 else:
+                    if path is not None:
+                        # On disk (fsync'd) before the flusher may take them: the spool stays
+                        # the durable record, the handoff only spares re-reading it.
+                        self.flusher.hand(path, start, written)
                     for (pieces, fut), n in zip(work, kept, strict=True):
                         self.stats.spans += n
                         self.stats.duplicates += len(pieces) - n

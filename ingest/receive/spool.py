@@ -38,6 +38,10 @@ class Piece:
     trace_id: str
     span_id: str
     line: bytes  # the OTLP JSON line, newline included
+    # The line's spans as the reader makes them from it (otlp.spans_of_request of the redacted
+    # request the line is the JSON of): handed to the flusher in memory once the line is on disk,
+    # so the spool is not read back and decoded a second time (flush.py, Flusher.hand).
+    spans: tuple[otlp.Span, ...] = ()
 
 
 def redacted(value: Any, secrets: bool = True) -> Any:
@@ -64,7 +68,7 @@ def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
                 one = {"resourceSpans": [{"resource": resource, "scopeSpans": [{**scope, "spans": [sp]}]}]}
                 one = redacted(one, redact_secrets)
                 out.append(Piece(otlp._hex_id(sp.get("traceId")), otlp._hex_id(sp.get("spanId")),
-                                 orjson.dumps(one) + b"\n"))
+                                 orjson.dumps(one) + b"\n", tuple(otlp.spans_of_request(one))))
     return out
 
 
@@ -107,11 +111,12 @@ class Spool:
         assert self._fd is not None
         return self._fd
 
-    def write(self, batches: list[list[Piece]]) -> tuple[list[int], Path | None]:
-        """Append each batch's new spans; returns how many of each were new, and the file.
-        Returns only once they are on disk (fsync)."""
+    def write(self, batches: list[list[Piece]]) -> tuple[list[int], Path | None, int, list[Piece]]:
+        """Append each batch's new spans; returns how many of each were new, the file, the
+        offset the appended lines start at and those pieces, in file order. Returns only once
+        they are on disk (fsync)."""
         kept: list[int] = []
-        lines: list[bytes] = []
+        written: list[Piece] = []
         for batch in batches:
             n = 0
             for p in batch:
@@ -119,19 +124,20 @@ class Spool:
                 if key in self.seen:
                     continue  # a retry, or the same span twice in one request
                 self.seen.add(key)
-                lines.append(p.line)
+                written.append(p)
                 n += 1
             kept.append(n)
-        if not lines:
-            return kept, None
+        if not written:
+            return kept, None, 0, written
         path = self.path_for(self.clock())
         fd = self._open(path)
-        data = b"".join(lines)
+        start = os.lseek(fd, 0, os.SEEK_END)  # this thread is the file's only writer
+        data = b"".join(p.line for p in written)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-        return kept, path
+        return kept, path, start, written
 
     def close(self) -> None:
         if self._fd is not None:
