@@ -81,6 +81,10 @@ class Known:
     # ledger id and its resume snapshot, so a continuation reads neither back from the ledger.
     sid: int | None = None
     snap: resume.Snapshot | None = None
+    # `snap` as live objects (file_ingest.Judged.live), when there is such: the next
+    # continuation feeds it instead of unsealing `snap`. Taken (set None) by the one flush that
+    # feeds it, so a flush whose write fails leaves the next one `snap` to unseal.
+    live: resume.ResumePoint | None = None
 
 
 @dataclass
@@ -289,7 +293,7 @@ class Flusher:
             rows, j = file_ingest.session_rows(g, self.opts)
             file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
             plan.rows.append(rows)
-            plan.known[key] = Known(st, refs[-1].order, len(g.events), None, rows.resume)
+            plan.known[key] = Known(st, refs[-1].order, len(g.events), None, rows.resume, j.live)
         self.stats.sessions_rewritten += 1
 
     def _continue(self, fs: FileState, key: str, refs: list[Ref], conn: Any, plan: Plan) -> bool:
@@ -310,7 +314,10 @@ class Flusher:
         sid = known.sid or store.session_id_of(conn, self._source_id(conn, fs), key)
         if sid is None:
             return False
-        if known.snap is not None and known.snap.seq == known.seq:
+        live, known.live = known.live, None
+        if live is not None and live.seq == known.seq:
+            point = live  # warm and live: what the last flush saved, not even unpickled
+        elif known.snap is not None and known.snap.seq == known.seq:
             point = resume.point_of(known.snap, self.opts.specs)  # warm: what the last flush saved
         else:
             point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
@@ -322,7 +329,7 @@ class Flusher:
         tail, j = file_ingest.resumed_tail(prior, g, self.opts)
         file_ingest.count_verdicts(plan.report, events, j.verdicts)
         plan.tails.append(tail)
-        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume)
+        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume, j.live)
         self.stats.sessions_continued += 1
         return True
 
