@@ -45,6 +45,11 @@ DEFAULT_PORT = 4318  # OTLP/HTTP's registered port
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_KEEP_DAYS = 1
 SMALL_FLUSH = 64  # spans waiting that the flusher writes at once, without waiting for its interval
+# In a stream, a flush starts at least this many times the last flush's duration after it started
+# (and at least `flush_interval`): every flush pays a fixed price per session it touches (its
+# resume snapshot sealed, its statements), so under a heavy stream the batches grow instead of
+# the flushes following each other, and the flusher leaves the HTTP side most of the GIL.
+STREAM_BACKOFF = 2
 TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 # JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
 # Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
@@ -228,11 +233,12 @@ class Receiver:
                 return
             # A few spans (under SMALL_FLUSH: one agent's request into a quiet receiver) are
             # written at once, so time-to-ledger is the flush's own time. More than that is a
-            # stream: at most one flush per interval (or per the last flush's own duration, if
-            # longer); what arrives during the wait joins it, so the per-session work of a
-            # flush (its resume snapshot, its statements) is paid once per batch, not per request.
+            # stream: at most one flush per interval (or per STREAM_BACKOFF times the last
+            # flush's own duration, if longer); what arrives during the wait joins it, so the
+            # per-session work of a flush (its resume snapshot, its statements) is paid once per
+            # batch, not per request.
             if self._unflushed >= SMALL_FLUSH:
-                self._stop.wait(max(0.0, last + max(self.flush_interval, took) - time.monotonic()))
+                self._stop.wait(max(0.0, last + max(self.flush_interval, STREAM_BACKOFF * took) - time.monotonic()))
             self._wake.clear()
             self._unflushed = 0
             last = time.monotonic()
