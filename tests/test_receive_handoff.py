@@ -29,7 +29,7 @@ def rounds() -> list[list[dict]]:
                            json.dumps({"path": f"src/m{(r + i) % 3}.py"}), "1 failed" if c % 2 else "ok")
                  for c in range(3) for i in range(3)]
         out.append(spans)
-    out.append([tool_span("conv-0", 20, "cat", '{"token": "%s"}' % ESCAPED, f"key {SECRET}"),
+    out.append([tool_span("conv-0", 20, "cat", '{"token": "' + ESCAPED + '"}', f"key {SECRET}"),
                 tool_span("conv-1", 4.5, "cat", '{"f": "b.py"}', "B")])  # conv-1: sorts before its last
     out.append([tool_span("conv-2", 30 + i, "run_tests", '{"path": "tests"}', "1 failed") for i in range(4)])
     return out

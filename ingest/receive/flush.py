@@ -7,7 +7,9 @@ a span carries, start/end order, byte range: no attributes), which session each 
 it wrote: where its reading stopped (otlp.SessionRead, the last span's order, the events stored).
 
 A flush:
-1. reads the bytes after the last indexed one (only whole lines) and indexes their spans;
+1. indexes the spans the writer handed over in memory (`hand`: the lines it just fsync'd, their
+   spans already decoded and redacted), then reads whatever follows on disk that was not handed
+   (after a restart: everything after the ledger's offset; only whole lines) and indexes it too;
    a span whose descendants arrived before it (an agent span ends after its tool spans) moves
    them to its session: both sessions are rewritten;
 2. for each session that got spans: when they all sort after its last span and say nothing that

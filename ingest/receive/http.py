@@ -6,9 +6,10 @@ what is pending. With a token, both need `Authorization: Bearer <token>` (else 4
 
 A request is decoded and validated, its spans cut into spool lines (redacted, depth-capped:
 spool.py) off the event loop, then handed to the WRITER thread, which appends every queued
-request's lines, fsyncs once and only then lets each request be answered. The FLUSHER thread
-(flush.py) reads what the writer appended and writes it into the ledger: at once when fewer than
-SMALL_FLUSH spans wait, else at most every `flush_interval` seconds (a stream shares a flush);
+request's lines, fsyncs once, hands their decoded spans to the flusher and only then lets each
+request be answered. The FLUSHER thread (flush.py) writes what the writer appended into the
+ledger: at once when fewer than SMALL_FLUSH spans wait, else at most every `flush_interval`
+seconds or STREAM_BACKOFF times the last flush's duration (a stream shares a flush);
 nothing the HTTP side waits for ever waits on the ledger.
 
 Malformed bodies get HTTP 400 with the reason and never stop the receiver; bodies over
