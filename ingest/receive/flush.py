@@ -148,8 +148,9 @@ class Flusher:
         self.engine, self.folder, self.opts = engine, Path(folder), opts
         self.files: dict[Path, FileState] = {}
         self.stats = FlushStats()
-        # (file, offset, pieces) the writer appended and fsync'd, waiting for the next flush.
-        self._handed: list[tuple[Path, int, list[Any]]] = []
+        # (file, offset, [(line length, its spans)]) the writer appended and fsync'd, waiting for
+        # the next flush (the lines' bytes are not kept: they are on disk).
+        self._handed: list[tuple[Path, int, list[tuple[int, Any]]]] = []
         self._handed_lock = threading.Lock()
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             self._start(path.absolute())
@@ -177,8 +178,9 @@ class Flusher:
         instead of reading the spool back. Only what is on disk is handed, so this changes what
         a flush costs, never what it may write: what is not handed (a restart, a gap) is read
         from the file as before."""
+        lines = [(len(p.line), p.spans) for p in pieces]
         with self._handed_lock:
-            self._handed.append((path.absolute(), start, pieces))
+            self._handed.append((path.absolute(), start, lines))
 
     def _take(self, fs: FileState) -> None:
         """Index the handed lines of `fs` that continue exactly where its index stops; the
@@ -187,18 +189,18 @@ class Flusher:
         with self._handed_lock:
             mine = [h for h in self._handed if h[0] == fs.path]
             self._handed = [h for h in self._handed if h[0] != fs.path]
-        for _, offset, pieces in sorted(mine, key=lambda h: h[1]):
-            for p in pieces:
+        for _, offset, lines in sorted(mine, key=lambda h: h[1]):
+            for length, spans in lines:
                 if offset > fs.indexed:
                     return  # a gap (a failed write's bytes): the file is read from here
                 if offset == fs.indexed:
-                    self.stats.spans_handed += len(p.spans)
-                    self.stats.last_spans_handed += len(p.spans)
-                    self.stats.bytes_handed += len(p.line)
-                    self.stats.last_bytes_handed += len(p.line)
-                    self._index_line(fs, offset, len(p.line), p.spans, True)
-                    fs.indexed += len(p.line)
-                offset += len(p.line)
+                    self.stats.spans_handed += len(spans)
+                    self.stats.last_spans_handed += len(spans)
+                    self.stats.bytes_handed += length
+                    self.stats.last_bytes_handed += length
+                    self._index_line(fs, offset, length, spans, True)
+                    fs.indexed += length
+                offset += length
 
     def _index(self, fs: FileState, upto: int | None = None, mark: bool = True) -> None:
         with open(fs.path, "rb") as fh:
@@ -413,6 +415,12 @@ class Flusher:
                 continue
             fs.committed = upto
             fs.known.update(plan.known)
+            # Live points cost memory (~50 KB a session with the default policies): kept only for
+            # the sessions this flush wrote, the ones a stream is adding to; the others continue
+            # from their sealed snapshot when they get spans again.
+            for k, known in fs.known.items():
+                if known.live is not None and k not in plan.known:
+                    known.live = None
             fs.rewrite -= plan.done
             for k in plan.done:
                 fs.new.pop(k, None)
