@@ -138,7 +138,7 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
         take(events)
     else:
         take(events[:cut])
-        snap = resume.snapshot(point)
+        snap = resume.snapshot(point, context=False)  # the builder's context replaces it below
         ctx = builder.context(point.seq)
         take(events[cut:])
     untouched = cut is not None and cut == len(events) and all(
