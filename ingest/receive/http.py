@@ -51,6 +51,9 @@ SMALL_FLUSH = 64  # spans waiting that the flusher writes at once, without waiti
 # resume snapshot sealed, its statements), so under a heavy stream the batches grow instead of
 # the flushes following each other, and the flusher leaves the HTTP side most of the GIL.
 STREAM_BACKOFF = 2
+# ...unless the stream pauses: no span spooled for this long, and what waits is flushed at once
+# (the batch is complete; waiting on would only leave the flusher idle).
+STREAM_QUIET = 0.1
 TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 # JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
 # Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
@@ -164,6 +167,7 @@ class Receiver:
         # Spans spooled since the flusher last started a flush (the writer adds, the flusher
         # zeroes): it only chooses when to flush, so a lost update between the two threads is harmless.
         self._unflushed = 0
+        self._spooled_at = 0.0  # monotonic time of the writer's last append (the flusher reads it)
         self._writer = threading.Thread(target=self._write_loop, name="loopledger-receive-writer", daemon=True)
         self._flusher = threading.Thread(target=self._flush_loop, name="loopledger-receive-flusher", daemon=True)
         self._writer.start()
@@ -206,6 +210,7 @@ class Receiver:
                         fut.set_result(n)
                     if any(kept):
                         self._unflushed += sum(kept)
+                        self._spooled_at = time.monotonic()
                         self._wake.set()
             if len(work) < len(batch):
                 self.spooler.close()
@@ -234,12 +239,20 @@ class Receiver:
                 return
             # A few spans (under SMALL_FLUSH: one agent's request into a quiet receiver) are
             # written at once, so time-to-ledger is the flush's own time. More than that is a
-            # stream: at most one flush per interval (or per STREAM_BACKOFF times the last
-            # flush's own duration, if longer); what arrives during the wait joins it, so the
-            # per-session work of a flush (its resume snapshot, its statements) is paid once per
-            # batch, not per request.
+            # stream: its flush waits the interval after the spans came (the first batch too, so
+            # the batches right behind it share its flush), and no sooner than STREAM_BACKOFF
+            # times the last flush's own duration after that one started — but once nothing was
+            # spooled for STREAM_QUIET, the stream paused and it starts at once. What arrives
+            # during the wait joins it, so the per-session work of a flush (its resume snapshot,
+            # its statements) is paid once per batch, not per request.
             if self._unflushed >= SMALL_FLUSH:
-                self._stop.wait(max(0.0, last + max(self.flush_interval, STREAM_BACKOFF * took) - time.monotonic()))
+                due = max(time.monotonic() + self.flush_interval, last + STREAM_BACKOFF * took)
+                while not self._stop.is_set():
+                    now = time.monotonic()
+                    quiet_at = self._spooled_at + STREAM_QUIET
+                    if now >= due or now >= quiet_at:
+                        break
+                    self._stop.wait(min(due, quiet_at) - now)
             self._wake.clear()
             self._unflushed = 0
             last = time.monotonic()
