@@ -51,8 +51,8 @@ SMALL_FLUSH = 64  # spans waiting that the flusher writes at once, without waiti
 # resume snapshot sealed, its statements), so under a heavy stream the batches grow instead of
 # the flushes following each other, and the flusher leaves the HTTP side most of the GIL.
 STREAM_BACKOFF = 2
-# ...unless the stream pauses: no span spooled for this long, and what waits is flushed at once
-# (the batch is complete; waiting on would only leave the flusher idle).
+# ...unless the stream pauses: once the interval is up, no span spooled for this long ends that
+# wait (the batch is complete; waiting on would only leave the flusher idle).
 STREAM_QUIET = 0.1
 TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 # JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
@@ -240,19 +240,20 @@ class Receiver:
             # A few spans (under SMALL_FLUSH: one agent's request into a quiet receiver) are
             # written at once, so time-to-ledger is the flush's own time. More than that is a
             # stream: its flush waits the interval after the spans came (the first batch too, so
-            # the batches right behind it share its flush), and no sooner than STREAM_BACKOFF
-            # times the last flush's own duration after that one started — but once nothing was
-            # spooled for STREAM_QUIET, the stream paused and it starts at once. What arrives
-            # during the wait joins it, so the per-session work of a flush (its resume snapshot,
-            # its statements) is paid once per batch, not per request.
+            # the batches right behind it share its flush), then up to STREAM_BACKOFF times the
+            # last flush's own duration after that one started — that part only while spans keep
+            # coming (nothing spooled for STREAM_QUIET: the stream paused, it starts at once).
+            # What arrives during the wait joins it, so the per-session work of a flush (its
+            # resume snapshot, its statements) is paid once per batch, not per request.
             if self._unflushed >= SMALL_FLUSH:
-                due = max(time.monotonic() + self.flush_interval, last + STREAM_BACKOFF * took)
+                soonest = time.monotonic() + self.flush_interval
+                due = max(soonest, last + STREAM_BACKOFF * took)
                 while not self._stop.is_set():
                     now = time.monotonic()
                     quiet_at = self._spooled_at + STREAM_QUIET
-                    if now >= due or now >= quiet_at:
+                    if now >= due or (now >= soonest and now >= quiet_at):
                         break
-                    self._stop.wait(min(due, quiet_at) - now)
+                    self._stop.wait((soonest if now < soonest else min(due, quiet_at)) - now)
             self._wake.clear()
             self._unflushed = 0
             last = time.monotonic()
