@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from loopledger import receive, worker
 from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
@@ -51,7 +52,12 @@ def export_file(path, requests: list[list[dict]]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_same_spans(tmp_path):
+@pytest.mark.parametrize("max_live", [256, 1])  # 1: most sessions continue from sealed snapshots
+def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_same_spans(tmp_path, monkeypatch,
+                                                                                          max_live):
+    from loopledger.receive import flush as flushing
+
+    monkeypatch.setattr(flushing, "MAX_LIVE", max_live)
     requests = rounds()
     spool_day = None
 
@@ -62,6 +68,8 @@ def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_s
         for spans in requests:
             assert post(url, request(spans), "application/json")[0] == 200
             rec.flush()
+            fs = next(iter(rec.flusher.files.values()))
+            assert sum(k.live is not None for k in fs.known.values()) <= max_live
         st = rec.flusher.stats
         total = sum(len(r) for r in requests)
         # Every span taken from memory; read back from the spool only the 12 earlier spans of

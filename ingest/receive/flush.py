@@ -55,6 +55,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 log = logging.getLogger("loopledger.receive")
+# Live resume points kept between flushes (Known.live), at most: each costs ~50 KB with the
+# default policies, so this bounds that memory (~13 MB); sessions beyond it continue from their
+# sealed snapshot, as without live points.
+MAX_LIVE = 256
 
 
 @dataclass(slots=True)
@@ -415,12 +419,16 @@ class Flusher:
                 continue
             fs.committed = upto
             fs.known.update(plan.known)
-            # Live points cost memory (~50 KB a session with the default policies): kept only for
-            # the sessions this flush wrote, the ones a stream is adding to; the others continue
-            # from their sealed snapshot when they get spans again.
+            # Live points cost memory: kept only for the sessions this flush wrote (the ones a
+            # stream is adding to), MAX_LIVE of them; the others continue from their sealed
+            # snapshot when they get spans again.
+            kept = 0
             for k, known in fs.known.items():
-                if known.live is not None and k not in plan.known:
-                    known.live = None
+                if known.live is not None:
+                    if k in plan.known and kept < MAX_LIVE:
+                        kept += 1
+                    else:
+                        known.live = None
             fs.rewrite -= plan.done
             for k in plan.done:
                 fs.new.pop(k, None)
