@@ -102,6 +102,12 @@ class Judged:
     snapshot: resume.Snapshot | None
     start: int  # seq of the first event judged here
     pending: dict[str, int | None]  # per policy: the batch still waiting at `start`
+    # The point the snapshot was taken of, as live objects, when the snapshot is at the end
+    # (cut == every event) and no policy had a batch pending there: the final judging then
+    # changed nothing in it, so it equals what unsealing the snapshot would give (with the
+    # snapshot's context), without the unpickling. A caller that keeps it warm (the receiver's
+    # flusher) must feed it once only: feeding advances it.
+    live: resume.ResumePoint | None = None
 
 
 def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.RowBuilder,
@@ -132,9 +138,11 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
         take(events)
     else:
         take(events[:cut])
-        snap = resume.snapshot(point)
+        snap = resume.snapshot(point, context=False)  # the builder's context replaces it below
         ctx = builder.context(point.seq)
         take(events[cut:])
+    untouched = cut is not None and cut == len(events) and all(
+        st is not None and st.driver.pending is None for st in point.states.values())
     extra = resume.finish(point)
     for col, more in zip(cols, extra, strict=True):
         if col and more:
@@ -144,7 +152,12 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
         snap = resume.with_context(snap, ctx)
     verdicts = [store.PolicyVerdicts(sp.id, col, point.tally(sp))
                 for sp, col in zip(point.specs, cols, strict=True)]
-    return Judged(run_of, verdicts, builder, snap, start, pending)
+    live = None
+    # Only when every state was sealed: else unsealing would give an incomplete point (rebuilt).
+    if untouched and snap is not None and all(sp.id in snap.blobs for sp in point.specs) \
+            and resume.CONTEXT_ID in snap.blobs:
+        live = resume.ResumePoint(point.specs, point.seq, dict(point.states), ctx)
+    return Judged(run_of, verdicts, builder, snap, start, pending, live)
 
 
 def replay_session(events: Sequence[Any], specs: Sequence[PolicySpec]) -> tuple[list[int], list[store.PolicyVerdicts]]:

@@ -189,7 +189,9 @@ class Snapshot:
     blobs: Mapping[str, tuple[str, bytes]]
 
 
-def snapshot(point: ResumePoint) -> Snapshot:
+def snapshot(point: ResumePoint, context: bool = True) -> Snapshot:
+    """`context=False`: without the point's context (a caller about to add its own with
+    `with_context` need not seal the old one first)."""
     if point.finished:
         raise ValueError("resume.snapshot: take it before finish()")
     blobs: dict[str, tuple[str, bytes]] = {}
@@ -201,7 +203,7 @@ def snapshot(point: ResumePoint) -> Snapshot:
         blob = seal((st.driver, st.tallier), v)
         if blob is not None:
             blobs[sp.id] = (v, blob)
-    if point.context is not None:
+    if context and point.context is not None:
         v = context_version()
         blob = seal(point.context, v)
         if blob is not None:

@@ -76,7 +76,7 @@ def test_the_receivers_per_span_state_stays_small_as_the_day_grows(ledger, tmp_p
         assert (len(fs.refs), len(fs.children), len(fs.sessions), len(fs.fresh)) == (0, 0, 0, 0)
         assert fs.n_cold == 5000 and len(fs.cold) == 100
         # Snapshots kept: at most the bound, however many conversations the day has.
-        assert sum(k.snap is not None for k in fs.known.values()) <= 16
+        assert sum(k.warm for k in fs.known.values()) <= 16  # live or sealed
         # Digests: one entry a span in the spool's and the index's; 12 bytes each once merged.
         assert len(rec.spooler.seen) == 5000 and len(fs.cold_spans) == 5000
         # Bytes per span kept: generous (the old index alone was ~1,100); measured: about 0.
@@ -114,7 +114,7 @@ def test_a_span_resent_after_its_session_froze_and_its_snapshot_was_evicted_is_s
             send(rec, [tool_span(f"other-{c}", 0, trace=f"{c + 9:032x}")])
             rec.flush()
         fs = the_file(rec)
-        assert "resent" in fs.cold and fs.known["resent"].snap is None
+        assert "resent" in fs.cold and not fs.known["resent"].warm
         assert send(rec, [first]) == 0 and rec.stats.duplicates == 1
         rec.flush()
     finally:

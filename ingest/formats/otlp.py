@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -142,12 +143,15 @@ def _attributes(kvs: Any, _depth: int = 0) -> dict[str, Any]:
     return out
 
 
+_HEX_ID = re.compile(r"(?:[0-9a-fA-F]{16}){1,2}")
+
+
 def _hex_id(value: Any) -> str:
     """Trace/span ids: hex in OTLP JSON; base64 where a protobuf was turned into JSON."""
     if not isinstance(value, str) or not value:
         return ""
     text = value.strip()
-    if all(c in "0123456789abcdefABCDEF" for c in text) and len(text) in (16, 32):
+    if _HEX_ID.fullmatch(text):  # 16 or 32 hex digits (a regex: this runs several times per span)
         return text.lower()
     try:
         return base64.b64decode(text, validate=True).hex()

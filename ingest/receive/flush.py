@@ -7,10 +7,14 @@ a span carries, start/end order, byte range: no attributes), which session each 
 it wrote: where its reading stopped (otlp.SessionRead, the last span's order, the events stored).
 Spans in the ledger are frozen out of the index after each flush (Cold: byte ranges in arrays,
 digests for their sessions and parents) and thawed back only for a rewrite or a move; resume
-snapshots stay warm for the last WARM_SNAPSHOTS sessions written. Memory: tens of bytes a span.
+points stay warm for the last WARM_SNAPSHOTS sessions written (each its live point when the
+final judging left it untouched, else its sealed snapshot: one or the other). Memory: tens of
+bytes a span.
 
 A flush:
-1. reads the bytes after the last indexed one (only whole lines) and indexes their spans;
+1. indexes the spans the writer handed over in memory (`hand`: the lines it just fsync'd, their
+   spans already decoded and redacted), then reads whatever follows on disk that was not handed
+   (after a restart: everything after the ledger's offset; only whole lines) and indexes it too;
    a span whose descendants arrived before it (an agent span ends after its tool spans) moves
    them to its session: both sessions are rewritten;
 2. for each session that got spans: when they all sort after its last span and say nothing that
@@ -36,9 +40,10 @@ rebuilt by one read of the day's files (the price of a restart).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -68,6 +73,10 @@ FREEZE_EVERY = 4096
 # faster than the ledger, or a restart after one — is written in steps of this size, each its
 # own transaction, so what a flush parses and holds at once does not grow with the backlog.
 CHUNK_BYTES = 8 << 20
+# Spool bytes whose decoded spans the writer may have handed to the flusher (Flusher.hand) and
+# not yet taken: one step's worth, so the handoff holds no more than a step read from disk
+# would; a write beyond it is not handed (the flush reads it from the spool).
+HAND_BYTES = CHUNK_BYTES
 
 
 @dataclass(slots=True)
@@ -93,9 +102,27 @@ class Known:
     last: tuple[int, int, str]
     seq: int  # events stored
     # Kept warm between flushes (what the ledger holds, as this process committed it): its
-    # ledger id and its resume snapshot, so a continuation reads neither back from the ledger.
+    # ledger id and its resume point, so a continuation reads neither back from the ledger.
     sid: int | None = None
+    # The warm resume point, ONE of: `live`, the point as live objects (file_ingest.Judged.live:
+    # the final judging left it untouched), fed as it is, not even unpickled; else `snap`, the
+    # sealed snapshot, unsealed (each time: unsealing leaves it as it is). `live` is taken (set
+    # None) by the one flush that feeds it: when that flush's write fails, the next loads the
+    # same point from the ledger (resume.load), which committed its snapshot in the flush that
+    # made it. Both dropped when the session leaves the warm LRU.
     snap: resume.Snapshot | None = None
+    live: resume.ResumePoint | None = None
+
+    @property
+    def warm(self) -> bool:
+        return self.snap is not None or self.live is not None
+
+
+def _known(read: otlp.SessionRead, last: tuple[int, int, str], seq: int, sid: int | None,
+           snap: resume.Snapshot | None, live: resume.ResumePoint | None) -> Known:
+    """A written session's Known, its warm point live when there is one (the sealed snapshot is
+    then not kept: one warm state a session)."""
+    return Known(read, last, seq, sid, None if live is not None else snap, live)
 
 
 @dataclass(slots=True)
@@ -157,8 +184,15 @@ class FlushStats:
     spans_read: int = 0  # spans parsed from the spool (index + rewrites)
     last_bytes_read: int = 0
     last_spans_read: int = 0
+    # Spans (and their line bytes) the writer handed over in memory (Flusher.hand): indexed
+    # without reading or decoding the spool.
+    spans_handed: int = 0
+    bytes_handed: int = 0
+    last_spans_handed: int = 0
+    last_bytes_handed: int = 0
     sessions_rewritten: int = 0
     sessions_continued: int = 0
+    sessions_continued_live: int = 0  # of those, from a live resume point (Known.live)
     busy: int = 0  # flushes the ledger refused (locked): retried
     ingested: int = 0  # spans in the ledger
     pending: int = 0  # spans spooled, not yet in the ledger
@@ -183,6 +217,12 @@ class Flusher:
         self.warm_snapshots = warm_snapshots
         self.files: dict[Path, FileState] = {}
         self.stats = FlushStats()
+        # Per file, (offset, [(line length, its spans)]) of each write the writer appended and
+        # fsync'd, in file order, waiting for the next flush (the lines' bytes are not kept: they
+        # are on disk); their line bytes add up to _handed_bytes <= HAND_BYTES.
+        self._handed: dict[Path, deque[tuple[int, list[tuple[int, Any]]]]] = {}
+        self._handed_bytes = 0
+        self._handed_lock = threading.Lock()
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             self._start(path.absolute())
 
@@ -208,6 +248,46 @@ class Flusher:
         self.files[path] = fs
         return fs
 
+    def hand(self, path: Path, start: int, pieces: list[Any]) -> None:
+        """The writer's lines just appended (and fsync'd) to `path` at `start`, with their spans
+        already decoded and redacted (spool.Piece): the next flush indexes them from memory
+        instead of reading the spool back. Only what is on disk is handed, so this changes what
+        a flush costs, never what it may write: what is not handed (a restart, a gap, more than
+        HAND_BYTES waiting) is read from the file as before."""
+        lines = [(len(p.line), p.spans) for p in pieces]
+        size = sum(n for n, _ in lines)
+        with self._handed_lock:
+            if self._handed_bytes + size > HAND_BYTES:
+                return  # a backlog: its spans wait on disk only, read in CHUNK_BYTES steps
+            self._handed_bytes += size
+            self._handed.setdefault(path.absolute(), deque()).append((start, lines))
+
+    def _take(self, fs: FileState, upto: int) -> None:
+        """Index the handed lines of `fs` that continue exactly where its index stops, up to
+        `upto` (the step's end); the rest of the step is then read from the file by _index.
+        Lines already indexed (the file was read meanwhile) are dropped; at a gap (lines that
+        were not handed) taking stops and the file is read from there."""
+        while True:
+            with self._handed_lock:
+                queue = self._handed.get(fs.path)
+                if not queue:
+                    return
+                start, lines = queue[0]
+                end = start + sum(n for n, _ in lines)
+                if start > fs.indexed or (start == fs.indexed and end > upto):
+                    return  # a gap, or past this step: left for _index / the next step
+                queue.popleft()
+                self._handed_bytes -= end - start
+            if start < fs.indexed:
+                continue  # read from the file already (a restart's rebuild, or after a gap)
+            for length, spans in lines:
+                self.stats.spans_handed += len(spans)
+                self.stats.last_spans_handed += len(spans)
+                self.stats.bytes_handed += length
+                self.stats.last_bytes_handed += length
+                self._index_line(fs, fs.indexed, length, spans, True)
+                fs.indexed += length
+
     def _index(self, fs: FileState, upto: int | None = None, mark: bool = True) -> None:
         with open(fs.path, "rb") as fh:
             fh.seek(fs.indexed)
@@ -223,20 +303,24 @@ class Flusher:
         pos = 0
         while pos < end:
             nl = data.index(b"\n", pos)
-            fs.lines += 1
-            offset = fs.indexed + pos
-            for sp in _spans_of_line(data[pos:nl]):
-                self.stats.spans_read += 1
-                self.stats.last_spans_read += 1
-                ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
-                          offset, nl + 1 - pos, fs.lines)
-                if self._add(fs, ref, mark) and mark:
-                    sp.line = ref.line
-                    fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
+            spans = list(_spans_of_line(data[pos:nl]))
+            self.stats.spans_read += len(spans)
+            self.stats.last_spans_read += len(spans)
+            self._index_line(fs, fs.indexed + pos, nl + 1 - pos, spans, mark)
             pos = nl + 1
             if not mark and fs.lines % FREEZE_EVERY == 0:
                 self._freeze(fs)  # all of it is in the ledger: the rebuild stays as small as the running index
         fs.indexed += end
+
+    def _index_line(self, fs: FileState, offset: int, length: int, spans: Any, mark: bool) -> None:
+        """One spool line's spans into the index (read from the file or handed in memory)."""
+        fs.lines += 1
+        for sp in spans:
+            ref = Ref(sp.trace_id, sp.span_id, sp.parent_id, otlp.own_session(sp), otlp.sort_key(sp),
+                      offset, length, fs.lines)
+            if self._add(fs, ref, mark) and mark:
+                sp.line = ref.line
+                fs.fresh.setdefault((sp.trace_id, sp.span_id), sp)
 
     def _add(self, fs: FileState, ref: Ref, mark: bool) -> bool:
         ident = (ref.trace_id, ref.span_id)
@@ -306,8 +390,10 @@ class Flusher:
                 else:
                     fs.children.pop(pk, None)
 
-    def _thaw(self, fs: FileState, key: str) -> None:
-        """A Cold session back into the index, as it was before it froze (its spans re-read)."""
+    def _thaw(self, fs: FileState, key: str, keep: bool = False) -> None:
+        """A Cold session back into the index, as it was before it froze (its spans re-read).
+        `keep`: a rewrite's, whose spans are read next: they are kept parsed for it (fs.fresh,
+        cleared when the step's plan is made), not read a second time."""
         c = fs.cold.pop(key, None)
         if c is None:
             return
@@ -332,6 +418,9 @@ class Flusher:
                     fs.refs[ident] = ref
                     fs.children.setdefault((ref.trace_id, ref.parent_id), []).append(ref)
                     place[ident] = ref
+                    if keep:
+                        sp.line = line
+                        fs.fresh.setdefault(ident, sp)
 
     def _thaw_children(self, fs: FileState, ident: tuple[str, str]) -> None:
         for i in fs.cold_parents.values(digest(*ident)):
@@ -340,15 +429,16 @@ class Flusher:
                 self._thaw(fs, key)
 
     def _keep_snapshots(self, fs: FileState, keys: list[str]) -> None:
-        """The latest written sessions keep their snapshot warm; the oldest beyond the bound
-        drop it (a continuation then loads it from the ledger: the same point)."""
+        """The latest written sessions keep their resume point warm (Known: live or sealed);
+        the oldest beyond the bound drop it (a continuation then loads it from the ledger: the
+        same point)."""
         for k in keys:
             fs.warm[k] = None
             fs.warm.move_to_end(k)
         while len(fs.warm) > self.warm_snapshots:
             k, _ = fs.warm.popitem(last=False)
             if (kn := fs.known.get(k)) is not None:
-                kn.snap = None
+                kn.snap = kn.live = None
 
     def _read(self, fs: FileState, refs: list[Ref]) -> list[otlp.Span]:
         """The spans of `refs` read back by their byte ranges, in `refs`' order."""
@@ -372,7 +462,7 @@ class Flusher:
     # ── compute (no writes) ─────────────────────────────────────────────────────────────────
 
     def _whole(self, fs: FileState, key: str, plan: Plan) -> None:
-        self._thaw(fs, key)
+        self._thaw(fs, key, keep=True)
         refs = sorted(fs.sessions[key].values(), key=lambda r: r.order)
         spans = self._read(fs, refs)
         st = otlp.SessionRead()
@@ -382,7 +472,7 @@ class Flusher:
             rows, j = file_ingest.session_rows(g, self.opts)
             file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
             plan.rows.append(rows)
-            plan.known[key] = Known(st, refs[-1].order, len(g.events), None, rows.resume)
+            plan.known[key] = _known(st, refs[-1].order, len(g.events), None, rows.resume, j.live)
         self.stats.sessions_rewritten += 1
 
     def _continue(self, fs: FileState, key: str, refs: list[Ref], conn: Any, plan: Plan) -> bool:
@@ -403,7 +493,11 @@ class Flusher:
         sid = known.sid or store.session_id_of(conn, self._source_id(conn, fs), key)
         if sid is None:
             return False
-        if known.snap is not None and known.snap.seq == known.seq:
+        live, known.live = known.live, None  # feeding advances it: fed once only
+        if live is not None and live.seq == known.seq:
+            point = live  # warm and live: what the last flush left, not even unpickled
+            self.stats.sessions_continued_live += 1
+        elif known.snap is not None and known.snap.seq == known.seq:
             point = resume.point_of(known.snap, self.opts.specs)  # warm: what the last flush saved
         else:
             point = resume.load(conn, sid, self.opts.specs, rebuild=False, seq=known.seq)
@@ -415,7 +509,7 @@ class Flusher:
         tail, j = file_ingest.resumed_tail(prior, g, self.opts)
         file_ingest.count_verdicts(plan.report, events, j.verdicts)
         plan.tails.append(tail)
-        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume)
+        plan.known[key] = _known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume, j.live)
         self.stats.sessions_continued += 1
         return True
 
@@ -466,6 +560,7 @@ class Flusher:
         """Index what was appended, then write every pending session, file by file."""
         self.stats.flushes += 1
         self.stats.last_bytes_read = self.stats.last_spans_read = 0
+        self.stats.last_bytes_handed = self.stats.last_spans_handed = 0
         reports = []
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             path = path.absolute()
@@ -483,9 +578,11 @@ class Flusher:
         """Index up to CHUNK_BYTES more of the file (not past `size`, its size when the flush
         began) and write every pending session; None when nothing was written."""
         path = fs.path
+        upto = min(size, fs.indexed + CHUNK_BYTES)
+        self._take(fs, upto)  # what the writer handed over, from memory; the rest of the step from disk
         try:
-            if size > fs.indexed:
-                self._index(fs, min(size, fs.indexed + CHUNK_BYTES))
+            if upto > fs.indexed:
+                self._index(fs, upto)
         except FileNotFoundError:
             return None
         if not fs.pending:
@@ -535,6 +632,9 @@ class Flusher:
 
     def forget(self, path: Path) -> None:
         self.files.pop(path.absolute(), None)
+        with self._handed_lock:
+            for _, lines in self._handed.pop(path.absolute(), ()):
+                self._handed_bytes -= sum(n for n, _ in lines)
 
 
 class _WithCold:

@@ -6,9 +6,10 @@ what is pending. With a token, both need `Authorization: Bearer <token>` (else 4
 
 A request is decoded and validated, its spans cut into spool lines (redacted, depth-capped:
 spool.py) off the event loop, then handed to the WRITER thread, which appends every queued
-request's lines, fsyncs once and only then lets each request be answered. The FLUSHER thread
-(flush.py) reads what the writer appended and writes it into the ledger: at once when fewer than
-SMALL_FLUSH spans wait, else at most every `flush_interval` seconds (a stream shares a flush);
+request's lines, fsyncs once, hands their decoded spans to the flusher and only then lets each
+request be answered. The FLUSHER thread (flush.py) writes what the writer appended into the
+ledger: at once when fewer than SMALL_FLUSH spans wait, else at most every `flush_interval`
+seconds or STREAM_BACKOFF times the last flush's duration (a stream shares a flush);
 nothing the HTTP side waits for ever waits on the ledger.
 
 Malformed bodies get HTTP 400 with the reason and never stop the receiver; bodies over
@@ -45,6 +46,14 @@ DEFAULT_PORT = 4318  # OTLP/HTTP's registered port
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 DEFAULT_KEEP_DAYS = 1
 SMALL_FLUSH = 64  # spans waiting that the flusher writes at once, without waiting for its interval
+# In a stream, a flush starts at least this many times the last flush's duration after it started
+# (and at least `flush_interval`): every flush pays a fixed price per session it touches (its
+# resume snapshot sealed, its statements), so under a heavy stream the batches grow instead of
+# the flushes following each other, and the flusher leaves the HTTP side most of the GIL.
+STREAM_BACKOFF = 2
+# ...unless the stream pauses: once the interval is up, no span spooled for this long ends that
+# wait (the batch is complete; waiting on would only leave the flusher idle).
+STREAM_QUIET = 0.1
 TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 # JSON levels a request may nest (the whole request counted): under orjson's 255 and well under
 # Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
@@ -158,6 +167,7 @@ class Receiver:
         # Spans spooled since the flusher last started a flush (the writer adds, the flusher
         # zeroes): it only chooses when to flush, so a lost update between the two threads is harmless.
         self._unflushed = 0
+        self._spooled_at = 0.0  # monotonic time of the writer's last append (the flusher reads it)
         self._writer = threading.Thread(target=self._write_loop, name="loopledger-receive-writer", daemon=True)
         self._flusher = threading.Thread(target=self._flush_loop, name="loopledger-receive-flusher", daemon=True)
         self._writer.start()
@@ -184,18 +194,23 @@ class Receiver:
             work = [b for b in batch if b is not None]
             if work:
                 try:
-                    kept, _ = self.spooler.write([pieces for pieces, _ in work])
+                    kept, path, start, written = self.spooler.write([pieces for pieces, _ in work])
                 except Exception as e:  # noqa: BLE001 — one bad write must not stop the receiver
                     log.exception("spool write failed")
                     for _, fut in work:
                         fut.set_exception(e)
                 else:
+                    if path is not None:
+                        # On disk (fsync'd) before the flusher may take them: the spool stays
+                        # the durable record, the handoff only spares re-reading it.
+                        self.flusher.hand(path, start, written)
                     for (pieces, fut), n in zip(work, kept, strict=True):
                         self.stats.spans += n
                         self.stats.duplicates += len(pieces) - n
                         fut.set_result(n)
                     if any(kept):
                         self._unflushed += sum(kept)
+                        self._spooled_at = time.monotonic()
                         self._wake.set()
             if len(work) < len(batch):
                 self.spooler.close()
@@ -224,11 +239,21 @@ class Receiver:
                 return
             # A few spans (under SMALL_FLUSH: one agent's request into a quiet receiver) are
             # written at once, so time-to-ledger is the flush's own time. More than that is a
-            # stream: at most one flush per interval (or per the last flush's own duration, if
-            # longer); what arrives during the wait joins it, so the per-session work of a
-            # flush (its resume snapshot, its statements) is paid once per batch, not per request.
+            # stream: its flush waits the interval after the spans came (the first batch too, so
+            # the batches right behind it share its flush), then up to STREAM_BACKOFF times the
+            # last flush's own duration after that one started — that part only while spans keep
+            # coming (nothing spooled for STREAM_QUIET: the stream paused, it starts at once).
+            # What arrives during the wait joins it, so the per-session work of a flush (its
+            # resume snapshot, its statements) is paid once per batch, not per request.
             if self._unflushed >= SMALL_FLUSH:
-                self._stop.wait(max(0.0, last + max(self.flush_interval, took) - time.monotonic()))
+                soonest = time.monotonic() + self.flush_interval
+                due = max(soonest, last + STREAM_BACKOFF * took)
+                while not self._stop.is_set():
+                    now = time.monotonic()
+                    quiet_at = self._spooled_at + STREAM_QUIET
+                    if now >= due or (now >= soonest and now >= quiet_at):
+                        break
+                    self._stop.wait((soonest if now < soonest else min(due, quiet_at)) - now)
             self._wake.clear()
             self._unflushed = 0
             last = time.monotonic()

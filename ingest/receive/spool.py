@@ -42,6 +42,10 @@ class Piece:
     trace_id: str
     span_id: str
     line: bytes  # the OTLP JSON line, newline included
+    # The line's spans as the reader makes them from it (otlp.spans_of_request of the redacted
+    # request the line is the JSON of): handed to the flusher in memory once the line is on disk,
+    # so the spool is not read back and decoded a second time (flush.py, Flusher.hand).
+    spans: tuple[otlp.Span, ...] = ()
 
 
 def redacted(value: Any, secrets: bool = True) -> Any:
@@ -68,7 +72,7 @@ def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
                 one = {"resourceSpans": [{"resource": resource, "scopeSpans": [{**scope, "spans": [sp]}]}]}
                 one = redacted(one, redact_secrets)
                 out.append(Piece(otlp._hex_id(sp.get("traceId")), otlp._hex_id(sp.get("spanId")),
-                                 orjson.dumps(one) + b"\n"))
+                                 orjson.dumps(one) + b"\n", tuple(otlp.spans_of_request(one))))
     return out
 
 
@@ -111,11 +115,12 @@ class Spool:
         assert self._fd is not None
         return self._fd
 
-    def write(self, batches: list[list[Piece]]) -> tuple[list[int], Path | None]:
-        """Append each batch's new spans; returns how many of each were new, and the file.
-        Returns only once they are on disk (fsync)."""
+    def write(self, batches: list[list[Piece]]) -> tuple[list[int], Path | None, int, list[Piece]]:
+        """Append each batch's new spans; returns how many of each were new, the file, the
+        offset the appended lines start at and those pieces, in file order. Returns only once
+        they are on disk (fsync)."""
         kept: list[int] = []
-        lines: list[bytes] = []
+        written: list[Piece] = []
         new: set[int] = set()  # digests, as `seen`
         for batch in batches:
             n = 0
@@ -124,15 +129,15 @@ class Spool:
                 if key in self.seen or key in new:
                     continue  # a retry, or the same span twice in one request
                 new.add(key)
-                lines.append(p.line)
+                written.append(p)
                 n += 1
             kept.append(n)
-        if not lines:
-            return kept, None
+        if not written:
+            return kept, None, 0, written
         path = self.path_for(self.clock())
         fd = self._open(path)
-        start = os.lseek(fd, 0, os.SEEK_END)
-        data = b"".join(lines)
+        start = os.lseek(fd, 0, os.SEEK_END)  # this thread is the file's only writer
+        data = b"".join(p.line for p in written)
         _room_for(fd, len(data))
         try:
             view = memoryview(data)
@@ -142,11 +147,12 @@ class Spool:
         except OSError:
             # A full disk or a failing one: nothing of this write is acknowledged, so nothing of
             # it may stay (a torn line would glue onto the next span) and its spans are not
-            # `seen` (the exporter's retry must be written, not taken for a duplicate).
+            # `seen` (the exporter's retry must be written, not taken for a duplicate); nothing
+            # of it is handed to the flusher either.
             self._undo(fd, start)
             raise
         self.seen.update(new)
-        return kept, path
+        return kept, path, start, written
 
     def _undo(self, fd: int, start: int) -> None:
         try:
