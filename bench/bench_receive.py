@@ -240,7 +240,8 @@ def _flat(tmp: Path, sizes: list[int]) -> str:
     rec.stop()
     return ("One-span requests into a receiver whose day's spool already holds N spans (all in the "
             "ledger), 10 each; half continue a conversation of the day, half start one. The flusher "
-            f"writes fewer than {SMALL_FLUSH} waiting spans at once, more (a stream) at most once every 0.5 s; "
+            f"writes fewer than {SMALL_FLUSH} waiting spans at once, more (a stream) 0.5 s after they came "
+            "(later while the stream lasts: up to twice the last flush's duration); "
             "time-to-ledger is until a separate read-only connection sees the call.\n\n"
             "| spans spooled today | ack latency, median | time-to-ledger, median | slowest 512-span export "
             "call while filling | receiver RSS |\n|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
