@@ -55,10 +55,14 @@ def export_file(path, requests: list[list[dict]]) -> None:
 # warm 1: most sessions continue from the ledger's snapshot (out of the warm LRU); hand_bytes: what
 # the writer may leave handed over, 1 byte: nothing handed, every span read back from the spool;
 # 2,500: a 9-span request is not handed, a 2- or 4-span one is (the flush reads across the gaps).
-@pytest.mark.parametrize(("warm", "hand_bytes"), [(256, None), (1, None), (256, 1), (256, 2500)])
+# live 1: one live point a flush at most, the other sessions unseal their snapshot.
+@pytest.mark.parametrize(("warm", "hand_bytes", "live_points"), [(256, None, 128), (1, None, 128), (256, None, 1),
+                                                          (256, 1, 128), (256, 2500, 128)])
 def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_same_spans(tmp_path, monkeypatch,
-                                                                                          warm, hand_bytes):
+                                                                                          warm, hand_bytes, live_points):
     from loopledger.receive import flush as flushing
+
+    monkeypatch.setattr(flushing, "LIVE_POINTS", live_points)
 
     if hand_bytes is not None:
         monkeypatch.setattr(flushing, "HAND_BYTES", hand_bytes)
@@ -74,9 +78,10 @@ def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_s
             assert post(url, request(spans), "application/json")[0] == 200
             rec.flush()
             fs = next(iter(rec.flusher.files.values()))
-            # One warm state a session (live or sealed), for at most `warm` sessions.
-            assert not any(k.live is not None and k.snap is not None for k in fs.known.values())
+            # One warm LRU of `warm` sessions, sealed; the newest of them also live.
             assert sum(k.warm for k in fs.known.values()) <= warm
+            assert all(k.snap is not None for k in fs.known.values() if k.live is not None)
+            assert sum(k.live is not None for k in fs.known.values()) <= min(warm, flushing.LIVE_POINTS)
             assert rec.flusher._handed_bytes == 0  # all taken by the flush
         st = rec.flusher.stats
         total = sum(len(r) for r in requests)
@@ -86,7 +91,9 @@ def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_s
             assert (st.spans_handed, st.spans_read) == (total, 4 * 3)
             # Continued from live points when they stay warm (3 sessions x 3 later rounds, less
             # conv-1's rewrite), from the ledger when not.
-            assert st.sessions_continued_live >= (6 if warm > 1 else 0)
+            assert st.sessions_continued_live >= (6 if warm > 1 and live_points > 1 else 0)
+            if live_points == 1:
+                assert 0 < st.sessions_continued_live <= st.flushes
         elif hand_bytes == 1:
             assert st.spans_handed == 0 and st.spans_read >= total
         else:
@@ -132,7 +139,7 @@ def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_s
 
 def test_a_failed_flush_after_a_warm_continuation_leaves_the_next_flush_the_same_rows(tmp_path, monkeypatch):
     """The warm point is fed by one flush only: when that flush's write fails, the next flush
-    continues from the snapshot the ledger holds instead, and the rows are those of one ingest."""
+    continues from the sealed snapshot instead, and the rows are those of one ingest."""
     from loopledger.receive import flush as flushing
 
     requests = rounds()[:4]

@@ -7,9 +7,8 @@ a span carries, start/end order, byte range: no attributes), which session each 
 it wrote: where its reading stopped (otlp.SessionRead, the last span's order, the events stored).
 Spans in the ledger are frozen out of the index after each flush (Cold: byte ranges in arrays,
 digests for their sessions and parents) and thawed back only for a rewrite or a move; resume
-points stay warm for the last WARM_SNAPSHOTS sessions written (each its live point when the
-final judging left it untouched, else its sealed snapshot: one or the other). Memory: tens of
-bytes a span.
+points stay warm for the last WARM_SNAPSHOTS sessions written (sealed; the newest LIVE_POINTS
+also as live objects when the final judging left them untouched). Memory: tens of bytes a span.
 
 A flush:
 1. indexes the spans the writer handed over in memory (`hand`: the lines it just fsync'd, their
@@ -67,6 +66,9 @@ log = logging.getLogger("loopledger.receive")
 # Sessions whose resume snapshot stays in memory between flushes (the most recently written);
 # an older one's continuation loads its snapshot from the ledger instead (resume.load).
 WARM_SNAPSHOTS = 256
+# Of those, the newest sessions that also keep their point as live objects (Known.live), at most:
+# ~50 KB each with the default policies against a few KB sealed, so this bounds that memory.
+LIVE_POINTS = 128
 # While the index is rebuilt at start, what it holds is frozen every this many lines.
 FREEZE_EVERY = 4096
 # Spool bytes one write takes at most (whole lines; a longer line alone): a backlog — a stream
@@ -104,25 +106,18 @@ class Known:
     # Kept warm between flushes (what the ledger holds, as this process committed it): its
     # ledger id and its resume point, so a continuation reads neither back from the ledger.
     sid: int | None = None
-    # The warm resume point, ONE of: `live`, the point as live objects (file_ingest.Judged.live:
-    # the final judging left it untouched), fed as it is, not even unpickled; else `snap`, the
-    # sealed snapshot, unsealed (each time: unsealing leaves it as it is). `live` is taken (set
-    # None) by the one flush that feeds it: when that flush's write fails, the next loads the
-    # same point from the ledger (resume.load), which committed its snapshot in the flush that
-    # made it. Both dropped when the session leaves the warm LRU.
+    # The warm resume point: `snap`, the sealed snapshot (unsealed by a continuation; that
+    # leaves it as it is), and for the newest LIVE_POINTS sessions of the warm LRU also `live`,
+    # the same point as live objects (file_ingest.Judged.live: the final judging left it
+    # untouched), fed as it is, not even unpickled. `live` is taken (set None) by the one flush
+    # that feeds it: when that flush's write fails, the next unseals `snap`. Both dropped when
+    # the session leaves the warm LRU.
     snap: resume.Snapshot | None = None
     live: resume.ResumePoint | None = None
 
     @property
     def warm(self) -> bool:
         return self.snap is not None or self.live is not None
-
-
-def _known(read: otlp.SessionRead, last: tuple[int, int, str], seq: int, sid: int | None,
-           snap: resume.Snapshot | None, live: resume.ResumePoint | None) -> Known:
-    """A written session's Known, its warm point live when there is one (the sealed snapshot is
-    then not kept: one warm state a session)."""
-    return Known(read, last, seq, sid, None if live is not None else snap, live)
 
 
 @dataclass(slots=True)
@@ -207,6 +202,7 @@ class Plan:
     known: dict[str, Known] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     report: file_ingest.FileReport | None = None
+    lives: int = 0  # Known.live points this plan keeps (at most Flusher.live_points)
 
 
 class Flusher:
@@ -215,6 +211,7 @@ class Flusher:
     def __init__(self, engine: Engine, folder: Path, opts: Options, warm_snapshots: int = WARM_SNAPSHOTS) -> None:
         self.engine, self.folder, self.opts = engine, Path(folder), opts
         self.warm_snapshots = warm_snapshots
+        self.live_points = min(LIVE_POINTS, warm_snapshots)
         self.files: dict[Path, FileState] = {}
         self.stats = FlushStats()
         # Per file, (offset, [(line length, its spans)]) of each write the writer appended and
@@ -428,6 +425,15 @@ class Flusher:
             if key is not None:
                 self._thaw(fs, key)
 
+    def _live(self, plan: Plan, live: resume.ResumePoint | None) -> resume.ResumePoint | None:
+        """A session's live point kept for the next flush, while this plan holds fewer than
+        LIVE_POINTS: a flush touching a thousand sessions must not hold a thousand live points
+        (~50 KB each) at once; the others keep only their sealed snapshot."""
+        if live is None or plan.lives >= self.live_points:
+            return None
+        plan.lives += 1
+        return live
+
     def _keep_snapshots(self, fs: FileState, keys: list[str]) -> None:
         """The latest written sessions keep their resume point warm (Known: live or sealed);
         the oldest beyond the bound drop it (a continuation then loads it from the ledger: the
@@ -439,6 +445,13 @@ class Flusher:
             k, _ = fs.warm.popitem(last=False)
             if (kn := fs.known.get(k)) is not None:
                 kn.snap = kn.live = None
+        # Live points only for the newest LIVE_POINTS of the warm sessions (the rest unseal).
+        lives = 0
+        for k in reversed(fs.warm):
+            if (kn := fs.known.get(k)) is not None and kn.live is not None:
+                lives += 1
+                if lives > self.live_points:
+                    kn.live = None
 
     def _read(self, fs: FileState, refs: list[Ref]) -> list[otlp.Span]:
         """The spans of `refs` read back by their byte ranges, in `refs`' order."""
@@ -472,7 +485,7 @@ class Flusher:
             rows, j = file_ingest.session_rows(g, self.opts)
             file_ingest.count_verdicts(plan.report, g.events, j.verdicts)
             plan.rows.append(rows)
-            plan.known[key] = _known(st, refs[-1].order, len(g.events), None, rows.resume, j.live)
+            plan.known[key] = Known(st, refs[-1].order, len(g.events), None, rows.resume, self._live(plan, j.live))
         self.stats.sessions_rewritten += 1
 
     def _continue(self, fs: FileState, key: str, refs: list[Ref], conn: Any, plan: Plan) -> bool:
@@ -509,7 +522,8 @@ class Flusher:
         tail, j = file_ingest.resumed_tail(prior, g, self.opts)
         file_ingest.count_verdicts(plan.report, events, j.verdicts)
         plan.tails.append(tail)
-        plan.known[key] = _known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume, j.live)
+        plan.known[key] = Known(st, refs[-1].order, known.seq + len(events), sid, tail.rows.resume,
+                               self._live(plan, j.live))
         self.stats.sessions_continued += 1
         return True
 
