@@ -438,7 +438,9 @@ class Flusher:
         """The latest written sessions keep their resume point warm (Known: live or sealed);
         the oldest beyond the bound drop it (a continuation then loads it from the ledger: the
         same point)."""
-        for k in keys:
+        # Those with a live point newest (stable: the rest in written order), so the live
+        # points kept below are the ones this flush made.
+        for k in sorted(keys, key=lambda k: (kn := fs.known.get(k)) is not None and kn.live is not None):
             fs.warm[k] = None
             fs.warm.move_to_end(k)
         while len(fs.warm) > self.warm_snapshots:
