@@ -44,6 +44,7 @@ from loopledger.detectors.policy import PolicySpec
 from loopledger.events import Batch, Checkpoint, Event, ReadError, SessionInfo
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
+from loopledger.prefetch import prefetched
 from loopledger.redact import redact_event, redact_text, redact_value
 from loopledger.replay import Step
 from loopledger.sessions import SessionGroup, SessionGrouper
@@ -602,7 +603,8 @@ def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
     store.ensure_policies(conn, opts.specs, opts.default_ids)
     if c.tail is not None:
         apply_tail(conn, c.tail)
-    write_sessions(conn, source_id, c.sessions)
+    # Streamed (a big file, computed under the claim): computed in a thread while this one writes.
+    write_sessions(conn, source_id, c.sessions if isinstance(c.sessions, list | tuple) else prefetched(c.sessions))
     resumed = c.resumed
     if not resumed:  # a resumed append loses no session and keeps the errors already stored
         store.delete_sessions(conn, source_id, keep_keys=c.seen)

@@ -169,3 +169,15 @@ def test_records_or_document(tmp_path):
     broken_doc.write_text('[\n{"role": "user"},\n')
     err = records_or_document(broken_doc, is_msg)
     assert isinstance(err, ReadError) and err.line == 3
+
+
+def test_records_or_document_probes_a_conversation_line_over_a_megabyte(tmp_path):
+    """One conversation per line, a line of 2 MB (a long session): JSONL, not one broken document."""
+    def is_conv(v):
+        return isinstance(v, dict) and isinstance(v.get("messages"), list)
+
+    long_line = orjson.dumps({"messages": [{"role": "tool", "content": "x" * 2_000_000}]})
+    assert len(long_line) > 2_000_000
+    p = tmp_path / "conversations.jsonl"
+    p.write_bytes(long_line + b"\n" + orjson.dumps({"messages": []}) + b"\n")
+    assert records_or_document(p, is_conv) is JSONL

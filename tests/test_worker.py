@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from pathlib import Path
 
 import orjson
@@ -296,3 +297,34 @@ def test_two_sessions_under_one_key_are_both_kept(engine, tmp_path):
     with engine.connect() as conn:
         keys = sorted(conn.execute(select(schema.sessions.c.key)).scalars())
     assert keys == ["inst-1", "inst-1#2", "inst-1#3"]
+
+
+def test_computing_ahead_in_a_thread_writes_what_one_file_at_a_time_does(engine, tmp_path, other, monkeypatch):
+    """ingest_paths (one process) computes the next file in a thread while it writes, and streams
+    a big file's sessions from a computing thread: the ledger is the one file-by-file ingest_file
+    (neither) writes. Half the files are over the big-file size here, so both paths run."""
+    from loopledger import file_ingest, jobs
+
+    corpus = tmp_path / "c"
+    files = write_corpus(corpus, 6, 150, seed=21)
+    with open(corpus / "many_sessions.jsonl", "wb") as fh:  # one conversation per line
+        rng = random.Random(5)
+        for k in range(5):
+            msgs = [orjson.loads(line) for line in session_lines(rng, 60, session=100 + k)]
+            fh.write(orjson.dumps({"messages": msgs}) + b"\n")
+    sizes = sorted(p.stat().st_size for p in [*files, corpus / "many_sessions.jsonl"])
+    monkeypatch.setattr(file_ingest, "BIG_FILE_BYTES", sizes[len(sizes) // 2])
+    threads: set[str] = set()
+    real = jobs._computed_ahead
+
+    def spy(*a, **k):
+        for item in real(*a, **k):
+            threads.add(threading.current_thread().name)
+            yield item
+
+    monkeypatch.setattr(jobs, "_computed_ahead", spy)
+    piped = worker.ingest_paths(engine, [corpus], worker.Options())
+    one_by_one = [worker.ingest_file(other, p, worker.Options()) for p in sorted(corpus.iterdir())]
+    assert threads == {"loopledger-compute"}
+    assert piped.sessions == sum(r.sessions for r in one_by_one) == 6 + 5
+    assert dump(engine) == dump(other)
