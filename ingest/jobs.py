@@ -22,20 +22,16 @@ from loopledger.detectors import registry
 from loopledger.discovery import discover
 from loopledger.file_ingest import (
     BAD_LINES_SHOWN,
-    Computed,
     Counts,
     FileReport,
     ingest_file,
     is_busy,
     log,
-    look,
     one_line,
-    precompute,
     recorded,
 )
 from loopledger.ledger import schema as s
 from loopledger.ledger import store
-from loopledger.prefetch import prefetched
 from sqlalchemy.engine import Engine
 
 
@@ -140,49 +136,11 @@ def _ingest_paths(engine: Engine, paths: Iterable[Path | str], opts: Options,
             on_file(report)
 
     if opts.jobs <= 1 or len(files) < 2:
-        reader = _reading_engine(engine) if len(files) >= 2 else None
-        if reader is None:
-            for p in files:
-                done(ingest_file(engine, p, opts))
-            return totals
-        try:
-            for p, c, row in prefetched(_computed_ahead(reader, files, opts), ahead=2, name="loopledger-compute"):
-                done(ingest_file(engine, p, opts, c, row) if c is not None else ingest_file(engine, p, opts))
-        finally:
-            if reader is not engine:
-                reader.dispose()
+        for p in files:
+            done(ingest_file(engine, p, opts))
         return totals
     _ingest_parallel(engine, files, opts, done)
     return totals
-
-
-def _reading_engine(engine: Engine) -> Engine | None:
-    """An engine the computing thread reads the ledger through while this one writes: a second
-    one on a SQLite file (the writer's pool holds one connection), the same pool on PostgreSQL;
-    None for an in-memory SQLite database (another connection would see another database)."""
-    if engine.dialect.name == "postgresql":
-        return engine
-    if engine.dialect.name != "sqlite" or not engine.url.database or engine.url.database == ":memory:" \
-            or engine.url.database.startswith("file::memory:"):
-        return None
-    from loopledger.ledger.engine import make_engine
-
-    return make_engine(engine.url.render_as_string(hide_password=False))
-
-
-def _computed_ahead(reader: Engine, files: Iterable[Path], opts: Options) -> Iterator[tuple[Path, Computed | None, dict | None]]:
-    """Each changed file computed against the ledger's current view (as a --jobs process does
-    before it claims): (path, computed or None, the source row it was computed against). None:
-    left to ingest_file (unchanged, missing, a big file streamed under the claim, a failure)."""
-    for p in files:
-        path = Path(p).absolute()
-        try:
-            state, row = look(reader, path)
-            c = precompute(reader, path, row, opts) if state == "changed" else None
-        except Exception:  # noqa: BLE001  (ingest_file looks again, and records what fails)
-            log.debug("%s: computing ahead failed; left to ingest_file", path, exc_info=True)
-            c, row = None, None
-        yield path, c, row
 
 
 def ingest_file_optimistic(engine: Engine, path: Path, opts: Options) -> FileReport:
@@ -201,29 +159,18 @@ def _job_main(url: str, opts: Options, tasks, results) -> None:
         if registry.is_factory_name(spec.detector):
             registry.import_factory(spec.detector)
     engine = make_engine(url)
-    reader = _reading_engine(engine)
     gc.set_threshold(INGEST_GC_THRESHOLD, *gc.get_threshold()[1:])  # see fewer_collections
-
-    def claimed() -> Iterator[Path]:
+    try:
         while (item := tasks.get()) is not None:
             if os.getppid() != parent:  # the ingest that started us is gone: stop, do not orphan-write
                 return
-            yield Path(item)
-
-    # The next file is computed (in a thread) while this one waits for the write lock and writes.
-    ahead = (prefetched(_computed_ahead(reader, claimed(), opts), ahead=1, name="loopledger-compute")
-             if reader is not None else ((p, None, None) for p in claimed()))
-    try:
-        for path, c, row in ahead:
             try:
-                report = ingest_file(engine, path, opts, c, row) if c is not None else ingest_file(engine, path, opts)
+                report = ingest_file_optimistic(engine, Path(item), opts)
             except Exception as exc:  # noqa: BLE001
-                report = FileReport(str(path), action="error", error=f"{path}: {type(exc).__name__}: {exc}")
+                report = FileReport(item, action="error", error=f"{item}: {type(exc).__name__}: {exc}")
             results.put(report)
     finally:
         results.put(None)
-        if reader is not None and reader is not engine:
-            reader.dispose()
         engine.dispose()
 
 

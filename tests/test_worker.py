@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 from pathlib import Path
 
 import orjson
@@ -299,32 +298,32 @@ def test_two_sessions_under_one_key_are_both_kept(engine, tmp_path):
     assert keys == ["inst-1", "inst-1#2", "inst-1#3"]
 
 
-def test_computing_ahead_in_a_thread_writes_what_one_file_at_a_time_does(engine, tmp_path, other, monkeypatch):
-    """ingest_paths (one process) computes the next file in a thread while it writes, and streams
-    a big file's sessions from a computing thread: the ledger is the one file-by-file ingest_file
-    (neither) writes. Half the files are over the big-file size here, so both paths run."""
-    from loopledger import file_ingest, jobs
+def test_jobs_compute_big_files_before_the_claim_and_write_the_same_ledger(engine, tmp_path, other, monkeypatch):
+    """With --jobs, a file over BIG_FILE_BYTES is computed before its write lock (spooled to a
+    temporary file, not held in memory) instead of under it, where it kept the other jobs
+    waiting: the ledger is what one process, streaming it under the claim, writes."""
+    from loopledger import file_ingest
 
     corpus = tmp_path / "c"
-    files = write_corpus(corpus, 6, 150, seed=21)
-    with open(corpus / "many_sessions.jsonl", "wb") as fh:  # one conversation per line
-        rng = random.Random(5)
-        for k in range(5):
-            msgs = [orjson.loads(line) for line in session_lines(rng, 60, session=100 + k)]
+    corpus.mkdir()
+    rng = random.Random(8)
+    with open(corpus / "conversations.jsonl", "wb") as fh:  # one conversation per line
+        for k in range(6):
+            msgs = [orjson.loads(line) for line in session_lines(rng, 80, session=k)]
             fh.write(orjson.dumps({"messages": msgs}) + b"\n")
-    sizes = sorted(p.stat().st_size for p in [*files, corpus / "many_sessions.jsonl"])
-    monkeypatch.setattr(file_ingest, "BIG_FILE_BYTES", sizes[len(sizes) // 2])
-    threads: set[str] = set()
-    real = jobs._computed_ahead
+    write_corpus(corpus / "more", 3, 60, seed=3)
+    monkeypatch.setattr(file_ingest, "BIG_FILE_BYTES", 1000)
+    path = (corpus / "conversations.jsonl").absolute()
+    spooled = file_ingest.precompute(engine, path, None, worker.Options(jobs=2))
+    assert spooled is not None and isinstance(spooled.sessions, file_ingest.Spool)
+    first, again = list(spooled.sessions), list(spooled.sessions)  # a retried write reads it again
+    assert [r.key for r in first] == [r.key for r in again] == [f"line-{i}" for i in range(1, 7)]
+    assert first == again
+    assert file_ingest.precompute(engine, path, None, worker.Options(jobs=1)) is None  # streamed under the claim
 
-    def spy(*a, **k):
-        for item in real(*a, **k):
-            threads.add(threading.current_thread().name)
-            yield item
-
-    monkeypatch.setattr(jobs, "_computed_ahead", spy)
-    piped = worker.ingest_paths(engine, [corpus], worker.Options())
-    one_by_one = [worker.ingest_file(other, p, worker.Options()) for p in sorted(corpus.iterdir())]
-    assert threads == {"loopledger-compute"}
-    assert piped.sessions == sum(r.sessions for r in one_by_one) == 6 + 5
+    # As a --jobs process ingests each file (in this process, so the small BIG_FILE_BYTES holds).
+    par = [worker.ingest_file(engine, p, worker.Options(jobs=2)) for p in worker.discover([corpus])]
+    seq = worker.ingest_paths(other, [corpus], worker.Options())
+    assert sum(r.sessions for r in par) == seq.sessions == 6 + 3
+    assert (sum(r.calls for r in par), sum(r.checks for r in par)) == (seq.calls, seq.checks)
     assert dump(engine) == dump(other)
