@@ -174,10 +174,9 @@ def ingest(
     jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes that each read, replay and write "
                                       "whole files (the ledger serialises the writes). 0 (the default): one "
                                       "per core, at most 4, when there are several files adding up to more "
-                                      "than 16 MB, else 1 (starting a process costs more than it saves on "
-                                      "less). Either way each process computes its next file in a thread "
-                                      "while it writes the current one, and a file over 32 MB is written "
-                                      "while it is still being read.")] = 0,
+                                      "than 32 MB, else 1 (starting a process costs more than it saves on "
+                                      "less). A file is never split between processes: one big file is "
+                                      "ingested by one.")] = 0,
     create: CreateOption = False,
     log_file: LogFileOption = None,
 ) -> None:
