@@ -181,3 +181,15 @@ def test_records_or_document_probes_a_conversation_line_over_a_megabyte(tmp_path
     p = tmp_path / "conversations.jsonl"
     p.write_bytes(long_line + b"\n" + orjson.dumps({"messages": []}) + b"\n")
     assert records_or_document(p, is_conv) is JSONL
+
+
+def test_a_line_longer_than_the_probe_is_read_as_one_document(tmp_path, monkeypatch):
+    """A one-line document past the probe's line limit is not probed piece by piece: it is the
+    document (parsed whole), as a line of records would not be."""
+    from loopledger.formats import _common
+
+    monkeypatch.setattr(_common, "_PROBE_LINE_BYTES", 100)
+    doc = [{"role": "user", "content": "y" * 300}]
+    p = tmp_path / "one_line.json"
+    p.write_bytes(orjson.dumps(doc))
+    assert records_or_document(p, lambda v: isinstance(v, dict) and "role" in v) == doc

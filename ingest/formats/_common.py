@@ -291,6 +291,8 @@ def _record_lines(path: Path | str, is_record, skip_bare: bool) -> bool:
     with open(path, "rb") as fh:
         seen = 0
         for raw in iter(lambda: fh.readline(_PROBE_LINE_BYTES), b""):
+            if len(raw) == _PROBE_LINE_BYTES and not raw.endswith(b"\n"):
+                return False  # a line too long to probe: one document (load_json reads it, or says why not)
             raw = raw.removeprefix(_BOM).strip()
             if not raw:
                 continue
