@@ -15,6 +15,9 @@ policies, a SQLite ledger).
    (half into an existing conversation, half a new one): the POST's answer time (ack latency), and
    the time until a dashboard connection can read its call (time-to-ledger); beside them the
    slowest 512-span export call while the spool grew to that size.
+3. Profile: where the receiver's CPU goes while it takes the throughput run's spans, sampled by
+   py-spy from outside (the receiver runs a writer and a flusher thread beside uvicorn's loop,
+   which cProfile, one thread at a time, would not see); only samples holding the GIL count.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -208,6 +213,68 @@ def _throughput(tmp: Path, n_sessions: int, calls_per: int) -> str:
     )
 
 
+def _py_spy() -> str | None:
+    here = Path(sys.executable).with_name("py-spy")
+    return str(here) if here.exists() else shutil.which("py-spy")
+
+
+def profile_rows(raw: str, top: int = 14) -> tuple[int, list[tuple[int, int, str]], list[tuple[int, str]]]:
+    """py-spy's raw output (one `frame;frame;...;leaf count` line per stack) as the total sample
+    count, LoopLedger's `top` frames by inclusive samples (a frame counted once per stack it is
+    on) beside their own (leaf) samples, and the `top` frames of any code by own samples. Frames
+    on nearly every stack (thread entry points) say nothing and are left out."""
+    total = 0
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    for line in raw.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        count = int(n)
+        total += count
+        frames = stack.split(";")
+        for f in set(frames):
+            inclusive[f] = inclusive.get(f, 0) + count
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+    ours = sorted(((c, own.get(f, 0), f) for f, c in inclusive.items()
+                   if c < 0.9 * total and ("ingest/" in f or "loopledger/" in f)), reverse=True)
+    leaves = sorted(((c, f) for f, c in own.items()), reverse=True)
+    return total, ours[:top], leaves[:top]
+
+
+def _profile(tmp: Path, n_sessions: int, calls_per: int) -> str:
+    spy = _py_spy()
+    head = "Profile of the receiver while it takes the throughput run's spans (py-spy, 250 samples/s, GIL held)"
+    if spy is None:
+        return f"{head}: not taken, py-spy is not installed.\n"
+    bodies = requests(n_sessions, calls_per)
+    total = n_sessions * calls_per
+    rec = _Receiver(tmp)
+    out = tmp / "receive.pyspy.txt"
+    proc = subprocess.Popen([spy, "record", "--pid", str(rec.proc.pid), "--format", "raw", "--output", str(out),
+                             "--rate", "250", "--gil", "--function"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # attached before the first request
+    for body in bodies:
+        _post(rec.url, body)
+    rec.wait_calls(total)
+    proc.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        rec.stop()
+    if not out.exists():
+        return f"{head}: not taken ({(err or '').strip().splitlines()[-1:] or ['py-spy wrote nothing']}).\n"
+    samples, rows, leaves = profile_rows(out.read_text())
+    lines = [f"{head}: {samples:,} samples. LoopLedger's frames by the share of samples each is on "
+             "(inclusive; the share where it is the running frame: own), then the running frames of any code.", "",
+             "| LoopLedger frame | inclusive | own |", "|---|---:|---:|"]
+    lines += [f"| `{frame}` | {100 * inc / samples:.0f}% | {100 * mine / samples:.0f}% |" for inc, mine, frame in rows]
+    lines += ["", "| running frame | own |", "|---|---:|"]
+    lines += [f"| `{frame}` | {100 * mine / samples:.0f}% |" for mine, frame in leaves]
+    return "\n".join(lines) + "\n"
+
+
 def _flat(tmp: Path, sizes: list[int]) -> str:
     rec = _Receiver(tmp)
     rows = []
@@ -258,7 +325,10 @@ def run(quick: bool = False) -> str:
         b = Path(tmp) / "b"
         b.mkdir()
         flat = _flat(b, sizes)
-    return f"## Receive (OTLP/HTTP → ledger)\n\nLoad average at start: {load:.2f}.\n\n{through}\n{flat}"
+        c = Path(tmp) / "c"
+        c.mkdir()
+        prof = _profile(c, n_sessions, calls_per)
+    return f"## Receive (OTLP/HTTP → ledger)\n\nLoad average at start: {load:.2f}.\n\n{through}\n{flat}\n{prof}"
 
 
 if __name__ == "__main__":

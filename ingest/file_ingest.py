@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import operator
+import pickle
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -746,15 +748,40 @@ def row_state(row: dict[str, Any]) -> tuple:
 def precompute(engine: Engine, path: Path, row: dict[str, Any] | None, opts: Options) -> Computed | None:
     """Compute a file against the ledger's current view, before any lock; None when it is
     better done under the claim (a big file: streamed) or failed (redone there, and recorded)."""
-    if path.stat().st_size > BIG_FILE_BYTES:
+    big = path.stat().st_size > BIG_FILE_BYTES
+    if big and opts.jobs <= 1:
         return None
     with engine.connect() as conn:
         prior = load_prior(conn, row, opts)
     try:
-        return compute(path, prior, opts, materialize=True)
+        if not big:
+            return compute(path, prior, opts, materialize=True)
+        # Several job processes: computed under the claim, a big file would hold the write lock
+        # through its whole compute and the other jobs would wait on it. Spooled to disk instead.
+        c = compute(path, prior, opts)
+        c.sessions = Spool(c.sessions)
+        return c
     except Exception:  # noqa: BLE001  (recomputed under the claim, where the failure is recorded)
         log.debug("%s: precompute failed; computing under the claim", path, exc_info=True)
         return None
+
+
+class Spool:
+    """A big file's session rows, computed before the claim and held in an anonymous temporary
+    file (pickled one session at a time, so memory stays one session's) until they are written.
+    Iterable again and again: a write retried after a busy ledger reads them from the start."""
+
+    def __init__(self, sessions: Iterable[store.SessionRows]) -> None:
+        self._fh = tempfile.TemporaryFile(prefix="loopledger-spool-")
+        self._n = 0
+        for rows in sessions:  # one pickle each, self-contained: nothing kept alive across sessions
+            pickle.dump(rows, self._fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._n += 1
+
+    def __iter__(self) -> Iterator[store.SessionRows]:
+        self._fh.seek(0)
+        for _ in range(self._n):
+            yield pickle.load(self._fh)
 
 
 def _write(engine: Engine, path: Path, opts: Options, c: Computed | None,

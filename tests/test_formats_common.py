@@ -169,3 +169,27 @@ def test_records_or_document(tmp_path):
     broken_doc.write_text('[\n{"role": "user"},\n')
     err = records_or_document(broken_doc, is_msg)
     assert isinstance(err, ReadError) and err.line == 3
+
+
+def test_records_or_document_probes_a_conversation_line_over_a_megabyte(tmp_path):
+    """One conversation per line, a line of 2 MB (a long session): JSONL, not one broken document."""
+    def is_conv(v):
+        return isinstance(v, dict) and isinstance(v.get("messages"), list)
+
+    long_line = orjson.dumps({"messages": [{"role": "tool", "content": "x" * 2_000_000}]})
+    assert len(long_line) > 2_000_000
+    p = tmp_path / "conversations.jsonl"
+    p.write_bytes(long_line + b"\n" + orjson.dumps({"messages": []}) + b"\n")
+    assert records_or_document(p, is_conv) is JSONL
+
+
+def test_a_line_longer_than_the_probe_is_read_as_one_document(tmp_path, monkeypatch):
+    """A one-line document past the probe's line limit is not probed piece by piece: it is the
+    document (parsed whole), as a line of records would not be."""
+    from loopledger.formats import _common
+
+    monkeypatch.setattr(_common, "_PROBE_LINE_BYTES", 100)
+    doc = [{"role": "user", "content": "y" * 300}]
+    p = tmp_path / "one_line.json"
+    p.write_bytes(orjson.dumps(doc))
+    assert records_or_document(p, lambda v: isinstance(v, dict) and "role" in v) == doc

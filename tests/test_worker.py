@@ -296,3 +296,34 @@ def test_two_sessions_under_one_key_are_both_kept(engine, tmp_path):
     with engine.connect() as conn:
         keys = sorted(conn.execute(select(schema.sessions.c.key)).scalars())
     assert keys == ["inst-1", "inst-1#2", "inst-1#3"]
+
+
+def test_jobs_compute_big_files_before_the_claim_and_write_the_same_ledger(engine, tmp_path, other, monkeypatch):
+    """With --jobs, a file over BIG_FILE_BYTES is computed before its write lock (spooled to a
+    temporary file, not held in memory) instead of under it, where it kept the other jobs
+    waiting: the ledger is what one process, streaming it under the claim, writes."""
+    from loopledger import file_ingest
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    rng = random.Random(8)
+    with open(corpus / "conversations.jsonl", "wb") as fh:  # one conversation per line
+        for k in range(6):
+            msgs = [orjson.loads(line) for line in session_lines(rng, 80, session=k)]
+            fh.write(orjson.dumps({"messages": msgs}) + b"\n")
+    write_corpus(corpus / "more", 3, 60, seed=3)
+    monkeypatch.setattr(file_ingest, "BIG_FILE_BYTES", 1000)
+    path = (corpus / "conversations.jsonl").absolute()
+    spooled = file_ingest.precompute(engine, path, None, worker.Options(jobs=2))
+    assert spooled is not None and isinstance(spooled.sessions, file_ingest.Spool)
+    first, again = list(spooled.sessions), list(spooled.sessions)  # a retried write reads it again
+    assert [r.key for r in first] == [r.key for r in again] == [f"line-{i}" for i in range(1, 7)]
+    assert first == again
+    assert file_ingest.precompute(engine, path, None, worker.Options(jobs=1)) is None  # streamed under the claim
+
+    # As a --jobs process ingests each file (in this process, so the small BIG_FILE_BYTES holds).
+    par = [worker.ingest_file(engine, p, worker.Options(jobs=2)) for p in worker.discover([corpus])]
+    seq = worker.ingest_paths(other, [corpus], worker.Options())
+    assert sum(r.sessions for r in par) == seq.sessions == 6 + 3
+    assert (sum(r.calls for r in par), sum(r.checks for r in par)) == (seq.calls, seq.checks)
+    assert dump(engine) == dump(other)

@@ -171,10 +171,12 @@ def ingest(
     format: FormatOption = None,
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
-    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes reading and replaying ahead of the "
-                                      "writer. 0 (the default): one per core, at most 4, when the files "
-                                      "add up to more than 64 MB, else 1 (starting processes costs more "
-                                      "than it saves on small inputs).")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes that each read, replay and write "
+                                      "whole files (the ledger serialises the writes). 0 (the default): one "
+                                      "per core, at most 4, when there are several files adding up to more "
+                                      "than 32 MB, else 1 (starting a process costs more than it saves on "
+                                      "less). A file is never split between processes: one big file is "
+                                      "ingested by one.")] = 0,
     create: CreateOption = False,
     log_file: LogFileOption = None,
 ) -> None:

@@ -179,7 +179,12 @@ def _print_errors(t: worker.Totals) -> None:
             err.print(Text(f"  … and {t.quarantined - len(t.bad_lines)} more", style="yellow"))
 
 
-AUTO_JOBS_BYTES = 64 * 1024 * 1024  # below this, starting child processes costs more than it saves
+# Below this, starting job processes costs more than it saves: each job spends ~0.6 CPU-s
+# importing before its first file (measured), and two jobs burn ~20% more CPU per call than one
+# (BENCHMARKS.md, Ingest; two independent one-process ingests run side by side burn as much, so
+# it is the two busy cores, not the shared ledger). On two idle cores that puts the break-even
+# near 16 MB of transcripts (~20k generated calls); from 32 MB two jobs should be >= 20% faster.
+AUTO_JOBS_BYTES = 32 * 1024 * 1024
 
 
 def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,

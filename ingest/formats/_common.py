@@ -284,12 +284,15 @@ def title_of(text: str, limit: int = 100) -> str:
 
 JSONL = object()  # records_or_document's answer for "stream it with iter_jsonl"
 _PROBE_LINES = 8
+_PROBE_LINE_BYTES = 64 * 1024 * 1024  # a JSONL record this long (a whole conversation) is still probed whole
 
 
 def _record_lines(path: Path | str, is_record, skip_bare: bool) -> bool:
     with open(path, "rb") as fh:
         seen = 0
-        for raw in iter(lambda: fh.readline(1024 * 1024), b""):
+        for raw in iter(lambda: fh.readline(_PROBE_LINE_BYTES), b""):
+            if len(raw) == _PROBE_LINE_BYTES and not raw.endswith(b"\n"):
+                return False  # a line too long to probe: one document (load_json reads it, or says why not)
             raw = raw.removeprefix(_BOM).strip()
             if not raw:
                 continue
