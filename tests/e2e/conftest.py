@@ -122,3 +122,14 @@ def page(browser):
     pg.requested = requested
     yield pg
     ctx.close()
+
+
+def metric_value(page, label: str) -> str:
+    """The value of the st.metric labelled exactly `label`. Exactly: `has_text` would also take
+    "Sessions without usage" for "Sessions", and which of the two comes first can change while a
+    fragment redraws."""
+    label_el = page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+    m = page.get_by_test_id("stMetric").filter(has=label_el).first
+    m.wait_for(timeout=60_000)
+    return m.get_by_test_id("stMetricValue").inner_text().strip()
+

@@ -7,6 +7,8 @@ import re
 import sqlalchemy as sa
 from loopledger.ledger.engine import make_engine
 
+from tests.e2e.conftest import metric_value
+
 
 def _most_halted(url: str) -> tuple[int, int, int]:
     eng = make_engine(url, readonly=True)
@@ -22,18 +24,13 @@ def _most_halted(url: str) -> tuple[int, int, int]:
     return sid, run, seq, n
 
 
-def _metric(page, label: str) -> str:
-    m = page.get_by_test_id("stMetric").filter(has_text=label).first
-    return m.get_by_test_id("stMetricValue").inner_text().strip()
-
-
 def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, artifacts_dir):
     sid, run, seq, n = _most_halted(e2e_ledger)
     page.goto(server + "/")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=60_000)
     page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=60_000)
-    assert _metric(page, "Sessions") == str(n)
+    assert metric_value(page, "Sessions") == str(n)
     page.screenshot(path=str(artifacts_dir / "e2e-sessions.png"), full_page=True)
 
     page.get_by_role("link", name=re.compile(rf"Open the most halted session \(#{sid}\)")).click()
@@ -51,7 +48,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
 
     page.goto(server + "/health")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
-    assert _metric(page, "Sources") == str(n)
+    assert metric_value(page, "Sources") == str(n)
     page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts_dir / "e2e-health.png"), full_page=True)
 
@@ -90,7 +87,7 @@ def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledge
         pid = conn.execute(sa.text("SELECT id FROM policies ORDER BY id LIMIT 1")).scalar()
     page.goto(server + "/")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
-    assert _metric(page, "Sessions") == str(n)
+    assert metric_value(page, "Sessions") == str(n)
     with eng.begin() as conn:
         conn.execute(sa.insert(t.sources).values(id=n + 1, path="/live/new.jsonl", format="claude-code", size=10,
                                                  status="ok", ingested_at=time.time()))
@@ -102,10 +99,10 @@ def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledge
     eng.dispose()
     # No reload: the live fragment re-reads the ledger on its own.
     page.get_by_test_id("stMetricValue").filter(has_text=str(n + 1)).first.wait_for(timeout=60_000)
-    assert _metric(page, "Sessions") == str(n + 1)
+    assert metric_value(page, "Sessions") == str(n + 1)
     page.goto(server + "/health")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
-    assert _metric(page, "Quarantined lines") == str(errors + 1)
+    assert metric_value(page, "Quarantined lines") == str(errors + 1)
     page.screenshot(path=str(artifacts_dir / "e2e-health-live.png"), full_page=True)
 
 

@@ -19,7 +19,7 @@ from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
 from loopledger.replay import replay, tally
 
-from tests.e2e.conftest import start_server
+from tests.e2e.conftest import metric_value, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,16 +71,11 @@ def _case(url: str):
     pytest.fail("no sample run whose halt moves when one threshold is loosened by one")
 
 
-def _metric(page, label: str) -> str:
-    m = page.get_by_test_id("stMetric").filter(has_text=label).first
-    return m.get_by_test_id("stMetricValue").inner_text().strip()
-
-
 def _wait_metric(page, label: str, value: str, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
-    while _metric(page, label) != value:
+    while metric_value(page, label) != value:
         if time.monotonic() > deadline:
-            raise AssertionError(f"{label} is {_metric(page, label)!r}, expected {value!r}")
+            raise AssertionError(f"{label} is {metric_value(page, label)!r}, expected {value!r}")
         page.wait_for_timeout(200)
 
 
@@ -115,9 +110,9 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     rp.get_by_role("button", name="Apply parameters").click()
     rp.get_by_text(f"{param}={value}").first.wait_for(timeout=30_000)
     deadline = time.monotonic() + 30
-    while _metric(rp, "Verdict at this step") == vocab.HALT and time.monotonic() < deadline:
+    while metric_value(rp, "Verdict at this step") == vocab.HALT and time.monotonic() < deadline:
         rp.wait_for_timeout(200)
-    assert _metric(rp, "Verdict at this step") != vocab.HALT
+    assert metric_value(rp, "Verdict at this step") != vocab.HALT
     assert f"step={seq}" in rp.url
     next_halt = rp.get_by_role("button", name="Next halt")
     if nxt is None:
@@ -165,6 +160,6 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
         _wait_metric(rp, "Verdict at this step", vocab.HALT)
     else:
         rp.get_by_text("▶ at the cursor").wait_for(timeout=30_000)
-        assert _metric(rp, "Verdict at this step") != vocab.HALT
+        assert metric_value(rp, "Verdict at this step") != vocab.HALT
     assert not rp.get_by_test_id("stException").count()
     rp.screenshot(path=str(artifacts_dir / "e2e-compare-flipped-run.png"), full_page=True)
