@@ -7,7 +7,7 @@ import json
 import pytest
 import sqlalchemy as sa
 from loopledger import vocab, worker
-from loopledger.analysis import sweep
+from loopledger.analysis import scoring, sweep
 from loopledger.app import charts_replay as charts
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import PolicySpec
@@ -190,26 +190,31 @@ def test_cache_key_changes_when_a_session_grows():
     assert sweep.cache_key(SESSIONS, sweep.make_grid("window", [sweep.parse_axis("threshold=2..4")])) != a
 
 
-def test_precision_recall_against_labels():
+def test_compare_scores_sessions_as_the_leaderboard_does():
+    """One unit: a setting's score in Compare is scoring.score over the labelled sessions, each judged
+    by its first halt's call position — what the leaderboard gives a stored policy (the expected
+    rows are built from a plain replay of each session and scoring.judge_replay, not the sweep)."""
     result = sweep.sweep(SESSIONS, sweep.make_grid("window", [sweep.parse_axis("threshold=3,6")]))
-    labels = {(1, 0): sweep.REAL_LOOP, (2, 0): sweep.REAL_LOOP, (3, 0): sweep.NOT_LOOP,
-              (4, 0): sweep.NOT_LOOP, (4, 1): sweep.REAL_LOOP}
-    strict, loose = result.settings
-    # expected counts are derived from the runs the setting halted, then checked against score()
-    sc = sweep.score(strict, labels)
-    flagged = {k for k, r in strict.runs.items() if r.outcome == vocab.HALTED}
-    tp = len([k for k in flagged if labels.get(k) == sweep.REAL_LOOP])
-    fp = len([k for k in flagged if labels.get(k) == sweep.NOT_LOOP])
-    fn = len([k for k, v in labels.items() if v == sweep.REAL_LOOP and k not in flagged])
-    assert (sc.tp, sc.fp, sc.fn) == (tp, fp, fn)
-    assert sc.precision == pytest.approx(tp / (tp + fp)) and sc.recall == pytest.approx(tp / (tp + fn))
-    assert (4, 0) in flagged and sc.fp >= 1  # three identical greps: a false alarm by this label
-    sl = sweep.score(loose, labels)
-    assert sl.recall < sc.recall  # threshold 6 misses the 5-call loop
-    none = sweep.score(loose, {(3, 0): sweep.NOT_LOOP})
-    assert none.precision is None and none.recall is None
-    rows = sweep.score_rows(result, labels)
-    assert [r["threshold"] for r in rows] == [3, 6] and rows[0]["tp"] == sc.tp
+    # Session 1: a loop over calls 1-6; 2: a loop over calls 3-10; 3: normal; 4: a loop in its second run.
+    labels = {1: ("loop", 1, 6), 2: ("loop", 3, 10), 3: ("normal", None, None), 4: ("loop", 4, 8)}
+    for setting in result.settings:
+        got = sweep.judged(setting, labels)
+        want = []
+        for sess in SESSIONS:
+            label, first, last = labels[sess.session_id]
+            steps = list(replay(sess.events, setting.spec))
+            saved = tally(steps).totals()["saved"]
+            want.append(scoring.judge_replay(setting.spec.id, sess.session_id, label, first, last, sess.events,
+                                             steps, saved))
+        assert [(j.session_id, j.halt_at, j.saved, j.outcome) for j in got] == \
+            [(j.session_id, j.halt_at, j.saved, j.outcome) for j in want]
+        assert sweep.session_scores(result, labels)[result.settings.index(setting)].row() == \
+            scoring.score(want, [(setting.spec.id, setting.label)])[0].row()
+    strict, loose = sweep.session_scores(result, labels)
+    assert strict.loops == 3 and strict.normal == 1  # sessions, not runs: session 4 has two runs, one loop
+    assert strict.recall > loose.recall  # threshold 6 misses the shorter loops
+    # Only labelled sessions count, and an unlabelled one changes nothing.
+    assert sweep.session_scores(result, {3: ("normal", None, None)})[0].loops == 0
 
 
 # ── saving a sweep as policies, on both backends ─────────────────────────────────────────────
@@ -401,10 +406,26 @@ def test_cli_sweep_prints_and_saves(db_url):
 def test_event_lines_are_plain_and_bounded():
     c = Call("c1", "Bash", {"cmd": "ls\nrm -rf /", "n": 1})
     lines = rv.event_lines(4, Batch((c,), text="running"))
-    assert lines == ["[4] assistant: running", '[4] call 0: Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    assert lines == ["assistant (step 4): running", 'call 0 (step 4): Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    # With the calls before it, a call leads with its number over the session: call #N first.
+    assert rv.event_lines(4, Batch((c,)), before=11) == ['call #12 (step 4): Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
     ans = rv.event_lines(5, Answers((Answer("c1", "x" * 5000 + "\n<b>", is_error=True),)))
-    assert len(ans) == 1 and ans[0].startswith("[5] answer (error): xxx") and len(ans[0]) < 700
-    assert rv.event_lines(0, UserTurn("hi\nthere")) == ["[0] user: hi\nthere"]
+    assert len(ans) == 1 and ans[0].startswith("answer (error) (step 5): xxx") and len(ans[0]) < 700
+    assert rv.event_lines(0, UserTurn("hi\nthere")) == ["user (step 0): hi\nthere"]
+
+
+def test_replay_stops_at_calls_and_checked_prose_never_at_answers():
+    from types import SimpleNamespace as NS
+
+    events = [UserTurn("go"), Batch((Call("a", "ls", {}),)), Answers((Answer("a", "x"),)), Prose("thinking"),
+              Batch((Call("b", "ls", {}),)), Answers((Answer("b", "x"),)), Prose("said, unchecked")]
+    steps = [NS(seq=i, checks=[object()] if i in (1, 3, 4) else []) for i in range(len(events))]
+    stops = rv.stops(events, steps)
+    assert stops == [1, 3, 4]
+    assert rv.next_stop(stops, 1, 0, 6) == 3 and rv.next_stop(stops, 3, 0, 6) == 4
+    assert rv.next_stop(stops, 4, 0, 6) is None  # nothing checked after the last call
+    assert rv.next_stop(stops, 4, 0, 6, forward=False) == 3 and rv.next_stop(stops, 1, 0, 6, forward=False) is None
+    assert rv.next_stop(stops, 1, 0, 3) == 3 and rv.next_stop(stops, 3, 0, 3) is None  # within the run only
 
 
 # ── the real corpus ──────────────────────────────────────────────────────────────────────────
