@@ -345,22 +345,61 @@ def test_sweep_charts_specs():
     rows = sweep.totals_rows(result)
     line = charts.sweep_lines_chart(rows, "threshold").to_dict()
     data = next(iter(line["datasets"].values()))
-    assert {d["metric"] for d in data} == {"halts", "warnings", "saved"}
+    # window never warns: no panel of zeros (the page says so: zero_metrics).
+    assert {d["metric"] for d in data} == {"halts", "saved"} and charts.zero_metrics(rows, ("warnings",)) == ["warnings"]
     assert all(d["value"] is not None for d in data)  # the invalid threshold 4 > window 3 is dropped
     heat = charts.grid_heatmap(rows, "threshold", "window").to_dict()
     hdata = next(iter(heat["datasets"].values()))
     rect, text = heat["layer"]
     assert len(hdata) == 5 and rect["encoding"]["color"]["field"] == "rank" and text["encoding"]["text"]["field"] == "halts"
-    fh = charts.first_halt_heatmap(sweep.first_halt_rows(result), [s.label for s in result.settings]).to_dict()
-    assert fh["layer"][1]["encoding"]["color"]["field"] == "first_halt_seq"
-    pr = charts.pr_chart([{"setting": "a", "precision": 0.5, "recall": 1.0, "tp": 1, "fp": 1, "fn": 0},
-                          {"setting": "b", "precision": None, "recall": 0.0, "tp": 0, "fp": 0, "fn": 1}]).to_dict()
-    prdata = next(iter(pr["datasets"].values()))
-    assert pr["width"] >= 400 and pr["height"] >= 300  # not a 50-px strip beside its table
+    fh_in = sweep.first_halt_rows(result)
+    fh = charts.first_halt_heatmap(fh_in, [s.label for s in result.settings]).to_dict()
+    # Coloured and labelled by the call, as every page numbers calls; the step is in the tooltip.
+    assert fh["layer"][1]["encoding"]["color"]["field"] == "first_halt_at"
     fh_rows = next(iter(fh["datasets"].values()))
-    assert {r["first halt"] for r in fh_rows} <= {"never"} | {f"step {int(r['first_halt_seq'])}" for r in fh_rows if r['first_halt_seq'] is not None}
-    assert all(r["first halt"] == "never" for r in fh_rows if r["first_halt_seq"] is None)
-    assert [d["setting"] for d in prdata] == ["a"]
+    for r in fh_rows:
+        if r["first_halt_at"] is None:
+            assert r["first halt"] == "never" and r["call"] == ""
+        else:
+            assert r["call"] == f"#{int(r['first_halt_at'])}"
+            assert r["first halt"] == f"call #{int(r['first_halt_at'])} (step {int(r['first_halt_seq'])})"
+    # The call number is the scoring rule's position of the first halt (from a plain replay).
+    for r in fh_in:
+        sess = next(x for x in SESSIONS if x.session_id == r["session_id"])
+        spec = next(s.spec for s in result.settings if s.values == r["values"])
+        fh1 = scoring.first_halt(list(replay(sess.events, spec)))
+        want = None if fh1 is None else scoring.call_position(sess.events, fh1[1], fh1[2])
+        assert r["first_halt_at"] == want
+
+
+def test_first_halt_numbers_read_on_every_colour():
+    """viridis runs dark → yellow: the numbers on its light end are dark, on its dark end white."""
+    rows = [{"session_id": 1, "setting": "a", "first_halt_at": n, "first_halt_seq": n, "link": ""} for n in (2, 50, 100)]
+    spec = charts.first_halt_heatmap(rows, ["a"]).to_dict()
+    data = {r["first_halt_at"]: r["light"] for r in next(iter(spec["datasets"].values()))}
+    assert data == {2: False, 50: False, 100: True}
+    colour = spec["layer"][2]["encoding"]["color"]
+    assert colour["condition"]["value"] == "#212529" and colour["value"] == "white"
+
+
+def test_scatter_settings_on_one_point_share_one_label_inside_the_chart():
+    from loopledger.analysis.scoring import PolicyScore
+    from loopledger.app.score_table import score_rows  # the pure table both pages draw
+
+    def ps(name, caught, halted, loops=4):
+        return PolicyScore(name, name, loops=loops, caught=caught, missed=loops - caught, halted=halted)
+
+    scores = score_rows([ps("halt_at=6", 1, 1), ps("halt_at=7", 1, 1), ps("halt_at=8", 1, 1), ps("halt_at=3", 4, 4),
+                         ps("x", 0, 0)])
+    spec = charts.pr_chart(scores).to_dict()
+    data = next(iter(spec["datasets"].values()))
+    labels = sorted(d["settings"] for d in data)
+    assert labels == ["halt_at=3", "halt_at=6, 7, 8"]  # one label per point; "x" halted nothing: no precision
+    top = next(d for d in data if d["settings"] == "halt_at=3")
+    assert top["precision"] == 1.0 and top["dy"] > 0  # at the top edge: written below the point
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["domain"][1] > 1.0
+    assert charts.point_label(["a=1", "b=2"]) == "a=1 · b=2"
+    assert charts.point_label([f"k={i}" for i in range(9)]).endswith("(+3 more)")
 
 
 # ── `loopledger sweep` ───────────────────────────────────────────────────────────────────────
