@@ -112,7 +112,8 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         # Stepping reuses the Replayer kept in the session: no replay from the start per click.
         assert at.session_state["rp_replayer"] is rp
         # Next halt looks across every run of the session; within this run it lands on the step.
-        anywhere = next((s for s in range(mid, len(verdicts)) if vocab.HALT in verdicts[s]), None)
+        cur = at.session_state["rp_step"]
+        anywhere = next((s for s in range(cur + 1, len(verdicts)) if vocab.HALT in verdicts[s]), None)
         assert at.button(key="rp_next_halt").disabled == (anywhere is None)
         halt = anywhere if anywhere is not None and anywhere <= last else None
         if halt is not None:
