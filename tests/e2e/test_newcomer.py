@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, default_set_words
 from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce
 
 from tests.e2e.conftest import ROOT, start_server
+from tests.e2e.conftest import sql as _sql
 from tests.live_support import BIN
 
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -45,31 +45,39 @@ def board(newcomer_ledger, tmp_path_factory) -> str:
         yield base
 
 
-def _sql(url: str, query: str, **params):
-    eng = make_engine(url, readonly=True)
-    try:
-        with eng.connect() as conn:
-            return conn.execute(sa.text(query), params).all()
-    finally:
-        eng.dispose()
-
-
 def _settle(page, ms: int = 800) -> None:
     page.wait_for_timeout(ms)
     page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=WAIT)
 
 
+def _grid(page, key: str):
+    """A table on the page: by its widget key (a table one can click has one), else by one of its
+    column titles (a plain table is known by what it shows)."""
+    if key.startswith("th:"):
+        title = key.removeprefix("th:")
+        return page.get_by_test_id("stDataFrame").filter(
+            has=page.locator("th", has_text=re.compile(rf"^\s*{re.escape(title)}\s*$"))).first
+    return page.locator(f".st-key-{key}")
+
+
 def _cells(page, key: str) -> list[str]:
-    """The visible cells of the table drawn with `key`, row after row (the grid's accessible table)."""
-    table = page.locator(f".st-key-{key}")
+    """The visible cells of a table (`_grid`), row after row (the grid's accessible table)."""
+    table = _grid(page, key)
     table.locator("td").first.wait_for(state="attached", timeout=WAIT)
     return [t.strip() for t in table.locator("td").all_text_contents()]
 
 
 def _headers(page, key: str) -> list[str]:
-    table = page.locator(f".st-key-{key}")
+    table = _grid(page, key)
     table.locator("th").first.wait_for(state="attached", timeout=WAIT)
     return [t.strip() for t in table.locator("th").all_text_contents() if t.strip()]
+
+
+def _chosen(page, label: str, scope=None) -> str:
+    """What the selectbox labelled `label` shows (its input's value)."""
+    box = (scope or page).get_by_test_id("stSelectbox").filter(has=page.get_by_text(label, exact=True)).first
+    box.wait_for(timeout=WAIT)
+    return box.locator("input").input_value()
 
 
 def _pick(page, label: str, option: str, scope=None) -> None:
@@ -116,7 +124,7 @@ def test_sidebar_filters_are_kept_across_pages_and_compare_sweeps_what_they_matc
     page.get_by_test_id("stHeading").filter(has_text="Ingest health").first.wait_for(timeout=WAIT)
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Sessions").click()
     _settle(page, 1500)
-    assert "halted" in sidebar.get_by_label("Outcome", exact=True).inner_text()
+    assert _chosen(page, "Outcome", sidebar) == "halted"
     assert _text(page, r"^\d[\d,]* sessions · page").inner_text().split()[0] == halted
     # Compare sweeps exactly those sessions, and says which filter chose them.
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Compare").click()
@@ -128,7 +136,7 @@ def test_source_paths_are_shown_normalised(board, page, newcomer_ledger):
     (sid,) = _sql(newcomer_ledger, "SELECT s.id FROM sessions s JOIN sources r ON r.id = s.source_id "
                   "WHERE r.path LIKE '%/app/../sample_data/%' ORDER BY s.id LIMIT 1")[0]
     page.goto(f"{board}/session?session={sid}")
-    cells = _cells(page, "session_header")
+    cells = _cells(page, "th:source file")
     path = next(c for c in cells if "sample_data" in c)
     assert "/../" not in path and path.startswith(str(ROOT / "sample_data"))
 
@@ -145,17 +153,17 @@ def test_each_browser_tab_names_its_page_and_session(board, page, newcomer_ledge
 
 def test_tables_show_no_raw_column_names(board, page):
     page.goto(board + "/health")
-    assert "last ingest" in _headers(page, "sources_table")
+    assert "last ingest" in _headers(page, "th:last ingest")
     page.goto(board + "/leaderboard")
-    heads = _headers(page, "lb_table")
+    heads = _headers(page, "th:loop sessions")
     assert "false halts" in heads and "loop sessions" in heads
     page.goto(board + "/compare")
     page.get_by_role("button", name="Run sweep").click()
     _text(page, "Precision and recall against labelled sessions")
-    for key in ("cp_totals", "cp_scores"):
+    for key in ("th:sessions halted", "th:loop sessions"):  # the totals, the scores
         heads = _headers(page, key)
         assert not [h for h in heads if "_" in h or h in ("tp", "fp", "fn", "tn")], (key, heads)
-    assert "halted runs" in _headers(page, "cp_totals")
+    assert "halted runs" in _headers(page, "th:sessions halted")
 
 
 # ── investigating ────────────────────────────────────────────────────────────────────────────
@@ -183,8 +191,13 @@ def test_replay_forward_goes_call_to_call_and_opens_on_the_current_call(board, p
     page.goto(f"{board}/replay?session={sid}&run={run}&step={first}")
     _text(page, "Detector state")
     seen = []
+    head = _text(page, r"^Transcript, run #\d+, at ").inner_text()
     for _ in range(4):
+        before = head
         page.get_by_role("button", name="Forward ▶").click()
+        # The cursor's fragment redraws: wait for the panel's heading to move on.
+        page.wait_for_function("h => ![...document.querySelectorAll('h3')].some(e => e.innerText === h)", arg=before,
+                               timeout=WAIT)
         _settle(page)
         head = _text(page, r"^Transcript, run #\d+, at ").inner_text()
         # Every stop is a call the guard judged, never an answer ("no check").
@@ -223,21 +236,18 @@ def _score_row(page, key: str, name: str, width: int) -> list[str]:
 
 def test_compare_and_the_leaderboard_count_sessions_and_agree(board, page, artifacts_dir):
     page.goto(board + "/compare")
-    detector = page.get_by_label("Detector", exact=True)
-    detector.wait_for(timeout=WAIT)
-    assert DEFAULT_SPECS[0].detector in detector.inner_text()  # the default set's first, not run-length
+    assert _chosen(page, "Detector") == DEFAULT_SPECS[0].detector  # the default set's first, not run-length
     page.get_by_role("button", name="Run sweep").click()
     _text(page, "Precision and recall against labelled sessions")
     _settle(page, 1500)
     default = PolicySpec(DEFAULT_SPECS[0].detector)
     param = "halt_at" if "halt_at" in default.params else next(iter(default.params))
-    here = _score_row(page, "cp_scores", f"{param}={default.params[param]}", 11)
-    assert "loop sessions" in _headers(page, "cp_scores")
+    here = _score_row(page, "th:recall 95% CI", f"{param}={default.params[param]}", 11)
     page.screenshot(path=str(artifacts_dir / "e2e-newcomer-compare-scores.png"))
     page.goto(board + "/leaderboard")
-    cells = _cells(page, "lb_table")
+    cells = _cells(page, "th:loop sessions")
     label = next(c for c in cells if c.startswith(default.label[:40]))
-    there = _score_row(page, "lb_table", label, 11)
+    there = _score_row(page, "th:loop sessions", label, 11)
     # loops, caught, early, missed, normal, false halts, precision, its CI, recall, its CI: the same numbers.
     assert here[1:11] == there[1:11], (here, there)
 
@@ -249,6 +259,7 @@ def test_enforce_says_it_replaces_the_default_set_and_can_add_to_it(tmp_path, pa
     url = f"sqlite:///{db}"
     with start_server(url, tmp_path / "server.log") as base:
         page.goto(base + "/compare")
+        page.get_by_role("button", name="Run sweep").wait_for(timeout=WAIT)
         page.get_by_role("button", name="Run sweep").click()
         _text(page, "Enforce on live agents")
         _settle(page, 1500)
@@ -287,6 +298,6 @@ def test_no_flat_zero_chart_and_the_saved_table_is_wide(board, page, newcomer_le
     (sid,) = _sql(newcomer_ledger, "SELECT session_id FROM turn_usage GROUP BY session_id ORDER BY count(*) DESC "
                   "LIMIT 1")[0]
     page.goto(f"{board}/session?session={sid}")
-    table = page.locator(".st-key-cost_session_saved")
+    table = _grid(page, "th:time in loops")
     table.locator("td").first.wait_for(state="attached", timeout=WAIT)
     assert table.bounding_box()["width"] > 800  # the whole content width, not half of it
