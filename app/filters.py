@@ -17,14 +17,19 @@ from loopledger.ledger import read
 
 ANY = "any"
 KEPT = "kept_filters"
+DRAWN_ON = "filters_drawn_on"  # the page that drew them last: a widget of another page starts anew
 KEYS = ("f_policies", "f_formats", "f_source", "f_dates", "f_outcome", "f_tool", "f_text")
 
 
-def _restore(valid: dict[str, Any]) -> None:
-    """Put the kept values back for widgets not drawn yet this run (a value no longer offered —
-    a format gone from the ledger — is dropped, never handed to a widget that would refuse it)."""
+def _restore(valid: dict[str, Any], page: str) -> None:
+    """Put the kept values back for widgets not drawn yet this run — all of them on the first run
+    of another page, whose widgets are new ones even under the same keys (a value no longer
+    offered, a format gone from the ledger, is dropped, never handed to a widget that would
+    refuse it)."""
+    moved = st.session_state.get(DRAWN_ON) != page
+    st.session_state[DRAWN_ON] = page
     for key, value in st.session_state.get(KEPT, {}).items():
-        if key in st.session_state:
+        if key in st.session_state and not moved:
             continue
         ok = valid.get(key)
         if ok is None:
@@ -46,17 +51,17 @@ def _given(key: str, **default: Any) -> dict[str, Any]:
     return {} if key in st.session_state else default
 
 
-def sidebar(policies: bool = True) -> read.SessionFilter:
-    """Draw the filters in the sidebar and return them. `policies=False` (Compare, which sweeps a
-    detector of its own): the policy choice, which only chooses what counters sum, is not drawn
-    and kept as it was."""
+def sidebar(page: str, policies: bool = True) -> read.SessionFilter:
+    """Draw the filters in the sidebar of `page` and return them. `policies=False` (Compare, which
+    sweeps a detector of its own): the policy choice, which only chooses what counters sum, is not
+    drawn and kept as it was."""
     pols = data.q("policies")
     labels = dict(zip(pols["id"], pols["label"], strict=True))
     default = [i for i, d in zip(pols["id"], pols["is_default"], strict=True) if d] or list(labels)
     tools = ("", *data.q("tools"))
     formats = data.q("formats")
     _restore({"f_policies": list(labels), "f_formats": list(formats), "f_outcome": (ANY, *read.OUTCOME_FILTERS),
-              "f_tool": tools})
+              "f_tool": tools}, page)
     sb = st.sidebar
     sb.caption("Filters (kept while you move between pages; Compare sweeps the sessions they match)")
     chosen = list(labels)

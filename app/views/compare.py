@@ -91,7 +91,7 @@ st.title("Compare settings")
 st.caption("What would each setting have halted, how many calls would it have saved, and which runs flip?")
 
 # ── which sessions: the sidebar's filters, the same as on Sessions ───────────────────────────
-flt = filters.sidebar(policies=False)
+flt = filters.sidebar("compare", policies=False)
 s1, s2 = st.columns([4, 1])
 limit = int(s2.number_input("At most", 1, 20_000, 500, step=100, key="cp_limit",
                             help="the newest sessions that match the filters"))

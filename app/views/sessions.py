@@ -106,4 +106,4 @@ def _live(f: read.SessionFilter) -> None:
 
 words.tab_title("Sessions")
 st.header("Sessions")
-_live(filters.sidebar())
+_live(filters.sidebar("sessions"))

@@ -130,6 +130,10 @@ def test_sidebar_filters_are_kept_across_pages_and_compare_sweeps_what_they_matc
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Compare").click()
     said = _text(page, r"session\(s\) selected: those the sidebar's filters match \(outcome halted\)")
     assert said.inner_text().startswith(f"{halted} session(s) selected")
+    # And back: Compare drew the same filters, Sessions still has them.
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Sessions").click()
+    _settle(page, 1500)
+    assert _chosen(page, "Outcome", sidebar) == "halted"
 
 
 def test_source_paths_are_shown_normalised(board, page, newcomer_ledger):
@@ -229,9 +233,10 @@ def test_runs_are_counted_from_one_like_calls(board, page, newcomer_ledger):
 
 
 def _score_row(page, key: str, name: str, width: int) -> list[str]:
+    """A policy's (or setting's) row of a score table; a count that links to its sessions reads as its number."""
     cells = _cells(page, key)
     i = cells.index(name)
-    return cells[i:i + width]
+    return [re.sub(r"^\./leaderboard\?.*[?&]n=(\d+)$", r"\1", c) for c in cells[i:i + width]]
 
 
 def test_compare_and_the_leaderboard_count_sessions_and_agree(board, page, artifacts_dir):
