@@ -100,12 +100,17 @@ def session_cost(sid: int, run: int | None = None, run_halts: pd.DataFrame | Non
         st.caption(_prices_caption(versions))
 
 
-def with_saved_spend(rows: pd.DataFrame) -> pd.DataFrame:
-    """The leaderboard's rows with "tokens saved" and "$ saved" beside calls saved (over the
-    labelled sessions, as the leaderboard counts); a policy not stored shows unknown."""
+def saved_spend_on_labelled() -> dict[str, tuple[str, str]]:
+    """policy id → ("tokens saved", "$ saved") over the labelled sessions, as the leaderboard
+    counts (read here; the table is built by a pure function: with_saved_spend)."""
+    return {r["policy_id"]: read_cost.saved_text(r) for _, r in data.cost("saved_on_labelled").iterrows()}
+
+
+def with_saved_spend(rows: pd.DataFrame, spend: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """The leaderboard's rows with "tokens saved" and "$ saved" beside calls saved (pure); a
+    policy without spend figures shows unknown."""
     if rows.empty or "policy_id" not in rows:
         return rows
-    spend = {r["policy_id"]: read_cost.saved_text(r) for _, r in data.cost("saved_on_labelled").iterrows()}
     got = [spend.get(pid, (pricing.UNKNOWN, pricing.UNKNOWN)) for pid in rows["policy_id"]]
     at = list(rows.columns).index("saved") + 1 if "saved" in rows else len(rows.columns)
     rows = rows.copy()

@@ -226,7 +226,8 @@ else:
                    "on these sessions.")
 cost_view.add_sweep_spend(rows, result.settings, swept_ids)  # $ and tokens saved (app/cost_view.py)
 totals = pd.DataFrame(rows).drop(columns=["link"], errors="ignore")
-totals = totals[[*axis_names, "setting", *[c for c in ("sessions halted", "halted runs") if c in totals],
+# The unit labels and the leaderboard count first, beside the setting.
+totals = totals[[*axis_names, "setting", *(["sessions halted"] if "sessions halted" in totals else []),
                  *[c for c in totals.columns if c not in (*axis_names, "setting", "sessions halted")]]]
 if totals["error"].isna().all():
     totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None

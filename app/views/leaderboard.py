@@ -138,16 +138,16 @@ def _label_counts(totals: dict) -> None:
         col.metric(title, totals[key])
 
 
-def board_table(ranked: list[scoring.PolicyScore]) -> pd.DataFrame:
-    """The leaderboard's table (pure but for the spend read): score_table's rows, each count a
-    link to its sessions, with tokens and $ saved beside the calls saved. Columns the lead adds
-    later (cross-validated scores) join this frame."""
-    return cost_view.with_saved_spend(score_table.score_rows(ranked, cell_link))
+def board_table(ranked: list[scoring.PolicyScore], spend: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """The leaderboard's table, pure: score_table's rows (each count a link to its sessions) with
+    tokens and $ saved beside the calls saved (`spend`: cost_view.saved_spend_on_labelled). More
+    columns (cross-validated scores) join this frame the same way."""
+    return cost_view.with_saved_spend(score_table.score_rows(ranked, cell_link), spend)
 
 
 def _board(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
     """The table, the same links as a picker and a button, and the outcome bars."""
-    rows = board_table(ranked)
+    rows = board_table(ranked, cost_view.saved_spend_on_labelled())
     heads = score_table.titles()
     link_cols = {c: st.column_config.LinkColumn(heads[c][0], help=heads[c][1], display_text=r"n=(\d+)$")
                  for c in scoring.COUNT_COLUMNS}

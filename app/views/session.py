@@ -196,7 +196,7 @@ def _matrix(long: pd.DataFrame, halts: pd.DataFrame) -> None:
         st.session_state["_row_applied"] = (st.query_params.get("session"), picked)
         if picked != st.session_state.get("run_pick"):
             _goto_run(picked)
-    st.caption("Click a row to open that run. Cells: clean · warned · blocked · halted.")
+    st.caption("Click any cell of a row to open that run. Cells: clean · warned · blocked · halted.")
 
 
 def _timeline(sid: int, head: dict, run: int, bounds: tuple[int, int], n_policies: int) -> pd.DataFrame:
