@@ -184,7 +184,7 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
         (cseq, crun), = _sql(url, "SELECT seq, run_idx FROM calls WHERE session_id = :s ORDER BY seq, idx "
                                   "LIMIT 1 OFFSET :o", s=sid, o=n - 1)
         assert q == {"session": sid, "run": crun, "step": cseq}, (label, href)
-        assert (f"(run {crun})" in label) == (crun != run), label  # another run says which
+        assert (f"(run #{crun + 1})" in label) == (crun != run), label  # another run says which (from 1)
         seen.append((n, crun, cseq))
     if multi is not None:
         # "retried N times": the earlier attempts, in earlier runs, are listed and linked.
