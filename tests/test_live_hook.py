@@ -379,6 +379,7 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
 
     claude = claude_code()
     ledger = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{ledger}").dispose()  # `enforce` chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", LADDER, "--db", str(ledger)], check=True, capture_output=True)
     project, home = tmp_path / "shop", tmp_path / "home"
     project.mkdir()
@@ -526,6 +527,7 @@ def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_ho
 
     gemini = gemini_cli()
     ledger = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{ledger}").dispose()  # `enforce` chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
     project, home = tmp_path / "shop", tmp_path / "home"
     project.mkdir()

@@ -221,14 +221,22 @@ for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladde
 # ── positions ─────────────────────────────────────────────────────────────────────────────────
 
 
-def call_ref(number: Any, seq: Any = None, line: Any = None) -> str:
-    """"call #12 (step 35, line 37)": the one call number people use, the step (and the
-    transcript's line) as secondary detail. No number: the step alone."""
+def call_ref(number: Any, seq: Any = None, line: Any = None, unit: str = "line") -> str:
+    """"call #12 (step 35, line 37)": the one call number people use, the step (and where the
+    transcript holds it: its line, or its message or record in a JSON document — `unit`, from
+    loopledger.formats.positions) as secondary detail. No number: the step alone."""
     n, s, ln = _int(number), _int(seq), _int(line)
-    detail = ", ".join(x for x in (f"step {s}" if s is not None else "", f"line {ln}" if ln is not None else "") if x)
+    detail = ", ".join(x for x in (f"step {s}" if s is not None else "", f"{unit} {ln}" if ln is not None else "") if x)
     if n is None:
         return detail or "—"
     return f"call #{n}" + (f" ({detail})" if detail else "")
+
+
+def run_ref(idx: Any) -> str:
+    """A run as people count it, from 1 like calls: "run #1" is the session's first run (idx 0,
+    as links and the ledger number it); "run #?" for no run."""
+    i = _int(idx)
+    return "run #?" if i is None or i < 0 else f"run #{i + 1}"
 
 
 def call_list(numbers: Iterable[Any], limit: int = 12) -> str:

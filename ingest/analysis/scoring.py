@@ -301,6 +301,17 @@ def call_position(events: Sequence[Event], seq: int, idx: int) -> int:
     return before + max(idx, 0) + 1
 
 
+def calls_before(events: Sequence[Event]) -> list[int]:
+    """seq → how many tool calls the session made before that step: `call_position` for every
+    step in one pass (call #N = this + the call's place in its batch + 1)."""
+    out, n = [], 0
+    for ev in events:
+        out.append(n)
+        if isinstance(ev, Batch):
+            n += len(ev.calls)
+    return out
+
+
 def first_halt(steps: Iterable) -> tuple[int, int, int] | None:
     """(run, seq, idx) of a replay's first halt check, or None."""
     for step in steps:
@@ -320,7 +331,7 @@ def judge_replay(policy_id: str, session_id: int, label: str, first: int | None,
     return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq)
 
 
-# ── runs (the dashboard labels from a run; Compare scores runs) ──────────────────────────────────
+# ── runs (the dashboard labels from a run) ──────────────────────────────────
 
 
 def run_span(calls_per_run: Sequence[int], run: int) -> tuple[int, int] | None:
@@ -329,22 +340,6 @@ def run_span(calls_per_run: Sequence[int], run: int) -> tuple[int, int] | None:
         return None
     first = sum(calls_per_run[:run]) + 1
     return first, first + calls_per_run[run] - 1
-
-
-def run_verdicts(label: str, first: int | None, last: int | None,
-                 calls_per_run: Sequence[int]) -> dict[int, bool]:
-    """Run → is it a real loop, from the session's label (Compare scores runs, labels judge sessions).
-
-    normal: every run is not a loop; loop: the runs holding any of the loop's calls are, the
-    others are not; unclear: no run is judged."""
-    if label == UNCLEAR:
-        return {}
-    out = {}
-    for run in range(len(calls_per_run)):
-        span = run_span(calls_per_run, run)
-        out[run] = (label == LOOP and span is not None and first is not None and last is not None
-                    and span[0] <= last and first <= span[1])
-    return out
 
 
 def ratio(value: float | None) -> str:

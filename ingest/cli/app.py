@@ -10,14 +10,14 @@ from typing import Annotated
 
 import typer
 from loopledger import __version__
-from loopledger.detectors.policy import DEFAULT_DETECTORS
+from loopledger.detectors.policy import DETECTORS, default_set_words
 
 app = typer.Typer(
     name="loopledger",
     help=(
         "Find loops in LLM agent transcripts. Reads Claude Code, Codex CLI, OpenAI/Anthropic message "
         "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs the default loop guards "
-        f"({', '.join(DEFAULT_DETECTORS)}; more with --policy) over every step, "
+        f"({default_set_words()}; more with --policy) over every step, "
         "and writes each check and result verdict to a ledger (SQLite by default, PostgreSQL by URL)."
     ),
     no_args_is_help=True,
@@ -132,7 +132,7 @@ def _run_child(cmd: list[str], **kw) -> int:
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the default set (progress, stagnation, cycle at their defaults).",
+                 f"Repeatable; added to the default set ({default_set_words()}).",
                  show_default=False),
 ]
 ConfigOption = Annotated[
@@ -332,7 +332,8 @@ def replay(
 
 @app.command()
 def sweep(
-    detector: Annotated[str, typer.Option("--detector", metavar="NAME", help="run-length, stagnation, ladder, window or cycle.")],
+    detector: Annotated[str, typer.Option("--detector", metavar="NAME", help=", ".join(DETECTORS[:-1]) + f" or {DETECTORS[-1]} "
+                                          "(or an installed plugin's name).")],
     param: Annotated[str, typer.Option("--param", metavar="NAME=RANGE", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
                                        "window=4,8,12.")],
     param2: Annotated[str | None, typer.Option("--param2", metavar="NAME=RANGE", help="A second NAME=RANGE (a grid).")] = None,
@@ -432,7 +433,7 @@ def enforce(
         "call: the most severe verdict of any of them). Omit it to see what is enforced.",
         show_default=False)] = None,
     default: Annotated[bool, typer.Option("--default", help="Go back to the default set (the one ingest judges "
-                                          f"with: {', '.join(DEFAULT_DETECTORS)}).")] = False,
+                                          f"with: {default_set_words()}).")] = False,
     db: DbOption = None,
 ) -> None:
     """Choose the policy (or set) the hooks, `loopledger guard` and Policy.enforced(db) use on live

@@ -90,7 +90,7 @@ from loopledger.detectors.errors import ConfigError
 
 __all__ = [
     "BATCH", "BOOL", "BUILTIN_SPECS", "DEFAULT_DETECTORS", "DEFAULT_SPECS", "DETECTORS", "FLOAT", "INT", "NAMES", "OPT_INT", "PARAMS", "TEXT",
-    "Check", "Param", "Policy", "PolicySpec", "Result", "complete_params", "make_policy", "signature",
+    "Check", "Param", "Policy", "PolicySpec", "Result", "complete_params", "default_set_words", "make_policy", "signature",
 ]
 
 # Every registered detector's parameters (plugins too, once loaded): PARAMS[name] -> (Param, …).
@@ -293,6 +293,21 @@ DEFAULT_DETECTORS: tuple[str, ...] = ("progress", "stagnation", "cycle")
 DEFAULT_SPECS: tuple[PolicySpec, ...]
 
 _LAZY_SPECS = {"BUILTIN_SPECS": DETECTORS, "DEFAULT_SPECS": DEFAULT_DETECTORS}
+
+
+def default_set_words() -> str:
+    """The default set in words, from DEFAULT_SPECS — "progress, stagnation, cycle" (a member
+    not at its detector's defaults also names what it changes: "progress halt_at=4"). The one
+    description `--help`, the pages and `loopledger policies` give; docs point at
+    docs/detection.md, which says why these."""
+    specs = globals().get("DEFAULT_SPECS") or __getattr__("DEFAULT_SPECS")
+    words = []
+    for sp in specs:
+        base = PolicySpec(sp.detector).params
+        changed = [f"{p.name}={_text(p, sp.params[p.name])}" for p in PARAMS[sp.detector]
+                   if base[p.name] != sp.params[p.name]]
+        words.append(" ".join([sp.detector, *changed]))
+    return ", ".join(words)
 
 
 def __getattr__(name: str) -> Any:

@@ -72,6 +72,24 @@ def hook_command(agent: str, db: str | None) -> str:
     return f"{prefix} hook {agent} --db {shlex.quote(target)}"
 
 
+def install_notes(command: str) -> list[str]:
+    """What `hook install` tells the person before the agent's first call: the resident guard the
+    hook will start, and that the command names this installation's files (a virtualenv moved
+    or deleted leaves the agent a hook that cannot start — any failure allows the call, so the
+    guard would be silently off)."""
+    notes = ["On the agent's first tool call the hook starts a resident guard: a background loopledger "
+             "process of yours that answers the hook's later calls in a few milliseconds and exits once "
+             "idle (LOOPLEDGER_HOOK_RESIDENT=0 turns it off)."]
+    exe = shlex.split(command)[0] if command.strip() else ""
+    if sys.prefix != sys.base_prefix:  # a virtualenv: this clone's .venv (make run), or another one
+        notes.append(f"The command names this virtualenv's loopledger ({exe}): if you move or delete "
+                     f"{sys.prefix}, the hook cannot start and the agent runs unguarded; run "
+                     "`loopledger hook install` again from the new place.")
+    else:
+        notes.append(f"The command names {exe}: if it moves, run `loopledger hook install` again.")
+    return notes
+
+
 def entries(agent: str, command: str) -> dict[str, list[dict[str, Any]]]:
     """event name → the groups we add under it."""
     out: dict[str, list[dict[str, Any]]] = {}
