@@ -205,6 +205,7 @@ GRID: dict[str, tuple] = {
     "halt_at": (3, 4),
     "ok_halt_at": (4, 3, 5),
     "same_failure_at": (5, 4, 6),
+    "rerun_halt_at": (4, 3, 5),
     "window": (20, 10, 40),
 }
 

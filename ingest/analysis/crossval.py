@@ -10,9 +10,9 @@ in-sample tally (the setting chosen on all of them, scored on all of them) stand
 the gap between the two is how much the choice fits what it has seen.
 
 The choice puts precision first, as design.md asks (a false halt stops good work): fewest normal
-sessions halted, then most loops halted inside the loop, then fewest halts before the loop, then
-fewest normal sessions warned, then fewest warnings; a tie goes to the candidate listed first
-(list the shipped default first). The unit is the session, as labels are given.
+sessions halted, then most loops halted inside the loop, then fewest halts before the loop; a tie
+goes to the candidate listed first (list the shipped default first). Warnings are reported, not
+chosen on: a handful of warnings more or less on a few dozen sessions is noise a choice would fit. The unit is the session, as labels are given.
 
 Pure: candidates are any hashable names, and what each did to each session (`Verdicts`) is
 computed by the caller (the bench replays them; `loopledger score --cv` reads the ledger).
@@ -87,7 +87,7 @@ class Tally:
 
     def rank_key(self) -> tuple[int, ...]:
         """Smaller is better: precision first (see the module docstring)."""
-        return self.false_halts, -self.caught, self.early, self.normal_warned, self.warnings
+        return self.false_halts, -self.caught, self.early
 
     @property
     def caught_interval(self) -> tuple[float, float] | None:

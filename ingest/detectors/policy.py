@@ -166,7 +166,7 @@ def complete_params(detector: str, params: Mapping[str, Any] | None = None) -> d
     """Defaults filled, values coerced and validated (ConfigError names the field)."""
     det = registry.get(detector)  # ConfigError naming the known detectors
     schema = {p.name: p for p in det.params}
-    params = dict(params or {})
+    params = {k: v for k, v in (params or {}).items() if k in schema or k not in det.retired}
     unknown = sorted(set(params) - set(schema))
     if unknown:
         raise ConfigError(unknown[0], "known parameter",
