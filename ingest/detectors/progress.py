@@ -287,8 +287,7 @@ class ProgressDetector:
 
     def __init__(self, window: int = DEFAULT_WINDOW, halt_at: int = DEFAULT_HALT_AT,
                  ok_halt_at: int = DEFAULT_OK_HALT_AT, across_turns: str = DEFAULT_ACROSS_TURNS,
-                 volatile: Sequence[str] = tuple(VOLATILE_PATTERNS.values()),
-                 errors: Sequence[str] = DEFAULT_ERROR_NAMES, same_failure_at: int = DEFAULT_SAME_FAILURE_AT,
+                 volatile: Sequence[str] = DEFAULT_VOLATILE_NAMES, errors: Sequence[str] = DEFAULT_ERROR_NAMES, same_failure_at: int = DEFAULT_SAME_FAILURE_AT,
                  rerun_halt_at: int = DEFAULT_RERUN_HALT_AT, wait_limit: float = DEFAULT_WAIT_LIMIT,
                  wait_halt_at: int = DEFAULT_WAIT_HALT_AT) -> None:
         validate(window, halt_at, ok_halt_at, across_turns, same_failure_at, rerun_halt_at, wait_limit,
@@ -301,8 +300,9 @@ class ProgressDetector:
         self.rerun_halt_at = max(rerun_halt_at, halt_at)  # never below a repeat with nothing new between
         self.wait_limit = float(wait_limit)
         self.wait_halt_at = wait_halt_at
-        self.volatile = compile_patterns("volatile", volatile)
-        self.errors = tuple(errors)  # names of ERROR_PATTERNS or re:<expression>
+        # Both as the spec names them: pattern names, or re:<expression>.
+        self.volatile = compile_patterns("volatile", resolve("volatile", volatile, VOLATILE_PATTERNS))
+        self.errors = tuple(errors)
         self.is_failure = FailureReader(self.errors)
         self.normalize = Normalizer(self.volatile)
         self._entries: deque[Entry] = deque(maxlen=window)  # the window, oldest first
@@ -637,13 +637,8 @@ class ProgressDetector:
 
 def _detector(p: Mapping[str, Any]) -> ProgressDetector:
     return ProgressDetector(p["window"], p["halt_at"], p["ok_halt_at"], p["across_turns"],
-                            resolve("volatile", p["volatile"], VOLATILE_PATTERNS), p["errors"],
+                            p["volatile"], p["errors"],
                             p["same_failure_at"], p["rerun_halt_at"], p["wait_limit"], p["wait_halt_at"])
-
-
-def _validate(p: Mapping[str, Any]) -> ProgressDetector:
-    resolve("errors", p["errors"], ERROR_PATTERNS)  # an unknown name, named
-    return _detector(p)  # builds one: every rule, every pattern checked
 
 
 class ProgressPolicy(PerCallAnswers):
@@ -687,7 +682,7 @@ DETECTOR = Detector(
               "what else makes an answer a failure: " + ", ".join(ERROR_PATTERNS) + " or re:<expression>"),
     ),
     ProgressPolicy,
-    validate=_validate,
+    validate=_detector,  # builds one: every rule, every pattern checked
     summary="ours: a repeat is a loop only when nothing changed (answers read; waits timed; failures retried)",
     retired=RETIRED,
 )
