@@ -20,11 +20,22 @@ computed by the caller (the bench replays them; `loopledger score --cv` reads th
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from loopledger.analysis.scoring import CAUGHT, EARLY, FALSE_HALT, LOOP, NORMAL, interval_text, outcome, wilson
+from loopledger.analysis.scoring import (
+    CAUGHT,
+    EARLY,
+    FALSE_HALT,
+    LOOP,
+    NORMAL,
+    Judged,
+    interval_text,
+    outcome,
+    wilson,
+)
 
 C = TypeVar("C", bound=Hashable)
 
@@ -178,3 +189,35 @@ def cross_validate(candidates: Sequence[C], cases: Sequence[Case],
 def fixed(candidate: C, cases: Sequence[Case], table: Mapping[C, Mapping[Hashable, Verdicts]]) -> CrossValidated[C]:
     """A setting nobody tunes (a peer at its upstream defaults): held out = in sample, by fold."""
     return cross_validate([candidate], cases, table)
+
+
+# ── from a ledger's judged rows ───────────────────────────────────────────────────────────────
+
+GROUP_BY = ("folder", "agent", "file")
+
+
+def group_of(path: str, fmt: str | None, by: str = "folder") -> str:
+    """The group a labelled session is held out with: its source file's folder (a project: what
+    ~/.claude/projects keeps apart), its agent's format, or the file itself."""
+    if by == "agent":
+        return fmt or "?"
+    norm = posixpath.normpath(str(path).replace("\\", "/"))
+    if by == "file":
+        return norm
+    if by == "folder":
+        return posixpath.dirname(norm) or "."
+    raise ValueError(f"group by {by!r}: expected one of {', '.join(GROUP_BY)}")
+
+
+def from_judged(judged: Iterable[Judged], groups: Mapping[int, str]) -> tuple[list[Case], dict[str, dict]]:
+    """Cases and verdicts (policy id → session id → Verdicts) from judged rows; a session without
+    a group is its own."""
+    cases: dict[int, Case] = {}
+    table: dict[str, dict] = {}
+    for j in judged:
+        if j.label not in (LOOP, NORMAL):
+            continue
+        cases.setdefault(j.session_id, Case(j.session_id, groups.get(j.session_id, f"session {j.session_id}"),
+                                            j.label, j.first, j.last))
+        table.setdefault(j.policy_id, {})[j.session_id] = Verdicts(j.halt_at, j.warnings)
+    return list(cases.values()), table
