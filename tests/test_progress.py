@@ -670,14 +670,36 @@ def _poll(n: int) -> dict:
     return {"command": f"sleep {n} && gh run view 4242 --json status"}
 
 
-def test_a_repeated_write_answered_otherwise_moves_its_tool():
-    # the append at #2 is #1 again, answered otherwise with no write strictly between them: the
-    # bash world moved at #2, so `cat log` (#0) asked again at #3 has no earlier answer since: a
-    # first ask (allow, 1), not a repeat
-    append = {"command": "echo hi >> notes.txt && wc -l notes.txt"}
-    calls = [("bash", {"command": "cat log.txt"}, "L"), ("bash", append, "1 notes.txt"),
-             ("bash", append, "2 notes.txt"), ("bash", {"command": "cat log.txt"}, "L")]
-    assert run(ProgressDetector(), calls)[3] == ("allow", 1, "")
+def test_a_status_repeated_beside_a_log_that_advances_is_no_loop():
+    # a job watched: its status line repeats (only its age moves), its log advances each time —
+    # the world moving is progress, as an answer that changed is
+    calls = []
+    for i in range(8):
+        calls += [("shell", {"command": "kubectl get job backfill --no-headers"}, f"backfill 0/1 {i}m0{i}s"),
+                  ("shell", {"command": "kubectl logs job/backfill --tail=1"}, f"batch {40 * (i + 1)}/400 written")]
+    assert set(actions(ProgressDetector(), calls)) == {"allow"}
+    # without the moving log, the status poll halts at ok_halt_at … and once the log stalls too
+    assert actions(ProgressDetector(), calls[::2])[3] == "halt"
+    stalled = calls[:4] + [c for _ in range(4) for c in (calls[0], calls[3])]
+    assert "halt" in actions(ProgressDetector(), stalled)
+
+
+def test_a_repeated_write_answered_otherwise_is_the_agents_own_doing_not_the_world_moving():
+    # the same append again and again: its answer moves because the agent writes, so the `cat`
+    # repeated between the appends is still a repeat (halted at ok_halt_at), not a world moving
+    append = ("bash", {"command": "echo hi >> notes.txt && wc -l notes.txt"})
+    calls = []
+    for n in range(4):
+        calls += [(*append, f"{n + 1} notes.txt"), ("bash", {"command": "cat log.txt"}, "L")]
+    assert actions(ProgressDetector(), calls)[7] == "halt"
+
+
+def test_an_action_answered_pending_with_a_new_id_each_time_is_no_wait():
+    # the same mail sent again and again: "queued" each time, each time a new message id
+    sends = [("send_email", {"to": "m@x.net", "template": "reset"},
+              f'{{"message_id": "<{n:04d}cfb71a86300cb2b@mail>", "status": "queued"}}') for n in range(5)]
+    got = run(ProgressDetector(), sends)
+    assert got[2] == ("halt", 3, "repeat")  # back to back, nothing between: halted at the third
 
 
 # ── round 4 (corpus_d, a held-out set): harness refusals between commands that ran ───────────

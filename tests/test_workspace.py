@@ -237,3 +237,8 @@ def test_only_a_shell_command_sleeps():
 ])
 def test_the_program_a_command_ends_with(args, program):
     assert last_program(args) == program
+
+
+def test_an_empty_or_blank_command_is_neither_read_nor_write():
+    assert classify("bash", {"command": ""}) == (False, False)
+    assert classify("bash", {"command": "  \n "}) == (False, False)

@@ -168,6 +168,19 @@ def _shape(canonical: bytes) -> str:
     return _hash(_DIGITS_B.sub(b"#", canonical))
 
 
+_IDS = re.compile(VOLATILE_PATTERNS["uuid"] + "|" + VOLATILE_PATTERNS["hex_id"])
+
+
+def _new_ids(run: list[Entry]) -> bool:
+    """Each answer of the run (newest first) names an id the one before it did not: every call
+    made something new (a message queued, a job created) — an action repeated, not a poll."""
+    for newer, older in zip(run, run[1:], strict=False):
+        ids = set(_IDS.findall(newer.text[:2000]))
+        if not ids or ids <= set(_IDS.findall(older.text[:2000])):
+            return False
+    return len(run) > 1
+
+
 class ProgressVerdict(NamedTuple):
     action: str  # allow | warn | halt
     count: int  # the attempt this call would be without progress (the rule nearest its halt)
@@ -283,7 +296,7 @@ class ProgressDetector:
 
     __slots__ = ("window", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "rerun_halt_at",
                  "wait_limit", "wait_halt_at", "volatile", "errors", "is_failure", "normalize", "_entries",
-                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "last")
+                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "_moved", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, halt_at: int = DEFAULT_HALT_AT,
                  ok_halt_at: int = DEFAULT_OK_HALT_AT, across_turns: str = DEFAULT_ACROSS_TURNS,
@@ -313,6 +326,7 @@ class ProgressDetector:
         self._turn = 0  # position of the first call after the latest user turn
         self._success = -1  # position of the newest call answered by a success (-1: none)
         self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
+        self._moved = -1  # the newest call (not a write) whose repeat was answered differently, no new change between
         self.last: ProgressVerdict | None = None
 
     # -- answers ---------------------------------------------------------------------------
@@ -413,10 +427,14 @@ class ProgressDetector:
 
     def _fresh_write_after(self, first: int) -> int:
         """Position of the newest successful write with new arguments after `first` (-1: none)."""
+        return self._fresh_write_between(first, self._next)
+
+    def _fresh_write_between(self, first: int, last: int) -> int:
+        """... strictly between positions `first` and `last`."""
         for e in reversed(self._entries):
             if e.position <= first:
                 return -1
-            if e.raw is not None and e.fresh:
+            if e.position < last and e.raw is not None and e.fresh:
                 return e.position
         return -1
 
@@ -446,11 +464,14 @@ class ProgressDetector:
             return None
         head = run[0]
         what = tool_words(entry.tool, entry.args)
-        if head.waits or entry.sleep or any(e.sleep for e in run):
+        if entry.sleep or any(e.sleep for e in run) or (head.waits and (head.failed or not _new_ids(run))):
             return self._wait(run, entry, what)
         changed = self._fresh_write_after(run[-1].position)
-        if changed >= 0 and not head.failed:
-            run = [e for e in run if e.position > changed]  # a new change since: a new experiment
+        if not head.failed:
+            # a new change of the agent's since, or the world moving (another repeated call
+            # answered differently): a check that answers the same again is a new experiment
+            # (this call's own changed answer is where its run restarts: kept)
+            run = [e for e in run if e.position > changed and e.position >= self._moved]
             if not run:
                 return None
         r = len(run)
@@ -467,7 +488,9 @@ class ProgressDetector:
         return Count(REPEAT, r + 1, halt, halt - 1 if halt - 1 >= 3 else None, said)
 
     def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count:
-        """Rule 2: a poll of something outside, judged by how long it has waited unchanged."""
+        """Rule 2: a poll of something outside, judged by how long it has waited unchanged: a call
+        that sleeps, a pending answer (not one that names a new id each time: that call creates
+        something, a sent mail "queued" again and again), or a transient failure."""
         r = len(run)
         now, first, newest = _seconds(entry.at), _seconds(run[-1].at), _seconds(run[0].at)
         if now is not None and first is not None:
@@ -594,6 +617,13 @@ class ProgressDetector:
                                       for e in self._by_tool.get(entry.tool, ()))
         if position > self._answered_at.get(entry.tool, -1):
             self._answered_at[entry.tool] = position
+        if position > self._moved and not entry.writes:  # a write's answer moving is the agent's own doing
+            for e in reversed(self._by_tool.get(entry.tool, ())):
+                if e.position < position and e.match == entry.match and e.raw is not None:
+                    if (e.raw != entry.raw and not self.same_answer(e, entry)
+                            and self._fresh_write_between(e.position, position) < 0):
+                        self._moved = position  # the world moved, not the agent's own change
+                    break
 
     def user_turn(self) -> None:
         self._turn = self._next  # a run of one failure never spans a user turn
@@ -613,7 +643,7 @@ class ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
-        new._answered_at = dict(self._answered_at)
+        new._answered_at = dict(self._answered_at)  # (_moved is an int: copied with the rest)
         new._reindex()
         return new
 

@@ -183,7 +183,7 @@ def classify(name: str, args: Any) -> tuple[bool, bool]:
         verb = command.strip().lower()
         if verb in READ_VERBS:
             return True, False
-        if verb in WRITE_VERBS or verb.split(None, 1)[0] in EDIT_COMMANDS:
+        if verb in WRITE_VERBS or (verb.split(None, 1) or [""])[0] in EDIT_COMMANDS:
             return False, True
         return classify_shell(command)
     keys = args.keys()
