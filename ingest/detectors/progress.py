@@ -296,7 +296,7 @@ class ProgressDetector:
 
     __slots__ = ("window", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "rerun_halt_at",
                  "wait_limit", "wait_halt_at", "volatile", "errors", "is_failure", "normalize", "_entries",
-                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "_moved", "last")
+                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "_moved", "_polls", "last")
 
     def __init__(self, window: int = DEFAULT_WINDOW, halt_at: int = DEFAULT_HALT_AT,
                  ok_halt_at: int = DEFAULT_OK_HALT_AT, across_turns: str = DEFAULT_ACROSS_TURNS,
@@ -327,6 +327,7 @@ class ProgressDetector:
         self._success = -1  # position of the newest call answered by a success (-1: none)
         self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
         self._moved = -1  # the newest call (not a write) whose repeat was answered differently, no new change between
+        self._polls: dict[str, int] = {}  # such calls' match -> where it last moved: polls of something outside
         self.last: ProgressVerdict | None = None
 
     # -- answers ---------------------------------------------------------------------------
@@ -464,7 +465,8 @@ class ProgressDetector:
             return None
         head = run[0]
         what = tool_words(entry.tool, entry.args)
-        if entry.sleep or any(e.sleep for e in run) or (head.waits and (head.failed or not _new_ids(run))):
+        if entry.sleep or any(e.sleep for e in run) or (head.waits and (head.failed or not _new_ids(run))) or (
+                not head.failed and self._polls.get(entry.match, -self.window - 1) > entry.position - self.window):
             return self._wait(run, entry, what)
         changed = self._fresh_write_after(run[-1].position)
         if not head.failed:
@@ -490,7 +492,8 @@ class ProgressDetector:
     def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count:
         """Rule 2: a poll of something outside, judged by how long it has waited unchanged: a call
         that sleeps, a pending answer (not one that names a new id each time: that call creates
-        something, a sent mail "queued" again and again), or a transient failure."""
+        something, a sent mail "queued" again and again), a transient failure, or a call whose
+        answers moved by themselves before (a log tailed while a build runs)."""
         r = len(run)
         now, first, newest = _seconds(entry.at), _seconds(run[-1].at), _seconds(run[0].at)
         if now is not None and first is not None:
@@ -623,6 +626,9 @@ class ProgressDetector:
                     if (e.raw != entry.raw and not self.same_answer(e, entry)
                             and self._fresh_write_between(e.position, position) < 0):
                         self._moved = position  # the world moved, not the agent's own change
+                        if len(self._polls) >= 4 * self.window:
+                            self._polls = {k: v for k, v in self._polls.items() if v > position - self.window}
+                        self._polls[entry.match] = position
                     break
 
     def user_turn(self) -> None:
@@ -643,7 +649,7 @@ class ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
-        new._answered_at = dict(self._answered_at)  # (_moved is an int: copied with the rest)
+        new._answered_at, new._polls = dict(self._answered_at), dict(self._polls)
         new._reindex()
         return new
 
