@@ -109,7 +109,9 @@ def test_enforced_verdicts_are_the_replays_in_claude_codes_format(tmp_path, db_u
 
 
 def test_warn_reaches_the_model_as_additional_context(tmp_path, fresh_db):
-    _ledger(fresh_db).dispose()  # nothing chosen: the default set (enforce.LIVE_DEFAULT) is enforced
+    # ladder warns at the 2nd identical call (the default set warns only on two unchanged answers,
+    # one attempt before its halt): the mechanism is the same for every policy
+    _ledger(fresh_db, PolicySpec.parse("ladder")).dispose()
     loop = npm_test_loop(tmp_path, calls=2)
     outs = [output(run_hook(ev, fresh_db)) for ev in loop.events]
     post = [o for ev, o in zip(loop.events, outs, strict=True) if ev["hook_event_name"] == "PostToolUseFailure"]
@@ -463,8 +465,9 @@ def test_point_13_identical_failing_shell_calls_store_identical_answers_and_halt
     answers, verdicts = _stored(fresh_db)
     # Both runs of the failing command: the same answer, a failure (it exited 1).
     assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)]
-    # progress (warn_at 2, halt_at 3): the second unchanged failure warns, the third call halts.
-    assert verdicts == ["allow", "warn", "halt"]
+    # progress (halt_at 3): the third identical failure halts; no warning before it, as a warning
+    # needs two unchanged answers and comes one attempt before the halt.
+    assert verdicts == ["allow", "allow", "halt"]
     calls = [o for name, o in outs if name == "BeforeTool"]
     assert calls[0] == {} and calls[1] == {}
     assert calls[2]["decision"] == "deny" and calls[2]["continue"] is False
@@ -549,7 +552,7 @@ def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_ho
     results = [m for m in _stream(proc.stdout) if m.get("type") == "tool_result"]
     assert results[-1]["status"] == "error" and "LoopLedger halted the agent (progress)" in results[-1]["output"]
     answers, verdicts = _stored(f"sqlite:///{ledger}")
-    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)] and verdicts == ["allow", "warn", "halt"]
+    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)] and verdicts == ["allow", "allow", "halt"]
     (session,) = (home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
     assert _replayed_in_order(session, PolicySpec.parse("progress"), "gemini-cli") == verdicts
     assert not (tmp_path / "hook.log").exists()

@@ -145,6 +145,7 @@ class Judged:
     saved: int = 0
     halt_run: int | None = None  # where Replay should open (the halting run and event seq)
     halt_seq: int | None = None
+    warnings: int = 0  # warning checks the policy gave in the session
 
     @property
     def outcome(self) -> str | None:
@@ -325,10 +326,12 @@ def judge_replay(policy_id: str, session_id: int, label: str, first: int | None,
                  events: Sequence[Event], steps: Sequence, saved: int) -> Judged:
     """A Judged row from a replay (`steps` from loopledger.replay, `saved` from its tally)."""
     fh = first_halt(steps)
+    warned = sum(1 for s in steps for c in s.checks if c.verdict == vocab.WARN)
     if fh is None:
-        return Judged(policy_id, session_id, label, first, last, None, saved)
+        return Judged(policy_id, session_id, label, first, last, None, saved, warnings=warned)
     run, seq, idx = fh
-    return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq)
+    return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq,
+                  warned)
 
 
 # ── runs (the dashboard labels from a run) ──────────────────────────────────
@@ -350,12 +353,13 @@ SORTABLE = ("rank", *COUNT_COLUMNS, "precision", "recall", "saved", "into_loop",
 
 
 def rank(scores: Iterable[PolicyScore], by: str = "rank") -> list[PolicyScore]:
-    """The leaderboard order. `rank`: most loops caught, then fewest false halts, fewest early
-    halts, most calls saved; any other column: highest first (policy: A→Z; into_loop: soonest
-    first, none last)."""
+    """The leaderboard order. `rank`: precision first, as a false halt stops good work — fewest
+    false halts, then most loops caught, fewest early halts, most calls saved (the order
+    cross-validation chooses in: loopledger.analysis.crossval); any other column: highest first
+    (policy: A→Z; into_loop: soonest first, none last)."""
     scores = list(scores)
     if by == "rank":
-        return sorted(scores, key=lambda s: (-s.caught, s.false_halts, s.early, -s.saved, s.policy))
+        return sorted(scores, key=lambda s: (s.false_halts, -s.caught, s.early, -s.saved, s.policy))
     if by == "policy":
         return sorted(scores, key=lambda s: s.policy)
     if by == "into_loop":
@@ -391,5 +395,5 @@ def any_of(judged: Iterable[Judged], policy_ids: Sequence[str], combined_id: str
         # without a halt `first` is a row whose halt_at is None already
         out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at,
                           first.saved if halted else 0, first.halt_run if halted else None,
-                          first.halt_seq if halted else None))
+                          first.halt_seq if halted else None, sum(j.warnings for j in js)))
     return out

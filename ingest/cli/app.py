@@ -400,6 +400,13 @@ def score(
         "--sort", help="rank (most caught, fewest false halts), or a column: loops, caught, early, missed, normal, "
         "false_halts, precision, recall, saved, into_loop, policy.")] = "rank",
     format: Annotated[str, typer.Option("--format", help="table (for people), markdown or csv.")] = "table",
+    cv: Annotated[bool, typer.Option(
+        "--cv", help="Also score each choice this leaderboard offers (its top, the best setting of each detector, "
+        "the default set) by grouped cross-validation: one group of sessions held out at a time, the choice made "
+        "on the others. The held-out figure is what to expect on sessions nobody tuned on.")] = False,
+    group_by: Annotated[str, typer.Option(
+        "--group-by", help="What --cv holds out together: folder (a project's sessions), agent (a format), "
+        "or file.")] = "folder",
 ) -> None:
     """The guard leaderboard: every stored policy scored against the labelled sessions.
 
@@ -409,7 +416,7 @@ def score(
     recall come with their Wilson 95% intervals: how much so few labels can tell."""
     from loopledger.cli.score import run_score
 
-    raise typer.Exit(run_score(db, policy, sort, format))
+    raise typer.Exit(run_score(db, policy, sort, format, cv, group_by))
 
 
 @app.command()

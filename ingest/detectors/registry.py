@@ -63,6 +63,9 @@ class Detector:
     factory: Callable[[PolicySpec], Policy]
     validate: Callable[[Mapping[str, Any]], Any] | None = None
     summary: str = ""
+    # Parameters an earlier version had and this one dropped: a stored policy naming them (a
+    # ledger's row, an enforced setting) still loads, without them.
+    retired: tuple[str, ...] = ()
 
 
 _registry: dict[str, Detector] = {}

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import xxhash
 from loopledger.events import (
     Answer,
     Answers,
@@ -140,6 +141,25 @@ def _user_items(rec: dict, line: int) -> list[Answers | UserTurn]:
     return [it for it in items if not isinstance(it, UserTurn) or is_turn_text(it.text)]
 
 
+def _copy_key(rec: dict) -> int | None:
+    """What makes a line the same line again: a resumed session re-writes the conversation so far
+    into the file (new uuids; the same timestamps, message ids, tool_use ids and texts). A line
+    is its type, timestamp, message id and the ids (or text sizes) of its blocks; None without a
+    timestamp (never taken for a copy)."""
+    ts = rec.get("timestamp")
+    if not isinstance(ts, str):
+        return None
+    msg = rec["message"]
+    content = msg.get("content")
+    if isinstance(content, list):
+        parts = [str(b.get("id") or b.get("tool_use_id") or len(str(b.get("text") or b.get("thinking") or "")))
+                 for b in content if isinstance(b, dict)]
+    else:
+        parts = [str(len(content)) if isinstance(content, str) else ""]
+    # a 64-bit digest: a long session keeps one per line (and a resume checkpoint carries them)
+    return xxhash.xxh64_intdigest(f"{rec['type']}|{ts}|{msg.get('id') or ''}|{'|'.join(parts)}".encode("utf-8", "surrogatepass"))
+
+
 def _skipped(rec: dict) -> bool:
     return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
 
@@ -215,7 +235,7 @@ def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | No
                        parent, meta)
 
 
-_STATE = "claude-code/2"
+_STATE = "claude-code/3"  # /3: the copy keys a resume writes again
 
 
 def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] | None,
@@ -234,10 +254,11 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
     start = (0, 0)
     usage: TurnUsage | None = None  # the open message's usage (each of its lines repeats it)
     carry: TurnUsage | None = None  # a message that made no event (thinking only): counted with the next
+    seen: set[int] = set()  # every line's _copy_key: the copy a resume writes is skipped
     if resume is not None:
         start = (resume.offset, resume.line)
-        _, ident, open_id, blocks, first, held, held_line, started, usage, carry = resume.state
-        blocks, held = list(blocks), list(held)
+        _, ident, open_id, blocks, first, held, held_line, started, usage, carry, seen = resume.state
+        blocks, held, seen = list(blocks), list(held), set(seen)
     pos: list[int] = []
     info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
     unknown: Counter[str] = Counter()
@@ -302,6 +323,11 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
             continue
         if rec["type"] == "assistant":
             mid = str_or_none(msg.get("id"))
+            key = _copy_key(rec)
+            if key is not None:
+                if key in seen:
+                    continue  # a line written again by a resume
+                seen.add(key)
             if mid is None or mid != open_id:
                 yield from emit(close())
                 open_id = mid
@@ -316,6 +342,11 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
             if mid is None:
                 yield from emit(close())
             continue
+        key = _copy_key(rec)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
         items = _user_items(rec, line)
         if open_id is not None and items and all(isinstance(it, Answers) for it in items):
             held_line = line  # the last result line, for the same reason
@@ -325,7 +356,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
         yield from emit(close() + items)
     if checkpoint and started and info_final[0] and not others and pos[0] == pos[2]:
         yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
-                                          held_line, started, usage, carry))
+                                          held_line, started, usage, carry, frozenset(seen)))
     yield from emit(close())
     if unknown:
         log.info("%s: skipped lines of types this reader does not know: %s", path,
