@@ -106,3 +106,22 @@ def test_score_cv_with_one_folder_says_what_to_hold_out_instead(tmp_path):
     bad = subprocess.run([str(BIN), "score", "--db", url, "--cv", "--group-by", "moon"], capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "--group-by 'moon'" in bad.stderr
+
+
+def test_the_leaderboard_page_shows_the_same_cross_validated_figures(tmp_path):
+    """The same hand-worked numbers on the dashboard's leaderboard (AppTest), then with one file
+    held out at a time — here the same split, each project holding one file."""
+    from app_support import app, ledger_env
+
+    url = _ledger(tmp_path)
+    with ledger_env(url):
+        at = app("views/leaderboard.py").run(timeout=60)
+        assert not at.exception
+        cv = next(d.value for d in at.dataframe if "held out: normal halted" in d.value.columns)
+        top = cv[cv["choice"] == "the top of this leaderboard"].iloc[0]
+        assert top["chosen on every session"] == W5.label
+        assert (top["in sample: loops halted inside"], top["held out: loops halted inside"],
+                top["held out: normal halted"]) == ("0/2 [0.00, 0.66]", "1/2 [0.09, 0.91]", "1/2 [0.09, 0.91]")
+        at.radio(key="lb_cv_by").set_value("agent").run(timeout=60)
+        assert not at.exception
+        assert any("nothing to hold out" in i.value for i in at.info)

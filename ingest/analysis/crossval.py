@@ -32,8 +32,11 @@ from loopledger.analysis.scoring import (
     LOOP,
     NORMAL,
     Judged,
+    any_of,
     interval_text,
     outcome,
+    rank,
+    score,
     wilson,
 )
 
@@ -221,3 +224,36 @@ def from_judged(judged: Iterable[Judged], groups: Mapping[int, str]) -> tuple[li
                                             j.label, j.first, j.last))
         table.setdefault(j.policy_id, {})[j.session_id] = Verdicts(j.halt_at, j.warnings)
     return list(cases.values()), table
+
+
+DEFAULT_SET = "the default set"
+
+
+def leaderboard_choices(judged: list[Judged], order: Sequence[tuple[str, str]], groups: Mapping[int, str],
+                        default_ids: Sequence[str]) -> list[tuple[str, CrossValidated]]:
+    """The choices a person makes from a leaderboard, each scored by grouped cross-validation:
+    its top (every policy a candidate, in ranking order), the best setting of each detector with
+    several stored, and the default set as shipped (its policies as one guard, when all are
+    stored). `order`: (policy id, label) of every policy; labels start with the detector's name."""
+    labels = dict(order)
+    if default_ids and all(pid in labels for pid in default_ids):
+        judged = judged + any_of(judged, list(default_ids), DEFAULT_SET)
+    cases, table = from_judged(judged, groups)
+    ranked = [s.policy_id for s in rank(score(judged, list(labels.items()))) if s.policy_id in table]
+    rows: list[tuple[str, CrossValidated]] = []
+    if ranked:
+        rows.append(("the top of this leaderboard", cross_validate(ranked, cases, table)))
+    by_detector: dict[str, list[str]] = {}
+    for pid in ranked:
+        by_detector.setdefault(labels[pid].split(" ", 1)[0], []).append(pid)
+    rows += [(f"the best {det} setting", cross_validate(pids, cases, table))
+             for det, pids in by_detector.items() if len(pids) > 1]
+    if DEFAULT_SET in table:
+        rows.append((f"{DEFAULT_SET} (as shipped)", fixed(DEFAULT_SET, cases, table)))
+    return rows
+
+
+def group_count(cases_groups: Mapping[int, str], judged: Iterable[Judged]) -> int:
+    """How many groups hold a session labelled loop or normal."""
+    return len({cases_groups.get(j.session_id, f"session {j.session_id}") for j in judged
+                if j.label in (LOOP, NORMAL)})

@@ -65,35 +65,14 @@ def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scor
     return scoring.score(judged, order)
 
 
-DEFAULT_SET = "the default set"
-
-
 def cross_validated(conn: Connection, judged: list[scoring.Judged], order: Sequence[tuple[str, str]],
                     group_by: str) -> tuple[list[tuple[str, crossval.CrossValidated]], int]:
-    """The choices a person makes from this leaderboard, each scored by grouped cross-validation:
-    the top of the ranking, the best setting of each detector with several stored, and the
-    default set as shipped. Returns (choice, result) rows and the number of groups."""
+    """The leaderboard's choices scored by grouped cross-validation (crossval.leaderboard_choices),
+    and the number of groups."""
     frame = read.labelled_sources(conn)
     groups = {int(r.session_id): crossval.group_of(r.path, r.format, group_by) for r in frame.itertuples(index=False)}
-    labels = dict(order)
-    default_ids = [s.id for s in DEFAULT_SPECS]
-    if all(pid in labels for pid in default_ids):
-        judged = judged + scoring.any_of(judged, default_ids, DEFAULT_SET)
-        labels[DEFAULT_SET] = DEFAULT_SET
-    cases, table = crossval.from_judged(judged, groups)
-    ranked = [s.policy_id for s in scoring.rank(scoring.score(judged, list(labels.items())))
-              if s.policy_id in table and s.policy_id != DEFAULT_SET]
-    rows: list[tuple[str, crossval.CrossValidated]] = []
-    if ranked:
-        rows.append(("the top of this leaderboard", crossval.cross_validate(ranked, cases, table)))
-    by_detector: dict[str, list[str]] = {}
-    for pid in ranked:
-        by_detector.setdefault(labels[pid].split(" ", 1)[0], []).append(pid)
-    rows += [(f"the best {det} setting", crossval.cross_validate(pids, cases, table))
-             for det, pids in by_detector.items() if len(pids) > 1]
-    if DEFAULT_SET in table:
-        rows.append((f"{DEFAULT_SET} (as shipped)", crossval.fixed(DEFAULT_SET, cases, table)))
-    return [(name, cv) for name, cv in rows], len({c.group for c in cases})
+    rows = crossval.leaderboard_choices(judged, order, groups, [s.id for s in DEFAULT_SPECS])
+    return rows, crossval.group_count(groups, judged)
 
 
 def cv_table(rows: Sequence[tuple[str, crossval.CrossValidated]], labels: dict[str, str], n_groups: int,
@@ -191,5 +170,5 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
             err.print(Text(f"cross-validation needs labelled sessions from two {group_by}s or more (found {n_groups}): "
                            "try --group-by file to hold out one file at a time", style="yellow"))
         else:
-            out.print(cv_table(cv_rows, {**dict(order), DEFAULT_SET: DEFAULT_SET}, n_groups, group_by))
+            out.print(cv_table(cv_rows, {**dict(order), crossval.DEFAULT_SET: crossval.DEFAULT_SET}, n_groups, group_by))
     return EXIT_OK
