@@ -1,4 +1,4 @@
-"""The peer ports as policies: `openhands`, `gemini-cli` and `roo` driven by the replay engine
+"""The peer ports as policies: `openhands`, `gemini-cli`, `roo` and `kilo` driven by the replay engine
 over normalized transcript events, as ingest, Replay and Compare drive them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from loopledger.detectors.registry import names
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.replay import Replayer, replay, tally
 
-PEERS = ("openhands", "gemini-cli", "roo")
+PEERS = ("openhands", "gemini-cli", "roo", "kilo")
 
 _ids = iter(range(10**9))
 
@@ -36,6 +36,7 @@ def test_the_peers_are_registered_with_their_upstream_defaults():
                                               "monologue": 3, "alternating_pattern": 6}
     assert PolicySpec("gemini-cli").params == {"repeats": 5, "max_cycle": 5}
     assert PolicySpec("roo").params == {"limit": 3}
+    assert PolicySpec("kilo").params == {"threshold": 3, "write_tools": ("edit", "multiedit", "write", "apply_patch")}
 
 
 @pytest.mark.parametrize("spec,field", [
@@ -46,6 +47,9 @@ def test_the_peers_are_registered_with_their_upstream_defaults():
     ("gemini-cli:max_cycle=0", "max_cycle"),
     ("roo:limit=-1", "limit"),
     ("roo:window=3", "window"),
+    ("kilo:threshold=1", "threshold"),
+    ("kilo:threshold=x", "threshold"),
+    ("kilo:limit=3", "limit"),
 ])
 def test_bad_specs_name_the_field(spec, field):
     with pytest.raises(ConfigError) as info:
