@@ -209,36 +209,43 @@ def tau2_results(sims: list[tuple[Script, dict, dict[int, list[C]]]], *, agent_l
         "tasks": [], "simulations": []}
     for script, fields, user_calls in sims:
         ids = Ids(script.name, script.start)
-        msgs: list[dict] = []
-
-        def answer(tc: dict, c: C, who: str) -> None:
-            msgs.append({"id": tc["id"], "role": "tool", "content": c.answer, "requestor": who,
-                         "error": c.error, "turn_idx": len(msgs), "timestamp": ids.tick(0.2)})
-
-        for n, ev in enumerate(script.events):
-            if ev[0] == "user":
-                tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args, "requestor": "user"}
-                       for c in user_calls.get(n, [])]
-                msgs.append({"role": "user", "content": ev[1] or None, "tool_calls": tcs or None,
-                             "turn_idx": len(msgs), "timestamp": ids.tick()})
-                for tc, c in zip(tcs, user_calls.get(n, []), strict=True):
-                    answer(tc, c, "user")
-            elif ev[0] == "prose":
-                msgs.append({"role": "assistant", "content": ev[1], "tool_calls": None,
-                             "turn_idx": len(msgs), "timestamp": ids.tick()})
-            else:
-                _, text, calls = ev
-                tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args,
-                        "requestor": "assistant"} for c in calls]
-                msgs.append({"role": "assistant", "content": text or None, "tool_calls": tcs,
-                             "turn_idx": len(msgs), "timestamp": ids.tick(),
-                             "usage": {"completion_tokens": 40, "prompt_tokens": 2100 + 90 * len(msgs)}})
-                for tc, c in zip(tcs, calls, strict=True):
-                    answer(tc, c, "assistant")
+        msgs = tau2_messages(script, ids, user_calls)
         out["tasks"].append({"id": fields["task_id"]})
         out["simulations"].append({"id": ids.uuid(), **fields, "start_time": script.start,
                                    "messages": msgs, "seed": 626729})
     return out
+
+
+def tau2_messages(script: Script, ids: Ids, user_calls: dict[int, list[C]]) -> list[dict]:
+    """One simulation's `messages` (tau2.data_model.message): tool calls with dict arguments and a
+    `requestor`, each answered by a `tool` message with its `error` flag."""
+    msgs: list[dict] = []
+
+    def answer(tc: dict, c: C, who: str) -> None:
+        msgs.append({"id": tc["id"], "role": "tool", "content": c.answer, "requestor": who,
+                     "error": c.error, "turn_idx": len(msgs), "timestamp": ids.tick(0.2)})
+
+    for n, ev in enumerate(script.events):
+        if ev[0] == "user":
+            tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args, "requestor": "user"}
+                   for c in user_calls.get(n, [])]
+            msgs.append({"role": "user", "content": ev[1] or None, "tool_calls": tcs or None,
+                         "turn_idx": len(msgs), "timestamp": ids.tick()})
+            for tc, c in zip(tcs, user_calls.get(n, []), strict=True):
+                answer(tc, c, "user")
+        elif ev[0] == "prose":
+            msgs.append({"role": "assistant", "content": ev[1], "tool_calls": None,
+                         "turn_idx": len(msgs), "timestamp": ids.tick()})
+        else:
+            _, text, calls = ev
+            tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args,
+                    "requestor": "assistant"} for c in calls]
+            msgs.append({"role": "assistant", "content": text or None, "tool_calls": tcs,
+                         "turn_idx": len(msgs), "timestamp": ids.tick(),
+                         "usage": {"completion_tokens": 40, "prompt_tokens": 2100 + 90 * len(msgs)}})
+            for tc, c in zip(tcs, calls, strict=True):
+                answer(tc, c, "assistant")
+    return msgs
 
 
 def openai_responses_items(s: Script) -> list[dict]:
