@@ -218,30 +218,34 @@ def tau2_results(sims: list[tuple[Script, dict, dict[int, list[C]]]], *, agent_l
 
 def tau2_messages(script: Script, ids: Ids, user_calls: dict[int, list[C]]) -> list[dict]:
     """One simulation's `messages` (tau2.data_model.message): tool calls with dict arguments and a
-    `requestor`, each answered by a `tool` message with its `error` flag."""
+    `requestor`, each answered by a `tool` message with its `error` flag. Times as tau2 writes them
+    (`datetime.now().isoformat()`: no zone)."""
     msgs: list[dict] = []
+
+    def at(seconds: float | None = None) -> str:
+        return ids.tick(seconds).removesuffix("Z")
 
     def answer(tc: dict, c: C, who: str) -> None:
         msgs.append({"id": tc["id"], "role": "tool", "content": c.answer, "requestor": who,
-                     "error": c.error, "turn_idx": len(msgs), "timestamp": ids.tick(0.2)})
+                     "error": c.error, "turn_idx": len(msgs), "timestamp": at(0.2)})
 
     for n, ev in enumerate(script.events):
         if ev[0] == "user":
             tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args, "requestor": "user"}
                    for c in user_calls.get(n, [])]
             msgs.append({"role": "user", "content": ev[1] or None, "tool_calls": tcs or None,
-                         "turn_idx": len(msgs), "timestamp": ids.tick()})
+                         "turn_idx": len(msgs), "timestamp": at()})
             for tc, c in zip(tcs, user_calls.get(n, []), strict=True):
                 answer(tc, c, "user")
         elif ev[0] == "prose":
             msgs.append({"role": "assistant", "content": ev[1], "tool_calls": None,
-                         "turn_idx": len(msgs), "timestamp": ids.tick()})
+                         "turn_idx": len(msgs), "timestamp": at()})
         else:
             _, text, calls = ev
             tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args,
                     "requestor": "assistant"} for c in calls]
             msgs.append({"role": "assistant", "content": text or None, "tool_calls": tcs,
-                         "turn_idx": len(msgs), "timestamp": ids.tick(),
+                         "turn_idx": len(msgs), "timestamp": at(),
                          "usage": {"completion_tokens": 40, "prompt_tokens": 2100 + 90 * len(msgs)}})
             for tc, c in zip(tcs, calls, strict=True):
                 answer(tc, c, "assistant")
