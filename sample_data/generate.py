@@ -195,6 +195,63 @@ def openai_chat_messages(s: Script, system: str) -> list[dict]:
     return out
 
 
+def tau2_results(sims: list[tuple[Script, dict, dict[int, list[C]]]], *, agent_llm: str, domain: str) -> dict:
+    """A tau2-bench results file (tau2.data_model.simulation.Results): `sims` are (script, the
+    simulation's own fields, user-side calls by the index of the user event that makes them: the
+    user simulator's own tools, telecom's phone actions)."""
+    out = {"timestamp": sims[0][0].start, "info": {
+        "git_commit": "3c2a9b1e0d4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b", "num_trials": 1, "max_steps": 200,
+        "max_errors": 10, "user_info": {"implementation": "user_simulator", "llm": "gpt-4.1-2025-04-14",
+                                        "llm_args": {"temperature": 0.0}},
+        "agent_info": {"implementation": "llm_agent", "llm": agent_llm, "llm_args": {"temperature": 0.0}},
+        "environment_info": {"domain_name": domain, "policy": f"# {domain.title()} agent policy",
+                             "tool_defs": None}, "seed": 300},
+        "tasks": [], "simulations": []}
+    for script, fields, user_calls in sims:
+        ids = Ids(script.name, script.start)
+        msgs = tau2_messages(script, ids, user_calls)
+        out["tasks"].append({"id": fields["task_id"]})
+        out["simulations"].append({"id": ids.uuid(), **fields, "start_time": script.start,
+                                   "messages": msgs, "seed": 626729})
+    return out
+
+
+def tau2_messages(script: Script, ids: Ids, user_calls: dict[int, list[C]]) -> list[dict]:
+    """One simulation's `messages` (tau2.data_model.message): tool calls with dict arguments and a
+    `requestor`, each answered by a `tool` message with its `error` flag. Times as tau2 writes them
+    (`datetime.now().isoformat()`: no zone)."""
+    msgs: list[dict] = []
+
+    def at(seconds: float | None = None) -> str:
+        return ids.tick(seconds).removesuffix("Z")
+
+    def answer(tc: dict, c: C, who: str) -> None:
+        msgs.append({"id": tc["id"], "role": "tool", "content": c.answer, "requestor": who,
+                     "error": c.error, "turn_idx": len(msgs), "timestamp": at(0.2)})
+
+    for n, ev in enumerate(script.events):
+        if ev[0] == "user":
+            tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args, "requestor": "user"}
+                   for c in user_calls.get(n, [])]
+            msgs.append({"role": "user", "content": ev[1] or None, "tool_calls": tcs or None,
+                         "turn_idx": len(msgs), "timestamp": at()})
+            for tc, c in zip(tcs, user_calls.get(n, []), strict=True):
+                answer(tc, c, "user")
+        elif ev[0] == "prose":
+            msgs.append({"role": "assistant", "content": ev[1], "tool_calls": None,
+                         "turn_idx": len(msgs), "timestamp": at()})
+        else:
+            _, text, calls = ev
+            tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args,
+                    "requestor": "assistant"} for c in calls]
+            msgs.append({"role": "assistant", "content": text or None, "tool_calls": tcs,
+                         "turn_idx": len(msgs), "timestamp": at(),
+                         "usage": {"completion_tokens": 40, "prompt_tokens": 2100 + 90 * len(msgs)}})
+            for tc, c in zip(tcs, calls, strict=True):
+                answer(tc, c, "assistant")
+    return msgs
+
+
 def openai_responses_items(s: Script) -> list[dict]:
     ids = Ids(s.name, s.start)
     out: list[dict] = []
@@ -1435,6 +1492,27 @@ def tau_short() -> Script:
     return s
 
 
+def tau2_unpaid_line() -> Script:
+    """tau2-bench telecom: the user toggles airplane mode on their own phone (the user simulator's
+    tool, not the agent's), then the agent retries a refused `resume_line` 3x."""
+    s = Script("tau2-unpaid-line", "2026-02-11T10:05:00")
+    s.user("My mobile data stopped working this morning. My number is 555-123-2002.")
+    s.calls(C("get_customer_by_phone", {"phone_number": "555-123-2002"}, json.dumps({
+        "customer_id": "C1001", "full_name": "Dana Whitfield", "line_ids": ["L1002"]})))
+    s.say("Thanks, Dana. Could you first check that airplane mode is off on your phone?")
+    s.user("")  # the user's own action: toggle_airplane_mode (tau2_results' user calls)
+    s.say("Thanks. Let me look at your line.")
+    s.user("Airplane mode is off now, still no data.")
+    s.calls(C("get_details_by_id", {"id": "L1002"}, json.dumps({
+        "line_id": "L1002", "status": "Suspended", "suspension_reason": "unpaid_bill"})))
+    for _ in range(3):
+        s.calls(C("resume_line", {"customer_id": "C1001", "line_id": "L1002"},
+                  "Error: Line L1002 cannot be resumed: bill B2031 is unpaid", error=True))
+    s.say("Your line L1002 is suspended for the unpaid bill B2031; once it is paid I can resume it.")
+    s.user("OK, I'll pay it first. ###STOP###")
+    return s
+
+
 def coding_clean() -> Script:
     s = Script("coding-clean", "2026-03-01T11:20:00")
     s.user("Add a --dry-run flag to `pgmeter vacuum` that prints the tables it would vacuum.")
@@ -1796,6 +1874,11 @@ def write_all(root: Path = HERE) -> list[Path]:
         "messages": mini + [{"role": "exit", "content": "diff --git a/django/db/models/query.py "
                                                         "b/django/db/models/query.py"}],
         "trajectory_format": "mini-swe-agent-1.1", "instance_id": "django__django-15022"})
+    put("tau2/telecom_results.json", tau2_results(
+        [(tau2_unpaid_line(), {"task_id": "[mobile_data_issue]unpaid_bill", "trial": 0,
+                               "termination_reason": "user_stop", "reward_info": {"reward": 0.0}},
+          {3: [C("toggle_airplane_mode", {}, "Airplane Mode: OFF")]})],
+        agent_llm="gpt-4.1-2025-04-14", domain="telecom"), indent=2)
     put("openai_responses/oncall_restart_cycle.json", openai_responses_items(ops_aab_cycle()))
     put("anthropic/helpdesk_resend_email.json",
         anthropic_request(support_ladder(), "You are Halcyon Helpdesk's support assistant. "
@@ -1918,6 +2001,10 @@ SHOWS: dict[tuple[str, str], str] = {
     ("openai_chat/django__django-15022.traj.json", "django__django-15022"):
         "scattered repeats: the same failing `python reproduce.py` between two different edits; "
         "the window and progress see it (mini-swe-agent trajectory)",
+    ("tau2/telecom_results.json", "task-[mobile_data_issue]unpaid_bill.trial-0"):
+        "identical failing call: `resume_line` refused 3× (`error: true` on tau2's tool message); "
+        "the user's own `toggle_airplane_mode` is the person's turn, not an agent call "
+        "(tau2-bench results file)",
     ("openai_responses/oncall_restart_cycle.json", "0"):
         "A→A→B cycle: status, status, restart — the pod crash-loops the same way each time",
     ("openhands/output.jsonl", "tidewater__pgmeter-481"):

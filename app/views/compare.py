@@ -74,7 +74,7 @@ def _label_form(session_id: int, run_idx: int) -> None:
 # what it halts (progress' `window` only bounds its memory: six settings of it read the same).
 SWEEP_FIRST = {"run-length": "max_strikes", "stagnation": "max_steps", "ladder": "halt_at", "window": "threshold",
                "cycle": "halt_repeats", "progress": "halt_at", "openhands": "action_observation",
-               "gemini-cli": "repeats", "roo": "limit"}
+               "gemini-cli": "repeats", "roo": "limit", "kilo": "threshold"}
 
 
 def _default_range(detector: str, name: str) -> str:

@@ -37,6 +37,8 @@ Detectors and parameters (defaults in brackets):
                  (OpenHands' StuckDetectionThresholds, each >= 1; see openhands.py)
     gemini-cli   repeats [5], max_cycle [5] (Gemini CLI's tool-call loop check; gemini_cli.py)
     roo          limit [3; 0 = never refuse] (Roo Code's ToolRepetitionDetector; roo.py)
+    kilo         threshold [3], write_tools [edit|multiedit|write|apply_patch] (Kilo Code's
+                 LoopDetector; kilo.py)
 
 Plugins bring their own (`loopledger policies` lists every registered detector; docs/plugins.md).
 
@@ -64,6 +66,8 @@ What a Check's numbers mean, per detector (idx -1 = the whole batch):
                  threshold = repeats
     roo          per call; count = identical repeats of the previous call, threshold = limit
                  (a block when count reaches it)
+    kilo         per call; count = identical finished calls since the last reset in the scanned
+                 parts, this one included, threshold = threshold (a halt when count reaches it)
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ BUILTINS: dict[str, str] = {
     "openhands": "loopledger.detectors.openhands",
     "gemini-cli": "loopledger.detectors.gemini_cli",
     "roo": "loopledger.detectors.roo",
+    "kilo": "loopledger.detectors.kilo",
 }
 BUILTIN_MODULES: tuple[str, ...] = tuple(dict.fromkeys(BUILTINS.values()))
 

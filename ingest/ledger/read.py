@@ -263,6 +263,8 @@ def _seconds_between(a: str | None, b: str | None) -> float | None:
         end = dt.datetime.fromisoformat(b.replace("Z", "+00:00"))
     except (AttributeError, ValueError):
         return None
+    if (start.tzinfo is None) != (end.tzinfo is None):
+        return None  # one time says its zone and the other does not: how far apart is unknown
     return max(0.0, (end - start).total_seconds())
 
 
