@@ -1023,3 +1023,19 @@ def test_a_wait_is_judged_by_the_batch_clock_in_a_replay():
                    Answers((Answer(f"c{k}", '{"status":"queued"}'),))]
     halts = [i for i, s in enumerate(replay(events, PolicySpec("progress"))) for c in s.checks if c.verdict == "halt"]
     assert halts and halts[0] == 2 * 16  # the 17th poll, 16 minutes after the first
+
+
+def test_a_shell_command_run_again_with_another_description_is_the_same_call():
+    # Claude Code writes a new `description` beside the same `command` each time (corpus_g: `git
+    # remote -v` ×8, each "described" anew): the action is the command
+    calls = [("Bash", {"command": "npm run build", "description": d, "timeout": t}, "Exit code 1\nBuild error", True)
+             for d, t in (("Build the app", 60000), ("Build from the right folder", 120000), ("Build again", 60000))]
+    assert run(ProgressDetector(), calls)[-1] == ("halt", 3, "repeat")
+    # … while a ticket's description is what the call is about
+    tickets = [("create_ticket", {"title": "t", "description": f"body {n}"}, "ok") for n in range(4)]
+    assert set(actions(ProgressDetector(), tickets)) == {"allow"}
+    # the policy keys the same way (canonical.action_key)
+    events = []
+    for i, (name, args, text, err) in enumerate(calls):
+        events += [Batch((Call(str(i), name, args),)), Answers((Answer(str(i), text, err),))]
+    assert [c.verdict for s in replay(events, PolicySpec("progress")) for c in s.checks] == ["allow", "allow", "halt"]

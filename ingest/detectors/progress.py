@@ -75,7 +75,7 @@ from loopledger.detectors.answers import (
     resolve,
 )
 from loopledger.detectors.base import FLOAT, INT, NAMES, TEXT, Check, Param, PerCallAnswers
-from loopledger.detectors.canonical import call_key, canonical_bytes
+from loopledger.detectors.canonical import action_args, action_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
 from loopledger.detectors.words import tool_words
@@ -365,7 +365,12 @@ class ProgressDetector:
 
     def check(self, name: str, args: Any, canonical: bytes | None = None,
               args_digest: str | None = None, at: Any = None) -> ProgressVerdict:
-        """Judge a call before it runs. `at`: when it is made (epoch seconds or ISO-8601 text)."""
+        """Judge a call before it runs. `at`: when it is made (epoch seconds or ISO-8601 text).
+        Arguments are taken without commentary (canonical.action_args) unless their digest is given."""
+        if args_digest is None:
+            stripped = action_args(args)
+            if stripped is not args:
+                args, canonical = stripped, None
         if canonical is None and args_digest is None:
             try:  # canonical_bytes, its common case inlined (the hot path)
                 canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
@@ -688,7 +693,8 @@ class ProgressPolicy(PerCallAnswers):
         return super().check(batch)
 
     def _judge(self, i: int, call: Any) -> tuple[Check, int]:
-        v = self.detector.check(call.name, call.args, args_digest=call_key(call)[1], at=self._at)
+        args, canonical, digest = action_key(call)  # a shell call's `description` is not its action
+        v = self.detector.check(call.name, args, canonical, digest, at=self._at)
         return Check(i, v.action, v.count, None, v.threshold, v.reason), v.position
 
 
