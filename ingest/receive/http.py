@@ -119,9 +119,16 @@ def decode(body: bytes, content_type: str, encoding: str = "", max_body: int = D
         raise BadRequest(f"the request nests deeper than {MAX_REQUEST_DEPTH} levels (an attribute's "
                          "kvlistValue / arrayValue nested that deep is not a trace)")
     try:
-        otlp.spans_of_request(req)  # validates the shape before anything is written
+        spans = otlp.spans_of_request(req)  # validates the shape before anything is written
     except (ValueError, TypeError, AttributeError, RecursionError) as e:
         raise BadRequest(f"not an OTLP trace request: {e}") from None
+    for i, span in enumerate(spans):
+        # OTLP requires both (all-zero is invalid); without them spans cannot be told apart, and
+        # a retry's spans are dropped as duplicates by these ids: refused, never acknowledged.
+        for name, value in (("traceId", span.trace_id), ("spanId", span.span_id)):
+            if not value.strip("0"):
+                raise BadRequest(f"span {i} ({span.name or 'unnamed'!r}) has no {name}: OTLP requires a "
+                                 "non-zero traceId and spanId on every span")
     return req
 
 
