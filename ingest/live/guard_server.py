@@ -163,6 +163,9 @@ def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> 
     conn = None
     try:
         conn = None if no_ledger else reopen()
+    except live_db.LedgerTooNew as exc:  # no later call mends it: the one line, exit 2, as every command
+        print(f"loopledger guard: {exc}", file=sys.stderr, flush=True)
+        return 2
     except live_db.LedgerUnavailable as exc:
         # Never in the agent's way: a caller waiting for verdicts gets one per call ("allow",
         # the error saying why) rather than a guard that is gone.

@@ -7,7 +7,11 @@ seconds without a request (default 600).
 Each request runs loopledger.live.hooks.run — the in-process path, the same code — on the
 request's stdin bytes, argv, working folder and environment (hook_client.SENT_*), one request
 at a time (so requests of a session, and os.environ / the working folder, are never shared by
-two at once). Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
+two at once), within the deadline its hook sent (loopledger.live.deadline): every wait is cut to
+it, so parallel hooks behind a busy ledger each get their answer by their own deadline rather
+than one busy timeout after another; a request still waiting when its deadline has passed, or
+whose hook has gone (closed its socket: it answered itself), is dropped unjudged; and one stuck
+past its deadline ends the resident (faulthandler's timer), its hooks answering themselves. Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
 reopened when the file is replaced or migrated; released, while idle, when it is removed or
 replaced). The ledger stays the source of truth: each
 event runs in its own write transaction, loads the session's sealed state and writes its
@@ -26,12 +30,14 @@ import contextlib
 import fcntl
 import io
 import os
+import select
 import stat
 import sys
 import time
 from typing import Any
 
 from loopledger.live import db as live_db
+from loopledger.live import deadline as due
 from loopledger.live import hook_client as wire
 from loopledger.live.hooks import run
 
@@ -104,19 +110,39 @@ def _env(blob: bytes) -> dict[str, str]:
     return out
 
 
-def answer(request: bytes, ident: bytes) -> bytes:
-    """The reply to one request: the in-process path's exit code, stdout and stderr."""
-    fields = wire.unpack(request, 6)
+def _gone(conn: Any) -> bool:
+    """The hook closed its end (it gave up waiting and answered itself)."""
+    p = select.poll()
+    p.register(conn.fileno(), select.POLLHUP)
+    return any(ev & (select.POLLHUP | select.POLLERR) for _, ev in p.poll(0))
+
+
+def answer(request: bytes, ident: bytes, conn: Any = None) -> bytes | None:
+    """The reply to one request: the in-process path's exit code, stdout and stderr; None: the
+    request is dropped unjudged (its deadline passed, or its hook on `conn` has gone)."""
+    fields = wire.unpack(request, 7)
     if fields is None or fields[0] != ident:
         return wire.pack(b"fallback", b"0", b"", b"")
-    _, agent, argv, cwd, env, raw = fields
+    _, agent, argv, cwd, env, raw, when = fields
     agent_s = agent.decode()
+    try:
+        deadline = float(when)
+    except ValueError:
+        return wire.pack(b"fallback", b"0", b"", b"")
     if agent_s not in ("claude-code", "gemini-cli"):
         return wire.pack(b"fallback", b"0", b"", b"")
+    if due.left(deadline) <= due.MARGIN_S or (conn is not None and _gone(conn)):
+        return None
     args = [a.decode("utf-8", "surrogateescape") for a in argv.split(b"\0")] if argv else []
     out, err = io.StringIO(), io.StringIO()
-    with _as_requested(cwd.decode("utf-8", "surrogateescape"), _env(env)), contextlib.redirect_stderr(err):
-        code = run(agent_s, args, stdin=io.BytesIO(raw), stdout=out)
+    due.backstop(deadline)  # stuck past it (a server gone silent mid-query): this process ends
+    try:
+        with _as_requested(cwd.decode("utf-8", "surrogateescape"), _env(env)), contextlib.redirect_stderr(err):
+            code = run(agent_s, args, stdin=io.BytesIO(raw), stdout=out, deadline=deadline)
+    finally:
+        import faulthandler
+
+        faulthandler.cancel_dump_traceback_later()
     return wire.pack(b"ok", str(code).encode(), out.getvalue().encode(), err.getvalue().encode())
 
 
@@ -128,7 +154,9 @@ def _serve_one(conn: Any, ident: bytes, stamp: CodeStamp) -> None:
     if stamp.changed():
         conn.sendall(wire.pack(b"fallback", b"0", b"", b""))
         raise _Stale
-    reply = answer(request, ident)
+    reply = answer(request, ident, conn)
+    if reply is None:
+        return  # dropped: its hook answers (or answered) itself
     hold = os.environ.get(ENV_TEST_HOLD)
     if hold and (wire.unpack(reply, 4) or [b""])[0] == b"ok":  # an event judged, not a probe declined
         with open(hold, "w"):
