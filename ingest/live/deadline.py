@@ -1,7 +1,9 @@
 """The hard deadline of a live decision: a hook answers within LOOPLEDGER_HOOK_DEADLINE seconds
-of its start (default 10) whatever the ledger, the network or the input does — a busy ledger
+of its start (default 20) whatever the ledger, the network or the input does — a busy ledger
 under parallel hooks, a PostgreSQL server that accepts and never answers, a hung resident, a
-stdin that never closes. Past it the call is allowed and one line is logged.
+stdin that never closes. Past it the call is allowed and one line is logged. 20 s: well past
+what a decision takes (tens of milliseconds; a busy ledger is waited for 5 s), well within the
+30 s `hook install` gives the agent to wait for a hook (loopledger.live.hook_settings.TIMEOUT_S).
 
 Three layers, each bounded by the time left rather than by its own constant:
 - every wait the decision makes (SQLite's busy timeout, PostgreSQL's connect_timeout and
@@ -27,7 +29,7 @@ import os
 import time
 
 ENV = "LOOPLEDGER_HOOK_DEADLINE"
-DEFAULT_S = 10.0
+DEFAULT_S = 20.0
 # Kept for the in-process path when the resident does not answer in time: the client stops
 # waiting this long before the deadline, so a quiet ledger can still judge the call itself.
 FALLBACK_RESERVE_S = 1.0

@@ -147,12 +147,22 @@ def sent_env() -> bytes:
                       if k in SENT_NAMES or k.startswith(SENT_PREFIXES))
 
 
+def _reply_timeout() -> float:
+    """Long enough for the resident to wait out a busy ledger as the in-process path would."""
+    try:
+        busy = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
+    except ValueError:
+        busy = 5.0
+    return busy + 5.0
+
+
 def ask(agent: str, argv: list[str], raw: bytes,
         deadline: float) -> tuple[tuple[int, bytes, bytes] | None, bool, float | None]:
     """(exit code, stdout, stderr) from the resident, or None; whether to start one; and, when
     the resident got the whole request but died or hung before its reply, the time it was sent
     (the resident may have stored the event: loopledger.live.hooks.handle's redelivered_after).
-    The reply is waited for until FALLBACK_RESERVE_S before `deadline`."""
+    The reply is waited for the busy timeout + 5 s, and never past FALLBACK_RESERVE_S before
+    `deadline`."""
     ident = identity()
     folder = socket_dir()
     if not os.path.isdir(folder):
@@ -174,7 +184,7 @@ def ask(agent: str, argv: list[str], raw: bytes,
                 os.close(fd)
         if peer_uid(sock) != os.getuid():
             return None, False, None
-        sock.settimeout(max(due.MIN_WAIT_S, deadline - time() - due.FALLBACK_RESERVE_S))
+        sock.settimeout(max(due.MIN_WAIT_S, min(_reply_timeout(), deadline - time() - due.FALLBACK_RESERVE_S)))
         sent = time()
         sock.sendall(pack(ident, agent.encode(), "\0".join(argv).encode("utf-8", "surrogateescape"),
                           os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw, repr(deadline).encode()))
