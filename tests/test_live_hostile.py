@@ -376,3 +376,16 @@ def test_point_5_a_typo_in_the_hook_command_is_the_cli_parsers_error_exit_1_allo
     assert len(lines) == 1 and what.lower() in lines[0].lower(), lines
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM live_events").fetchone()[0] == 0
+
+
+@pytest.mark.timeout(120)
+def test_point_2_guard_on_a_silent_postgresql_server_answers_every_call_allow(tmp_path, silent_server):
+    url = f"postgresql+psycopg://u:Pw-Not-Logged@127.0.0.1:{silent_server}/x"
+    feed = b"".join(json.dumps({"session": "g", "event": "call", "id": f"c{i}", "tool": "Bash",
+                                "args": {"command": "ls"}}).encode() + b"\n" for i in range(2))
+    proc = subprocess.run([str(BIN), "guard", "--db", url], input=feed, capture_output=True, timeout=110,
+                          env=_env(tmp_path, "0", LOOPLEDGER_HOOK_DEADLINE="3"))
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [o["verdict"] for o in out] == ["allow", "allow"] and all(o.get("error") for o in out), out
+    assert b"Pw-Not-Logged" not in proc.stdout + proc.stderr

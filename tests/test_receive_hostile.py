@@ -101,3 +101,37 @@ def test_point_1_a_hostile_web_page_as_a_span_result_freezes_neither_the_receive
     spool = "".join(f.read_text() for f in (rec.spool).iterdir())
     assert "Zm9vYmFyYmF6cXV4cXV1eA" not in spool and "[REDACTED:bearer-token]" in spool
     assert json.loads(urllib.request.urlopen(f"{url}/health", timeout=30).read())["ok"] is True
+
+
+@pytest.mark.timeout(180)
+def test_point_2_a_request_past_the_ack_deadline_is_a_503_with_one_logged_line_and_the_receiver_serves_on(
+        ledger, tmp_path, caplog):
+    """A 16 MiB body of adversarial results, with a deadline (50 ms) no such body is decoded,
+    redacted and fsync'd within: not acknowledged (503, retry), one line logged; a small span
+    right after is acknowledged."""
+    import logging
+
+    texts = list(adversarial(60_000).values())
+    spans, size, i = [], 0, 0
+    while size < 13 * 1024 * 1024:  # JSON escaping adds some: the body stays under 16 MiB
+        text = texts[i % len(texts)]
+        spans.append(tool_span("big", i, "WebFetch", "{}", text))
+        size += len(text) + 600
+        i += 1
+    body = request(spans)
+    assert len(body) <= 16 * 1024 * 1024
+    rec = receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]), flush_interval=None)
+    with caplog.at_level(logging.WARNING, logger="loopledger.receive"), \
+            _served(rec, max_body=16 * 1024 * 1024, ack_deadline=0.05) as (url, _):
+        status, answer = post(url, body, "application/json")
+        assert status == 503 and "not acknowledged within" in answer["message"], (status, answer)
+        # The receiver serves on: a small span is acknowledged, as an exporter's retries would
+        # have it once the big body's decoding (still running, its result dropped) is over.
+        statuses = []
+        while not statuses or statuses[-1] != 200:
+            statuses.append(post(url, request([tool_span("after", 0)]), "application/json")[0])
+            assert set(statuses) <= {200, 503} and len(statuses) < 1000, statuses
+        assert json.loads(urllib.request.urlopen(f"{url}/health", timeout=60).read())["ok"] is True
+    lines = [r.getMessage() for r in caplog.records if "not acknowledged" in r.getMessage()]
+    assert f"{len(body)} bytes" in lines[0] and "deadline" in lines[0], lines  # the big one's line
+    assert len(lines) == len(statuses), lines  # and one per retry answered 503

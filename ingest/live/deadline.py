@@ -94,6 +94,34 @@ def backstop(deadline: float) -> None:
 _null = None
 
 
+class Expired(Exception):
+    """No decision within the deadline (raised in the main thread by `within`)."""
+
+
+class within:  # noqa: N801 (used as a context manager, like contextlib's)
+    """In the main thread of a long-lived process (`loopledger guard`): raise Expired in the
+    block once `deadline` passes (SIGALRM), whatever it waits on that lets Python run."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __enter__(self) -> within:
+        import _signal
+
+        def handler(signum, frame):
+            raise Expired(f"no decision within the {seconds():g} s deadline (${ENV})")
+
+        self._old = _signal.signal(_signal.SIGALRM, handler)
+        _signal.setitimer(_signal.ITIMER_REAL, max(MIN_WAIT_S, left(self.deadline)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import _signal
+
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, self._old)
+
+
 def disarm() -> None:
     """The answer is about to be written: no expiry from here on (a no-op when not armed)."""
     global _armed
