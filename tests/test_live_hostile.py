@@ -389,3 +389,72 @@ def test_point_2_guard_on_a_silent_postgresql_server_answers_every_call_allow(tm
     out = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [o["verdict"] for o in out] == ["allow", "allow"] and all(o.get("error") for o in out), out
     assert b"Pw-Not-Logged" not in proc.stdout + proc.stderr
+
+
+# ── Gemini CLI: only what loads hooks is recommended ─────────────────────────────────────────
+
+def test_point_6_hook_install_gemini_recommends_only_what_loads_hooks(tmp_path, sqlite_ledger):
+    url, path = sqlite_ledger
+    project, home = tmp_path / "g", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    for where in (["--project", str(project)], ["--user"]):
+        proc = subprocess.run([str(BIN), "hook", "install", "gemini-cli", *where, "--db", str(path)],
+                              capture_output=True, text=True, env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, proc.stderr
+        said = " ".join(proc.stdout.split())
+        assert "GEMINI_CLI_TRUST_WORKSPACE=true" in said
+        # --skip-trust is named only as what not to use: it runs Gemini CLI without any hooks.
+        assert "Not --skip-trust" in said and "without any hooks" in said
+        assert "unless given --skip-trust" not in said
+
+
+@pytest.fixture
+def gemini_home(tmp_path):
+    from tests.real_clients import resident_pids, stop_residents
+
+    home = tmp_path / "home"
+    yield home
+    stop_residents(home)
+    assert resident_pids(home) == []
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("how", ["GEMINI_CLI_TRUST_WORKSPACE", "--skip-trust"])
+def test_point_6_the_real_gemini_cli_enforces_in_an_untrusted_folder_with_the_variable_and_not_with_skip_trust(
+        tmp_path, gemini_home, how):
+    """gemini-cli 0.61.0, headless, a folder nobody trusted: with GEMINI_CLI_TRUST_WORKSPACE=true
+    the hooks run and `progress` halts the third identical failing call; with --skip-trust the
+    run goes on, no hook ever runs, and the ledger holds nothing (what docs/live.md says)."""
+    from tests.real_clients import clean_env, gemini_cli
+    from tests.stand_in_models import GeminiServer
+
+    gemini = gemini_cli()
+    ledger = tmp_path / "ledger.sqlite"
+    subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
+    project, home = tmp_path / "shop", gemini_home
+    project.mkdir()
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    env = clean_env(home, LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
+    inst = subprocess.run([str(BIN), "hook", "install", "gemini-cli", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True, env=env)
+    assert inst.returncode == 0 and "not trusted yet" in " ".join(inst.stdout.split()), inst.stdout
+    extra = ["--skip-trust"] if how == "--skip-trust" else []
+    if how == "GEMINI_CLI_TRUST_WORKSPACE":
+        env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
+    with GeminiServer(max_turns=6) as model:
+        env.update(GOOGLE_GEMINI_BASE_URL=model.url, GEMINI_API_KEY="stand-in")
+        proc = subprocess.run([*gemini, "-p", "Show me missing.txt", "--output-format", "stream-json", "--yolo",
+                               "-m", "gemini-2.5-flash", *extra], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=600)
+        n_requests = len(model.recorded.requests)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with sqlite3.connect(ledger) as conn:
+        stored = conn.execute("SELECT COUNT(*) FROM live_events").fetchone()[0]
+    if how == "GEMINI_CLI_TRUST_WORKSPACE":
+        assert n_requests == 3 and stored > 0  # halted at the third call, every event stored
+        assert "LoopLedger halted the agent (progress)" in proc.stdout
+    else:
+        assert stored == 0 and n_requests > 3  # no hook ran: nothing stored, nothing halted
+        assert "LoopLedger" not in proc.stdout
