@@ -27,7 +27,9 @@ HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
 # A long-lived process (the resident guard, loopledger.live.resident) keeps its SQLite ledgers
 # open between events (keep_open): closing a WAL database's last connection checkpoints it and
 # its next commit restarts the WAL, together most of an event's time. None: each open_db is a
-# fresh connection, closed by close() (a hook process).
+# fresh connection, closed by close() (a hook process). A kept connection (and engine) is
+# checked out while an event uses it and back in at close(), so two events decided at once (the
+# resident's threads) never share one; the second opens its own, released if none is needed.
 _kept: dict[str, LiveDB] | None = None
 _kept_engines: dict[str, Any] = {}  # and PostgreSQL engines (their pools), by URL
 KEPT_MAX = 8
@@ -110,6 +112,7 @@ class LiveDB:
     def close(self) -> None:
         if self.file_id is not None:  # kept open for the next event; nothing left pending
             self.rollback()
+            _check_in(self)
             return
         if _left_open is not None and self.dialect.name == "sqlite":
             self.rollback()
@@ -146,6 +149,18 @@ def keep_open() -> None:
         _kept = {}
 
 
+def _check_in(live: LiveDB) -> None:
+    """A kept SQLite connection back for the next event (released if one is kept already)."""
+    path = sqlite_file(live.url)
+    if _kept is None or path is None or path in _kept:
+        live.file_id = None
+        live.release()
+        return
+    while len(_kept) >= KEPT_MAX:
+        _kept.pop(next(iter(_kept))).release()
+    _kept[path] = live
+
+
 def _kept_one(path: str, busy_timeout_s: float) -> LiveDB | None:
     """The kept connection to `path` if it is still that file, at the newest schema, waiting at
     most `busy_timeout_s` for another writer (each request its own: its deadline's)."""
@@ -163,8 +178,7 @@ def _kept_one(path: str, busy_timeout_s: float) -> LiveDB | None:
         kept.release()  # replaced, removed or migrated meanwhile: open it afresh
         return None
     kept.raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-    _kept[path] = kept
-    return kept
+    return kept  # checked out: back in at close()
 
 
 def release_gone() -> list[str]:
@@ -230,10 +244,7 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
     live = LiveDB(raw, Dialect("sqlite", "qmark"), url)
     if _kept is not None:
         st = os.stat(path)
-        live.file_id = (st.st_dev, st.st_ino)
-        while len(_kept) >= KEPT_MAX:
-            _kept.pop(next(iter(_kept))).release()
-        _kept[path] = live
+        live.file_id = (st.st_dev, st.st_ino)  # kept from its close() on (_check_in)
     return live
 
 
@@ -276,7 +287,14 @@ def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: fl
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
     if _kept is None:
         return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
-    # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back).
-    _kept_engines[url] = engine
-    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=fairy.close,
+    # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back),
+    # the engine back among the kept ones at close (checked out meanwhile: see _kept).
+    def check_in() -> None:
+        fairy.close()
+        if url in _kept_engines:
+            engine.dispose()
+        else:
+            _kept_engines[url] = engine
+
+    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=check_in,
                   close_raw=False)

@@ -15,10 +15,10 @@ Three layers, each bounded by the time left rather than by its own constant:
   EINTR), faulthandler's own C thread ends the process BACKSTOP_S later, with exit status 1:
   both agents take a status other than 0 and 2 as a non-blocking error and run the call.
 
-The resident (loopledger.live.resident) cannot be ended per request: each request carries its
-hook's deadline, the waits are cut to it, a request whose deadline passed or whose hook has gone
-is dropped unjudged, and a request stuck past its deadline ends the resident (its hooks answer
-themselves, and the next one starts a fresh resident).
+The resident (loopledger.live.resident) cannot be ended per request: each request carries the
+time its hook stops waiting (FALLBACK_RESERVE_S before the hook's deadline), the waits are cut
+to it, a request past it or whose hook has gone is dropped unjudged, and a request stuck past it
+ends the resident (its hooks answer themselves, and the next one starts a fresh resident).
 
 Stdlib only, and only what a bare interpreter already holds: every hook process imports this.
 """
@@ -82,7 +82,7 @@ def arm(deadline: float, on_expiry) -> None:
 
 def backstop(deadline: float) -> None:
     """End this process (exit status 1) BACKSTOP_S past the deadline, from faulthandler's C
-    thread: it needs neither the GIL nor the main thread (the resident arms it per request)."""
+    thread: it needs neither the GIL nor the main thread."""
     import faulthandler
 
     global _null

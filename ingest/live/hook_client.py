@@ -187,7 +187,9 @@ def ask(agent: str, argv: list[str], raw: bytes,
         sock.settimeout(max(due.MIN_WAIT_S, min(_reply_timeout(), deadline - time() - due.FALLBACK_RESERVE_S)))
         sent = time()
         sock.sendall(pack(ident, agent.encode(), "\0".join(argv).encode("utf-8", "surrogateescape"),
-                          os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw, repr(deadline).encode()))
+                          os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw,
+                          # the resident's own deadline: when this process stops waiting for it
+                          repr(deadline - due.FALLBACK_RESERVE_S).encode()))
         sock.shutdown(_socket.SHUT_WR)
         reply = unpack(read_all(sock), 4)
     except OSError:

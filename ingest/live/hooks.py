@@ -260,7 +260,7 @@ def expired(agent: str, argv: list[str]) -> None:
 
 
 def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
-        redelivered_after: float | None = None, deadline: float | None = None) -> int:
+        redelivered_after: float | None = None, deadline: float | None = None, stderr: Any = None) -> int:
     """The whole hook process: read, decide, answer; exit status 0 (1 when the flags cannot be
     read: see the module's docstring). `redelivered_after`, `deadline`: see handle."""
     from loopledger.live import deadline as due
@@ -273,7 +273,7 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
     if opts is None:
         message = f"cannot read the flags {' '.join(argv)!r} (see `loopledger hook {agent} --help`)"
         log(None, agent, f"allowed without judging: {message}")
-        print(f"loopledger hook {agent}: {message}", file=sys.stderr)
+        print(f"loopledger hook {agent}: {message}", file=stderr or sys.stderr)
         return 1
     out: dict[str, Any] | None = None
     try:
