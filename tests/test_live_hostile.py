@@ -171,11 +171,12 @@ def test_point_2_the_resident_drops_a_request_whose_hook_has_gone(tmp_path, sqli
     env = _env(tmp_path, "1", LOOPLEDGER_HOOK_DEADLINE="3", LOOPLEDGER_HOOK_BUSY_TIMEOUT="20")
     assert run_hook({**PRE, "tool_use_id": "t-first"}, url, log=log, env=env).returncode == 0
     folder = tmp_path / "run" / "loopledger"
-    for _ in range(300):  # the resident the first hook started, detached, binds its socket
+    for _ in range(1200):  # the resident the first hook started, detached, binds its socket
         socks = list(folder.glob("hook-*.sock")) if folder.exists() else []
         if socks:
             break
         time.sleep(0.1)
+    assert socks, "the first hook started no resident"
     sock_path = socks[0]
     # What a hook process sends, with this environment: the resident checks the identity whole.
     code = ("import json, os, sys; from loopledger.live import hook_client as w\n"

@@ -270,16 +270,34 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     return live
 
 
+def _pg_version(raw: Any) -> str | None:
+    """The ledger's alembic revision (None: no alembic_version table yet), read on `raw`."""
+    try:
+        with raw.cursor() as cur:
+            cur.execute("SELECT version_num FROM alembic_version")
+            row = cur.fetchone()
+    except Exception:  # noqa: BLE001 (no table: a fresh database, migrated by the caller)
+        raw.rollback()
+        return None
+    raw.rollback()  # nothing held: the decision's transaction starts afresh
+    return row[0] if row else None
+
+
 def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: float) -> LiveDB:
-    from loopledger.ledger import migrate
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
         engine = engine or make_engine(url, connect_timeout=connect_timeout_s)
-        if upgrade:
-            migrate.upgrade(engine)
         fairy = engine.raw_connection()
+        version = _pg_version(fairy.driver_connection)
+        check_known(version)  # a newer LoopLedger's ledger: the one line, before alembic is imported
+        if upgrade and version != head_revision():
+            fairy.close()
+            from loopledger.ledger import migrate  # once per schema change: the slow path
+
+            migrate.upgrade(engine)
+            fairy = engine.raw_connection()
     except NewerLedger as exc:
         raise LedgerTooNew(f"{url.split('@')[-1]}: {exc}") from None
     except (SQLAlchemyError, OSError) as exc:
