@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ from pathlib import Path
 from loopledger.ledger import migrate
 from loopledger.redact import redact_text
 
-from bench.gen_hostile import adversarial, ordinary
+from bench.gen_hostile import adversarial, ordinary, silent_server
 
 BIN = Path(sys.executable).parent / "loopledger"
 # The url-password pattern as it was before RE2 (issue 27: 26 s on a 200 KB page), the baseline
@@ -83,25 +82,6 @@ def old_pattern_rows() -> list[str]:
     return rows
 
 
-def _silent_server() -> tuple[socket.socket, threading.Event]:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    stop = threading.Event()
-    held = []
-
-    def accept():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    threading.Thread(target=accept, daemon=True).start()
-    return srv, stop
-
-
 def _hook(db: str, env: dict, event: dict) -> tuple[float, subprocess.Popen]:
     t = time.perf_counter()
     proc = subprocess.Popen([str(BIN), "hook", "claude-code", "--db", db], stdin=subprocess.PIPE,
@@ -119,14 +99,10 @@ def deadline_rows(tmp: Path) -> list[str]:
     pre = {"session_id": "bench-hostile", "hook_event_name": "PreToolUse", "tool_name": "Bash",
            "tool_input": {"command": "npm test"}, "tool_use_id": "t0"}
     rows = []
-    srv, stop = _silent_server()
-    try:
-        url = f"postgresql+psycopg://u@127.0.0.1:{srv.getsockname()[1]}/x"
+    with silent_server() as port:
+        url = f"postgresql+psycopg://u@127.0.0.1:{port}/x"
         took = [_hook(url, {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}, pre)[0] for _ in range(2)]
         rows.append(f"| silent PostgreSQL server, in-process | {max(took):.2f} | {DEADLINE_S:g} |")
-    finally:
-        stop.set()
-        srv.close()
     db = tmp / "ledger.sqlite"
     migrate.upgrade(f"sqlite:///{db}")
     renv = {**env, "LOOPLEDGER_HOOK_RESIDENT": "1"}

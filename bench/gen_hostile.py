@@ -6,7 +6,10 @@ the secret is gone, the path answers) and `make bench` (redaction MB/s on these 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 from collections.abc import Callable
 
 # One realistic secret of each kind loopledger.redact names (docs/live.md, "Secrets and odd
@@ -116,3 +119,35 @@ def ordinary(n: int) -> str:
              "See https://jestjs.io/docs/getting-started for help; mail dev@example.com.\n"
              "def total(items):\n    return sum(i.price * (1 + i.tax) for i in items)\n")
     return (block * (n // len(block) + 1))[:n]
+
+
+# ── a hostile peer ────────────────────────────────────────────────────────────────────────────
+
+@contextlib.contextmanager
+def silent_server():
+    """The port of a socket on 127.0.0.1 that accepts every connection and never sends a byte
+    (a PostgreSQL server gone silent, as issue 27 reproduced it)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join(5)
+        for c in held:
+            c.close()
+        srv.close()

@@ -14,7 +14,6 @@ import os
 import socket
 import sqlite3
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -22,8 +21,12 @@ import pytest
 from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 
+from bench import gen_hostile
 from bench.gen_hostile import SECRETS, adversarial, leaks
+from tests import test_live_hook
 from tests.live_support import BIN, run_hook
+
+agent_home = test_live_hook.agent_home  # a fixture: the real agent's HOME, its residents stopped after
 
 PRE = {"session_id": "hostile-1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
        "tool_input": {"command": "npm test"}, "cwd": "/tmp", "transcript_path": "/nonexistent/t.jsonl"}
@@ -63,29 +66,8 @@ def _log_lines(log: Path) -> list[str]:
 
 @pytest.fixture
 def silent_server():
-    """A socket on 127.0.0.1 that accepts every connection and never sends a byte."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
-    yield srv.getsockname()[1]
-    stop.set()
-    t.join(5)
-    for c in held:
-        c.close()
-    srv.close()
+    with gen_hostile.silent_server() as port:
+        yield port
 
 
 @pytest.mark.timeout(180)
@@ -410,20 +392,10 @@ def test_point_6_hook_install_gemini_recommends_only_what_loads_hooks(tmp_path, 
         assert "unless given --skip-trust" not in said
 
 
-@pytest.fixture
-def gemini_home(tmp_path):
-    from tests.real_clients import resident_pids, stop_residents
-
-    home = tmp_path / "home"
-    yield home
-    stop_residents(home)
-    assert resident_pids(home) == []
-
-
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("how", ["GEMINI_CLI_TRUST_WORKSPACE", "--skip-trust"])
 def test_point_6_the_real_gemini_cli_enforces_in_an_untrusted_folder_with_the_variable_and_not_with_skip_trust(
-        tmp_path, gemini_home, how):
+        tmp_path, agent_home, how):
     """gemini-cli 0.61.0, headless, a folder nobody trusted: with GEMINI_CLI_TRUST_WORKSPACE=true
     the hooks run and `progress` halts the third identical failing call; with --skip-trust the
     run goes on, no hook ever runs, and the ledger holds nothing (what docs/live.md says)."""
@@ -433,7 +405,7 @@ def test_point_6_the_real_gemini_cli_enforces_in_an_untrusted_folder_with_the_va
     gemini = gemini_cli()
     ledger = tmp_path / "ledger.sqlite"
     subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
-    project, home = tmp_path / "shop", gemini_home
+    project, home = tmp_path / "shop", agent_home
     project.mkdir()
     (home / ".gemini").mkdir(parents=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))

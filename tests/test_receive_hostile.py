@@ -15,25 +15,10 @@ from loopledger.ledger import schema as s
 from sqlalchemy import func, select
 
 from bench.gen_hostile import adversarial
+from tests import test_receive
 from tests.test_receive import WINDOW, _served, calls_of, post, request, tool_span
 
-
-@pytest.fixture
-def manual(ledger, tmp_path):
-    with _served(receive.Receiver(ledger, tmp_path / "spool", worker.Options(specs=[WINDOW]),
-                                  flush_interval=None)) as served:
-        yield served
-
-
-@pytest.fixture
-def ledger(tmp_path, db_url):
-    from loopledger.ledger import migrate
-    from loopledger.ledger.engine import make_engine
-
-    engine = make_engine(db_url)
-    migrate.upgrade(engine)
-    yield engine
-    engine.dispose()
+ledger, manual = test_receive.ledger, test_receive.manual  # its fixtures: a migrated ledger, a receiver
 
 
 def _spooled_lines(spool) -> int:

@@ -12,14 +12,12 @@ import json
 import os
 import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from bench.gen_hostile import SECRETS, every_form, leaks
-from tests.live_support import BIN, run_hook
+from tests.live_support import BIN, receive_spans, run_hook
 from tests.test_secrets_everywhere import ledger_bytes
 
 SESSION = "5ec7e7f0-27aa-4b1c-9d3e-0f1e2d3c4b5a"
@@ -94,22 +92,7 @@ def _receive(ledger: str, work: Path, env: dict) -> None:
                           "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]})
     body = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}).encode()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "receive did not start"
-                time.sleep(0.1)
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            assert r.status == 200
-        while json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10).read())[
-                "ingested_spans"] < len(spans):
-            assert time.monotonic() < deadline, "the spans never reached the ledger"
-            time.sleep(0.2)
+        receive_spans(proc, port, body, len(spans))
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -287,8 +287,14 @@ def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: fl
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
 
+    where = url.split("@")[-1]
     try:
         engine = engine or make_engine(url, connect_timeout=connect_timeout_s)
+    except SQLAlchemyError as exc:  # a driver that is not installed, a URL it cannot take
+        raise LedgerUnavailable(f"cannot open the ledger at {where}: {exc}") from None
+    # The pool hands the driver's own errors through (psycopg.OperationalError, ConnectionTimeout).
+    driver_error = getattr(engine.dialect.loaded_dbapi, "Error", SQLAlchemyError)
+    try:
         fairy = engine.raw_connection()
         version = _pg_version(fairy.driver_connection)
         check_known(version)  # a newer LoopLedger's ledger: the one line, before alembic is imported
@@ -299,9 +305,8 @@ def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: fl
             migrate.upgrade(engine)
             fairy = engine.raw_connection()
     except NewerLedger as exc:
-        raise LedgerTooNew(f"{url.split('@')[-1]}: {exc}") from None
-    except (SQLAlchemyError, OSError) as exc:
-        where = url.split("@")[-1]
+        raise LedgerTooNew(f"{where}: {exc}") from None
+    except (SQLAlchemyError, OSError, driver_error) as exc:
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
     if _kept is None:
         return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
