@@ -174,7 +174,12 @@ def test_point_2_the_resident_drops_a_request_whose_hook_has_gone(tmp_path, sqli
         busy.stdin.close()
         time.sleep(0.5)  # (ordering only: the resident is busy with it when the next one comes)
         gone = socket.socket(socket.AF_UNIX)
-        gone.connect(str(sock_path))
+        addr, fd = wire.address(str(sock_path))  # a deep tmp folder: past AF_UNIX's 107 bytes
+        try:
+            gone.connect(addr)
+        finally:
+            if fd is not None:
+                os.close(fd)
         gone.sendall(wire.pack(ident, b"claude-code", f"--db\0{url}\0--log\0{log}".encode(), b"/", b"",
                                json.dumps({**PRE, "tool_use_id": "t-gone"}).encode(), repr(time.time() + 30).encode()))
         gone.shutdown(socket.SHUT_WR)
