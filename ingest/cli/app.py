@@ -61,10 +61,11 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
-    from loopledger.cli.commands import refuse_missing_ledger
+    from loopledger.cli.commands import refuse_missing_ledger, refuse_newer_ledger
     from loopledger.ledger.engine import display_url, resolve_url
 
     refuse_missing_ledger(db)  # the dashboard only reads: a mistyped --db is an error, not a new ledger
+    refuse_newer_ledger(db)
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
     import importlib.util
 
@@ -563,9 +564,36 @@ def with_optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _hook_command(args: list[str]) -> int:
+    """`hook claude-code|gemini-cli` with flags the hook's fast path left to this parser: run as
+    any command, except that a usage error (a typo such as `--dbx`) exits 1, not click's 2 —
+    both agents refuse the tool call on a hook's status 2, and LoopLedger never refuses a call
+    for its own reasons; 1 is a non-blocking hook error the agent shows — with one line in the
+    hook log (loopledger.live.hooks)."""
+    from loopledger.live.hooks import log
+
+    try:  # the click that typer carries (typer >= 0.2x vendors it), else click itself
+        from typer._click.exceptions import UsageError
+    except ImportError:  # pragma: no cover
+        from click import UsageError
+    try:
+        app(args=args, standalone_mode=False)
+    except UsageError as exc:
+        message = f"{exc.format_message()} (see `loopledger hook {args[1]} --help`)"
+        log(None, args[1], f"allowed without judging: the hook command cannot be read: {message}")
+        typer.echo(f"loopledger hook {args[1]}: error: {message}; the call is allowed, nothing judged", err=True)
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
 def run(argv: list[str] | None = None) -> None:
     """The CLI on `argv` (default: this process's arguments)."""
-    app(args=with_optional_values(list(sys.argv[1:] if argv is None else argv)))
+    args = with_optional_values(list(sys.argv[1:] if argv is None else argv))
+    if args[:1] == ["hook"] and args[1:2] in (["claude-code"], ["gemini-cli"]) and not {"--help", "-h"} & set(args):
+        raise SystemExit(_hook_command(args))
+    app(args=args)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,9 @@ def open_ledger(db: str | None, create: bool = False):
     try:
         engine = make_engine(url, create_dirs=create)
         migrate.upgrade(engine)
+    except migrate.NewerLedger as exc:  # nothing to fix here but the install: one line, exit 2
+        err.print(Text(f"error: {where}: {exc}", style="red"))
+        raise typer.Exit(EXIT_USAGE) from None
     except (SQLAlchemyError, OSError) as exc:
         reason = getattr(exc, "orig", None) or exc
         err.print(Text(f"error: cannot open the ledger at {where}: {str(reason).splitlines()[0]}", style="red"))
@@ -85,6 +88,26 @@ def refuse_missing_ledger(db: str | None) -> None:
         err.print(Text(f"error: no ledger at {path}: the file does not exist (this command creates none; "
                        "check --db, or make one with `loopledger ingest`)", style="red"))
         raise typer.Exit(EXIT_USAGE)
+
+
+def refuse_newer_ledger(db: str | None) -> None:
+    """For a command that never writes (the dashboard): a ledger a newer LoopLedger wrote is
+    one line and exit 2, as from every other command (open_ledger), read without migrating."""
+    import typer
+    from sqlalchemy.exc import SQLAlchemyError
+
+    url = resolve_url(db)
+    engine = make_engine(url, readonly=True)
+    try:
+        with engine.connect() as conn:
+            migrate.check_known(migrate.current(conn))
+    except migrate.NewerLedger as exc:
+        err.print(Text(f"error: {display_url(url)}: {exc}", style="red"))
+        raise typer.Exit(EXIT_USAGE) from None
+    except SQLAlchemyError:
+        pass  # not a ledger, or not reachable: the dashboard says so on its page
+    finally:
+        engine.dispose()
 
 
 def open_existing_ledger(db: str | None):

@@ -468,15 +468,22 @@ def gemini_trust(folder: Path, rules_text: str | None) -> bool | None:
     return verdict
 
 
+# gemini-cli 0.61.0 checked: GEMINI_CLI_TRUST_WORKSPACE=true and trustedFolders.json load the
+# hooks; --skip-trust gets past the refusal but loads none ("Hook registry initialized with 0
+# hook entries": the settings are read before the flag takes effect), so it is never offered.
+_SKIP_TRUST = ("GEMINI_CLI_TRUST_WORKSPACE=true in its environment. Not --skip-trust: Gemini CLI then "
+               "runs without any hooks, and nothing is enforced.")
+
+
 def gemini_trust_note(folder: Path | None) -> str:
     """What `hook install gemini-cli` says about folder trust (a project install: `folder`)."""
     how = ('To trust it: start `gemini` in it and choose "Trust folder", or run `/permissions trust` '
-           'inside Gemini CLI, or add {"%s": "TRUST_FOLDER"} to %s. Headless runs (`gemini -p`) refuse '
-           "an untrusted folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+           'inside Gemini CLI, or add {"%s": "TRUST_FOLDER"} to %s, or run headless (`gemini -p`) with '
+           f"{_SKIP_TRUST}")
     if folder is None:
         return ("Gemini CLI blocks project hooks in untrusted folders; these are user hooks "
                 "(~/.gemini/settings.json), but headless runs (`gemini -p`) still refuse an untrusted "
-                "folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+                f"folder: trust it, or run with {_SKIP_TRUST}")
     rules = gemini_trusted_folders_path()
     try:
         text = rules.read_text(encoding="utf-8")
