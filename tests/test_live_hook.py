@@ -423,6 +423,57 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
     assert not (tmp_path / "hook.log").exists()  # nothing went wrong in a hook
 
 
+@pytest.mark.parametrize("command", ["date +%s%N", "ls out"], ids=["clock", "growing-folder"])
+def test_the_real_claude_code_is_never_halted_when_the_output_moves(tmp_path, agent_home, command):
+    """Claude Code itself under the default set (nothing chosen), asked 20 times by the stand-in
+    model for a command whose output changes on every call (the clock; a folder that gains a
+    file each time): every call runs, the model is asked a 21st time (no halt), and warnings are
+    at most a few (they said "change approach" to a sound approach on 19 of 20 calls once). The
+    folder gains its files from outside (a writer beside the agent), as a build's output would."""
+    import threading
+
+    from tests.real_clients import claude_code, clean_env
+    from tests.stand_in_models import AnthropicServer
+
+    claude = claude_code()
+    ledger = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{ledger}").dispose()  # nothing enforced: the live default set
+    project, home = tmp_path / "shop", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    inst = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr
+    (project / "out").mkdir()
+    done = threading.Event()
+
+    def writer() -> None:  # a file more every 50 ms, until the run ends
+        n = 0
+        while not done.wait(0.05):
+            (project / "out" / f"frame_{n:05d}.png").write_bytes(b"")
+            n += 1
+
+    threading.Thread(target=writer, daemon=True).start()
+    try:
+        with AnthropicServer(tool_input={"command": command, "description": "Check again"}, max_turns=20) as model:
+            env = clean_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-stand-in",
+                            LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
+            proc = subprocess.run([*claude, "-p", "Watch it", "--output-format", "stream-json", "--verbose",
+                                   "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"],
+                                  cwd=project, env=env, capture_output=True, text=True, timeout=900)
+            requests = [body for _, body in model.recorded.requests]
+    finally:
+        done.set()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(requests) == 21  # 20 calls answered, then the model's plain reply: never stopped
+    with sqlite3.connect(ledger) as db:
+        verdicts = [v for (v,) in db.execute("SELECT verdict FROM enforced_checks ORDER BY seq")]
+    assert len(verdicts) == 20 and not {"block", "halt"} & set(verdicts)
+    assert verdicts.count("warn") <= 2, verdicts
+    told = json.dumps([model.tool_results(b) for b in requests])
+    assert told.count("LoopLedger warning") <= 2 and "LoopLedger blocked" not in told
+
+
 # ── point 13: Gemini CLI's results read alike live and replayed ──────────────────────────────
 
 GEMINI_FIXTURE = Path(__file__).parent / "fixtures" / "gemini_cli_0_61"
