@@ -133,16 +133,21 @@ def tally(cases: Iterable[Case], verdicts: Mapping[Hashable, Verdicts]) -> Tally
 
 
 def choose(candidates: Sequence[C], cases: Sequence[Case],
-           table: Mapping[C, Mapping[Hashable, Verdicts]]) -> tuple[C, Tally]:
-    """The candidate that scores best on `cases` (precision first; ties: listed first), with its tally."""
+           table: Mapping[C, Mapping[Hashable, Verdicts]], margin: int = 0) -> tuple[C, Tally]:
+    """The candidate that scores best on `cases` (precision first; ties: listed first), with its
+    tally. `margin`: another candidate replaces the first (the default) only when it halts fewer
+    normal sessions, or as few and catches at least `margin` loops more — a session or two either
+    way is what any sample of labels moves by chance."""
     if not candidates:
         raise ValueError("no candidate setting to choose from")
-    best: tuple[C, Tally] | None = None
-    for c in candidates:
+    first = tally(cases, table[candidates[0]])
+    best: tuple[C, Tally] = (candidates[0], first)
+    for c in candidates[1:]:
         t = tally(cases, table[c])
-        if best is None or t.rank_key() < best[1].rank_key():
+        clearly = t.false_halts < first.false_halts or (t.false_halts == first.false_halts
+                                                        and t.caught >= first.caught + margin)
+        if t.rank_key() < best[1].rank_key() and (margin <= 0 or clearly):
             best = (c, t)
-    assert best is not None
     return best
 
 
@@ -167,14 +172,14 @@ class CrossValidated(Generic[C]):
 
 
 def cross_validate(candidates: Sequence[C], cases: Sequence[Case],
-                   table: Mapping[C, Mapping[Hashable, Verdicts]]) -> CrossValidated[C]:
+                   table: Mapping[C, Mapping[Hashable, Verdicts]], margin: int = 0) -> CrossValidated[C]:
     """Leave one group out: choose on the rest, score on it; pool the held-out tallies.
 
     With a single group there is nothing to hold out: the held-out tally stays empty (zero
     sessions) rather than repeating the in-sample one. A fold is formed only for a group with at
     least one scored session."""
     cases = [c for c in cases if c.label in (LOOP, NORMAL)]
-    chosen, in_sample = choose(candidates, cases, table)
+    chosen, in_sample = choose(candidates, cases, table, margin)
     result = CrossValidated(chosen, in_sample)
     groups = list(dict.fromkeys(c.group for c in cases))
     if len(groups) < 2:
@@ -182,7 +187,7 @@ def cross_validate(candidates: Sequence[C], cases: Sequence[Case],
     for g in groups:
         train = [c for c in cases if c.group != g]
         test = [c for c in cases if c.group == g]
-        pick, _ = choose(candidates, train, table)
+        pick, _ = choose(candidates, train, table, margin)
         held = tally(test, table[pick])
         result.folds.append(Fold(g, pick, held))
         result.held_out.merge(held)
