@@ -36,7 +36,11 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.corpus
 
 LABELS = ROOT / "corpus"
-DATA = Path(os.environ.get("LOOPLEDGER_CORPUS_C_DATA") or LABELS)
+# ../shared/corpus_c (where CI has the files) first, then the repository's own folder
+DATA = Path(os.environ.get("LOOPLEDGER_CORPUS_C_DATA") or next(
+    (p for p in (ROOT.parent / "shared" / "corpus_c", LABELS) if (p / "labels.csv").is_file()
+     and all((p / r["file"]).is_file() for r in csv.DictReader((p / "labels.csv").open(encoding="utf-8")))),
+    LABELS))
 
 SWE = "swe-agent-traj/"
 MSA = "openai-chat-tool-calls/mini-swe-agent-deepseek-"

@@ -1,4 +1,4 @@
-"""corpus_d/: a held-out labelled set (docs/detection.md, "Round 4: a held-out set"), read by the
+"""corpus_d/: a labelled set (docs/detection.md, "The labelled sessions"), read by the
 real readers, checked against counts made without them, and scored against its labels.
 
 The transcripts are not in git (the fetch tool's terms keep fetched data out of developers'
@@ -29,17 +29,19 @@ import re
 from pathlib import Path
 
 import pytest
-from loopledger.detectors.policy import DEFAULT_SPECS
 from loopledger.events import Batch, ReadError, SessionStart
 from loopledger.formats import read, sniff
 
-from bench.detection_scores import labelled_sessions, score
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.corpus
 
 LABELS = ROOT / "corpus_d"
-DATA = Path(os.environ.get("LOOPLEDGER_CORPUS_D_DATA") or LABELS)
+# ../shared/corpus_d (where CI has the files) first, then the repository's own folder
+DATA = Path(os.environ.get("LOOPLEDGER_CORPUS_D_DATA") or next(
+    (p for p in (ROOT.parent / "shared" / "corpus_d", LABELS) if (p / "labels.csv").is_file()
+     and all((p / r["file"]).is_file() for r in csv.DictReader((p / "labels.csv").open(encoding="utf-8")))),
+    LABELS))
 
 GEM = "openai-chat-tool-calls/mini-swe-agent-gemini-3-pro-"
 DS = "openai-chat-tool-calls/mini-swe-agent-deepseek-"
@@ -148,15 +150,3 @@ def test_every_session_the_readers_see_has_exactly_one_label(data_dir):
     assert len(labelled) == len(set(labelled))
     seen = [(rel, key) for rel in sorted(EXPECTED) for key in _read(data_dir / rel)]
     assert sorted(seen) == sorted(labelled)
-
-
-def test_the_default_set_on_the_held_out_set_halts_three_loops_inside_and_no_normal_session(data_dir):
-    """The held-out score docs/detection.md reports (round 4), against a person's labels: the
-    one loop missed is sphinx-10466 (refusals 4 in a row, a script run, 3 in a row: no rule
-    halts that), and no normal session is halted (three were, before harness refusals with a
-    successful command between stopped counting as one repeated call)."""
-    row = score(labelled_sessions(data_dir), [list(DEFAULT_SPECS)])[0]
-    assert (row["caught"], row["loops"], row["early"], row["missed"]) == (3, 4, 0, 1), row["detail"]
-    assert (row["false"], row["normal"]) == (0, 38), row["detail"]
-    assert row["detail"] == ["missed: " + GEM + "sphinx-doc__sphinx-10466.traj.json sphinx-doc__sphinx-10466 "
-                             "(loop 6-14, halt None)"]
