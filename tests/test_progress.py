@@ -1039,3 +1039,17 @@ def test_a_shell_command_run_again_with_another_description_is_the_same_call():
     for i, (name, args, text, err) in enumerate(calls):
         events += [Batch((Call(str(i), name, args),)), Answers((Answer(str(i), text, err),))]
     assert [c.verdict for s in replay(events, PolicySpec("progress")) for c in s.checks] == ["allow", "allow", "halt"]
+
+
+def test_a_refused_edit_retried_after_the_read_it_asked_for_is_a_new_attempt():
+    # Claude Code refuses an Edit of a file not read yet; twice, then the agent reads it and the
+    # same Edit (which would now work) is a new attempt, not the third of a loop
+    edit = ("Edit", {"file_path": "/r/page.tsx", "old_string": "a", "new_string": "b"},
+            "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>", True)
+    read = ("Read", {"file_path": "/r/page.tsx"}, "     1→a")
+    assert actions(ProgressDetector(), [edit, edit, read, edit]) == ["allow", "allow", "allow", "allow"]
+    # without the read between, the third identical refusal halts
+    assert actions(ProgressDetector(), [edit, edit, edit])[-1] == "halt"
+    # and an error the tool itself gave (not a refusal) stays linked across a success
+    fail = ("bash", {"command": "make"}, "Exit code 2\nmake: *** [all] Error 1", True)
+    assert actions(ProgressDetector(), [fail, fail, ("bash", {"command": "ls"}, "Makefile"), fail])[-1] == "halt"

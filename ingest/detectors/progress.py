@@ -196,7 +196,7 @@ class Entry:
     be compared (only repeats are compared), and then cached."""
 
     __slots__ = ("position", "step", "tool", "key", "match", "args", "at", "sleep", "raw", "text", "failed",
-                 "waits", "named", "fresh", "_norm", "_sig")
+                 "waits", "named", "fresh", "refused", "_norm", "_sig")
 
     def __init__(self, position: int, tool: str, key: str, match: str, args: Any, at: Any, sleep: float,
                  step: int = 0) -> None:
@@ -211,7 +211,7 @@ class Entry:
         self.raw: str | None = None  # digest of the full answer text (None: not back yet)
         # Set when the answer comes back (record_answer), read only once `raw` is set: text,
         # failed, waits (pending or transient), named (values its error quotes), fresh (a
-        # successful write with arguments new in the window), _norm, _sig.
+        # successful write with arguments new in the window), refused (by the harness), _norm, _sig.
 
     @property
     def reads(self) -> bool:
@@ -225,8 +225,8 @@ class Entry:
         new = Entry(self.position, self.tool, self.key, self.match, self.args, self.at, self.sleep, self.step)
         new.raw = self.raw
         if self.raw is not None:
-            new.text, new.failed, new.waits, new.named, new.fresh = (self.text, self.failed, self.waits,
-                                                                     self.named, self.fresh)
+            new.text, new.failed, new.waits, new.named, new.fresh, new.refused = (
+                self.text, self.failed, self.waits, self.named, self.fresh, self.refused)
             new._norm, new._sig = self._norm, self._sig
         return new
 
@@ -431,6 +431,12 @@ class ProgressDetector:
         # while no call has succeeded since (the agent acting in between makes the next one new).
         return self._success if tool == vocab.HARNESS_ERROR else -1
 
+    def _stale_refusal(self, e: Entry) -> bool:
+        """A call the harness refused before a call that has succeeded since: the agent did
+        something the refusal may have asked for (Claude Code's "File has not been read yet. Read
+        it first", then a Read), so the next attempt is a new one."""
+        return e.refused and e.position <= self._success
+
     def _fresh_write_after(self, first: int) -> int:
         """Position of the newest successful write with new arguments after `first` (-1: none)."""
         return self._fresh_write_between(first, self._next)
@@ -463,7 +469,7 @@ class ProgressDetector:
                 break
             if e.match != entry.match or e.raw is None:
                 continue
-            if run and not self.same_answer(e, run[0]):
+            if (run and not self.same_answer(e, run[0])) or self._stale_refusal(e):
                 break
             run.append(e)
         if not run:
@@ -537,7 +543,7 @@ class ProgressDetector:
                 break
             if e.raw is None:
                 continue
-            if not e.failed or e.waits or (chain and not self.same_answer(e, chain[0])):
+            if not e.failed or e.waits or (chain and not self.same_answer(e, chain[0])) or self._stale_refusal(e):
                 break
             chain.append(e)
         return chain
@@ -613,6 +619,9 @@ class ProgressDetector:
         failed = self.is_failure(text, is_error) and not found_nothing(text, last_program(entry.args))
         entry.failed = failed
         entry.waits = is_pending(text) or (failed and is_transient(text))
+        # refused by the harness before it ran: a reply it could not parse, or Claude Code's
+        # `<tool_use_error>` (a precondition: read before editing, a sibling call errored)
+        entry.refused = entry.tool == vocab.HARNESS_ERROR or (failed and text.lstrip().startswith("<tool_use_error>"))
         entry.fresh = False
         if failed:
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
