@@ -32,9 +32,13 @@ volatile parts removed before answers are compared). What the detector believes,
    error again and again, guessed ids each "not found"): failures since the latest success and
    user turn with one failure signature (the text without the values it quotes, its volatile
    parts and its numbers), counted in agent steps, halt at `same_failure_at`. A search that
-   found nothing is an answer, not a failure (a sweep of searches is exploration), and a harness
-   refusal (`vocab.HARNESS_ERROR`) is linked to earlier refusals only while no call has
-   succeeded since: its arguments are the harness's summary of a reply, not an action.
+   found nothing is an answer, not a failure (a sweep of searches is exploration), and a call the
+   harness refused before it ran (`vocab.HARNESS_ERROR`: its arguments summarize a reply; Claude
+   Code's `<tool_use_error>`: a precondition) is linked to a later attempt only while no call has
+   succeeded since: the agent may have done what it asked for.
+
+A call is its action: the commentary written beside it (a shell command's `description`, a
+`thought`: canonical.action_args) is not part of what makes two calls the same.
 
 An unknown answer (never came back) neither breaks a run nor joins it. A warning comes one
 attempt before a halt, and only on evidence: two answers that did not change (a wait: when its
