@@ -317,7 +317,7 @@ def test_policy_checks_carry_repeats_period_threshold_and_reason():
     assert [(c.idx, c.verdict, c.count, c.total, c.threshold, c.reason) for c in checks] == [
         (0, "allow", 0, 0, 3, ""), (1, "allow", 0, 0, 3, ""),
         (0, "allow", 0, 0, 3, ""), (1, "allow", 2, 2, 3, ""),  # 3 calls hold no two repetitions
-        (0, "allow", 2, 2, 3, ""), (1, "warn", 3, 2, 3, "period 2 ×3: A → B"),
-        (0, "warn", 3, 2, 3, "period 2 ×3: B → A"), (1, "warn", 4, 2, 3, "period 2 ×4: A → B"),
-        (0, "warn", 4, 2, 3, "period 2 ×4: B → A"), (1, "halt", 5, 2, 5, "period 2 ×5: A → B"),
+        (0, "allow", 2, 2, 3, ""), (1, "warn", 3, 2, 3, "A → B: the same 2 calls 3 times in a row, answered the same each time"),
+        (0, "warn", 3, 2, 3, "B → A: the same 2 calls 3 times in a row, answered the same each time"), (1, "warn", 4, 2, 3, "A → B: the same 2 calls 4 times in a row, answered the same each time"),
+        (0, "warn", 4, 2, 3, "B → A: the same 2 calls 4 times in a row, answered the same each time"), (1, "halt", 5, 2, 5, "A → B: the same 2 calls 5 times in a row, answered the same each time"),
     ]

@@ -39,7 +39,9 @@ def test_the_sentence_uses_the_detectors_own_numbers():
 def test_window_cycle_stagnation():
     assert explain.sentence("window", "halt", 3, None, 3, "grep 3 times in the last 8 calls", "grep") == \
         "grep — the same call 3 times among the last 8 calls; halts at 3"
-    assert explain.sentence("cycle", "warn", 3, 2, 3, "period 2 ×3: edit → test", "test") == \
+    said = "edit → test: the same 2 calls 3 times in a row, answered the same each time"
+    assert explain.sentence("cycle", "warn", 3, 2, 3, said, "test") == \
+        explain.sentence("cycle", "warn", 3, 2, 3, "period 2 ×3: edit → test", "test") == \
         "edit → test — the same 2 calls repeated 3 times in a row with unchanged answers; warns at 3"
     assert explain.sentence("stagnation", "halt", 6, None, 5, "the same reply 6 times in the last 20 prose turns") == \
         "the same reply 6 times in the last 20 replies; at most 5 allowed"

@@ -135,7 +135,9 @@ def _window(w: Why) -> str:
 def _cycle(w: Why) -> str:
     if w.verdict not in ("warn", "halt"):
         return generic(w)
-    _, _, pattern = w.reason.partition(": ")
+    pattern, _, rest = w.reason.partition(": ")
+    if pattern.startswith("period "):  # an older ledger's reason: "period 2 ×3: edit → test"
+        pattern = rest
     shown = pattern or f"a pattern of {w.total} calls"
     return (f"{shown} — the same {w.total} calls repeated {w.count} times in a row with unchanged answers"
             f"{_limit(w)}")

@@ -220,7 +220,9 @@ class CyclePolicy(PerCallAnswers):
         canon, h = call_key(call)
         v = d.check(call.name, call.args, canon, h)
         threshold = d.halt_repeats if v.action == vocab.HALT else d.warn_repeats
-        reason = f"period {v.period} ×{v.repeats}: {' → '.join(v.pattern)}" if v.action != vocab.ALLOW else ""
+        # plain words: the model reads them in a live warning
+        reason = (f"{' → '.join(v.pattern)}: the same {v.period} calls {v.repeats} times in a row, answered the "
+                  "same each time") if v.action != vocab.ALLOW else ""
         return Check(i, v.action, v.repeats, v.period, threshold, reason), v.position
 
 
