@@ -444,16 +444,18 @@ def enforce(
 
 hook_app = typer.Typer(
     name="hook", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
-    help="Guard Claude Code or Gemini CLI with the enforced policy: its hook command, and installing it.",
+    help="Guard Claude Code, Gemini CLI, Codex CLI or OpenCode with the enforced policy: the hook commands "
+         "(OpenCode: a plugin), and installing them.",
 )
 app.add_typer(hook_app)
 
-AgentArg = Annotated[str, typer.Argument(help="claude-code or gemini-cli.", show_default=False)]
+INSTALLABLE = ("claude-code", "gemini-cli", "codex", "opencode")
+AgentArg = Annotated[str, typer.Argument(help="claude-code, gemini-cli, codex or opencode.", show_default=False)]
 
 
 def _agent(agent: str) -> str:
-    if agent not in ("claude-code", "gemini-cli"):
-        typer.echo(f"error: unknown agent {agent!r}: claude-code or gemini-cli", err=True)
+    if agent not in INSTALLABLE:
+        typer.echo(f"error: unknown agent {agent!r}: {', '.join(INSTALLABLE)}", err=True)
         raise typer.Exit(2)
     return agent
 
@@ -486,20 +488,35 @@ def hook_gemini_cli(
     raise typer.Exit(run("gemini-cli", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
 
 
+@hook_app.command("codex")
+def hook_codex(
+    db: DbOption = None,
+    log: Annotated[str | None, typer.Option(help="Log file for events that could not be judged.")] = None,
+) -> None:
+    """Codex CLI's hook: one event as JSON on stdin (PreToolUse, PostToolUse, UserPromptSubmit,
+    SessionStart); a refused call is answered with permissionDecision "deny"; a halt also
+    interrupts a headless `codex exec` run. Always exits 0: a problem allows the call and is logged."""
+    from loopledger.live.hooks import run
+
+    raise typer.Exit(run("codex", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
+
+
 @hook_app.command("install")
 def hook_install(
     agent: AgentArg,
     project: Annotated[Path | None, typer.Option(
         "--project", metavar="[DIR]",
-        help="Install in DIR/.claude/settings.json (.gemini/ for Gemini CLI); --project alone or no "
-             "option: the current folder.")] = None,
-    user: Annotated[bool, typer.Option("--user", help="Install in ~/.claude/settings.json (every project).")] = False,
+        help="Install in DIR/.claude/settings.json (.gemini/settings.json, .codex/hooks.json, "
+             ".opencode/plugins/loopledger.js); --project alone or no option: the current folder.")] = None,
+    user: Annotated[bool, typer.Option("--user", help="Install for every project: ~/.claude/settings.json "
+                                       "(~/.gemini/, $CODEX_HOME or ~/.codex/, ~/.config/opencode/plugins/).")] = False,
     db: DbOption = None,
 ) -> None:
-    """Add LoopLedger's hook entries to the agent's settings.json: merged with what is there, the
-    rest of the file left byte for byte, the original kept until uninstall; running it again
-    changes nothing. The hook writes to the ledger named here (--db, else the one `loopledger
-    dashboard` would open from this folder; it must exist), printed with the command."""
+    """Add LoopLedger's hook entries to the agent's settings file (OpenCode: its plugin file):
+    merged with what is there, the rest of the file left byte for byte, the original kept until
+    uninstall; running it again changes nothing. The hook writes to the ledger named here (--db,
+    else the one `loopledger dashboard` would open from this folder; it must exist), printed with
+    the command, and what the agent itself must allow (trusted folders, reviewed hooks)."""
     from loopledger.cli.commands import run_hook_install
 
     raise typer.Exit(run_hook_install(_agent(agent), project, user, db))
@@ -511,10 +528,11 @@ def hook_uninstall(
     project: Annotated[Path | None, typer.Option(
         "--project", metavar="[DIR]",
         help="The project whose settings to clean; --project alone or no option: the current folder.")] = None,
-    user: Annotated[bool, typer.Option("--user", help="Clean ~/.claude/settings.json instead.")] = False,
+    user: Annotated[bool, typer.Option("--user", help="Clean the user-wide file instead (~/.claude/settings.json, ...).")] = False,
 ) -> None:
-    """Remove exactly LoopLedger's hook entries from the agent's settings.json: the file comes back
-    as it was before the install (deleted, if the install created it)."""
+    """Remove exactly LoopLedger's hook entries from the agent's settings file: the file comes back
+    as it was before the install (deleted, if the install created it; OpenCode: the plugin file
+    goes)."""
     from loopledger.cli.commands import run_hook_uninstall
 
     raise typer.Exit(run_hook_uninstall(_agent(agent), project, user))

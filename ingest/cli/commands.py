@@ -457,7 +457,12 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
     # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
     path = hs.settings_path(agent, project, user)
+    folder = None if user else path.parent.parent
     try:
+        if agent == "codex":
+            from loopledger.live import codex_settings
+
+            codex_settings.configs(folder)  # a config.toml Codex cannot read: refused before anything is written
         change = hs.install(agent, path, hs.hook_command(agent, db))
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
@@ -470,7 +475,10 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
     out.print(Text(f"ledger: {display_url(url)}"))
     out.print(Text(f"command: {change.command}"))
     if agent == "gemini-cli":
-        out.print(Text(hs.gemini_trust_note(None if user else path.parent.parent)))
+        out.print(Text(hs.gemini_trust_note(folder)))
+    if agent == "codex":
+        for note in codex_settings.install_notes(path, folder, hs.is_our_command("codex")):
+            out.print(Text(note))
     return EXIT_OK
 
 

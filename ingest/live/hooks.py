@@ -1,4 +1,4 @@
-"""`loopledger hook claude-code | gemini-cli`: one hook event on stdin, the enforced policy's
+"""`loopledger hook claude-code | gemini-cli | codex`: one hook event on stdin, the enforced policy's
 answer on stdout in the agent's own hook format, every decision in the ledger.
 
 Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `session_id`,
@@ -24,6 +24,10 @@ returnDisplay, error}; read through formats.gemini.tool_result, as the session f
 reads the same result) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
 (prompt) is a run boundary; an allow prints `{}` (its stdout must be JSON).
 
+Codex CLI (loopledger.live.codex): Claude Code's field names and answers, except that a refusal
+carries no `continue`/`stopReason` (Codex rejects them on PreToolUse and runs the call) and a
+halted `codex exec` run is interrupted instead.
+
 Never in the agent's way: malformed input, a missing ledger, a busy database, an enforced
 stored policy whose detector is not registered here (a ledger row never names code to import:
 loopledger.live.enforce.NotRegistered) or any internal error allows the call (exit 0, nothing
@@ -41,7 +45,7 @@ import sys
 import time
 from typing import Any
 
-AGENTS = ("claude-code", "gemini-cli")
+AGENTS = ("claude-code", "gemini-cli", "codex")
 ENV_LOG = "LOOPLEDGER_HOOK_LOG"
 
 
@@ -109,7 +113,9 @@ def _deny(agent: str, event: str, d: Any) -> dict[str, Any]:
     else:
         out = {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
                                       "permissionDecisionReason": reason}}
-    if d.stops:
+    if d.stops and agent == "codex":
+        out["systemMessage"] = reason  # the person's line; Codex refuses continue/stopReason here
+    elif d.stops:
         out = {"continue": False, "stopReason": reason, **out}
     return out
 
@@ -118,10 +124,11 @@ def _context(event: str, text: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
-CALL_EVENTS = {"claude-code": ("PreToolUse",), "gemini-cli": ("BeforeTool",)}
-BATCH_EVENTS = {"claude-code": ("PostToolBatch",), "gemini-cli": ()}
-ANSWER_EVENTS = {"claude-code": ("PostToolUse", "PostToolUseFailure"), "gemini-cli": ("AfterTool",)}
-USER_EVENTS = {"claude-code": ("UserPromptSubmit",), "gemini-cli": ("BeforeAgent",)}
+CALL_EVENTS = {"claude-code": ("PreToolUse",), "gemini-cli": ("BeforeTool",), "codex": ("PreToolUse",)}
+BATCH_EVENTS = {"claude-code": ("PostToolBatch",), "gemini-cli": (), "codex": ()}
+ANSWER_EVENTS = {"claude-code": ("PostToolUse", "PostToolUseFailure"), "gemini-cli": ("AfterTool",),
+                 "codex": ("PostToolUse",)}
+USER_EVENTS = {"claude-code": ("UserPromptSubmit",), "gemini-cli": ("BeforeAgent",), "codex": ("UserPromptSubmit",)}
 START_EVENTS = ("SessionStart",)
 
 
@@ -148,10 +155,12 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 
 def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
-           redelivered_after: float | None = None) -> dict[str, Any] | None:
+           redelivered_after: float | None = None, agent_pid: int | None = None) -> dict[str, Any] | None:
     """The output for one event (None: say nothing), the decision written to the ledger.
     `redelivered_after`: this event was handed to a resident at that time, which died before
-    answering: if it stored the event, its decision is answered and nothing stored again."""
+    answering: if it stored the event, its decision is answered and nothing stored again.
+    `agent_pid`: the hook's parent (Codex: a halted `codex exec` is interrupted once the
+    decision is committed)."""
     from loopledger.live import db as live_db
     from loopledger.live import session as live
 
@@ -164,6 +173,7 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
     session = payload["session_id"]
     transcript = payload.get("transcript_path") if isinstance(payload.get("transcript_path"), str) else None
     conn = live_db.open_db(db)
+    stopping = False
     try:
         conn.begin_write()
         sid = live.attach(conn, agent, session, transcript)
@@ -184,10 +194,15 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
                 live.save(conn, sid, state, agent)
             if d.refused:
                 out = _deny(agent, event, d)
+            stopping = d.stops
         elif kind == "answer":
             call_id = _call_id(payload)
             if event == "PostToolUseFailure":
                 text, is_error = live._text(payload.get("error")), True
+            elif agent == "codex":
+                from loopledger.live.codex import answer_of
+
+                text, is_error = answer_of(payload.get("tool_response"))
             else:
                 tool = payload.get("tool_name")
                 text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
@@ -207,12 +222,16 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
             state.user(prompt if isinstance(prompt, str) else "")
             live.save(conn, sid, state, agent)
         conn.commit()
-        return out
     except BaseException:
         conn.rollback()
         raise
     finally:
         conn.close()
+    if stopping and agent == "codex":
+        from loopledger.live.codex import interrupt
+
+        interrupt(agent_pid)
+    return out
 
 
 def _stop_after(conn: Any, sid: int, calls: Any) -> dict[str, Any] | None:
@@ -258,7 +277,9 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
     out: dict[str, Any] | None = None
     try:
         payload = parse(stdin.read())
-        out = handle(agent, payload, db, started, redelivered_after)
+        from loopledger.live.codex import agent_pid
+
+        out = handle(agent, payload, db, started, redelivered_after, agent_pid(argv) if agent == "codex" else None)
     except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
         log(log_path, agent, f"allowed without judging: {type(exc).__name__}: {exc}")
         out = None

@@ -33,7 +33,7 @@ from typing import Any
 
 from loopledger.live import db as live_db
 from loopledger.live import hook_client as wire
-from loopledger.live.hooks import run
+from loopledger.live.hooks import AGENTS, run
 
 ENV_IDLE = "LOOPLEDGER_HOOK_RESIDENT_IDLE"
 # Tests only (inert unless set in the resident's own environment): after each answer is computed (its
@@ -111,7 +111,7 @@ def answer(request: bytes, ident: bytes) -> bytes:
         return wire.pack(b"fallback", b"0", b"", b"")
     _, agent, argv, cwd, env, raw = fields
     agent_s = agent.decode()
-    if agent_s not in ("claude-code", "gemini-cli"):
+    if agent_s not in AGENTS:
         return wire.pack(b"fallback", b"0", b"", b"")
     args = [a.decode("utf-8", "surrogateescape") for a in argv.split(b"\0")] if argv else []
     out, err = io.StringIO(), io.StringIO()
