@@ -94,3 +94,54 @@ def first_answer(path: Path, fmt: str) -> tuple[Call, Answer]:
             break
     cid = next(iter(answers))
     return calls[cid], answers[cid]
+
+
+def beside(ledger: Path) -> list[tuple[str, str, str | None]]:
+    """(call id, enforced verdict, the same policy's replayed verdict on that call) for every
+    enforced decision, once `loopledger watch` has read the agent's transcript: what the Session
+    page shows side by side (None: that call has no replayed check)."""
+    with sqlite3.connect(ledger) as db:
+        return db.execute(
+            "SELECT e.call_id, e.verdict, (SELECT ch.verdict FROM calls c JOIN checks ch ON ch.session_id = c.session_id "
+            "AND ch.seq = c.seq AND (ch.idx = c.idx OR ch.idx = -1) WHERE c.session_id = e.session_id "
+            "AND c.call_id = e.call_id AND ch.policy_id = e.policy_id) FROM enforced_checks e "
+            "ORDER BY e.session_id, e.seq").fetchall()
+
+
+class Watch:
+    """A real `loopledger watch` process following `paths` into `ledger` while an agent runs (the
+    agent's HOME, so it reads what the agent writes); stopped with SIGTERM on exit."""
+
+    def __init__(self, ledger: Path, paths: Sequence[Path], env: dict, policy: str) -> None:
+        import subprocess
+        import sys
+
+        extra = [] if policy == "default" else ["--policy", policy]
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "loopledger"), "watch", *map(str, paths),
+                                      "--db", str(ledger), "--interval", "0.2", *extra],
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        self.proc.send_signal(signal.SIGTERM)
+        self.out, self.err = self.proc.communicate(timeout=60)
+
+    def wait_beside(self, ledger: Path, n: int, hang: float = 60.0) -> list[tuple[str, str, str | None]]:
+        """`beside(ledger)` once all of the `n` enforced calls have a replayed check."""
+        import time
+
+        t0 = time.monotonic()
+        while True:
+            try:
+                rows = beside(ledger)
+                if len(rows) >= n and all(r[2] is not None for r in rows):
+                    return rows
+            except sqlite3.Error:
+                pass
+            if time.monotonic() - t0 > hang or self.proc.poll() is not None:
+                return beside(ledger)
+            time.sleep(0.2)

@@ -545,13 +545,19 @@ def guard(
                                               "instead of the enforced policy; repeat it for a set.",
                                               show_default=False)] = [],  # noqa: B006
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Judge only; write nothing.")] = False,
+    origin: Annotated[str, typer.Option(help="Who the decisions are recorded for (enforced_checks.origin): guard, "
+                                        "or the agent a plugin speaks for (opencode).")] = "guard",
 ) -> None:
     """The enforced policy for any agent over JSON lines: one event per line on stdin
     ({"session", "event": "call"|"answer"|"user", ...}), one verdict line per call on stdout.
     See docs/live.md, "Guard any agent", for the protocol and a client."""
     from loopledger.cli.commands import run_guard
+    from loopledger.live.session import ORIGINS
 
-    raise typer.Exit(run_guard(db, policy, no_ledger))
+    if origin not in ORIGINS:
+        typer.echo(f"error: unknown origin {origin!r}: {', '.join(ORIGINS)}", err=True)
+        raise typer.Exit(2)
+    raise typer.Exit(run_guard(db, policy, no_ledger, origin))
 
 
 # Options whose value may be left out (click cannot say so through typer): `--project` alone
