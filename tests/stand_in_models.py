@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,11 +24,13 @@ from typing import Any
 @dataclass
 class Recorded:
     requests: list[tuple[str, dict]] = field(default_factory=list)  # (path, body) of every POST
+    times: list[float] = field(default_factory=list)  # when each arrived (time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, path: str, body: dict) -> int:
         with self.lock:
             self.requests.append((path, body))
+            self.times.append(time.monotonic())
             return len(self.requests)
 
 

@@ -198,8 +198,9 @@ def ingest(
 @app.command()
 def watch(
     paths: Annotated[list[Path] | None, typer.Argument(
-        help="Files or folders to follow. Default: ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp "
-             "(those that exist).", show_default=False)] = None,
+        help="Files or folders to follow. Default: ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, "
+             "OpenCode's storage and database (~/.local/share/opencode/opencode.db) and the other tools' own "
+             "folders (those that exist).", show_default=False)] = None,
     db: DbOption = None,
     policy: PolicyOption = [],  # noqa: B006
     config: ConfigOption = None,

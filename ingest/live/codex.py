@@ -26,7 +26,6 @@ and every later call of the run are refused until the person writes again.
 from __future__ import annotations
 
 import os
-import signal
 from typing import Any
 
 ARG_AGENT_PID = "--agent-pid"  # the hook process's parent, added by loopledger.entry (the resident cannot see it)
@@ -81,6 +80,8 @@ def interrupt(agent_pid: int | None) -> bool:
     target = exec_run(agent_pid) if agent_pid else None
     if target is None:
         return False
+    import signal
+
     try:
         os.kill(target, signal.SIGINT)
     except OSError:

@@ -277,9 +277,12 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
     out: dict[str, Any] | None = None
     try:
         payload = parse(stdin.read())
-        from loopledger.live.codex import agent_pid
+        pid = None
+        if agent == "codex":
+            from loopledger.live.codex import agent_pid
 
-        out = handle(agent, payload, db, started, redelivered_after, agent_pid(argv) if agent == "codex" else None)
+            pid = agent_pid(argv)
+        out = handle(agent, payload, db, started, redelivered_after, pid)
     except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
         log(log_path, agent, f"allowed without judging: {type(exc).__name__}: {exc}")
         out = None
