@@ -145,3 +145,27 @@ class Watch:
             if time.monotonic() - t0 > hang or self.proc.poll() is not None:
                 return beside(ledger)
             time.sleep(0.2)
+
+
+def judged_as_replayed(ledger: Path, transcript: Path, fmt: str, policy: str, turns: int, prompt: str,
+                       by_id: bool = True) -> tuple[list[str], Prediction]:
+    """A guarded run of a stuck failing call, checked against the replay engine: every enforced
+    verdict is the one a replay of the transcript the client wrote gives (call for call; by call
+    id unless the client gives hooks none), and the first warning and the first refusal come
+    where an unguarded agent repeating the first call (with the answer it got) would get them.
+    Returns the verdicts and where they first warned, refused and halted."""
+    specs = specs_of(policy)
+    live = enforced(ledger)
+    again = replayed(transcript, fmt, specs)
+    if by_id:
+        assert [(c, v) for c, v, _ in live] == again
+    else:
+        assert [v for _, v, _ in live] == [v for _, v in again]
+    verdicts = [v for _, v, _ in live]
+    call, answer = first_answer(transcript, fmt)
+    expected = Prediction.of(unguarded(call, answer, turns, specs, prompt))
+    got = Prediction.of(verdicts)
+    assert expected.refusal is not None, "the replay must refuse a call stuck on one failure"
+    assert (got.warn, got.refusal) == (expected.warn, expected.refusal), (verdicts, expected)
+    assert got.halt is not None, verdicts
+    return verdicts, got

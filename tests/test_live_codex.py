@@ -23,14 +23,12 @@ from loopledger import vocab
 from tests.live_e2e import (
     POLICIES,
     REFUSED,
-    Prediction,
     Watch,
     enforce_args,
     enforced,
-    first_answer,
+    judged_as_replayed,
     replayed,
     specs_of,
-    unguarded,
 )
 from tests.live_support import BIN
 
@@ -98,24 +96,16 @@ def test_the_real_codex_cli_is_guarded_as_its_rollout_replays(tmp_path, agent_ho
     one a replay of the rollout gives, the first warning and refusal where an unguarded agent
     would get them."""
     proc, requests, ledger, rollout, _, side = _run(tmp_path, agent_home, policy, "cat missing.txt", 12)
-    specs = specs_of(policy)
     live = enforced(ledger)
     assert {o for _, _, o in live} == {"codex"}
     # Every decision equals the replay of the rollout Codex wrote for this very run.
-    assert [(c, v) for c, v, _ in live] == replayed(rollout, "codex", specs)
-    verdicts = [v for _, v, _ in live]
-    call, answer = first_answer(rollout, "codex")
-    expected = Prediction.of(unguarded(call, answer, 12, specs, PROMPT))
-    got = Prediction.of(verdicts)
-    assert expected.refusal is not None, "the replay must refuse a call stuck on one failure"
-    assert (got.warn, got.refusal) == (expected.warn, expected.refusal)
+    verdicts, got = judged_as_replayed(ledger, rollout, "codex", policy, 12, PROMPT)
     outputs = [json.dumps(model_view) for model_view in map(_outputs, requests)]
     if got.warn is not None and got.warn < got.refusal:  # the warned call ran: its notice came with its result
         assert "LoopLedger warning" in outputs[got.warn], outputs[got.warn]
     if verdicts[got.refusal - 1] == vocab.BLOCK:  # the model read the refusal, and the call never ran
         assert "Command blocked by PreToolUse hook: LoopLedger blocked" in outputs[got.refusal]
         assert "No such file" not in outputs[got.refusal]
-    assert got.halt is not None
     # The halt ends the run: the halted call was the last one the model asked for.
     assert len(requests) == got.halt, [r[-200:] for r in outputs]
     assert proc.returncode == 1 and "turn.completed" not in {m.get("type") for m in _stream(proc.stdout)}

@@ -406,20 +406,13 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
     transcript gives, the first warning and refusal come where an unguarded agent would get them,
     warn reaches the model as added context, block is a deny the model reads, and at the halt the
     run ends (no model request after it) with the reason."""
-    from tests.live_e2e import Prediction, enforced, first_answer, replayed, specs_of, unguarded
+    from tests.live_e2e import enforced, judged_as_replayed
 
     proc, requests, ledger, transcript, model = _claude_run(tmp_path, agent_home, policy, "cat missing.txt", 12)
-    specs = specs_of(policy)
     stream = _stream(proc.stdout)
     (result,) = [m for m in stream if m.get("type") == "result"]
-    live = enforced(ledger)
-    assert {o for _, _, o in live} == {"claude-code"}
-    assert [(c, v) for c, v, _ in live] == replayed(transcript, "claude-code", specs)
-    verdicts = [v for _, v, _ in live]
-    call, answer = first_answer(transcript, "claude-code")
-    expected = Prediction.of(unguarded(call, answer, 12, specs, "Show me missing.txt"))
-    got = Prediction.of(verdicts)
-    assert expected.refusal is not None and (got.warn, got.refusal) == (expected.warn, expected.refusal)
+    assert {o for _, _, o in enforced(ledger)} == {"claude-code"}
+    verdicts, got = judged_as_replayed(ledger, transcript, "claude-code", policy, 12, "Show me missing.txt")
     # The model's view, request by request: the result of call n is in request n+1.
     views = [model.tool_results(b) for b in requests]
     assert all(b["type"] == "tool_result" for b in views[1]) and "LoopLedger" not in json.dumps(views[1])
@@ -432,7 +425,7 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
         assert blocked["is_error"] is True and "LoopLedger blocked this Bash call" in json.dumps(blocked)
         assert "No such file" not in json.dumps(blocked)  # block: not run
     # The halt ends the run: the halted call was the last the model asked for.
-    assert got.halt is not None and len(requests) == got.halt, [json.dumps(v)[-200:] for v in views]
+    assert len(requests) == got.halt, [json.dumps(v)[-200:] for v in views]
     assert result["terminal_reason"] == "hook_stopped"
     # The stop, with the reason the person sees, is the PostToolBatch hook's answer.
     stops = [json.loads(m["stdout"]) for m in stream if m.get("subtype") == "hook_response"
@@ -591,19 +584,12 @@ def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_ho
     Gemini API on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL): identical failing shell calls are stored as
     the same failure, every decision is the one a replay of its session file gives, the first
     warning and refusal where an unguarded agent would get them, and the halt ends the run."""
-    from tests.live_e2e import Prediction, enforced, first_answer, replayed, specs_of, unguarded
+    from tests.live_e2e import judged_as_replayed
 
     proc, n_requests, ledger, session = _gemini_run(tmp_path, agent_home, policy, "cat missing.txt", 10)
-    specs = specs_of(policy)
-    live = enforced(ledger)
     # Gemini CLI gives hooks no call id: the decisions line up with the replay call for call.
-    assert [v for _, v, _ in live] == [v for _, v in replayed(session, "gemini-cli", specs)]
-    verdicts = [v for _, v, _ in live]
-    call, answer = first_answer(session, "gemini-cli")
-    expected = Prediction.of(unguarded(call, answer, 10, specs, "Show me missing.txt"))
-    got = Prediction.of(verdicts)
-    assert expected.refusal is not None and (got.warn, got.refusal) == (expected.warn, expected.refusal)
-    assert got.halt is not None and n_requests == got.halt  # no model turn after the halted call
+    _, got = judged_as_replayed(ledger, session, "gemini-cli", policy, 10, "Show me missing.txt", by_id=False)
+    assert n_requests == got.halt  # no model turn after the halted call
     results = [m for m in _stream(proc.stdout) if m.get("type") == "tool_result"]
     assert results[-1]["status"] == "error" and "LoopLedger halted the agent" in results[-1]["output"]
     answers, _ = _stored(f"sqlite:///{ledger}")

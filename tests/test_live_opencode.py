@@ -21,14 +21,12 @@ from loopledger import vocab
 from tests.live_e2e import (
     POLICIES,
     REFUSED,
-    Prediction,
     Watch,
     enforce_args,
     enforced,
-    first_answer,
+    judged_as_replayed,
     replayed,
     specs_of,
-    unguarded,
 )
 from tests.live_support import BIN
 
@@ -112,22 +110,14 @@ def test_the_real_opencode_is_guarded_as_its_storage_replays(tmp_path, policy):
     the one a replay of the session OpenCode stored gives, and `loopledger watch`, reading
     OpenCode's database meanwhile, puts the replayed check beside each enforced decision."""
     proc, requests, ledger, db, side = _run(tmp_path, policy, "cat missing.txt", 12)
-    specs = specs_of(policy)
     live = enforced(ledger)
     assert {o for _, _, o in live} == {"opencode"}
-    assert [(c, v) for c, v, _ in live] == replayed(db, "opencode", specs)
-    verdicts = [v for _, v, _ in live]
-    call, answer = first_answer(db, "opencode")
-    expected = Prediction.of(unguarded(call, answer, 12, specs, PROMPT))
-    got = Prediction.of(verdicts)
-    assert expected.refusal is not None, "the replay must refuse a call stuck on one failure"
-    assert (got.warn, got.refusal) == (expected.warn, expected.refusal)
+    verdicts, got = judged_as_replayed(ledger, db, "opencode", policy, 12, PROMPT)
     if got.warn is not None and got.warn < got.refusal:
         assert "LoopLedger warning" in _tool_results(requests[got.warn])
     if verdicts[got.refusal - 1] == vocab.BLOCK:
         seen = _tool_results(requests[got.refusal])
         assert "LoopLedger blocked" in seen and "No such file" not in seen
-    assert got.halt is not None
     assert len(requests) == got.halt  # the halted call was the last one the model asked for
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = [e for e in _events(proc.stdout) if e.get("type") == "tool_use"][-1]["part"]["state"]
