@@ -144,7 +144,7 @@ def test_default_roots_follow_xdg_data_home(monkeypatch, tmp_path):
 
 # ── OpenCode 1.x: its SQLite database ────────────────────────────────────────────────────────
 
-DB_DUMP = FIX / "opencode-1.18.33.sql"  # `.dump session message part` of a real OpenCode 1.18.33 run
+DB_DUMP = Path(__file__).parent / "fixtures" / "opencode_1_18" / "tables.sql"  # `.dump session message part` of a real OpenCode 1.18.33 run
 
 
 def _database(tmp_path: Path, wal: bool = True) -> Path:
