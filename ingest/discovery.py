@@ -62,4 +62,4 @@ def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -
 
 def default_watch_paths() -> list[Path]:
     defaults = [Path(d).expanduser() for d in DEFAULT_WATCH_DIRS] + formats.default_roots()
-    return [p for p in defaults if p.is_dir()]
+    return [p for p in defaults if p.exists()]  # folders, and a tool's one file (OpenCode's database)

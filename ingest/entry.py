@@ -1,4 +1,4 @@
-"""The `loopledger` console script. `loopledger hook claude-code|gemini-cli` runs before every
+"""The `loopledger` console script. `loopledger hook claude-code|gemini-cli|codex` runs before every
 tool call of a person's agent, so it is dispatched here, before the CLI (typer, rich) is
 imported, and handed to the resident guard when one is running (loopledger.live.hook_client:
 a Unix socket; the in-process path when there is none); everything else goes to
@@ -31,10 +31,13 @@ def main() -> None:
     argv = sys.argv[1:]
     # The fast path takes only the plain shapes of the hook's flags (loopledger.live.hook_flags);
     # anything else (`--help`, a typo such as `--dbx`) is the CLI parser's to answer.
-    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude-code", "gemini-cli") \
+    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude-code", "gemini-cli", "codex") \
             and _plain_hook_flags(argv[2:]):
         _keep_bytecode()
         from loopledger.live.hook_client import main as hook
+
+        if argv[1] == "codex":  # who to interrupt at a halt (loopledger.live.codex); a resident cannot tell
+            argv = [*argv, "--agent-pid", str(os.getppid())]
 
         main_file = getattr(sys.modules.get("__main__"), "__file__", None) or ""
         exits = os.path.basename(main_file) == "loopledger"  # the console script: a process per tool call

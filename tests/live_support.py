@@ -96,3 +96,17 @@ def receive_spans(proc: subprocess.Popen, port: int, body: bytes, spans: int, wa
     while json.loads(urllib.request.urlopen(health, timeout=10).read())["ingested_spans"] < spans:
         assert time.monotonic() < deadline, "the spans never reached the ledger"
         time.sleep(0.1)
+
+
+def make_ledger(target: str | Path) -> None:
+    """A current, empty ledger at `target` (a path or a SQLAlchemy URL): `enforce` and `hook
+    install` choose in an existing ledger only, never creating one."""
+    from loopledger.ledger import migrate
+    from loopledger.ledger.engine import make_engine, sqlite_url
+
+    text = str(target)
+    engine = make_engine(text if "://" in text else sqlite_url(Path(text)))
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()

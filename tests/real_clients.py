@@ -3,7 +3,9 @@ repository) for the tests that drive them end to end; a test skips, saying why, 
 is missing or the package cannot be installed (no network).
 
 The versions are pinned: the hook protocols were checked against these releases' bundled code
-(Claude Code 2.1.197's PostToolBatch, gemini-cli 0.61.0's trusted folders and tool results).
+(Claude Code 2.1.197's PostToolBatch, gemini-cli 0.61.0's trusted folders and tool results) and,
+for Codex CLI 0.171.0 and OpenCode 1.18.33, against the clients themselves (their hooks.json /
+plugin events, driven in tests/test_live_codex.py and tests/test_live_opencode.py).
 Set LOOPLEDGER_NPM_CACHE to choose the folder (default ~/.cache/loopledger-tests/npm).
 """
 
@@ -19,6 +21,8 @@ import pytest
 
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.197")
 GEMINI_CLI = ("@google/gemini-cli", "0.61.0")
+CODEX_CLI = ("@openai/codex", "0.171.0")
+OPENCODE = ("opencode-ai", "1.18.33")
 
 
 def cache_root() -> Path:
@@ -72,6 +76,35 @@ def gemini_cli() -> list[str]:
     if not _works(cmd):
         pytest.skip(f"{GEMINI_CLI[0]}@{GEMINI_CLI[1]} is installed but does not run with this node")
     return cmd
+
+
+def codex_cli() -> list[str]:
+    """Codex CLI's node launcher (it runs the native binary of the platform package npm installed
+    beside it)."""
+    folder = npm_package(*CODEX_CLI)
+    cmd = ["node", str(folder / "bin" / "codex.js")]
+    if not _works(cmd):
+        pytest.skip(f"{CODEX_CLI[0]}@{CODEX_CLI[1]} is installed but does not run here (no native binary "
+                    "for this platform?)")
+    return cmd
+
+
+def opencode() -> list[str]:
+    """OpenCode's binary: the one its postinstall put in bin/, else the platform package's."""
+    folder = npm_package(*OPENCODE)
+    for cmd in ([str(folder / "bin" / "opencode.exe")],
+                *[[str(p)] for p in sorted(folder.parent.glob("opencode-*/bin/opencode"))]):
+        if _works(cmd):
+            return cmd
+    pytest.skip(f"{OPENCODE[0]}@{OPENCODE[1]} is installed but does not run here (no binary for this platform?)")
+
+
+def npm_cache() -> Path:
+    """npm's download cache for what a client installs at run time (OpenCode installs its plugin
+    SDK into a project's .opencode/), shared by the tests so it is fetched once."""
+    folder = cache_root() / "npm-cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 RESIDENT_IDLE_S = 5

@@ -1,9 +1,12 @@
-"""Stand-in model servers on 127.0.0.1 for driving the real agent CLIs (Claude Code, Gemini CLI)
-in tests: each model turn asks for the same shell call again, so an unguarded agent loops.
+"""Stand-in model servers on 127.0.0.1 for driving the real agent CLIs (Claude Code, Gemini CLI,
+Codex CLI, OpenCode) in tests: each model turn asks for the same shell call again, so an
+unguarded agent loops.
 
 The wire formats are the public APIs the CLIs speak: the Anthropic Messages API (streamed as
-server-sent events when the request says `"stream": true`) and the Gemini API
-(`:streamGenerateContent?alt=sse` and `:generateContent`). Every request body is kept, so a
+server-sent events when the request says `"stream": true`), the Gemini API
+(`:streamGenerateContent?alt=sse` and `:generateContent`), the OpenAI Responses API (Codex CLI:
+`/v1/responses`, streamed) and Chat Completions (OpenCode through an OpenAI-compatible provider:
+`/v1/chat/completions`, streamed or not). Every request body is kept, so a
 test can count the model requests made and read what the model was told (tool results and any
 added context).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,11 +24,13 @@ from typing import Any
 @dataclass
 class Recorded:
     requests: list[tuple[str, dict]] = field(default_factory=list)  # (path, body) of every POST
+    times: list[float] = field(default_factory=list)  # when each arrived (time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, path: str, body: dict) -> int:
         with self.lock:
             self.requests.append((path, body))
+            self.times.append(time.monotonic())
             return len(self.requests)
 
 
@@ -73,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _sse(self, events: list[tuple[str | None, Any]]) -> None:
+    def _sse(self, events: list[tuple[str | None, Any]], done: bool = False) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -82,6 +88,9 @@ class _Handler(BaseHTTPRequestHandler):
         for name, data in events:
             chunk = (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
             self.wfile.write(chunk.encode())
+            self.wfile.flush()
+        if done:  # Chat Completions streams end with a [DONE] line
+            self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         self.close_connection = True
 
@@ -218,3 +227,117 @@ class GeminiServer(_Server):
         if config.get("responseMimeType") == "application/json":
             return json.dumps({"reasoning": "stand-in", "next_speaker": "user", "model_choice": "flash"})
         return "ok"
+
+
+# ── OpenAI Responses API (Codex CLI) ─────────────────────────────────────────────────────────
+
+
+class _Responses(_Handler):
+    def do_POST(self) -> None:  # noqa: N802
+        body = self._body()
+        path = self.path.split("?", 1)[0]
+        if not path.endswith("/responses"):
+            self._json({"error": {"message": path, "type": "not_found"}}, 404)
+            return
+        offered = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        tool = next((t for t in self.owner.shell_tools if t in offered), None)
+        if tool is None:  # a side request (a title, a summary): plain text
+            self._reply([{"type": "message", "role": "assistant", "id": "msg_side",
+                          "content": [{"type": "output_text", "text": "ok"}]}], 0)
+            return
+        n = self.recorded.add(path, body)
+        if n > self.owner.max_turns:
+            self._reply([{"type": "message", "role": "assistant", "id": f"msg_{n}",
+                          "content": [{"type": "output_text", "text": "I give up."}]}], n)
+            return
+        args = {"cmd": self.owner.command} if tool == "exec_command" else (
+            {"command": ["bash", "-lc", self.owner.command]} if tool == "shell" else {"command": self.owner.command})
+        self._reply([{"type": "function_call", "id": f"fc_{n}", "call_id": f"call_stand_in_{n}", "name": tool,
+                      "arguments": json.dumps(args)}], n)
+
+    def _reply(self, items: list[dict], n: int) -> None:
+        rid = f"resp_{n}_{id(items):x}"
+        usage = {"input_tokens": 100, "input_tokens_details": None, "output_tokens": 10,
+                 "output_tokens_details": None, "total_tokens": 110}
+        events: list[tuple[str | None, Any]] = [("response.created", {"type": "response.created",
+                                                                      "response": {"id": rid}})]
+        for item in items:
+            events.append(("response.output_item.added", {"type": "response.output_item.added", "item": item}))
+            events.append(("response.output_item.done", {"type": "response.output_item.done", "item": item}))
+        events.append(("response.completed", {"type": "response.completed", "response": {"id": rid, "usage": usage}}))
+        self._sse(events)
+
+
+class ResponsesServer(_Server):
+    """Every main-loop request (one offering a shell tool: Codex's `exec_command`, or the older
+    `shell_command` / `shell`) is answered with a call running `command`, up to `max_turns`."""
+
+    shell_tools = ("exec_command", "shell_command", "shell")
+
+    def __init__(self, command: str = "cat missing.txt", max_turns: int = 12) -> None:
+        self.command = command
+        self.max_turns = max_turns
+        super().__init__(type("ResponsesHandler", (_Responses,), {}))
+
+    @staticmethod
+    def tool_outputs(body: dict) -> list[dict]:
+        """The request's input items after its last function call's output began: the outputs
+        and any message (a hook's added context) the model reads for the previous call."""
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        calls = [k for k, i in enumerate(items) if i.get("type") == "function_call"]
+        return items[calls[-1] + 1:] if calls else []
+
+
+# ── OpenAI Chat Completions (OpenCode) ───────────────────────────────────────────────────────
+
+
+class _Chat(_Handler):
+    def do_POST(self) -> None:  # noqa: N802
+        body = self._body()
+        path = self.path.split("?", 1)[0]
+        if not path.endswith("/chat/completions"):
+            self._json({"error": {"message": path, "type": "not_found"}}, 404)
+            return
+        offered = [(t.get("function") or {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        if self.owner.tool not in offered:  # a side request (the session title)
+            self._reply(body, None, "ok")
+            return
+        n = self.recorded.add(path, body)
+        if n > self.owner.max_turns:
+            self._reply(body, None, "I give up.")
+            return
+        self._reply(body, {"id": f"call_stand_in_{n}", "name": self.owner.tool,
+                           "arguments": json.dumps({"command": self.owner.command, "description": "Run it"})}, None)
+
+    def _reply(self, body: dict, call: dict | None, text: str | None) -> None:
+        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        finish = "tool_calls" if call else "stop"
+        tool_calls = [{"index": 0, "id": call["id"], "type": "function",
+                       "function": {"name": call["name"], "arguments": call["arguments"]}}] if call else None
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if tool_calls:
+                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in tool_calls]
+            self._json({"id": "chatcmpl-stand-in", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+            return
+
+        def chunk(delta: dict, reason: str | None = None) -> tuple[None, dict]:
+            out = {"id": "chatcmpl-stand-in", "object": "chat.completion.chunk", "created": 0, "model": body.get("model"),
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+            return None, ({**out, "usage": usage} if reason else out)
+
+        events = [chunk({"role": "assistant", "content": ""}),
+                  chunk({"tool_calls": tool_calls} if tool_calls else {"content": text}), chunk({}, finish)]
+        self._sse(events, done=True)
+
+
+class ChatCompletionsServer(_Server):
+    """Every main-loop request (one offering `tool`) is answered with a call of it running
+    `command`, up to `max_turns`; side requests get plain text."""
+
+    def __init__(self, tool: str = "bash", command: str = "cat missing.txt", max_turns: int = 12) -> None:
+        self.tool = tool
+        self.command = command
+        self.max_turns = max_turns
+        super().__init__(type("ChatHandler", (_Chat,), {}))

@@ -26,7 +26,7 @@ from pathlib import Path
 from loopledger import formats
 from loopledger.changes import stamp
 from loopledger.discovery import discover
-from loopledger.events import Answers, Batch, Prose, Retry, SessionStart, UserTurn
+from loopledger.events import Answers, Batch, Prose, ReadError, Retry, SessionStart, UserTurn
 from loopledger.formats import read, sniff
 from loopledger.formats.opencode import default_roots
 
@@ -131,8 +131,86 @@ def test_a_new_part_is_a_change_of_the_session(tmp_path):
 
 def test_default_roots_follow_xdg_data_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    assert default_roots() == [tmp_path / "opencode" / "storage" / k for k in ("session", "message", "part")]
+    monkeypatch.delenv("OPENCODE_DB", raising=False)
+    assert default_roots() == [tmp_path / "opencode" / "storage" / k for k in ("session", "message", "part")] + [
+        tmp_path / "opencode" / "opencode.db"]
     assert all(r in formats.default_roots() for r in default_roots())
+    # OpenCode's own override of its database: a name in its data folder, or a path.
+    monkeypatch.setenv("OPENCODE_DB", "mine.db")
+    assert default_roots()[-1] == tmp_path / "opencode" / "mine.db"
+    monkeypatch.setenv("OPENCODE_DB", str(tmp_path / "elsewhere.db"))
+    assert default_roots()[-1] == tmp_path / "elsewhere.db"
+
+
+# ── OpenCode 1.x: its SQLite database ────────────────────────────────────────────────────────
+
+DB_DUMP = Path(__file__).parent / "fixtures" / "opencode_1_18" / "tables.sql"  # `.dump session message part` of a real OpenCode 1.18.33 run
+
+
+def _database(tmp_path: Path, wal: bool = True) -> Path:
+    """The recorded tables in a fresh database, in WAL mode as OpenCode keeps it (its rows then
+    sit in the write-ahead log while a writer holds it open)."""
+    import sqlite3
+
+    path = tmp_path / "opencode" / "opencode.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    if wal:
+        db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(DB_DUMP.read_text())
+    db.close()
+    return path
+
+
+def test_a_database_is_read_session_by_session_with_the_plugins_notice_taken_off(tmp_path):
+    """A run of the real OpenCode 1.18.33 that LoopLedger's plugin guarded (progress warned call 2
+    and halted call 3): calls and answers as OpenCode stored them, the warning notice the plugin
+    appended to call 2's result taken off again, the halted call an error with the refusal."""
+    path = _database(tmp_path)
+    assert sniff(path) == "opencode"
+    items = list(read(path))
+    (start,) = [i for i in items if isinstance(i, SessionStart)]
+    assert start.info.key == "ses_dcc62c522ffe2RELm8Rp1Hdn7p" and start.info.model == "standin/loop-model"
+    assert start.info.meta["version"] == "1.18.33"
+    calls = [c for i in items if isinstance(i, Batch) for c in i.calls]
+    assert [(c.id, c.name, c.args["command"]) for c in calls] == [(f"call_{n}", "bash", "cat missing.txt")
+                                                                  for n in (1, 2, 3)]
+    answers = [a for i in items if isinstance(i, Answers) for a in i.answers]
+    missing = "cat: missing.txt: No such file or directory\n"
+    assert [(a.text, a.is_error) for a in answers[:2]] == [(missing, True), (missing, True)]  # exit 1: failed
+    assert answers[2].is_error and answers[2].text.startswith("LoopLedger halted the agent (progress)")
+    import sqlite3
+
+    stored = sqlite3.connect(path).execute("SELECT data FROM part WHERE data LIKE '%call_2%'").fetchone()[0]
+    assert "<loopledger_notice>" in json.loads(stored)["state"]["output"]  # it is in OpenCode's storage
+
+
+def test_a_database_changes_with_its_write_ahead_log(tmp_path):
+    import sqlite3
+
+    path = _database(tmp_path)
+    writer = sqlite3.connect(path)  # OpenCode, still running: new rows stay in the WAL
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    before = stamp(path)
+    assert formats.members(path) == [path, path.with_name("opencode.db-wal")]
+    writer.execute("INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) "
+                   "SELECT 'prt_zzz', message_id, session_id, time_created, time_updated, "
+                   "replace(replace(data, 'call_3', 'call_4'), 'LoopLedger halted', 'x') FROM part WHERE data LIKE '%call_3%'")
+    writer.commit()
+    assert stamp(path) != before  # a change of the unit, though the .db file itself did not move
+    calls = [c.id for i in read(path) if isinstance(i, Batch) for c in i.calls]
+    assert calls[-1] == "call_4"
+    writer.close()
+
+
+def test_a_sqlite_file_that_is_not_opencodes_is_an_error_naming_it(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "ledger.db"
+    sqlite3.connect(path).execute("CREATE TABLE sessions (id)").connection.commit()
+    assert sniff(path) == "opencode"  # an SQLite file: OpenCode's schema may still be in its WAL
+    (err,) = list(read(path))
+    assert isinstance(err, ReadError) and str(path) in str(err) and "not an OpenCode database" in str(err)
 
 
 def test_an_export_of_a_session_without_messages_yet_is_still_opencode(tmp_path):

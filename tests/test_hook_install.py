@@ -13,7 +13,7 @@ from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.live import hook_settings as hs
 
-from tests.live_support import BIN
+from tests.live_support import BIN, make_ledger
 
 # As Claude Code and people write it: two-space JSON, a schema line, permissions, the person's own
 # hooks (one compact entry on a line), an empty event list, non-ASCII text, no trailing newline.
@@ -67,6 +67,7 @@ def _new_ledger(db: Path) -> Path:
     eng = make_engine(f"sqlite:///{db}")
     migrate.upgrade(eng)
     eng.dispose()
+    make_ledger(str(db))  # enforce chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", "--default", "--db", str(db)], check=True, capture_output=True)
     return db
 
@@ -110,6 +111,7 @@ def test_install_adds_only_our_entries_and_uninstall_restores_every_byte(tmp_pat
 
 def test_the_installed_command_is_the_hook(tmp_path, ledger):
     # ladder judges keys alone: three identical calls are refused without any answer fed back
+    make_ledger(str(ledger))  # enforce chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", "ladder", "--db", str(ledger)], check=True, capture_output=True)
     project = tmp_path / "p"
     project.mkdir()

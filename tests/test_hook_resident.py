@@ -159,6 +159,34 @@ def test_the_resident_answers_what_the_in_process_path_answers_claude_code(tmp_p
                                                                    "after_halt"]
 
 
+def test_the_resident_answers_what_the_in_process_path_answers_codex(tmp_path, fresh_db, env):
+    """Codex CLI 0.171.0's recorded hook inputs (tests/fixtures/codex_0_171): the resident gives
+    the in-process path's answers, and the ledger the same rows."""
+    _ledger(fresh_db)
+    fixture = Path(__file__).parent / "fixtures" / "codex_0_171" / "hook_events.jsonl"
+
+    def events(session):
+        evs = [{**json.loads(line), "session_id": session, "transcript_path": str(tmp_path / f"{session}.jsonl")}
+               for line in fixture.read_text().splitlines() if line.strip()]
+        refused, out = set(), []
+        for ev in evs:  # Codex runs no PostToolUse for a call a hook refused
+            if ev["hook_event_name"] != "PostToolUse" or ev["tool_use_id"] not in refused:
+                out.append(ev)
+            if ev["hook_event_name"] == "PreToolUse" and len([e for e in out if e["hook_event_name"] == "PreToolUse"]) > 2:
+                refused.add(ev["tool_use_id"])  # LADDER refuses from the third call on
+        return out
+
+    off = {**env, "LOOPLEDGER_HOOK_RESIDENT": "0"}
+    in_process = [_hook(ev, fresh_db, off, "codex") for ev in events("c-in")]
+    _start(env)
+    resident = [_hook(ev, fresh_db, env, "codex") for ev in events("c-res")]
+    assert [o for o, _ in resident] == [o for o, _ in in_process]
+    assert not any(p for _, p in resident)  # the resident decided every one
+    denies = [o for o, _ in resident if o and "permissionDecision" in o.get("hookSpecificOutput", {})]
+    assert len(denies) == 2 and all("continue" not in o for o in denies)
+    assert _checks(fresh_db, "c-res") == _checks(fresh_db, "c-in")
+
+
 def test_the_resident_answers_what_the_in_process_path_answers_gemini_cli(tmp_path, fresh_db, env):
     _ledger(fresh_db, "ladder")
 

@@ -371,25 +371,25 @@ def agent_home(tmp_path):
     assert resident_pids(home) == []
 
 
-def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_home):
-    """Claude Code itself (npm @anthropic-ai/claude-code, pinned in tests/real_clients.py), headless,
-    with the settings `hook install` writes, against a stand-in Messages API on 127.0.0.1 that asks
-    for `cat missing.txt` on every turn: warn reaches the model as added context, block is a deny
-    the model reads, and at the halt the run ends (no model request after it) with the reason."""
+def _claude_run(tmp_path: Path, home: Path, policy: str, command: str, max_turns: int):
+    """Claude Code headless in a project with `hook install` settings, against a stand-in
+    Messages API asking for `command` on every turn: (process, model requests, ledger, the
+    transcript Claude Code wrote)."""
+    from tests.live_e2e import enforce_args
     from tests.real_clients import claude_code, clean_env
     from tests.stand_in_models import AnthropicServer
 
     claude = claude_code()
     ledger = tmp_path / "ledger.sqlite"
     _ledger(f"sqlite:///{ledger}").dispose()  # `enforce` chooses in an existing ledger only
-    subprocess.run([str(BIN), "enforce", LADDER, "--db", str(ledger)], check=True, capture_output=True)
-    project, home = tmp_path / "shop", tmp_path / "home"
+    subprocess.run([str(BIN), "enforce", *enforce_args(policy), "--db", str(ledger)], check=True, capture_output=True)
+    project = tmp_path / "shop"
     project.mkdir()
-    home.mkdir()
+    home.mkdir(exist_ok=True)
     inst = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", "--db", str(ledger)],
                           cwd=project, capture_output=True, text=True)
     assert inst.returncode == 0, inst.stderr
-    with AnthropicServer(max_turns=12) as model:
+    with AnthropicServer(tool_input={"command": command, "description": "Run it"}, max_turns=max_turns) as model:
         env = clean_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-stand-in",
                         LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
         proc = subprocess.run([*claude, "-p", "Show me missing.txt", "--output-format", "stream-json", "--verbose",
@@ -397,29 +397,44 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
                               cwd=project, env=env, capture_output=True, text=True, timeout=600)
         requests = [body for _, body in model.recorded.requests]
     assert proc.returncode == 0, proc.stderr[-2000:]
+    (transcript,) = (home / ".claude" / "projects").glob("*/*.jsonl")
+    return proc, requests, ledger, transcript, model
+
+
+@pytest.mark.parametrize("policy", ["default", LADDER])
+def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_home, policy):
+    """Claude Code itself (npm @anthropic-ai/claude-code, pinned in tests/real_clients.py), headless,
+    with the settings `hook install` writes, against a stand-in Messages API on 127.0.0.1 that asks
+    for `cat missing.txt` on every turn: every decision is the one a replay of Claude Code's
+    transcript gives, the first warning and refusal come where an unguarded agent would get them,
+    warn reaches the model as added context, block is a deny the model reads, and at the halt the
+    run ends (no model request after it) with the reason."""
+    from tests.live_e2e import enforced, judged_as_replayed
+
+    proc, requests, ledger, transcript, model = _claude_run(tmp_path, agent_home, policy, "cat missing.txt", 12)
     stream = _stream(proc.stdout)
     (result,) = [m for m in stream if m.get("type") == "result"]
-    # Calls 1-4 are asked for; the 4th is halted; the run ends there: 4 model turns, not 12.
-    assert len(requests) == 4, [model.tool_results(b) for b in requests]
-    assert result["terminal_reason"] == "hook_stopped"
+    assert {o for _, _, o in enforced(ledger)} == {"claude-code"}
+    verdicts, got = judged_as_replayed(ledger, transcript, "claude-code", policy, 12, "Show me missing.txt")
     # The model's view, request by request: the result of call n is in request n+1.
-    second, third, fourth = (model.tool_results(b) for b in requests[1:])
-    assert all(b["type"] == "tool_result" for b in second) and "LoopLedger" not in json.dumps(second)
-    context = [b["text"] for b in third if b["type"] == "text"]
-    assert any("LoopLedger warning (ladder)" in t for t in context), third  # warn: added context
-    assert "No such file" in json.dumps(third)  # ... beside the call's real result
-    (blocked,) = [b for b in fourth if b["type"] == "tool_result"]
-    assert blocked["is_error"] is True and "LoopLedger blocked this Bash call" in json.dumps(blocked)
-    assert "No such file" not in json.dumps(blocked)  # block: not run
+    views = [model.tool_results(b) for b in requests]
+    assert all(b["type"] == "tool_result" for b in views[1]) and "LoopLedger" not in json.dumps(views[1])
+    if got.warn is not None and got.warn < got.refusal:
+        context = [b["text"] for b in views[got.warn] if b["type"] == "text"]
+        assert any("LoopLedger warning" in t for t in context), views[got.warn]  # warn: added context
+        assert "No such file" in json.dumps(views[got.warn])  # ... beside the call's real result
+    if verdicts[got.refusal - 1] == vocab.BLOCK:
+        (blocked,) = [b for b in views[got.refusal] if b["type"] == "tool_result"]
+        assert blocked["is_error"] is True and "LoopLedger blocked this Bash call" in json.dumps(blocked)
+        assert "No such file" not in json.dumps(blocked)  # block: not run
+    # The halt ends the run: the halted call was the last the model asked for.
+    assert len(requests) == got.halt, [json.dumps(v)[-200:] for v in views]
+    assert result["terminal_reason"] == "hook_stopped"
     # The stop, with the reason the person sees, is the PostToolBatch hook's answer.
     stops = [json.loads(m["stdout"]) for m in stream if m.get("subtype") == "hook_response"
              and m.get("hook_event") == "PostToolBatch" and m.get("stdout", "").strip()]
     assert len(stops) == 1 and stops[0]["continue"] is False
-    assert stops[0]["stopReason"].startswith("LoopLedger halted the agent (ladder)")
-    # The ledger: the four decisions, enforced, in the session Claude Code named.
-    with sqlite3.connect(ledger) as db:
-        verdicts = [v for (v,) in db.execute("SELECT verdict FROM enforced_checks ORDER BY seq")]
-    assert verdicts == ["allow", "warn", "block", "halt"]
+    assert stops[0]["stopReason"].startswith("LoopLedger halted the agent")
     assert not (tmp_path / "hook.log").exists()  # nothing went wrong in a hook
 
 
@@ -472,6 +487,19 @@ def test_the_real_claude_code_is_never_halted_when_the_output_moves(tmp_path, ag
     assert verdicts.count("warn") <= 2, verdicts
     told = json.dumps([model.tool_results(b) for b in requests])
     assert told.count("LoopLedger warning") <= 2 and "LoopLedger blocked" not in told
+
+
+def test_point_12_the_real_claude_code_is_never_halted_on_output_that_moves(tmp_path, agent_home):
+    """The same call whose answer changes every time (`date +%s%N`), under the live default: never
+    refused; the decisions are the replay's."""
+    from tests.live_e2e import REFUSED as REFUSED_LIVE
+    from tests.live_e2e import enforced, replayed, specs_of
+
+    proc, requests, ledger, transcript, _ = _claude_run(tmp_path, agent_home, "default", "date +%s%N", 8)
+    live = enforced(ledger)
+    assert [(c, v) for c, v, _ in live] == replayed(transcript, "claude-code", specs_of("default"))
+    assert len(live) == 8 and not {v for _, v, _ in live} & set(REFUSED_LIVE), live
+    assert len(requests) == 9  # 8 calls, then the stand-in gives up
 
 
 # ── point 13: Gemini CLI's results read alike live and replayed ──────────────────────────────
@@ -571,42 +599,71 @@ def test_point_13_hook_install_gemini_says_the_folder_must_be_trusted_and_how(tm
     assert "it is trusted" in said and "/permissions" not in said
 
 
-def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_home):
-    """gemini-cli itself (npm @google/gemini-cli 0.61.0), headless, in a folder trusted the way it
-    records trust (~/.gemini/trustedFolders.json), with `hook install` settings, against a stand-in
-    Gemini API on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL): identical failing shell calls are stored as
-    the same failure, `progress` halts the third, and its session file replays to the same verdicts."""
+def _gemini_run(tmp_path: Path, home: Path, policy: str, command: str, max_turns: int):
+    """gemini-cli headless in a folder trusted as it records trust, with `hook install` settings,
+    against a stand-in Gemini API asking for `command` on every turn."""
+    from tests.live_e2e import enforce_args
     from tests.real_clients import clean_env, gemini_cli
     from tests.stand_in_models import GeminiServer
 
     gemini = gemini_cli()
     ledger = tmp_path / "ledger.sqlite"
     _ledger(f"sqlite:///{ledger}").dispose()  # `enforce` chooses in an existing ledger only
-    subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
-    project, home = tmp_path / "shop", tmp_path / "home"
+    subprocess.run([str(BIN), "enforce", *enforce_args(policy), "--db", str(ledger)], check=True, capture_output=True)
+    project = tmp_path / "shop"
     project.mkdir()
     (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    # Gemini CLI's own loop detection (it stops a run after a few identical calls) off: what is
+    # tested is LoopLedger's guard alone.
+    (home / ".gemini" / "settings.json").write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                                                                "model": {"disableLoopDetection": True}}))
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
     env = clean_env(home, LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
     inst = subprocess.run([str(BIN), "hook", "install", "gemini-cli", "--project", "--db", str(ledger)],
                           cwd=project, capture_output=True, text=True, env=env)
     assert inst.returncode == 0 and "it is trusted" in " ".join(inst.stdout.split()), inst.stdout
-    with GeminiServer(max_turns=10) as model:
+    with GeminiServer(tool_input={"command": command, "description": "Run it"}, max_turns=max_turns) as model:
         env.update(GOOGLE_GEMINI_BASE_URL=model.url, GEMINI_API_KEY="stand-in")
         proc = subprocess.run([*gemini, "-p", "Show me missing.txt", "--output-format", "stream-json", "--yolo",
                                "-m", "gemini-2.5-flash"], cwd=project, env=env, capture_output=True, text=True,
                               timeout=600)
         n_requests = len(model.recorded.requests)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert n_requests == 3  # calls 1-3 asked for; the third halted; no turn after it
-    results = [m for m in _stream(proc.stdout) if m.get("type") == "tool_result"]
-    assert results[-1]["status"] == "error" and "LoopLedger halted the agent (progress)" in results[-1]["output"]
-    answers, verdicts = _stored(f"sqlite:///{ledger}")
-    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)] and verdicts == ["allow", "allow", "halt"]
     (session,) = (home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
-    assert _replayed_in_order(session, PolicySpec.parse("progress"), "gemini-cli") == verdicts
+    return proc, n_requests, ledger, session
+
+
+@pytest.mark.parametrize("policy", ["default", LADDER])
+def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_home, policy):
+    """gemini-cli itself (npm @google/gemini-cli 0.61.0), headless, in a folder trusted the way it
+    records trust (~/.gemini/trustedFolders.json), with `hook install` settings, against a stand-in
+    Gemini API on 127.0.0.1 (GOOGLE_GEMINI_BASE_URL): identical failing shell calls are stored as
+    the same failure, every decision is the one a replay of its session file gives, the first
+    warning and refusal where an unguarded agent would get them, and the halt ends the run."""
+    from tests.live_e2e import judged_as_replayed
+
+    proc, n_requests, ledger, session = _gemini_run(tmp_path, agent_home, policy, "cat missing.txt", 10)
+    # Gemini CLI gives hooks no call id: the decisions line up with the replay call for call.
+    _, got = judged_as_replayed(ledger, session, "gemini-cli", policy, 10, "Show me missing.txt", by_id=False)
+    assert n_requests == got.halt  # no model turn after the halted call
+    results = [m for m in _stream(proc.stdout) if m.get("type") == "tool_result"]
+    assert results[-1]["status"] == "error" and "LoopLedger halted the agent" in results[-1]["output"]
+    answers, _ = _stored(f"sqlite:///{ledger}")
+    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)]
     assert not (tmp_path / "hook.log").exists()
+
+
+def test_point_13_the_real_gemini_cli_is_never_halted_on_output_that_moves(tmp_path, agent_home):
+    """The same call whose answer changes every time (`date +%s%N`), under the live default: never
+    refused; the decisions are the replay's."""
+    from tests.live_e2e import REFUSED as REFUSED_LIVE
+    from tests.live_e2e import enforced, replayed, specs_of
+
+    proc, n_requests, ledger, session = _gemini_run(tmp_path, agent_home, "default", "date +%s%N", 8)
+    live = enforced(ledger)
+    assert [v for _, v, _ in live] == [v for _, v in replayed(session, "gemini-cli", specs_of("default"))]
+    assert len(live) == 8 and not {v for _, v, _ in live} & set(REFUSED_LIVE), live
+    assert n_requests == 9
 
 
 def test_point_13_a_failed_tool_is_stored_as_its_session_file_records_it(tmp_path, fresh_db):

@@ -24,7 +24,7 @@ from loopledger.ledger.engine import make_engine
 from bench import gen_hostile
 from bench.gen_hostile import SECRETS, adversarial, leaks
 from tests import test_live_hook
-from tests.live_support import BIN, run_hook
+from tests.live_support import BIN, make_ledger, run_hook
 
 agent_home = test_live_hook.agent_home  # a fixture: the real agent's HOME, its residents stopped after
 
@@ -199,7 +199,7 @@ def test_point_2_a_stdin_that_never_closes_is_allowed_at_the_deadline_with_one_l
     url, _ = sqlite_ledger
     log = tmp_path / "hook.log"
     env = _env(tmp_path, "0", LOOPLEDGER_HOOK_DEADLINE="2")
-    for agent in ("claude-code", "gemini-cli"):
+    for agent in ("claude-code", "gemini-cli", "codex"):
         proc = subprocess.Popen([str(BIN), "hook", agent, "--db", url, "--log", str(log)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         proc.stdin.write(b'{"session_id": "s", ')  # and never more, never closed
@@ -209,7 +209,7 @@ def test_point_2_a_stdin_that_never_closes_is_allowed_at_the_deadline_with_one_l
         proc.stdin.close()
         assert out == (b"{}\n" if agent == "gemini-cli" else b"")
     lines = _log_lines(log)
-    assert len(lines) == 2 and all("deadline" in line for line in lines), lines
+    assert len(lines) == 3 and all("deadline" in line for line in lines), lines  # one line per agent
 
 
 # ── a hostile tool result through the hook ───────────────────────────────────────────────────
@@ -277,7 +277,7 @@ def test_point_5_a_newer_ledger_is_one_line_and_exit_2_from_every_command_and_on
                            capture_output=True, timeout=120, env=env)
     assert guard.returncode == 2 and guard.stderr.decode().strip().count("\n") == 0 and NEWER in guard.stderr.decode()
     log = tmp_path / "hook.log"
-    for agent in ("claude-code", "gemini-cli"):
+    for agent in ("claude-code", "gemini-cli", "codex"):
         proc = run_hook({**PRE, "hook_event_name": "PreToolUse" if agent == "claude-code" else "BeforeTool"},
                         db_url, agent=agent, log=log, env=env)
         assert proc.returncode == 0 and proc.stderr == b""
@@ -336,10 +336,11 @@ def test_point_5_the_hook_reads_the_same_flags_the_cli_declares():
     from loopledger.live.hook_flags import FLAGS, parse_flags
 
     group = typer.main.get_command(hook_app)
-    for agent in ("claude-code", "gemini-cli"):
+    for agent in ("claude-code", "gemini-cli", "codex"):
         declared = sorted(o for p in group.commands[agent].params for o in p.opts if o != "--help")
         assert declared == sorted(FLAGS), declared
-    assert parse_flags(["--db", "x", "--log=y"]) == {"db": "x", "log": "y"}
+    assert parse_flags(["--db", "x", "--log=y"]) == {"db": "x", "log": "y", "agent_pid": None}
+    assert parse_flags(["--db=x", "--agent-pid", "42"])["agent_pid"] == "42"
     for bad in (["--dbx", "x"], ["--db"], ["x"], ["--help"], ["-h"]):
         assert parse_flags(bad) is None
 
@@ -409,6 +410,7 @@ def test_point_6_the_real_gemini_cli_enforces_in_an_untrusted_folder_with_the_va
 
     gemini = gemini_cli()
     ledger = tmp_path / "ledger.sqlite"
+    make_ledger(str(ledger))  # enforce chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
     project, home = tmp_path / "shop", agent_home
     project.mkdir()

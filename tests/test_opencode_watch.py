@@ -44,3 +44,31 @@ def test_watch_follows_a_storage_session_through_its_part_files(tmp_path, fresh_
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_watch_follows_opencodes_database_through_its_write_ahead_log(tmp_path, fresh_db):
+    """OpenCode 1.x keeps sessions in one SQLite database and writes to its WAL while it runs: a
+    new tool part (a row only the WAL holds yet) is a change `watch` picks up."""
+    import sqlite3
+
+    from tests.test_format_opencode import _database
+
+    db = _database(tmp_path)
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA wal_autocheckpoint = 0")  # as a running OpenCode: the rows stay in the WAL
+    migrate.upgrade(fresh_db)
+    proc = subprocess.Popen([str(BIN), "watch", str(db), "--db", fresh_db, "--interval", "0.2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        paths, _ = wait_for_state(fresh_db, lambda p, c: c == 3, "the database's 3 calls stored")
+        assert paths == ["opencode.db"]
+        writer.execute("INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) "
+                       "SELECT 'prt_zzz', message_id, session_id, time_created, time_updated, "
+                       "replace(data, 'call_3', 'call_4') FROM part WHERE data LIKE '%call_3%'")
+        writer.commit()
+        paths, _ = wait_for_state(fresh_db, lambda p, c: c == 4, "the call only the WAL holds stored")
+        assert paths == ["opencode.db"]
+    finally:
+        writer.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

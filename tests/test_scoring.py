@@ -47,7 +47,9 @@ def test_scores_worked_by_hand():
     assert sorted(sa.into_loop) == [1, 2] and sa.into_loop_median == 1.5
     assert (sb.loops, sb.caught, sb.missed, sb.normal, sb.false_halts, sb.precision, sb.recall) == (1, 0, 1, 1, 0, 0.0, 0.0)
     assert (sc.loops, sc.normal, sc.precision, sc.recall, sc.policy) == (0, 0, None, None, "never ran")
-    assert [s.policy_id for s in scoring.rank([sb, sc, sa])] == ["A", "B", "C"]
+    # precision first: A's false halt ranks it below B and C (neither halts a normal session);
+    # B and C tie on catches and early halts, and B saved 2 calls
+    assert [s.policy_id for s in scoring.rank([sb, sc, sa])] == ["B", "C", "A"]
     assert [s.policy_id for s in scoring.rank([sa, sb], "missed")] == ["A", "B"]  # 1 vs 1: A→Z
     assert [s.policy_id for s in scoring.rank([sa, sb, sc], "recall")] == ["A", "B", "C"]
     assert scoring.into_loop_text(sa.into_loop) == "1.5 (1, 2)" and scoring.into_loop_text([3]) == "3"

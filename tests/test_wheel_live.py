@@ -108,3 +108,18 @@ def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
         rows = raw.execute("SELECT s.key, e.origin, COUNT(*) FROM enforced_checks e JOIN sessions s "
                            "ON s.id = e.session_id GROUP BY s.key, e.origin ORDER BY s.key").fetchall()
     assert rows == [("demo", "guard", 4), ("nightly-run", "python", 8)]
+
+
+def test_the_wheel_ships_and_installs_the_opencode_plugin(fresh_venv, tmp_path):
+    venv, _ = fresh_venv
+    exe = venv / "bin" / "loopledger"
+    ledger, project = tmp_path / "ledger.sqlite", tmp_path / "shop"
+    project.mkdir()
+    env = {"HOME": str(tmp_path), "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
+    subprocess.run([str(exe), "enforce", "--default", "--db", str(ledger)], check=True, capture_output=True, env=env)
+    proc = subprocess.run([str(exe), "hook", "install", "opencode", "--project", str(project), "--db", str(ledger)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    plugin = (project / ".opencode" / "plugins" / "loopledger.js").read_text()
+    assert f'"command": ["{exe}", "guard", "--db", "{ledger}", "--origin", "opencode"]' in plugin
+    assert "export const LoopLedger" in plugin

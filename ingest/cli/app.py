@@ -199,8 +199,9 @@ def ingest(
 @app.command()
 def watch(
     paths: Annotated[list[Path] | None, typer.Argument(
-        help="Files or folders to follow. Default: ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp "
-             "(those that exist).", show_default=False)] = None,
+        help="Files or folders to follow. Default: ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp, "
+             "OpenCode's storage and database (~/.local/share/opencode/opencode.db) and the other tools' own "
+             "folders (those that exist).", show_default=False)] = None,
     db: DbOption = None,
     policy: PolicyOption = [],  # noqa: B006
     config: ConfigOption = None,
@@ -453,18 +454,26 @@ def enforce(
 
 hook_app = typer.Typer(
     name="hook", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
-    help="Guard Claude Code or Gemini CLI with the enforced policy: its hook command, and installing it.",
+    help="Guard Claude Code, Gemini CLI, Codex CLI or OpenCode with the enforced policy: the hook commands "
+         "(OpenCode: a plugin), and installing them.",
 )
 app.add_typer(hook_app)
 
-AgentArg = Annotated[str, typer.Argument(help="claude-code or gemini-cli.", show_default=False)]
+INSTALLABLE = ("claude-code", "gemini-cli", "codex", "opencode")
+AgentArg = Annotated[str, typer.Argument(help="claude-code, gemini-cli, codex or opencode.", show_default=False)]
 
 
 def _agent(agent: str) -> str:
-    if agent not in ("claude-code", "gemini-cli"):
-        typer.echo(f"error: unknown agent {agent!r}: claude-code or gemini-cli", err=True)
+    if agent not in INSTALLABLE:
+        typer.echo(f"error: unknown agent {agent!r}: {', '.join(INSTALLABLE)}", err=True)
         raise typer.Exit(2)
     return agent
+
+
+def _hook_flags(db: str | None, log: str | None, agent_pid: str | None) -> list[str]:
+    """The flags as the hook's own reader takes them (loopledger.live.hook_flags)."""
+    return [*(["--db", db] if db else []), *(["--log", log] if log else []),
+            *(["--agent-pid", agent_pid] if agent_pid else [])]
 
 
 @hook_app.command("claude-code")
@@ -472,6 +481,8 @@ def hook_claude_code(
     db: DbOption = None,
     log: Annotated[str | None, typer.Option(help="Log file for events that could not be judged "
                                             "(default: $LOOPLEDGER_HOOK_LOG, else ~/.local/state/loopledger/hook.log).")] = None,
+    agent_pid: Annotated[str | None, typer.Option("--agent-pid", hidden=True,
+                                                  help="The agent's process (set by the hook's fast path).")] = None,
 ) -> None:
     """Claude Code's hook: one event as JSON on stdin (PreToolUse, PostToolUse, PostToolUseFailure,
     PostToolBatch, UserPromptSubmit, SessionStart); a refused call is answered with
@@ -479,20 +490,37 @@ def hook_claude_code(
     ends the turn. Always exits 0: a problem allows the call and is logged."""
     from loopledger.live.hooks import run
 
-    raise typer.Exit(run("claude-code", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
+    raise typer.Exit(run("claude-code", _hook_flags(db, log, agent_pid)))
 
 
 @hook_app.command("gemini-cli")
 def hook_gemini_cli(
     db: DbOption = None,
     log: Annotated[str | None, typer.Option(help="Log file for events that could not be judged.")] = None,
+    agent_pid: Annotated[str | None, typer.Option("--agent-pid", hidden=True,
+                                                  help="The agent's process (set by the hook's fast path).")] = None,
 ) -> None:
     """Gemini CLI's hook: one event as JSON on stdin (BeforeTool, AfterTool, BeforeAgent,
     SessionStart); a refused call is answered with "decision": "deny", a halt also with
     "continue": false. Always exits 0: a problem allows the call and is logged."""
     from loopledger.live.hooks import run
 
-    raise typer.Exit(run("gemini-cli", [*(["--db", db] if db else []), *(["--log", log] if log else [])]))
+    raise typer.Exit(run("gemini-cli", _hook_flags(db, log, agent_pid)))
+
+
+@hook_app.command("codex")
+def hook_codex(
+    db: DbOption = None,
+    log: Annotated[str | None, typer.Option(help="Log file for events that could not be judged.")] = None,
+    agent_pid: Annotated[str | None, typer.Option("--agent-pid", hidden=True,
+                                                  help="The agent's process (set by the hook's fast path).")] = None,
+) -> None:
+    """Codex CLI's hook: one event as JSON on stdin (PreToolUse, PostToolUse, UserPromptSubmit,
+    SessionStart); a refused call is answered with permissionDecision "deny"; a halt also
+    interrupts a headless `codex exec` run. Always exits 0: a problem allows the call and is logged."""
+    from loopledger.live.hooks import run
+
+    raise typer.Exit(run("codex", _hook_flags(db, log, agent_pid)))
 
 
 @hook_app.command("install")
@@ -500,15 +528,17 @@ def hook_install(
     agent: AgentArg,
     project: Annotated[Path | None, typer.Option(
         "--project", metavar="[DIR]",
-        help="Install in DIR/.claude/settings.json (.gemini/ for Gemini CLI); --project alone or no "
-             "option: the current folder.")] = None,
-    user: Annotated[bool, typer.Option("--user", help="Install in ~/.claude/settings.json (every project).")] = False,
+        help="Install in DIR/.claude/settings.json (.gemini/settings.json, .codex/hooks.json, "
+             ".opencode/plugins/loopledger.js); --project alone or no option: the current folder.")] = None,
+    user: Annotated[bool, typer.Option("--user", help="Install for every project: ~/.claude/settings.json "
+                                       "(~/.gemini/, $CODEX_HOME or ~/.codex/, ~/.config/opencode/plugins/).")] = False,
     db: DbOption = None,
 ) -> None:
-    """Add LoopLedger's hook entries to the agent's settings.json: merged with what is there, the
-    rest of the file left byte for byte, the original kept until uninstall; running it again
-    changes nothing. The hook writes to the ledger named here (--db, else the one `loopledger
-    dashboard` would open from this folder; it must exist), printed with the command."""
+    """Add LoopLedger's hook entries to the agent's settings file (OpenCode: its plugin file):
+    merged with what is there, the rest of the file left byte for byte, the original kept until
+    uninstall; running it again changes nothing. The hook writes to the ledger named here (--db,
+    else the one `loopledger dashboard` would open from this folder; it must exist), printed with
+    the command, and what the agent itself must allow (trusted folders, reviewed hooks)."""
     from loopledger.cli.commands import run_hook_install
 
     raise typer.Exit(run_hook_install(_agent(agent), project, user, db))
@@ -520,10 +550,11 @@ def hook_uninstall(
     project: Annotated[Path | None, typer.Option(
         "--project", metavar="[DIR]",
         help="The project whose settings to clean; --project alone or no option: the current folder.")] = None,
-    user: Annotated[bool, typer.Option("--user", help="Clean ~/.claude/settings.json instead.")] = False,
+    user: Annotated[bool, typer.Option("--user", help="Clean the user-wide file instead (~/.claude/settings.json, ...).")] = False,
 ) -> None:
-    """Remove exactly LoopLedger's hook entries from the agent's settings.json: the file comes back
-    as it was before the install (deleted, if the install created it)."""
+    """Remove exactly LoopLedger's hook entries from the agent's settings file: the file comes back
+    as it was before the install (deleted, if the install created it; OpenCode: the plugin file
+    goes)."""
     from loopledger.cli.commands import run_hook_uninstall
 
     raise typer.Exit(run_hook_uninstall(_agent(agent), project, user))
@@ -536,13 +567,19 @@ def guard(
                                               "instead of the enforced policy; repeat it for a set.",
                                               show_default=False)] = [],  # noqa: B006
     no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Judge only; write nothing.")] = False,
+    origin: Annotated[str, typer.Option(help="Who the decisions are recorded for (enforced_checks.origin): guard, "
+                                        "or the agent a plugin speaks for (opencode).")] = "guard",
 ) -> None:
     """The enforced policy for any agent over JSON lines: one event per line on stdin
     ({"session", "event": "call"|"answer"|"user", ...}), one verdict line per call on stdout.
     See docs/live.md, "Guard any agent", for the protocol and a client."""
     from loopledger.cli.commands import run_guard
+    from loopledger.live.session import ORIGINS
 
-    raise typer.Exit(run_guard(db, policy, no_ledger))
+    if origin not in ORIGINS:
+        typer.echo(f"error: unknown origin {origin!r}: {', '.join(ORIGINS)}", err=True)
+        raise typer.Exit(2)
+    raise typer.Exit(run_guard(db, policy, no_ledger, origin))
 
 
 # Options whose value may be left out (click cannot say so through typer): `--project` alone

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -490,6 +491,44 @@ def enforced_line(now: dict) -> Text:
     return Text(head)
 
 
+def _hook_file(agent: str, project: Path | None, user: bool) -> Path:
+    """The file `hook install` writes for `agent`: its settings file, OpenCode's plugin."""
+    from loopledger.live import hook_settings as hs
+    from loopledger.live import opencode_plugin
+
+    if agent == "opencode":
+        return opencode_plugin.plugin_path(project, user)
+    return hs.settings_path(agent, project, user)
+
+
+def _write_hook(agent: str, path: Path, folder: Path | None, db: str | None):
+    from loopledger.live import codex_settings, opencode_plugin
+    from loopledger.live import hook_settings as hs
+
+    if agent == "opencode":
+        command = opencode_plugin.guard_command(hs.hook_command(agent, db))
+        return opencode_plugin.install(path, opencode_plugin.render(command), shlex.join(command))
+    if agent == "codex":
+        codex_settings.configs(folder)  # a config.toml Codex cannot read: refused before anything is written
+    return hs.install(agent, path, hs.hook_command(agent, db))
+
+
+def _hook_notes(agent: str, path: Path, folder: Path | None) -> list[str]:
+    """What the agent itself must allow before the hook runs (trusted folders, reviewed hooks)."""
+    from loopledger.live import codex_settings
+    from loopledger.live import hook_settings as hs
+
+    if agent == "gemini-cli":
+        return [hs.gemini_trust_note(folder)]
+    if agent == "codex":
+        return codex_settings.install_notes(path, folder, hs.is_our_command("codex"))
+    if agent == "opencode":
+        return [f"OpenCode loads plugins when it starts: start OpenCode{f' in {folder}' if folder else ''} again "
+                "(a running OpenCode keeps the plugins it started with). The plugin runs the command above once "
+                "per OpenCode process and asks it about every tool call."]
+    return []
+
+
 def run_hook_install(agent: str, project: Path | None, user: bool, db: str | None) -> int:
     from loopledger.ledger.urls import sqlite_file
     from loopledger.live import hook_settings as hs
@@ -511,9 +550,11 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
         return EXIT_USAGE
     # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
-    path = hs.settings_path(agent, project, user)
+    path = _hook_file(agent, project, user)
+    folder = None if user else (project or Path.cwd()).expanduser().absolute()
     try:
-        change = hs.install(agent, path, hs.hook_command(agent, db))
+        change = _write_hook(agent, path, folder, db)
+        notes = _hook_notes(agent, path, folder)
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR
@@ -526,8 +567,8 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
     out.print(Text(f"command: {change.command}"))
     for note in hs.install_notes(change.command):
         out.print(Text(f"note: {note}"))
-    if agent == "gemini-cli":
-        out.print(Text(hs.gemini_trust_note(None if user else path.parent.parent)))
+    for note in notes:
+        out.print(Text(note))
     return EXIT_OK
 
 
@@ -537,9 +578,14 @@ def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
     if project is not None and user:
         err.print(Text("error: give --project DIR or --user, not both", style="red"))
         return EXIT_USAGE
-    path = hs.settings_path(agent, project, user)
+    path = _hook_file(agent, project, user)
     try:
-        change = hs.uninstall(agent, path)
+        if agent == "opencode":
+            from loopledger.live import opencode_plugin
+
+            change = opencode_plugin.uninstall(path)
+        else:
+            change = hs.uninstall(agent, path)
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR
@@ -554,12 +600,12 @@ def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:
     return EXIT_OK
 
 
-def run_guard(db: str | None, policy: Sequence[str] | str | None, no_ledger: bool) -> int:
+def run_guard(db: str | None, policy: Sequence[str] | str | None, no_ledger: bool, origin: str = "guard") -> int:
     from loopledger.live import db as live_db
     from loopledger.live import guard_server
 
     try:
-        return guard_server.run(db, policy, no_ledger)
+        return guard_server.run(db, policy, no_ledger, origin)
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE

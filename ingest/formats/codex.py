@@ -7,7 +7,8 @@ events that duplicate the items: skipped, except token_count, below). Legacy fil
 "instructions", ...} then bare Responses items, with {"record_type": "state"} lines between.
 
 User turns are response_item messages with role user, except the ones Codex injects itself
-(<environment_context>, <user_instructions>, AGENTS.md instructions). Shell outputs are often a
+(<environment_context>, <user_instructions>, AGENTS.md instructions, the <turn_aborted> note
+after an interrupt: the person's next prompt is the new run). Shell outputs are often a
 JSON string {"output": ..., "metadata": {"exit_code": ...}}: unwrapped, non-zero exit = error.
 A rollout does not record which calls were parallel, so one call = one batch.
 
@@ -54,7 +55,7 @@ DESCRIPTION = "Codex CLI rollout JSONL (~/.codex/sessions/**/rollout-*.jsonl, cu
 
 _ENVELOPES = ("session_meta", "turn_context", "response_item", "event_msg", "compacted")
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions",
-             "<INSTRUCTIONS>", "<user_shell_command>")
+             "<INSTRUCTIONS>", "<user_shell_command>", "<turn_aborted>")
 _META_HEAD = re.compile(rb'\{"timestamp":\s*"[^"]*",\s*"type":\s*"session_meta"')
 # How far to look ahead for the model and title before the first event (bounded: streaming).
 _INFO_LINES = 2000

@@ -8,6 +8,12 @@
   .json` (Message info), `part/<messageID>/<partID>.json` (Part). A session is the folder-set of
   those files; the session file stands for it (`unit_of`), and `members` names every file whose
   change is a change of the session, so `watch` follows a running session.
+- Its SQLite database (OpenCode 1.x, checked with 1.18.33: ~/.local/share/opencode/opencode.db,
+  or $OPENCODE_DB): tables `session` (one row a session), `message` and `part` (id, session /
+  message id, `data`: the same Message / Part JSON without its ids). Every session of the file is
+  read, oldest first; the database and its write-ahead log are its members (OpenCode writes the
+  log, and folds it into the file only now and then), so `watch` follows running sessions. Any
+  SQLite file is taken for this format; one without those tables is a ReadError saying so.
 
 Messages and parts as session/message-v2.ts defines them: a user message is a UserTurn (its
 text parts, synthetic ones left out: those are OpenCode's own additions); an assistant message
@@ -17,13 +23,16 @@ callID, name = tool, args = state.input) followed by Answers for the parts that 
 tools is Prose; a `retry` part is a Retry. A call OpenCode could not repair is rerouted to its
 `invalid` tool (tool/invalid.ts: input {tool, error}, answered "The arguments provided to the
 tool are invalid: …"): the model's call never ran, so it is a `harness_error` call answered
-by an error.
+by an error. A notice LoopLedger's OpenCode plugin appended to a result (a `<loopledger_notice>`
+block at its end: a live warning) is taken off again, so a replay judges the answer the live
+guard judged.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,6 +71,9 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _SESSION_ID = re.compile(r'"id"\s*:\s*"ses_')
 _EXPORT = re.compile(r'"messages"\s*:\s*\[')
 _STORAGE_SESSION = re.compile(r'"projectID"\s*:')
+_SQLITE = b"SQLite format 3\x00"
+# What LoopLedger's OpenCode plugin appends to a warned call's result (loopledger/live/opencode_plugin.js).
+_NOTICE = re.compile(r"\n\n<loopledger_notice>\n.*\n</loopledger_notice>\Z", re.S)
 
 
 def _text(head: bytes) -> str:
@@ -74,6 +86,10 @@ def _text(head: bytes) -> str:
 
 
 def sniff(head: bytes) -> bool:
+    if head.startswith(_SQLITE):
+        # OpenCode's database: its schema may not be in the file yet (it sits in the WAL until a
+        # checkpoint), so any SQLite file is taken, and `read` says when it is not OpenCode's.
+        return True
     text = _text(head)
     if not text.startswith("{") or not _SESSION_ID.search(text):
         return False
@@ -145,9 +161,16 @@ def _part_files(root: Path, message_id: str) -> list[Path]:
     return sorted(folder.glob("prt_*.json")) if folder.is_dir() else []
 
 
+def _is_db(path: Path) -> bool:
+    return path.suffix == ".db" and path.name.startswith("opencode")
+
+
 def members(path: Path) -> list[Path]:
     """Every file a storage session is made of (session, messages, parts), the unit first: a
-    change to any of them is a change of the session. An export is just itself."""
+    change to any of them is a change of the session. A database: itself and its write-ahead
+    log. An export is just itself."""
+    if _is_db(path):
+        return [path, path.with_name(path.name + "-wal")]
     root = _storage_root(path)
     if root is None:
         return [path]
@@ -162,9 +185,16 @@ def default_roots() -> list[Path]:
     """Where OpenCode keeps its storage (xdg-basedir's data dir: $XDG_DATA_HOME, else
     ~/.local/share, on every platform), whether or not it exists. Its session, message and
     part folders are watched, not the rest of storage/ (projects, todos, diffs are not sessions)."""
-    base = os.environ.get("XDG_DATA_HOME") or "~/.local/share"
-    storage = Path(base).expanduser() / "opencode" / "storage"
-    return [storage / "session", storage / "message", storage / "part"]
+    data = Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / "opencode"
+    storage = data / "storage"
+    return [storage / "session", storage / "message", storage / "part", database(data)]
+
+
+def database(data: Path) -> Path:
+    """OpenCode's database in its data folder, as OpenCode chooses it: $OPENCODE_DB (absolute, or
+    in the data folder), else opencode.db (the release channel npm installs)."""
+    env = os.environ.get("OPENCODE_DB")
+    return Path(env) if env and os.path.isabs(env) else data / (env or "opencode.db")
 
 
 # ── reading ──────────────────────────────────────────────────────────────────────────────────
@@ -248,7 +278,7 @@ def _tool(part: dict) -> tuple[Call, Answer | None]:
         meta = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
         code = meta.get("exit")
         failed = name == "invalid" or (isinstance(code, int) and not isinstance(code, bool) and code != 0)
-        return call, Answer(call_id, as_text(state.get("output") or ""), failed, end)
+        return call, Answer(call_id, _NOTICE.sub("", as_text(state.get("output") or "")), failed, end)
     if status == "error":
         return call, Answer(call_id, as_text(state.get("error") or ""), True, end)
     return call, None  # pending / running: not answered (yet)
@@ -343,8 +373,62 @@ def _stored(path: Path, session: dict) -> Iterator[Item]:
     yield from _events(path, session, messages)
 
 
+def _database(path: Path) -> Iterator[Item]:
+    """Every session of an OpenCode database, oldest first, each with its messages in creation
+    order and their parts in id order (as OpenCode hydrates them); opened read-only, its
+    write-ahead log included, so what a running OpenCode committed is read."""
+    try:
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        yield bad(path, None, f"cannot open the SQLite database: {exc}")
+        return
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"session", "message", "part"} <= tables:
+            yield bad(path, None, "an SQLite database without OpenCode's session, message and part tables "
+                      "(not an OpenCode database; pass --format to read it as another format)")
+            return
+        sessions = db.execute("SELECT id, project_id, parent_id, directory, title, version, time_created "
+                              "FROM session ORDER BY time_created, id").fetchall()
+        for sid, project, parent, directory, title, version, created in sessions:
+            info = {"id": sid, "projectID": project, "parentID": parent, "directory": directory, "title": title,
+                    "version": version, "time": {"created": created}}
+            yield from _events(path, info, list(_db_messages(path, db, sid)))
+    except sqlite3.Error as exc:
+        yield bad(path, None, f"cannot read the OpenCode database: {exc}")
+    finally:
+        db.close()
+
+
+def _db_messages(path: Path, db: sqlite3.Connection, session_id: str) -> Iterator[dict]:
+    parts: dict[str, list[dict]] = {}
+    for pid, mid, data in db.execute("SELECT id, message_id, data FROM part WHERE session_id = ? ORDER BY id",
+                                     (session_id,)):
+        part = _row_json(data)
+        parts.setdefault(mid, []).append({**part, "id": pid, "messageID": mid, "sessionID": session_id})
+    for mid, data in db.execute("SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id",
+                                (session_id,)):
+        yield {"info": {**_row_json(data), "id": mid, "sessionID": session_id}, "parts": parts.get(mid, [])}
+
+
+def _row_json(data: Any) -> dict:
+    try:
+        value = orjson.loads(data)
+    except (orjson.JSONDecodeError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            is_sqlite = fh.read(len(_SQLITE)) == _SQLITE
+    except OSError:
+        is_sqlite = False
+    if is_sqlite:
+        yield from _database(path)
+        return
     doc = _load(path)
     if isinstance(doc, ReadError):
         yield doc

@@ -160,8 +160,9 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
     return bad
 
 
-def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> int:
-    """The `loopledger guard` command (`policy`: one spec or several, a set)."""
+def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool, origin: str = ORIGIN) -> int:
+    """The `loopledger guard` command (`policy`: one spec or several, a set; `origin`: who the
+    decisions are recorded for, e.g. the OpenCode plugin's "opencode")."""
     texts = [policy] if isinstance(policy, str) else list(policy or ())
     spec = tuple(PolicySpec.parse(t, trusted=True) for t in texts) or None
     def reopen() -> live_db.LiveDB:
@@ -181,7 +182,7 @@ def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> 
         # the error saying why) rather than a guard that is gone.
         print(f"loopledger guard: {exc}; every call is allowed without judging until the ledger is there",
               file=sys.stderr, flush=True)
-    guard = Guard(conn, spec, reopen=None if no_ledger else reopen)
+    guard = Guard(conn, spec, origin=origin, reopen=None if no_ledger else reopen)
     try:
         serve(guard, sys.stdin.buffer, sys.stdout, sys.stderr)
     finally:

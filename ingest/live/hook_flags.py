@@ -6,17 +6,19 @@ do not cover — `--help`, a typo such as `--dbx` — is the CLI parser's to ans
 
 from __future__ import annotations
 
-FLAGS = ("--db", "--log")  # each takes one value
+# each takes one value; --agent-pid: the hook's parent, added by loopledger.entry for Codex CLI
+# (a halted `codex exec` is interrupted: loopledger.live.codex)
+FLAGS = ("--db", "--log", "--agent-pid")
 
 
 def parse_flags(argv: list[str]) -> dict[str, str | None] | None:
-    """The flags as {"db", "log"} when `argv` holds only their plain shapes (`--db X`, `--db=X`),
+    """The flags as {"db", "log", "agent_pid"} when `argv` holds only their plain shapes (`--db X`, `--db=X`),
     else None."""
-    opts: dict[str, str | None] = {"db": None, "log": None}
+    opts: dict[str, str | None] = {"db": None, "log": None, "agent_pid": None}
     args = list(argv)
     while args:
         name, eq, value = args.pop(0).partition("=")
         if name not in FLAGS or not (eq or args):
             return None
-        opts[name[2:]] = value if eq else args.pop(0)
+        opts[name[2:].replace("-", "_")] = value if eq else args.pop(0)
     return opts

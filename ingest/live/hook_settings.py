@@ -36,8 +36,11 @@ EVENTS = {
     "claude-code": (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "*"),
                     ("PostToolUse", "*"), ("PostToolUseFailure", "*"), ("PostToolBatch", None)),
     "gemini-cli": (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", None), ("AfterTool", None)),
+    # Codex CLI's hooks.json has Claude Code's shape (its matcher is a regex; "*" matches all).
+    "codex": (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "*"), ("PostToolUse", "*")),
 }
-FOLDER = {"claude-code": ".claude", "gemini-cli": ".gemini"}
+FOLDER = {"claude-code": ".claude", "gemini-cli": ".gemini", "codex": ".codex"}
+FILE = {"codex": "hooks.json"}  # the others: settings.json
 
 
 class SettingsError(ValueError):
@@ -46,13 +49,23 @@ class SettingsError(ValueError):
 
 def settings_path(agent: str, project: Path | None = None, user: bool = False) -> Path:
     """~/.claude/settings.json (--user) or PROJECT/.claude/settings.json (default: this folder);
-    .gemini/ for Gemini CLI."""
+    .gemini/ for Gemini CLI; .codex/hooks.json for Codex CLI (--user: $CODEX_HOME, else ~/.codex)."""
+    if user and agent == "codex":
+        from loopledger.live.codex import codex_home
+
+        return Path(codex_home()) / FILE[agent]
     base = Path.home() if user else (project or Path.cwd())
-    return base.expanduser().absolute() / FOLDER[agent] / "settings.json"
+    return base.expanduser().absolute() / FOLDER[agent] / FILE.get(agent, "settings.json")
 
 
 def _ours(agent: str) -> re.Pattern[str]:
     return re.compile(r"(^|[\s/\\'\"])loopledger(\.exe)?['\"]?\s+(-\S+\s+)*hook\s+" + re.escape(agent) + r"(\s|$)")
+
+
+def is_our_command(agent: str):
+    """A test of a hook command: whether it runs this agent's `loopledger hook`."""
+    pattern = _ours(agent)
+    return lambda command: bool(pattern.search(command))
 
 
 def hook_command(agent: str, db: str | None) -> str:

@@ -1,4 +1,4 @@
-"""`loopledger hook claude-code | gemini-cli`: one hook event on stdin, the enforced policy's
+"""`loopledger hook claude-code | gemini-cli | codex`: one hook event on stdin, the enforced policy's
 answer on stdout in the agent's own hook format, every decision in the ledger.
 
 Claude Code (hooks reference, code.claude.com/docs/en/hooks): input carries `session_id`,
@@ -23,6 +23,10 @@ tool_input; no call id) answers `{"decision": "deny", "reason": …}` to refuse,
 returnDisplay, error}; read through formats.gemini.tool_result, as the session file's reader
 reads the same result) gets hookSpecificOutput.additionalContext for a warning; `BeforeAgent`
 (prompt) is a run boundary; an allow prints `{}` (its stdout must be JSON).
+
+Codex CLI (loopledger.live.codex): Claude Code's field names and answers, except that a refusal
+carries no `continue`/`stopReason` (Codex rejects them on PreToolUse and runs the call) and a
+halted `codex exec` run is interrupted instead.
 
 Never in the agent's way: malformed input, a missing ledger, a busy database, an enforced
 stored policy whose detector is not registered here (a ledger row never names code to import:
@@ -49,7 +53,7 @@ from typing import Any
 
 from loopledger.live.hook_flags import parse_flags
 
-AGENTS = ("claude-code", "gemini-cli")
+AGENTS = ("claude-code", "gemini-cli", "codex")
 ENV_LOG = "LOOPLEDGER_HOOK_LOG"
 
 
@@ -117,7 +121,9 @@ def _deny(agent: str, event: str, d: Any) -> dict[str, Any]:
     else:
         out = {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
                                       "permissionDecisionReason": reason}}
-    if d.stops:
+    if d.stops and agent == "codex":
+        out["systemMessage"] = reason  # the person's line; Codex refuses continue/stopReason here
+    elif d.stops:
         out = {"continue": False, "stopReason": reason, **out}
     return out
 
@@ -126,10 +132,11 @@ def _context(event: str, text: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
-CALL_EVENTS = {"claude-code": ("PreToolUse",), "gemini-cli": ("BeforeTool",)}
-BATCH_EVENTS = {"claude-code": ("PostToolBatch",), "gemini-cli": ()}
-ANSWER_EVENTS = {"claude-code": ("PostToolUse", "PostToolUseFailure"), "gemini-cli": ("AfterTool",)}
-USER_EVENTS = {"claude-code": ("UserPromptSubmit",), "gemini-cli": ("BeforeAgent",)}
+CALL_EVENTS = {"claude-code": ("PreToolUse",), "gemini-cli": ("BeforeTool",), "codex": ("PreToolUse",)}
+BATCH_EVENTS = {"claude-code": ("PostToolBatch",), "gemini-cli": (), "codex": ()}
+ANSWER_EVENTS = {"claude-code": ("PostToolUse", "PostToolUseFailure"), "gemini-cli": ("AfterTool",),
+                 "codex": ("PostToolUse",)}
+USER_EVENTS = {"claude-code": ("UserPromptSubmit",), "gemini-cli": ("BeforeAgent",), "codex": ("UserPromptSubmit",)}
 START_EVENTS = ("SessionStart",)
 
 
@@ -156,11 +163,13 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 
 def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
-           redelivered_after: float | None = None, deadline: float | None = None) -> dict[str, Any] | None:
+           redelivered_after: float | None = None, deadline: float | None = None,
+           agent_pid: int | None = None) -> dict[str, Any] | None:
     """The output for one event (None: say nothing), the decision written to the ledger.
     `redelivered_after`: this event was handed to a resident at that time, which died before
     answering: if it stored the event, its decision is answered and nothing stored again.
-    `deadline` (a time.time() value): every wait for the ledger ends before it."""
+    `deadline` (a time.time() value): every wait for the ledger ends before it. `agent_pid`: the
+    hook's parent (Codex: a halted `codex exec` is interrupted once the decision is committed)."""
     from loopledger.live import db as live_db
     from loopledger.live import deadline as due
     from loopledger.live import session as live
@@ -175,6 +184,7 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
     transcript = payload.get("transcript_path") if isinstance(payload.get("transcript_path"), str) else None
     conn = live_db.open_db(db, busy_timeout_s=due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S),
                            connect_timeout_s=due.wait_s(deadline, live_db.CONNECT_TIMEOUT_S))
+    stopping = False
     try:
         conn.begin_write()
         sid = live.attach(conn, agent, session, transcript)
@@ -195,10 +205,15 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
                 live.save(conn, sid, state, agent)
             if d.refused:
                 out = _deny(agent, event, d)
+            stopping = d.stops
         elif kind == "answer":
             call_id = _call_id(payload)
             if event == "PostToolUseFailure":
                 text, is_error = live._text(payload.get("error")), True
+            elif agent == "codex":
+                from loopledger.live.codex import answer_of
+
+                text, is_error = answer_of(payload.get("tool_response"))
             else:
                 tool = payload.get("tool_name")
                 text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
@@ -218,12 +233,16 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
             state.user(prompt if isinstance(prompt, str) else "")
             live.save(conn, sid, state, agent)
         conn.commit()
-        return out
     except BaseException:
         conn.rollback()
         raise
     finally:
         conn.close()
+    if stopping and agent == "codex":
+        from loopledger.live.codex import interrupt
+
+        interrupt(agent_pid)
+    return out
 
 
 def _stop_after(conn: Any, sid: int, calls: Any) -> dict[str, Any] | None:
@@ -278,7 +297,8 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
     out: dict[str, Any] | None = None
     try:
         payload = parse(stdin.read())
-        out = handle(agent, payload, opts["db"], started, redelivered_after, deadline)
+        pid = int(opts["agent_pid"]) if agent == "codex" and (opts.get("agent_pid") or "").isdigit() else None
+        out = handle(agent, payload, opts["db"], started, redelivered_after, deadline, pid)
     except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
         log(opts["log"], agent, f"allowed without judging: {_reason(exc)}")
         out = None

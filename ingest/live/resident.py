@@ -41,7 +41,7 @@ from typing import Any
 from loopledger.live import db as live_db
 from loopledger.live import deadline as due
 from loopledger.live import hook_client as wire
-from loopledger.live.hooks import run
+from loopledger.live.hooks import AGENTS, run
 
 ENV_IDLE = "LOOPLEDGER_HOOK_RESIDENT_IDLE"
 # Tests only (inert unless set in the resident's own environment): after each answer is computed (its
@@ -195,7 +195,7 @@ def answer(request: bytes, ident: bytes, conn: Any = None, running: Running | No
         deadline = float(when)
     except ValueError:
         return wire.pack(b"fallback", b"0", b"", b"")
-    if agent_s not in ("claude-code", "gemini-cli"):
+    if agent_s not in AGENTS:
         return wire.pack(b"fallback", b"0", b"", b"")
     if due.left(deadline) <= due.MARGIN_S or (conn is not None and _gone(conn)):
         return None

@@ -49,7 +49,8 @@ from loopledger.replay import Driver, PolicySet
 from loopledger.snapshots import seal, unseal, version_of
 
 KIND_CALL, KIND_ANSWER, KIND_USER = "call", "answer", "user"
-ORIGINS = ("claude-code", "gemini-cli", "guard", "python")
+ORIGINS = ("claude-code", "gemini-cli", "codex", "opencode", "guard", "python")
+AGENT_ORIGINS = ("claude-code", "gemini-cli", "codex", "opencode")  # origins that are an agent's name
 REFUSED = (vocab.BLOCK, vocab.HALT, vocab.AFTER_HALT)
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"  # as loopledger.ledger.store reads capped args
 
@@ -288,7 +289,7 @@ def attach(conn: Any, origin: str, key: str, transcript_path: str | None = None,
     conn.exec_driver_sql(sql(conn,
         "INSERT INTO sessions (source_id, key, format, title, agent, n_events, n_runs, n_calls, updated_at) "
         "VALUES (?, ?, ?, '', ?, 0, 0, 0, ?) ON CONFLICT (source_id, key) DO NOTHING"),
-        (source_id, key, fmt or origin, origin if origin in ("claude-code", "gemini-cli") else None, time.time()))
+        (source_id, key, fmt or origin, origin if origin in AGENT_ORIGINS else None, time.time()))
     return conn.exec_driver_sql(sql(conn, "SELECT id FROM sessions WHERE source_id = ? AND key = ?"),
                                 (source_id, key)).fetchone()[0]
 
