@@ -757,22 +757,22 @@ def precompute(engine: Engine, path: Path, row: dict[str, Any] | None, opts: Opt
         if not big:
             return compute(path, prior, opts, materialize=True)
         # Several job processes: computed under the claim, a big file would hold the write lock
-        # through its whole compute and the other jobs would wait on it. Spooled to disk instead.
+        # through its whole compute and the other jobs would wait on it. Spilled to disk instead.
         c = compute(path, prior, opts)
-        c.sessions = Spool(c.sessions)
+        c.sessions = SpilledRows(c.sessions)
         return c
     except Exception:  # noqa: BLE001  (recomputed under the claim, where the failure is recorded)
         log.debug("%s: precompute failed; computing under the claim", path, exc_info=True)
         return None
 
 
-class Spool:
+class SpilledRows:
     """A big file's session rows, computed before the claim and held in an anonymous temporary
     file (pickled one session at a time, so memory stays one session's) until they are written.
     Iterable again and again: a write retried after a busy ledger reads them from the start."""
 
     def __init__(self, sessions: Iterable[store.SessionRows]) -> None:
-        self._fh = tempfile.TemporaryFile(prefix="loopledger-spool-")
+        self._fh = tempfile.TemporaryFile(prefix="loopledger-rows-")
         self._n = 0
         for rows in sessions:  # one pickle each, self-contained: nothing kept alive across sessions
             pickle.dump(rows, self._fh, protocol=pickle.HIGHEST_PROTOCOL)

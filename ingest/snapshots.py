@@ -22,6 +22,8 @@ from _operator import _compare_digest as compare_digest  # what hmac.compare_dig
 from collections.abc import Iterable
 from typing import Any
 
+from loopledger import folders
+
 try:
     from _sha256 import sha256 as _builtin_sha256  # Python 3.11
 except ImportError:  # pragma: no cover (3.12+ names it _sha2; a build without either has hashlib)
@@ -114,8 +116,7 @@ def _stamp(files: list[str]) -> bytes | None:
 
 
 def _digest_file(stamp: bytes) -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "loopledger", "digests", sha256(stamp).hexdigest()[:32])
+    return folders.cache_dir("digests", sha256(stamp).hexdigest()[:32])
 
 
 def _cached_digest(stamp: bytes) -> str | None:
@@ -196,8 +197,7 @@ def _state_key() -> bytes:
     if env:
         _key = sha256(env.encode()).digest()
         return _key
-    base = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
-                        "loopledger")
+    base = folders.state_dir()
     path = os.path.join(base, "resume.key")
     try:
         _key = _read(path)

@@ -408,11 +408,6 @@ def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, ro
         conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
 
 
-def insert_session_rows(conn: Connection, session_id: int, rows: SessionRows) -> None:
-    """Insert `rows` for an existing session without deleting anything (a resumed tail)."""
-    insert_many_session_rows(conn, [(session_id, rows)])
-
-
 def insert_many_session_rows(conn: Connection, sessions: Sequence[tuple[int, SessionRows]]) -> None:
     """Insert the rows of many existing sessions: ONE executemany per table for all of them
     (a statement per session and table is what made a flush of many small sessions slow)."""

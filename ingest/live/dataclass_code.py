@@ -26,6 +26,8 @@ import sys
 from types import CodeType
 from typing import Any
 
+from loopledger import folders
+
 MAX_ENTRIES = 4096  # texts of older code versions are dropped past this
 _HEADER = f"loopledger-dataclass-code/1\0{sys.version}\0".encode()
 
@@ -36,8 +38,7 @@ _path: str | None = None
 
 
 def _file() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "loopledger", "pycache", f"dataclass-code.{sys.implementation.cache_tag}.marshal")
+    return folders.cache_dir("pycache", f"dataclass-code.{sys.implementation.cache_tag}.marshal")
 
 
 def _load(path: str) -> dict[str, CodeType]:

@@ -30,6 +30,8 @@ import os
 import sys
 from time import time
 
+from loopledger import folders
+
 ENV_SWITCH = "LOOPLEDGER_HOOK_RESIDENT"
 MAGIC = b"LLHOOK1\n"
 # The environment the in-process path reads per event: the ledger (LOOPLEDGER_DB,
@@ -71,8 +73,7 @@ def socket_dir() -> str:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         return os.path.join(runtime, "loopledger")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "loopledger", "run")
+    return folders.cache_dir("run")
 
 
 def socket_path(ident: bytes | None = None) -> str:
