@@ -233,14 +233,9 @@ def _in_process(agent: str, argv: list[str], exits: bool, stdin: object = None,
 
     dataclass_code.install()
     if exits:
-        import gc
-
         from loopledger.live import db
 
         db.leave_open_at_exit()
-        # A process for one event: collecting the import's cycles (some 30 collections, about 5%
-        # of the path) frees nothing the exit does not. Still collected, 70x less often.
-        gc.set_threshold(50_000, 10, 10)
     from loopledger.live.hooks import run
 
     code = run(agent, argv, stdin=stdin, redelivered_after=redelivered_after)
