@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import streamlit as st
+from loopledger import gc_pause
 from loopledger.analysis import sweep
 from loopledger.ledger import store
 from sqlalchemy.engine import Engine
@@ -89,15 +90,37 @@ def cancel(key: tuple) -> None:
         job.cancel.set()
 
 
+def wait(key: tuple, timeout: float | None = None) -> Job | None:
+    """The job for `key` once it has ended (or `timeout` passed): what a test or the bench waits on."""
+    job = get(key)
+    if job is not None and job.thread is not None:
+        job.thread.join(timeout)
+    return job
+
+
+def stop_all() -> None:
+    """Cancel every job and wait for them to end (the bench, between two measured views)."""
+    jobs, lock = _registry()
+    with lock:
+        running = list(jobs.values())
+    for job in running:
+        job.cancel.set()
+    for job in running:
+        if job.thread is not None:
+            job.thread.join()
+
+
 def _run(engine: Engine, grid: sweep.Grid, versions: list[sweep.Version], cache: sweep.TallyCache, job: Job) -> None:
     try:
         for i in range(0, len(versions), CHUNK):
             if job.cancel.is_set():
                 return
             part = versions[i:i + CHUNK]
-            with engine.connect() as conn:
+            # Replay builds objects that live until the chunk is folded in: the cyclic collector
+            # paused meanwhile, as in a page run (loopledger.gc_pause).
+            with gc_pause.paused(), engine.connect() as conn:
                 sessions = [sweep.SessionEvents(sid, store.load_events(conn, sid), updated) for sid, updated, _ in part]
-            sweep.sweep(sessions, grid, cache=cache)
+                sweep.sweep(sessions, grid, cache=cache)
             job.done += len(part)
     except Exception as exc:  # noqa: BLE001 — said on the page; the first pass stays shown
         job.error = f"{type(exc).__name__}: {exc}"

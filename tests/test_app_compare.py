@@ -345,16 +345,10 @@ def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
 
 def _wait_for_the_rest(at, seconds: float = 120.0) -> None:
     """Until the background job sweeping the rest of the selection is done."""
-    import time
-
     from loopledger.app import sweep_jobs
 
-    job = sweep_jobs.get(at.session_state["cp_job"])
-    assert job is not None
-    deadline = time.monotonic() + seconds
-    while job.running:
-        assert time.monotonic() < deadline, "the background sweep did not finish"
-        time.sleep(0.05)
+    job = sweep_jobs.wait(at.session_state["cp_job"], seconds)
+    assert job is not None and not job.running, "the background sweep did not finish"
     assert job.error is None and job.done == job.total
 
 
