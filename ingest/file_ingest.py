@@ -112,13 +112,21 @@ class Judged:
     live: resume.ResumePoint | None = None
 
 
+def _untouched(point: resume.ResumePoint) -> bool:
+    """No policy has a batch pending: the end-of-session judging will leave the point as it is."""
+    return all(st is not None and st.driver.pending is None for st in point.states.values())
+
+
 def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.RowBuilder,
-          cut: int | None, cap: int | None = None) -> Judged:
+          cut: int | None, cap: int | None = None, seal: bool = True) -> Judged:
     """Feed `events` (the session's events from point.seq on) to every policy and to the row
     builder; with `cut`, snapshot both after that many events (the reader's checkpoint: what
     follows is its end-of-file flush, which a resumed read yields again); then judge what is
     still pending, as the last step of a replay does. `cap`: the policies judge answers capped
-    as the ledger stores them (`store.as_stored`), so a recheck from the ledger judges the same."""
+    as the ledger stores them (`store.as_stored`), so a recheck from the ledger judges the same.
+    `seal=False`, for a snapshot at the end (cut == every event) that the end-of-session judging
+    leaves untouched: no snapshot is sealed, the point is returned live only (`Judged.live`;
+    the receiver's flusher seals it when it stops keeping it)."""
     start = point.seq
     pending = {sp.id: resume.pending_seq(point, sp) for sp in point.specs}
     cols: list[list[Step]] = [[] for _ in point.specs]  # per policy: its steps
@@ -136,28 +144,31 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
         for i, ev in enumerate(part):
             add(at + i, ev, runs[i])
 
+    lazy = False
     if cut is None:
         take(events)
     else:
         take(events[:cut])
-        snap = resume.snapshot(point, context=False)  # the builder's context replaces it below
+        lazy = not seal and cut == len(events) and _untouched(point)
+        if not lazy:
+            snap = resume.snapshot(point, context=False)  # the builder's context replaces it below
         ctx = builder.context(point.seq)
         take(events[cut:])
-    untouched = cut is not None and cut == len(events) and all(
-        st is not None and st.driver.pending is None for st in point.states.values())
+    untouched = cut is not None and cut == len(events) and _untouched(point)
     extra = resume.finish(point)
     for col, more in zip(cols, extra, strict=True):
         if col and more:
             col[-1] = col[-1]._replace(results=col[-1].results + more)
-    if snap is not None and ctx is not None:
+    if ctx is not None:
         ctx["provisional"] = builder.provisional(ctx["seq"])
+    if snap is not None and ctx is not None:
         snap = resume.with_context(snap, ctx)
     verdicts = [store.PolicyVerdicts(sp.id, col, point.tally(sp))
                 for sp, col in zip(point.specs, cols, strict=True)]
     live = None
     # Only when every state was sealed: else unsealing would give an incomplete point (rebuilt).
-    if untouched and snap is not None and all(sp.id in snap.blobs for sp in point.specs) \
-            and resume.CONTEXT_ID in snap.blobs:
+    if untouched and (lazy or (snap is not None and all(sp.id in snap.blobs for sp in point.specs)
+                               and resume.CONTEXT_ID in snap.blobs)):
         live = resume.ResumePoint(point.specs, point.seq, dict(point.states), ctx)
     return Judged(run_of, verdicts, builder, snap, start, pending, live)
 
@@ -366,11 +377,11 @@ def _redacted_checkpoint(cp: Checkpoint, opts: Options) -> Checkpoint:
     return cp if state is cp.state else Checkpoint(cp.offset, cp.line, state)
 
 
-def session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
+def session_rows(g: SessionGroup, opts: Options, seal: bool = True) -> tuple[store.SessionRows, Judged]:
     """One whole session redacted, replayed and turned into its ledger rows (a snapshot after
-    `g.cut` events when set)."""
+    `g.cut` events when set; `seal`: see judge)."""
     info, events = _redacted(g.info, g.events, opts)
-    j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut, opts.max_text)
+    j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut, opts.max_text, seal)
     rows = store.session_rows(info, events, j.run_of, j.verdicts, max_text=opts.max_text, builder=j.builder)
     rows.resume = j.snapshot
     return rows, j
@@ -424,16 +435,16 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
     return out
 
 
-def resumed_tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Judged]:
+def resumed_tail(prior: Prior, g: SessionGroup, opts: Options, seal: bool = True) -> tuple[Tail, Judged]:
     """A session's new events replayed on top of its stored resume point (`prior.point`): the
-    rows from there on, to write with `apply_tails`."""
+    rows from there on, to write with `apply_tails` (`seal`: see judge)."""
     point = prior.point
     assert point is not None and prior.session_id is not None and g.info is not None
     _, events = _redacted(None, g.events, opts)
     ctx = point.context
     first_run = min(ctx["runs"]) if ctx["runs"] else 0
     builder = store.RowBuilder(opts.max_text, ctx)
-    j = judge(point, events, builder, g.cut, opts.max_text)
+    j = judge(point, events, builder, g.cut, opts.max_text, seal)
     rows = store.SessionRows(g.info.key, {}, builder.ev_rows, builder.call_rows(), builder.run_rows(),
                              [], [], [], [], usage=builder.usage_rows)
     for pv in j.verdicts:
