@@ -18,6 +18,7 @@ the file and re-judges each session with items past the old end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import pickle
@@ -463,26 +464,34 @@ def resumed_tail(prior: Prior, g: SessionGroup, opts: Options, seal: bool = True
 # ── apply: the write transaction ─────────────────────────────────────────────────────────────
 
 
+# The per-file write path's statements, built once (building one costs about as much as running it;
+# a small file runs ~20): parameters named b_* bind the WHERE, the others are what they SET.
+_SOURCE_BY_PATH = select(s.sources).where(s.sources.c.path == bindparam("b_path"))
+_SOURCE_BY_PATH_LOCKED = _SOURCE_BY_PATH.with_for_update(skip_locked=True)
+_SOURCE_BY_ID = update(s.sources).where(s.sources.c.id == bindparam("b_sid"))
+_CLAIM_BY_PATH = update(s.sources).where(s.sources.c.path == bindparam("b_path"))
+_DROP_READER = delete(s.reader_states).where(s.reader_states.c.source_id == bindparam("b_sid"))
+_DROP_ERRORS = delete(s.ingest_errors).where(s.ingest_errors.c.source_id == bindparam("b_sid"))
+
+
 def claim(conn: Connection, path: str, worker_id: str) -> dict[str, Any] | None:
     """Lock the file's source row for this transaction; None when another worker holds it."""
     now = time.time()
     store.insert_ignore(conn, s.sources, [{"path": path, "size": 0, "byte_offset": 0, "status": "new"}])
     if conn.dialect.name == "postgresql":
-        row = conn.execute(select(s.sources).where(s.sources.c.path == path)
-                           .with_for_update(skip_locked=True)).mappings().first()
+        row = conn.execute(_SOURCE_BY_PATH_LOCKED, {"b_path": path}).mappings().first()
         if row is None:
             return None
-        conn.execute(update(s.sources).where(s.sources.c.id == row["id"])
-                     .values(claimed_by=worker_id, claimed_at=now))
+        conn.execute(_SOURCE_BY_ID, {"b_sid": row["id"], "claimed_by": worker_id, "claimed_at": now})
         return dict(row)
     # SQLite: writing first takes the database write lock (waiting out another writer), so the
     # row read next is current and nobody else can change it before this transaction ends.
-    conn.execute(update(s.sources).where(s.sources.c.path == path).values(claimed_by=worker_id, claimed_at=now))
-    return dict(conn.execute(select(s.sources).where(s.sources.c.path == path)).mappings().one())
+    conn.execute(_CLAIM_BY_PATH, {"b_path": path, "claimed_by": worker_id, "claimed_at": now})
+    return dict(conn.execute(_SOURCE_BY_PATH, {"b_path": path}).mappings().one())
 
 
 def _save_reader(conn: Connection, source_id: int, c: Computed) -> None:
-    conn.execute(delete(s.reader_states).where(s.reader_states.c.source_id == source_id))
+    conn.execute(_DROP_READER, {"b_sid": source_id})
     if c.reader is None:
         return
     cp: Checkpoint = c.reader["cp"]
@@ -491,8 +500,9 @@ def _save_reader(conn: Connection, source_id: int, c: Computed) -> None:
     v = reader_version(c.reader["format"])
     blob = resume.seal(c.reader, v)
     if blob is not None:
-        conn.execute(s.reader_states.insert().values(source_id=source_id, format=c.reader["format"],
-                                                     byte_offset=cp.offset, line=cp.line, version=v, state=blob))
+        conn.execute(s.reader_states.insert(), {"source_id": source_id, "format": c.reader["format"],
+                                                "byte_offset": cp.offset, "line": cp.line, "version": v,
+                                                "state": blob})
 
 
 def write_sessions(conn: Connection, source_id: int, sessions: Iterable[store.SessionRows]) -> None:
@@ -632,17 +642,18 @@ def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
     resumed = c.resumed
     if not resumed:  # a resumed append loses no session and keeps the errors already stored
         store.delete_sessions(conn, source_id, keep_keys=c.seen)
-        conn.execute(delete(s.ingest_errors).where(s.ingest_errors.c.source_id == source_id))
+        conn.execute(_DROP_ERRORS, {"b_sid": source_id})
     store.bulk_insert(conn, "ingest_errors", ("source_id", "line", "message", "excerpt", "created_at"),
                       [(source_id, e.line, e.message, e.excerpt, now) for e in c.errors])
     store.link_parents(conn, source_id)
     _save_reader(conn, source_id, c)
     quarantined = bool(c.errors) or (resumed and conn.execute(
         select(s.ingest_errors.c.id).where(s.ingest_errors.c.source_id == source_id).limit(1)).first() is not None)
-    conn.execute(update(s.sources).where(src.id == source_id).values(
-        format=c.format, size=c.scan.size, mtime=c.scan.mtime, content_hash=c.scan.full_hash,
-        byte_offset=c.scan.size, status=STATUS_QUARANTINED if quarantined else STATUS_OK, error=note,
-        claimed_by=None, ingested_at=now))
+    conn.execute(_SOURCE_BY_ID, {
+        "b_sid": source_id, "format": c.format, "size": c.scan.size, "mtime": c.scan.mtime,
+        "content_hash": c.scan.full_hash, "byte_offset": c.scan.size,
+        "status": STATUS_QUARANTINED if quarantined else STATUS_OK, "error": note, "claimed_by": None,
+        "ingested_at": now})
 
 
 def _keep_truncated(conn: Connection, source_id: int, c: Computed, now: float) -> str:
@@ -747,7 +758,7 @@ def look(engine: Engine, path: Path) -> tuple[str, dict[str, Any] | None]:
     except FileNotFoundError:
         return "missing", None
     with engine.connect() as conn:
-        row = conn.execute(select(s.sources).where(s.sources.c.path == str(path))).mappings().first()
+        row = conn.execute(_SOURCE_BY_PATH, {"b_path": str(path)}).mappings().first()
     row = dict(row) if row else None
     return ("unchanged" if unchanged(row, size, mtime) else "changed"), row
 
@@ -795,10 +806,17 @@ class SpilledRows:
             yield pickle.load(self._fh)
 
 
+# The --jobs processes of one SQLite ledger take turns at writing with this lock (jobs.py sets it
+# in each of them): the one writer SQLite allows is then handed on the moment it is free, instead of
+# the others polling the busy lock in sleeps of up to 100 ms (busy_timeout), which for many small
+# files cost more wall time than a second process saved (bench_ingest, small files).
+WRITE_TURN: Any = None
+
+
 def _write(engine: Engine, path: Path, opts: Options, c: Computed | None,
            basis: dict[str, Any] | None) -> FileReport:
     key = str(path)
-    with engine.begin() as conn:
+    with WRITE_TURN if WRITE_TURN is not None else contextlib.nullcontext(), engine.begin() as conn:
         row = claim(conn, key, opts.worker_id)
         if row is None:
             return FileReport(key, action="busy")
