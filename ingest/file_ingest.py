@@ -199,8 +199,19 @@ def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence
 # ── what the ledger holds about a file ───────────────────────────────────────────────────────
 
 
+_READER_VERSIONS: dict[str, str] = {}
+
+
 def reader_version(fmt: str) -> str:
-    """A digest of the code a reader checkpoint depends on: another version = read whole."""
+    """A digest of the code a reader checkpoint depends on: another version = read whole. Once
+    per format and process: the code a process runs does not change under it."""
+    v = _READER_VERSIONS.get(fmt)
+    if v is None:
+        v = _READER_VERSIONS[fmt] = _reader_version(fmt)
+    return v
+
+
+def _reader_version(fmt: str) -> str:
     here = Path(__file__).resolve().parent
     mod = formats.readers().get(fmt)
     files = [here / "formats" / "_common.py", here / "sessions.py", here / "events.py"]
