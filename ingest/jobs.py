@@ -90,6 +90,16 @@ def register_sources(engine: Engine, files: Sequence[Path]) -> None:
                 time.sleep(delay)
 
 
+# Files adding up to more than this are ingested by one process per core (at most 4) when --jobs
+# is not given: below it, starting the processes costs more than they save.
+AUTO_JOBS_BYTES = 32 * 1024 * 1024
+
+
+def default_jobs(total_bytes: int) -> int:
+    """What `--jobs 0` (the default) means for files of `total_bytes` in all."""
+    return min(os.cpu_count() or 1, 4) if total_bytes > AUTO_JOBS_BYTES else 1
+
+
 # The cycle collector's first threshold while ingesting (CPython's default: 700 allocations).
 INGEST_GC_THRESHOLD = 100_000
 

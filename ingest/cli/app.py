@@ -171,8 +171,9 @@ def ingest(
     format: FormatOption = None,
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
-    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes that each read, replay and write "
-                                      "whole files (the ledger serialises the writes). 0 (the default): one "
+    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes that each read and replay whole "
+                                      "files; this one writes what they computed (a file over 4 MB is written "
+                                      "by its own process; the ledger serialises the writes). 0 (the default): one "
                                       "per core, at most 4, when there are several files adding up to more "
                                       "than 32 MB, else 1 (starting a process costs more than it saves on "
                                       "less). A file is never split between processes: one big file is "
