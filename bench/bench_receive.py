@@ -171,19 +171,25 @@ class _Receiver:
         return _peak_mb(self.proc, stop=True)
 
 
+def _ingested_in_process(path: Path, db: Path, calls: int) -> tuple[float, float]:
+    """`ingest` of one file into a fresh ledger, in this process: (wall s, CPU s)."""
+    engine = make_engine(f"sqlite:///{db}")
+    migrate.upgrade(engine)
+    t0, c0 = time.perf_counter(), time.process_time()
+    worker.ingest_file(engine, path, worker.Options())
+    took = time.perf_counter() - t0, time.process_time() - c0
+    assert _calls(engine) == calls
+    engine.dispose()
+    return took
+
+
 def _throughput(tmp: Path, n_sessions: int, calls_per: int) -> str:
     bodies = requests(n_sessions, calls_per)
     total = n_sessions * calls_per
     f = tmp / "export.jsonl"
     f.write_bytes(b"\n".join(bodies) + b"\n")
     # Baseline time in this process (no interpreter start counted); its peak RSS from a process.
-    base_engine = make_engine(f"sqlite:///{tmp / 'base.sqlite'}")
-    migrate.upgrade(base_engine)
-    t0, c0 = time.perf_counter(), time.process_time()
-    worker.ingest_file(base_engine, f, worker.Options())
-    base_s, base_cpu = time.perf_counter() - t0, time.process_time() - c0
-    assert _calls(base_engine) == total
-    base_engine.dispose()
+    base_s, base_cpu = _ingested_in_process(f, tmp / "base.sqlite", total)
     base = subprocess.Popen(_cli("ingest", str(f), "--db", str(tmp / "base2.sqlite"), "--create"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_mb = _peak_mb(base)
@@ -254,13 +260,7 @@ def _sdk_run(tmp: Path, n_spans: int, conversations: int = 200) -> str:
     spool = next((tmp / "recv.sqlite.otlp").glob("otlp-*.jsonl"))
     copy = tmp / "sdk-spans.jsonl"
     shutil.copyfile(spool, copy)
-    base_engine = make_engine(f"sqlite:///{tmp / 'sdk-base.sqlite'}")
-    migrate.upgrade(base_engine)
-    t1, c1 = time.perf_counter(), time.process_time()
-    worker.ingest_file(base_engine, copy, worker.Options())
-    base_s, base_cpu = time.perf_counter() - t1, time.process_time() - c1
-    assert _calls(base_engine) == total
-    base_engine.dispose()
+    base_s, base_cpu = _ingested_in_process(copy, tmp / "sdk-base.sqlite", total)
     return (
         f"The Phoenix-shaped run: {total:,} GenAI tool spans from the real OpenTelemetry SDK (TracerProvider, "
         f"BatchSpanProcessor, 512 spans per export) through its OTLP/HTTP protobuf exporter, {conversations} "
