@@ -6,7 +6,7 @@ STAMP     := $(VENV)/.installed
 LEDGER    ?= $(or $(LOOPLEDGER_DB),ledger.sqlite)
 PORT      ?= 8501
 
-.PHONY: run test bench lint ingest clean mutants
+.PHONY: run test bench lint ingest clean mutants screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The dashboard screenshots in docs/screenshots (1400x1000, headless chromium; their own ledgers).
+screenshots: $(STAMP)
+	$(BIN)/python docs/screenshots/take.py
 
 # Mutation testing of the detectors and the scoring rule (slow; not part of `make test`):
 # survivors in mutants/<module>.txt. One module: make mutants MODULES=detectors/progress.py

@@ -80,14 +80,17 @@ def sessions_bar(top: pd.DataFrame, by: str = "halts") -> alt.HConcatChart:
     return alt.hconcat(*panels, spacing=8).resolve_scale(x="independent")
 
 
-def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[int, int] | None = None) -> alt.FacetChart:
-    """Steps on x, tool names on y, one lane per policy, marks coloured by verdict.
+def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[float, float] | None = None) -> alt.FacetChart:
+    """Calls on x (call #N, as every page numbers them), tool names on y, one lane per policy,
+    marks coloured by verdict.
 
-    `df` is read.timeline() (with a `why` column: the sentence for each loud check). Blocks and
-    halts are also drawn as vertical rules across the lane, so the step where one guard stops and
-    another lets the agent go on stands out. `domain` = the steps shown (the chosen run's first
-    and last), so one run fills the width instead of sitting at the edge of the session. A click
-    on a mark selects it (selection `mark_pick`: its seq and run), so the page can jump there.
+    `df` is read.timeline() numbered by session_view.number_timeline (`call`, and `at`: the call
+    number, a prose turn half-way to the next call) with a `why` column (the sentence for each
+    loud check); without `at`, steps are on x. Blocks and halts are also drawn as vertical rules
+    across the lane, so the call where one guard stops and another lets the agent go on stands
+    out. `domain` = the calls shown (the chosen run's), so one run fills the width instead of
+    sitting at the edge of the session. A click on a mark selects it (selection `mark_pick`: its
+    seq and run), so the page can jump there.
     """
     data = df.copy()
     data["args"] = data["args"].map(lambda a: _short(a, 160))
@@ -99,8 +102,9 @@ def timeline(df: pd.DataFrame, width: int = 760, domain: tuple[int, int] | None 
                alt.Tooltip("tool:N"), alt.Tooltip("args:N"), alt.Tooltip("policy:N"), alt.Tooltip("verdict:N"),
                alt.Tooltip("why:N")]
     scale = alt.Scale(domain=list(domain), zero=False, nice=False) if domain else alt.Scale(zero=False)
-    x = alt.X("seq:Q", title="step (click a mark to read the transcript there)", scale=scale,
-              axis=alt.Axis(tickMinStep=1, format="d"))
+    by_call = "at" in data
+    x = alt.X("at:Q" if by_call else "seq:Q", scale=scale, axis=alt.Axis(tickMinStep=1, format="d"),
+              title=("call #" if by_call else "step") + " (click a mark to read the transcript there)")
     pick = alt.selection_point(name="mark_pick", fields=["seq", "run_idx"], on="click", clear=False)
     base = alt.Chart(width=width)
     points = base.mark_point(filled=True, size=60, cursor="pointer").encode(

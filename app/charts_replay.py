@@ -122,7 +122,9 @@ def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
                       metrics: Sequence[str] = ("halts", "saved", "warnings")) -> alt.HConcatChart:
     """Each metric against the swept parameter, one small chart per metric, each with its own
     y scale (halts in tens and calls saved in thousands on one axis would flatten the halts),
-    coloured as that measure is on every page (invalid settings dropped)."""
+    coloured as that measure is on every page (invalid settings dropped). A metric that is 0 under
+    every setting gets no chart (a flat line at zero says nothing; `zero_metrics` names them)."""
+    metrics = [m for m in metrics if m not in zero_metrics(rows, metrics)] or list(metrics[:1])
     long = [{param: r[param], "metric": m, "value": r[m]}
             for r in rows if r.get("error") is None for m in metrics]
     df = pd.DataFrame(long, columns=[param, "metric", "value"])
@@ -139,6 +141,12 @@ def sweep_lines_chart(rows: Sequence[dict[str, Any]], param: str,
         .properties(height=220, width=width)
         for m in metrics]
     return alt.hconcat(*panels, data=df, spacing=24).resolve_scale(y="independent")
+
+
+def zero_metrics(rows: Sequence[dict[str, Any]], metrics: Sequence[str]) -> list[str]:
+    """The metrics that are 0 (or missing) under every valid setting: said in words, not drawn."""
+    valid = [r for r in rows if r.get("error") is None]
+    return [m for m in metrics if valid and all(not r.get(m) for r in valid)]
 
 
 def _values(values: list[Any]) -> list[Any]:
@@ -188,16 +196,24 @@ def grid_heatmap(rows: Sequence[dict[str, Any]], param: str, param2: str, metric
 
 
 def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[str]) -> alt.LayerChart:
-    """Sessions × settings coloured by the step of the first halt; never-halted cells grey.
+    """Sessions × settings coloured by the call (#N over the session, as every page numbers calls)
+    of the first halt; never-halted cells grey.
 
-    `rows`: session_id, setting (a short label), first_halt_seq, link (Replay at that halt).
-    Sized by the data: one band per session and per setting, so 64 sessions are 64 readable rows
-    and a few settings are not stretched into a strip; steps are written in the cells when they fit.
+    `rows`: session_id, setting (a short label), first_halt_at (the call), first_halt_seq (its
+    step, in the tooltip), link (Replay at that halt). Sized by the data: one band per session and
+    per setting, so 64 sessions are 64 readable rows and a few settings are not stretched into a
+    strip; call numbers are written in the cells when they fit, dark on the light end of the
+    colour scale and white on the dark end, so every number reads.
     """
-    df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_seq", "link"])
-    df["halted"] = df["first_halt_seq"].notna()
-    df["step"] = [f"{int(v)}" if pd.notna(v) else "" for v in df["first_halt_seq"]]
-    df["first halt"] = [f"step {int(v)}" if pd.notna(v) else "never" for v in df["first_halt_seq"]]  # not null
+    df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_at", "first_halt_seq", "link"])
+    df["halted"] = df["first_halt_at"].notna()
+    df["call"] = [f"#{int(v)}" if pd.notna(v) else "" for v in df["first_halt_at"]]
+    df["first halt"] = [f"call #{int(v)} (step {int(s)})" if pd.notna(v) and pd.notna(s) else "never"  # not null
+                        for v, s in zip(df["first_halt_at"], df["first_halt_seq"], strict=True)]
+    calls = [float(v) for v in df["first_halt_at"] if pd.notna(v)]
+    lo, hi = (min(calls), max(calls)) if calls else (0.0, 1.0)
+    # viridis runs from dark purple (low) to yellow (high): the upper part takes dark text.
+    df["light"] = [pd.notna(v) and hi > lo and (float(v) - lo) / (hi - lo) > LIGHT_FROM for v in df["first_halt_at"]]
     n_settings = max(1, len(settings_order))
     cell_w = max(34, min(90, 900 // n_settings))
     base = alt.Chart(df).encode(
@@ -209,23 +225,53 @@ def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[
     )
     never = base.transform_filter(alt.datum.halted == False).mark_rect(color="#eceff1", cursor="pointer")  # noqa: E712
     halted = base.transform_filter(alt.datum.halted == True).mark_rect(cursor="pointer").encode(  # noqa: E712
-        color=alt.Color("first_halt_seq:Q", title="first halt at step", scale=alt.Scale(scheme="viridis")))
+        color=alt.Color("first_halt_at:Q", title="first halt at call #", scale=alt.Scale(scheme="viridis")))
     layers = [never, halted]
     if cell_w >= 34:
-        layers.append(base.transform_filter(alt.datum.halted == True).mark_text(fontSize=10, color="white")  # noqa: E712
-                      .encode(text="step:N"))
+        layers.append(base.transform_filter(alt.datum.halted == True).mark_text(fontSize=10)  # noqa: E712
+                      .encode(text="call:N", color=alt.condition(alt.datum.light, alt.value("#212529"),
+                                                                 alt.value("white"))))
     return alt.layer(*layers).properties(width=alt.Step(cell_w), height=alt.Step(18))
 
 
-def pr_chart(rows: Sequence[dict[str, Any]]) -> alt.LayerChart:
-    """Each setting as a point on precision (y) against recall (x), labelled with its short name."""
-    df = pd.DataFrame([r for r in rows if r.get("precision") is not None and r.get("recall") is not None],
-                      columns=["setting", "precision", "recall", "tp", "fp", "fn"])
+LIGHT_FROM = 0.55  # from here up, viridis is light enough (green to yellow) for dark text
+
+
+def pr_chart(scores: pd.DataFrame) -> alt.LayerChart:
+    """Each setting as a point on precision (y) against recall (x). Settings on the same point
+    share one label ("halt_at=3, 4, 5"), written below the point near the top edge, so labels
+    never overprint or leave the chart. `scores`: app.score_table.score_rows (policy = the
+    setting's short name; precision and recall as text, "—" for none)."""
+    pts: dict[tuple[float, float], list[str]] = {}
+    for r in scores.itertuples(index=False):
+        try:
+            key = (float(r.recall), float(r.precision))
+        except (TypeError, ValueError):
+            continue  # "—": nothing to place
+        pts.setdefault(key, []).append(str(r.policy))
+    df = pd.DataFrame([{"recall": x, "precision": y, "settings": point_label(names), "n": len(names),
+                        "dy": 12 if y > 0.9 else -10} for (x, y), names in pts.items()],
+                      columns=["recall", "precision", "settings", "n", "dy"])
     base = alt.Chart(df).encode(
-        x=alt.X("recall:Q", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("precision:Q", scale=alt.Scale(domain=[0, 1.05])),
+        x=alt.X("recall:Q", scale=alt.Scale(domain=[0, 1.05]), title="recall (of loop sessions)"),
+        y=alt.Y("precision:Q", scale=alt.Scale(domain=[0, 1.05]), title="precision (of sessions halted)"),
     )
-    points = base.mark_point(filled=True, size=80).encode(tooltip=["setting:N", "precision:Q", "recall:Q",
-                                                                   "tp:Q", "fp:Q", "fn:Q"])
-    text = base.mark_text(align="left", dx=6, dy=-6, fontSize=11).encode(text="setting:N")
-    return alt.layer(points, text).properties(height=320, width=520)
+    points = base.mark_point(filled=True, size=80).encode(
+        size=alt.Size("n:Q", legend=None, scale=alt.Scale(range=[80, 240])),
+        tooltip=[alt.Tooltip("settings:N"), "precision:Q", "recall:Q", alt.Tooltip("n:Q", title="settings here")])
+    below = base.transform_filter(alt.datum.dy > 0).mark_text(align="center", dy=16, fontSize=11, limit=260) \
+        .encode(text="settings:N")
+    above = base.transform_filter(alt.datum.dy < 0).mark_text(align="left", dx=8, dy=-8, fontSize=11, limit=260) \
+        .encode(text="settings:N")
+    return alt.layer(points, below, above).properties(height=320, width=520)
+
+
+def point_label(names: Sequence[str]) -> str:
+    """The settings on one point as one label: "halt_at=3, 4, 5" when they differ in one value of
+    the same parameter, else their names joined ("a · b"), and "(+N more)" past four."""
+    names = list(dict.fromkeys(names))
+    parts = [n.partition("=") for n in names]
+    if len(names) > 1 and all(sep and head == parts[0][0] for head, sep, _ in parts):
+        text = f"{parts[0][0]}=" + ", ".join(tail for _, _, tail in parts[:6])
+        return text + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
+    return " · ".join(names[:4]) + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from loopledger.analysis import pricing
+from loopledger.analysis import explain, pricing
 from loopledger.app import charts_cost, data, safe, when
 from loopledger.ledger import read, read_cost
 
@@ -46,7 +46,7 @@ def sessions_cost(f: read.SessionFilter) -> None:
 
 
 def _run_frame(runs: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"run": runs["run_idx"], "model turns": runs["turns"],
+    return pd.DataFrame({"run": [explain.run_ref(r) for r in runs["run_idx"]], "model turns": runs["turns"],
                          "tokens": [pricing.tokens_text(x) for x in runs["tokens"]],
                          "spend": [pricing.usd_text(u, n) for u, n in zip(runs["usd"], runs["unpriced"], strict=True)]})
 
@@ -54,7 +54,8 @@ def _run_frame(runs: pd.DataFrame) -> pd.DataFrame:
 def _turn_frame(turns: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "call #": [("—" if c is None or c != c else f"#{int(c)}") for c in turns["call"]],
-        "run": turns["run_idx"], "step": turns["seq"], "model": turns["model"].fillna("unknown"),
+        "run": [explain.run_ref(r) for r in turns["run_idx"]], "step": turns["seq"],
+        "model": turns["model"].fillna("unknown"),
         "input": turns["input_tokens"], "cache reads": turns["cache_read_tokens"],
         "cache writes": turns["cache_write_tokens"], "output": turns["output_tokens"],
         "spend": [pricing.usd_text(u) for u in turns["usd"]],
@@ -74,13 +75,14 @@ def session_cost(sid: int, run: int | None = None, run_halts: pd.DataFrame | Non
     c[0].metric("Spend", pricing.usd_text(float(usd.sum()) if len(usd) else None, unpriced))
     c[1].metric("Tokens", pricing.tokens_text(int(runs["tokens"].sum())))
     c[2].metric("Model turns", int(runs["turns"].sum()))
-    left, right = st.columns(2)
+    left, _ = st.columns([2, 3])
     with left:
         st.caption("Per run")
         safe.table(_run_frame(runs), key="cost_runs")
-    with right:
-        st.caption("Saved per policy (" + SAVED_HELP[0].lower() + SAVED_HELP[1:] + ")")
-        safe.table(saved_frame(data.cost("saved_by_policy", session_id=sid)), key="cost_session_saved")
+    # The whole width: a policy's name (its parameters) is long, and its numbers sit beside it.
+    st.caption("Saved per policy (" + SAVED_HELP[0].lower() + SAVED_HELP[1:] + ")")
+    safe.table(saved_frame(data.cost("saved_by_policy", session_id=sid)), key="cost_session_saved",
+               column_config={"policy": st.column_config.TextColumn("policy", width="large")})
     turns = data.cost("turn_spend", sid)
     if run is not None and bounds is not None:
         mine = turns[turns["run_idx"] == run]
@@ -89,7 +91,8 @@ def session_cost(sid: int, run: int | None = None, run_halts: pd.DataFrame | Non
             first = run_halts.sort_values("halt_seq").iloc[0]
             halt = (int(first["halt_seq"]), str(first["policy"]))
         if len(mine):
-            st.caption(f"Run {run}: tokens per model turn" + (" — shaded: after the first halt" if halt else ""))
+            st.caption(f"{explain.run_ref(run).capitalize()}: tokens per model turn"
+                       + (" — shaded: after the first halt" if halt else ""))
             st.altair_chart(charts_cost.spend_chart(charts_cost.spend_frame(mine), halt, bounds), key="cost_chart")
     with st.expander("Per model turn", expanded=False):
         safe.table(_turn_frame(turns), key="cost_turns")
@@ -97,12 +100,17 @@ def session_cost(sid: int, run: int | None = None, run_halts: pd.DataFrame | Non
         st.caption(_prices_caption(versions))
 
 
-def with_saved_spend(rows: pd.DataFrame) -> pd.DataFrame:
-    """The leaderboard's rows with "tokens saved" and "$ saved" beside calls saved (over the
-    labelled sessions, as the leaderboard counts); a policy not stored shows unknown."""
+def saved_spend_on_labelled() -> dict[str, tuple[str, str]]:
+    """policy id → ("tokens saved", "$ saved") over the labelled sessions, as the leaderboard
+    counts (read here; the table is built by a pure function: with_saved_spend)."""
+    return {r["policy_id"]: read_cost.saved_text(r) for _, r in data.cost("saved_on_labelled").iterrows()}
+
+
+def with_saved_spend(rows: pd.DataFrame, spend: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """The leaderboard's rows with "tokens saved" and "$ saved" beside calls saved (pure); a
+    policy without spend figures shows unknown."""
     if rows.empty or "policy_id" not in rows:
         return rows
-    spend = {r["policy_id"]: read_cost.saved_text(r) for _, r in data.cost("saved_on_labelled").iterrows()}
     got = [spend.get(pid, (pricing.UNKNOWN, pricing.UNKNOWN)) for pid in rows["policy_id"]]
     at = list(rows.columns).index("saved") + 1 if "saved" in rows else len(rows.columns)
     rows = rows.copy()

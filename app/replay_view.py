@@ -15,7 +15,8 @@ from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from loopledger import vocab
-from loopledger.analysis import explain, scoring, sweep
+from loopledger.analysis import explain, scoring
+from loopledger.analysis.scoring import calls_before  # noqa: F401  (seq → calls before it, for call #N)
 from loopledger.events import Batch, Event, Prose, Retry, UserTurn
 from loopledger.ledger import schema as t
 from sqlalchemy.engine import Connection
@@ -97,26 +98,18 @@ def stored_runs(conn: Connection, policy_id: str, session_ids: Sequence[int]) ->
     return {(r.session_id, r.run_idx): (r.outcome, r.halt_seq, r.saved) for r in conn.execute(q)}
 
 
-def run_labels(conn: Connection, session_ids: Sequence[int] | None = None) -> dict[tuple[int, int], str]:
-    """(session, run) → real_loop / not_loop for Compare's per-run precision and recall, read off
-    the sessions' labels (loopledger.analysis.scoring.run_verdicts: a loop label marks the runs holding
-    the loop's calls; unclear sessions are left out)."""
+def session_labels(conn: Connection, session_ids: Sequence[int]) -> dict[int, tuple[str, int | None, int | None]]:
+    """session → (label, loop's first call, last call) for the given sessions: what Compare scores
+    a setting against, per session, as the leaderboard does (unclear ones included: scoring
+    leaves them out)."""
     lb = t.labels.c
-    q = sa.select(lb.session_id, lb.label, lb.loop_first, lb.loop_last)
-    if session_ids is not None:
-        q = q.where(lb.session_id.in_(list(session_ids)))
-    labels = conn.execute(q).all()
-    runs = t.runs.c
-    per_run: dict[int, list[int]] = {}
-    ids = [r.session_id for r in labels]
+    out: dict[int, tuple[str, int | None, int | None]] = {}
+    ids = list(session_ids)
     for i in range(0, len(ids), 500):  # bounded IN lists
-        for sid, n in conn.execute(sa.select(runs.session_id, runs.n_calls)
-                                   .where(runs.session_id.in_(ids[i:i + 500])).order_by(runs.session_id, runs.idx)):
-            per_run.setdefault(sid, []).append(int(n or 0))
-    out = {}
-    for r in labels:
-        for run, real in scoring.run_verdicts(r.label, r.loop_first, r.loop_last, per_run.get(r.session_id, [])).items():
-            out[(r.session_id, run)] = sweep.REAL_LOOP if real else sweep.NOT_LOOP
+        q = (sa.select(lb.session_id, lb.label, lb.loop_first, lb.loop_last)
+             .where(lb.session_id.in_(ids[i:i + 500])).order_by(lb.id))  # the newest label wins
+        for r in conn.execute(q):
+            out[int(r.session_id)] = (scoring.normalize_label(r.label), r.loop_first, r.loop_last)
     return out
 
 
@@ -157,23 +150,42 @@ def next_seq_with(index: dict[str, list[int]], cursor: int, verdict: str, last: 
 
 
 def event_lines(seq: int, ev: Event, limit: int = 600, before: int | None = None) -> list[str]:
-    """One event as plain lines for the transcript block (shown by st.code, never as markdown).
+    """One event as plain lines for the transcript block (shown by st.code, never as markdown),
+    each led by what it is — "call #12 (step 35): …", "user (step 3): …" — the step second.
     `before`: the calls the session made before this step, so each call reads as call #N."""
+    at = f"(step {seq})"
     if isinstance(ev, UserTurn):
-        return [f"[{seq}] user: {clip(ev.text, limit)}"]
+        return [f"user {at}: {clip(ev.text, limit)}"]
     if isinstance(ev, Prose):
-        return [f"[{seq}] assistant: {clip(ev.text, limit)}"]
+        return [f"assistant {at}: {clip(ev.text, limit)}"]
     if isinstance(ev, Retry):
-        return [f"[{seq}] provider retry: {clip(ev.text, limit)}"]
+        return [f"provider retry {at}: {clip(ev.text, limit)}"]
     if isinstance(ev, Batch):
-        lines = [f"[{seq}] assistant: {clip(ev.text, limit)}"] if ev.text else []
+        lines = [f"assistant {at}: {clip(ev.text, limit)}"] if ev.text else []
         for i, c in enumerate(ev.calls):
             args = args_text(c.args).replace("\n", " ")
             name = f"call #{before + i + 1}" if before is not None else f"call {i}"
-            lines.append(f"[{seq}] {name}: {c.name} {clip(args, limit)}")
+            lines.append(f"{name} {at}: {c.name} {clip(args, limit)}")
         return lines
-    return [f"[{seq}] answer{' (error)' if a.is_error else ''}: {clip(' '.join(a.text.split()), limit)}"
+    return [f"answer{' (error)' if a.is_error else ''} {at}: {clip(' '.join(a.text.split()), limit)}"
             for a in ev.answers]
+
+
+def stops(events: Sequence[Event], steps: Sequence[Any]) -> list[int]:
+    """The steps Replay's Forward and Back stop at: each batch of calls, and every other step a
+    check judged (a prose turn, for stagnation) — never an answer or a user turn, where no guard
+    says anything. Sorted seqs."""
+    checked = {step.seq for step in steps if step.checks}
+    return [seq for seq, ev in enumerate(events) if isinstance(ev, Batch) or seq in checked]
+
+
+def next_stop(stop_seqs: Sequence[int], cursor: int, first: int, last: int, forward: bool = True) -> int | None:
+    """The stop after (or before) `cursor` within [first, last], else None."""
+    if forward:
+        i = bisect.bisect_right(stop_seqs, cursor)
+        return stop_seqs[i] if i < len(stop_seqs) and stop_seqs[i] <= last else None
+    i = bisect.bisect_left(stop_seqs, cursor)
+    return stop_seqs[i - 1] if i > 0 and stop_seqs[i - 1] >= first else None
 
 
 def checks_table(step: Any, event: Event | None) -> list[dict[str, Any]]:
@@ -241,14 +253,14 @@ def halts_by_run(steps: Sequence[Any]) -> dict[int, int]:
 def halt_change(old: dict[int, int], new: dict[int, int], run: int,
                 ref: Callable[[int], str] = lambda seq: f"step {seq}") -> str:
     """What Apply changed, said in one line: the halt of `run` before and after, and if the run
-    no longer halts, where the next halt is ("no halt in this run any more; the next one is in run 12").
+    no longer halts, where the next halt is ("no halt in this run any more; the next one is in run #13").
     `ref` words a halt's step (the page passes call_ref: "call #N (step S)")."""
     def nxt() -> str:
         later = sorted(r for r in new if r > run) or sorted(new)
         if not later:
             return "no run of this session halts under these parameters"
         r = later[0]
-        return f"the next one is in run {r} ({ref(new[r])})"
+        return f"the next one is in {explain.run_ref(r)} ({ref(new[r])})"
 
     before, after = old.get(run), new.get(run)
     if before is not None and after is not None:
@@ -260,17 +272,7 @@ def halt_change(old: dict[int, int], new: dict[int, int], run: int,
         line = f"this run now halts at {ref(after)} (it did not before)"
     else:
         line = f"this run halts neither before nor after; {nxt()}"
-    return f"Run {run}: {line}. Halted runs in this session: {len(old)} → {len(new)}."
-
-
-def calls_before(events: Sequence[Event]) -> list[int]:
-    """seq → how many tool calls the session made before that step (the base of "call #N")."""
-    out, n = [], 0
-    for ev in events:
-        out.append(n)
-        if isinstance(ev, Batch):
-            n += len(ev.calls)
-    return out
+    return f"{explain.run_ref(run).capitalize()}: {line}. Halted runs in this session: {len(old)} → {len(new)}."
 
 
 def call_ref(before: Sequence[int], seq: int, idx: int = 0) -> str:

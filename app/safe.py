@@ -33,3 +33,16 @@ def code(value: Any, language: str | None = None) -> None:
 def table(df: pd.DataFrame, **kwargs: Any) -> Any:
     kwargs.setdefault("hide_index", True)
     return st.dataframe(df, **kwargs)
+
+
+def clicked_row(event: Any) -> int | None:
+    """The row a person clicked in a table drawn with selection_mode=["single-row", "single-cell"]:
+    its checkbox (a row selection) or any of its cells (a cell selection), else None."""
+    sel = getattr(event, "selection", None) if event is not None else None
+    if sel is None:
+        return None
+    rows = list(sel.get("rows", []) if isinstance(sel, dict) else getattr(sel, "rows", []))
+    if rows:
+        return int(rows[0])
+    cells = list(sel.get("cells", []) if isinstance(sel, dict) else getattr(sel, "cells", []))
+    return int(cells[0][0]) if cells else None

@@ -37,7 +37,7 @@ def most_halted_run(halts: pd.DataFrame) -> int | None:
 def run_choice(run: int, by_run: dict[int, list[str]]) -> str:
     """The run picker's text: halted runs say who halted them."""
     names = by_run.get(run)
-    return f"run {run} — halted by {', '.join(names)}" if names else f"run {run}"
+    return f"{explain.run_ref(run)} — halted by {', '.join(names)}" if names else explain.run_ref(run)
 
 
 def neighbours(halted: Sequence[int], run: int) -> tuple[int | None, int | None]:
@@ -52,9 +52,9 @@ def neighbours(halted: Sequence[int], run: int) -> tuple[int | None, int | None]
 def where_to(run: int | None, other: tuple[int, int] | None) -> str:
     """The help of a previous/next halted run button: where it goes."""
     if run is not None:
-        return f"run {run}"
+        return explain.run_ref(run)
     if other is not None:
-        return f"no more halted runs here: session #{other[0]}, run {other[1]}"
+        return f"no more halted runs here: session #{other[0]}, {explain.run_ref(other[1])}"
     return "no other halted run"
 
 
@@ -89,14 +89,19 @@ def with_why(tl: pd.DataFrame) -> pd.DataFrame:
 
 def number_timeline(tl: pd.DataFrame, before: int) -> pd.DataFrame:
     """Timeline rows (read.timeline) with `call`: "call #N" over the session for a call's checks
-    ("" for a prose turn's), given the calls before the first step drawn. Every call of the drawn
-    steps has checks (batch-level ones are spread over each call of their batch)."""
+    ("" for a prose turn's), and `at`, where the chart draws it: N for a call, half-way to the next
+    call for a prose turn (N.5 after call #N). `before`: the calls before the first step drawn.
+    Every call of the drawn steps has checks (batch-level ones are spread over each call of their
+    batch)."""
     out = tl.copy()
     is_call = out["tool"] != read.PROSE_TOOL
     keys = sorted({(int(s), int(i)) for s, i in zip(out["seq"][is_call], out["idx"][is_call], strict=True)})
     n = {k: before + i + 1 for i, k in enumerate(keys)}
+    call_seqs = [k[0] for k in keys]
     out["call"] = [f"call #{n[(int(s), int(i))]}" if c else "" for s, i, c in zip(out["seq"], out["idx"], is_call,
                                                                                    strict=True)]
+    out["at"] = [float(n[(int(s), int(i))]) if c else before + bisect.bisect_left(call_seqs, int(s)) + 0.5
+                 for s, i, c in zip(out["seq"], out["idx"], is_call, strict=True)]
     return out
 
 
@@ -135,14 +140,14 @@ CALL_LINKS_HELP = ("Every call this verdict rests on, by its number over the who
 
 def call_links(sid: int, calls: Sequence[tuple[int, int]], numbers: dict[tuple[int, int], tuple[int, int]],
                run: int, limit: int = 24) -> str:
-    """Markdown links to each call ("[call #4 (run 2)](./session?…) · [call #7](…)"), built from
+    """Markdown links to each call ("[call #4 (run #3)](./session?…) · [call #7](…)"), built from
     numbers only, so it carries no transcript text. Calls of another run say their run."""
     parts = []
     for seq, idx in calls[-limit:]:
         n, r = numbers.get((seq, max(idx, 0)), (None, run))
         name = f"call #{n}" if n is not None else f"step {seq}"
         q = urlencode({"session": int(sid), "run": int(r), "step": int(seq)})
-        parts.append(f"[{name}{f' (run {r})' if r != run else ''}](./session?{q})")
+        parts.append(f"[{name}{f' ({explain.run_ref(r)})' if r != run else ''}](./session?{q})")
     more = len(calls) - limit
     return " · ".join(parts) + (f" (and {more} earlier)" if more > 0 else "")
 
@@ -190,23 +195,23 @@ ENDING_WORDS = {"success": "succeeded", "submitted": "submitted", "failure": "fa
 
 
 def ending_text(head: dict, run: int | None = None) -> str:
-    """How the transcript says the session ended ("Ended: succeeded — reward 1.0 (run 3)"), or ""."""
+    """How the transcript says the session ended ("Ended: succeeded — reward 1.0 (run #4)"), or ""."""
     status = head.get("outcome")
     if not status:
         return ""
     if run is not None and head.get("outcome_run") is not None and int(head["outcome_run"]) != run:
         return ""
     detail = head.get("outcome_detail") or ""
-    where = f" (run {head['outcome_run']})" if head.get("outcome_run") is not None and run is None else ""
+    where = f" ({explain.run_ref(head['outcome_run'])})" if head.get("outcome_run") is not None and run is None else ""
     return f"Ended: {ENDING_WORDS.get(status, status)}" + (f" — {detail}" if detail else "") + where
 
 
 def label_rows(labels: pd.DataFrame) -> pd.DataFrame:
     """A session's label (read.run_labels) for people: the run it was given from ("whole session",
-    never -1), its loop calls as FIRST-LAST, who, and when in the dashboard's one time format."""
+    never -1; "run #N" counted from 1), its loop calls as FIRST-LAST, who, and when in the dashboard's one time format."""
     return pd.DataFrame({
         "label": labels["label"],
-        "given from": ["whole session" if int(r) == -1 else f"run {int(r)}" for r in labels["run_idx"]],
+        "given from": ["whole session" if int(r) == -1 else explain.run_ref(r) for r in labels["run_idx"]],
         "loop calls": [scoring.format_loop_calls(_opt(a), _opt(b)) or when.MISSING
                        for a, b in zip(labels["loop_first"], labels["loop_last"], strict=True)],
         "reason": [n if isinstance(n, str) and n else when.MISSING for n in labels["note"]],

@@ -7,36 +7,108 @@ them), replayed with `loopledger.replay.replay_many`, its first halt placed by
 `loopledger score` and the leaderboard, without ingesting. Not a benchmark section (no timing).
 
     python -m bench.detection_scores [FOLDER ...] [--spec SPEC ...] [--set SPEC+SPEC ...] [--detail]
+    python -m bench.detection_scores --cv [FOLDER ...] [--detail]
 
-FOLDER holds a labels.csv (default ../shared/corpus). Without --spec/--set: every built-in at its
-defaults, the default set, and progress's sensitivity rows.
+FOLDER holds a labels.csv (default: every labelled set found, ../shared/corpus* and the
+repository's own corpus*/). Without --spec/--set: every built-in at its defaults and the default
+set, per folder.
+
+--cv pools every folder's sessions and scores by grouped cross-validation, one source
+repository held out at a time (`loopledger.analysis.crossval`): the default set's parameters
+are chosen from `GRID` inside the training folds only, each peer is scored at its upstream
+defaults, and in-sample and held-out figures are printed side by side — loops halted inside,
+normal sessions halted, normal sessions warned — with Wilson 95% intervals.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-from collections.abc import Sequence
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from loopledger.analysis import scoring
+from loopledger.analysis import crossval, scoring
 from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS, PolicySpec
 from loopledger.formats import read
 from loopledger.replay import replay_many
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path("/work/shared/corpus") if not (ROOT.parent / "shared").is_dir() else ROOT.parent / "shared" / "corpus"
+SHARED = ROOT.parent / "shared" if (ROOT.parent / "shared").is_dir() else Path("/work/shared")
+CORPUS = SHARED / "corpus"
 
 
-def labelled_sessions(folder: Path) -> list[tuple[str, str, str, int | None, int | None, list]]:
-    """(file, key, label, first, last, events) for every labelled session found in `folder`."""
+def default_folders() -> list[Path]:
+    """Every labelled set here: ../shared/corpus*, then the repository's corpus*/ whose files
+    are present and not the same set as a shared one (same labels.csv)."""
+    found = sorted(p.parent for p in SHARED.glob("corpus*/labels.csv"))
+    shared_labels = {(p / "labels.csv").read_bytes() for p in found}
+    for p in sorted(ROOT.glob("corpus*/labels.csv")):
+        if p.read_bytes() not in shared_labels and _has_data(p.parent):
+            found.append(p.parent)
+    return found
+
+
+def _has_data(folder: Path) -> bool:
+    with open(folder / "labels.csv", newline="", encoding="utf-8") as f:
+        return any((folder / r["file"]).is_file() for r in csv.DictReader(f))
+
+
+@dataclass(frozen=True, slots=True)
+class Labelled:
+    file: str
+    key: str
+    label: str
+    first: int | None
+    last: int | None
+    events: list
+    group: str  # the source repository (or agent) the session came from
+    folder: str = ""
+
+
+_CELL = re.compile(r"`([^`]*)`")
+
+
+def source_groups(folder: Path) -> dict[str, str]:
+    """file → source repository, from the folder's sources table (SOURCES.md's `repository`
+    column, or README.md's `source (repo : path)` column). A file not listed is its own group."""
+    out: dict[str, str] = {}
+    for name in ("SOURCES.md", "README.md"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        columns: list[str] | None = None
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("|"):
+                columns = None
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if columns is None:
+                columns = [c.lower() for c in cells]
+                continue
+            if set(line) <= set("|-: "):
+                continue
+            row = dict(zip(columns, cells, strict=False))
+            file = _CELL.findall(row.get("file", ""))
+            repo = row.get("repository") or row.get("source (repo : path)") or row.get("source") or ""
+            repo = repo.split(" : ")[0].replace("`", "").split(" (")[0].strip()
+            if file and repo:
+                out.setdefault(file[0], repo)
+    return out
+
+
+def labelled_sessions(folder: Path) -> list[Labelled]:
+    """Every labelled session found in `folder`, with its events and its source's group."""
     rows: dict[tuple[str, str], tuple[str, int | None, int | None]] = {}
     with open(folder / "labels.csv", newline="", encoding="utf-8") as f:
         for r in csv.DictReader(f):
             span = scoring.parse_loop_calls(r.get("loop_calls"))
             rows[(r["file"], r["session_key"])] = (scoring.normalize_label(r["label"]),
                                                    *(span or (None, None)))
+    groups = source_groups(folder)
     out = []
     for file in sorted({f for f, _ in rows}):
         path = folder / file
@@ -46,37 +118,70 @@ def labelled_sessions(folder: Path) -> list[tuple[str, str, str, int | None, int
             key = getattr(info, "key", None) if info is not None else None
             if (file, key) in rows:
                 label, first, last = rows[(file, key)]
-                out.append((file, key, label, first, last, list(events)))
+                out.append(Labelled(file, key, label, first, last, list(events), groups.get(file, file),
+                                    folder.name))
     return out
 
 
-def first_halts(events: list, specs: Sequence[PolicySpec]) -> list[int | None]:
-    """Each spec's first halt in the session, as a 1-based call position (None: never)."""
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What one policy did to one session: its first halt and the calls it warned before it."""
+
+    halt_at: int | None
+    warned: frozenset[int]
+
+
+def replay_seen(events: list, specs: Sequence[PolicySpec]) -> list[Seen]:
+    """Each spec's first halt (1-based call position, None: never) and warned call positions."""
     halts: list[int | None] = [None] * len(specs)
+    warned: list[set[int]] = [set() for _ in specs]
     for steps in replay_many(events, list(specs)):
         for i, step in enumerate(steps):
-            if halts[i] is None:
-                for c in step.checks:
-                    if c.verdict == "halt":
-                        halts[i] = scoring.call_position(events, step.seq, c.idx)
-                        break
-    return halts
+            if halts[i] is not None:
+                continue
+            for c in step.checks:
+                if c.verdict == "halt":
+                    halts[i] = scoring.call_position(events, step.seq, c.idx)
+                    break
+                if c.verdict == "warn":
+                    warned[i].add(scoring.call_position(events, step.seq, c.idx))
+    return [Seen(h, frozenset(w)) for h, w in zip(halts, warned, strict=True)]
+
+
+def set_verdicts(seen: Iterable[Seen]) -> crossval.Verdicts:
+    """A set of policies as one guard: halts where any first halts; warns the calls any warned
+    before that (a call counts once, however many policies warned it)."""
+    seen = list(seen)
+    hs = [s.halt_at for s in seen if s.halt_at is not None]
+    h = min(hs) if hs else None
+    warned = set().union(*(s.warned for s in seen)) if seen else set()
+    return crossval.Verdicts(h, sum(1 for p in warned if h is None or p < h))
+
+
+def replay_table(sessions: Sequence[Labelled], specs: Sequence[PolicySpec]) -> dict[PolicySpec, dict]:
+    """spec → session (file, key) → Seen, every spec replayed over every session once."""
+    specs = list(dict.fromkeys(specs))
+    out: dict[PolicySpec, dict] = {s: {} for s in specs}
+    for sess in sessions:
+        for spec, seen in zip(specs, replay_seen(sess.events, specs), strict=True):
+            out[spec][(sess.folder, sess.file, sess.key)] = seen
+    return out
 
 
 def score(sessions, groups: Sequence[Sequence[PolicySpec]]) -> list[dict]:
-    """One row per group (a group halts where any of its specs first halts)."""
-    specs = list(dict.fromkeys(s for g in groups for s in g))
-    halts = {(f, k): dict(zip(specs, first_halts(ev, specs), strict=True)) for f, k, _l, _a, _b, ev in sessions}
+    """One row per group of specs (a group halts where any of its specs first halts)."""
+    table = replay_table(sessions, [s for g in groups for s in g])
     rows = []
     for g in groups:
-        row = {"caught": 0, "early": 0, "late": 0, "missed": 0, "loops": 0, "normal": 0, "false": 0, "detail": []}
-        for f, k, label, first, last, _ev in sessions:
-            hs = [h for h in (halts[(f, k)][s] for s in g) if h is not None]
-            h = min(hs) if hs else None
-            out = scoring.outcome(label, first, last, h)
+        row = {"caught": 0, "early": 0, "late": 0, "missed": 0, "loops": 0, "normal": 0, "false": 0,
+               "warned": 0, "warnings": 0, "detail": []}
+        for s in sessions:
+            v = set_verdicts(table[spec][(s.folder, s.file, s.key)] for spec in g)
+            h = v.halt_at
+            out = scoring.outcome(s.label, s.first, s.last, h)
             if out is None:
                 continue
-            if label == "loop":
+            if s.label == "loop":
                 row["loops"] += 1
                 if out == "missed" and h is not None:
                     out = "late"  # scored as missed; shown apart
@@ -84,24 +189,90 @@ def score(sessions, groups: Sequence[Sequence[PolicySpec]]) -> list[dict]:
             else:
                 row["normal"] += 1
                 row["false"] += out == scoring.FALSE_HALT
+                row["warned"] += v.warnings > 0
+                row["warnings"] += v.warnings
             if out not in ("caught", scoring.CLEAN):
-                row["detail"].append(f"{out}: {f} {k} (loop {first}-{last}, halt {h})")
+                row["detail"].append(f"{out}: {s.file} {s.key} (loop {s.first}-{s.last}, halt {h})")
         rows.append(row)
     return rows
 
 
-def sensitivity() -> list[list[PolicySpec]]:
-    base = "progress"
-    rows = [[PolicySpec.parse(base)]]
-    for text in ("halt_at=4", "ok_halt_at=3", "ok_halt_at=5", "window=6", "window=10", "window=50",
-                 "across_turns=none", "across_turns=all", "same_failure_at=3", "same_failure_at=5",
-                 "same_failure_at=6", "poll_span=3", "poll_span=5", "poll_span=6",
-                 "rerun_halt_at=3", "rerun_halt_at=5"):
+# ── cross-validation ──────────────────────────────────────────────────────────────────────────
+
+# The default set's candidate settings: progress's thresholds (cycle and stagnation at their
+# defaults). Every combination is a candidate; the defaults come first, so a tie keeps them.
+GRID: dict[str, tuple] = {
+    "halt_at": (3, 4),
+    "ok_halt_at": (4, 3, 5),
+    "same_failure_at": (5, 4, 6),
+    "rerun_halt_at": (4, 3, 5),
+    "window": (20, 10, 40),
+}
+
+
+MARGIN = 2  # how the project takes a change of default: fewer false halts, or 2 loops more (crossval.choose)
+
+
+def grid_candidates(grid: dict[str, tuple] | None = None) -> list[tuple[PolicySpec, ...]]:
+    """Each combination of GRID's values as a default set (its first value of each: the shipped
+    default), skipping combinations the detector refuses."""
+    grid = GRID if grid is None else grid
+    base = {s.detector: s for s in DEFAULT_SPECS}
+    out = []
+    for values in itertools.product(*grid.values()):
+        params = ",".join(f"{k}={v}" for k, v in zip(grid, values, strict=True))
         try:
-            rows.append([PolicySpec.parse(f"{base}:{text}")])
-        except Exception:  # noqa: BLE001 — a parameter this version lacks: skip the row
+            progress = PolicySpec.parse(f"progress:{params}")
+        except Exception:  # noqa: BLE001 — a combination the detector refuses (e.g. ok_halt_at < warn_at)
             continue
-    return rows
+        out.append(tuple(progress if d == "progress" else base[d] for d in base))
+    return out
+
+
+def cross_validated(sessions: Sequence[Labelled], candidates: Sequence[tuple[PolicySpec, ...]],
+                    table: dict, margin: int = 0) -> crossval.CrossValidated:
+    cases = [crossval.Case((s.folder, s.file, s.key), s.group, s.label, s.first, s.last) for s in sessions
+             if s.label in ("loop", "normal")]
+    verdicts = {c: {k: set_verdicts(table[spec][k] for spec in c) for k in table[c[0]]} for c in candidates}
+    return crossval.cross_validate(list(candidates), cases, verdicts, margin)
+
+
+def cv_report(sessions: Sequence[Labelled], detail: bool = False) -> str:
+    candidates = grid_candidates()
+    peers = [(s,) for s in BUILTIN_SPECS]
+    table = replay_table(sessions, [s for c in candidates + peers for s in c])
+    groups = sorted({s.group for s in sessions})
+    loops = sum(s.label == "loop" for s in sessions)
+    normal = sum(s.label == "normal" for s in sessions)
+    lines = [f"{len(sessions)} labelled sessions ({loops} loop, {normal} normal) from {len(groups)} sources; "
+             f"{len(candidates)} candidate settings of the default set\n",
+             "| guard | in sample: loops halted inside | normal halted | normal warned "
+             "| held out: loops halted inside | normal halted | normal warned |",
+             "|---|---|---|---|---|---|---|"]
+    rows = [("the default set, tuned in the training folds", cross_validated(sessions, candidates, table)),
+            (f"… a change taken only for {MARGIN}+ loops more", cross_validated(sessions, candidates, table, MARGIN)),
+            ("the default set as shipped (no tuning)", cross_validated(sessions, candidates[:1], table))]
+    rows += [(f"`{p[0].label}`", cross_validated(sessions, [p], table)) for p in peers]
+    for name, cv in rows:
+        lines.append(f"| {name} | " + " | ".join(cv.in_sample.cells()) + " | " + " | ".join(cv.held_out.cells()) + " |")
+    tuned = rows[1][1]
+    lines.append("")
+    lines.append("chosen on every session: " + " + ".join(s.label for s in tuned.chosen))
+    for f in tuned.folds:
+        progress = next(s for s in f.chosen if s.detector == "progress")
+        lines.append(f"- held out {f.group}: {f.held_out.caught}/{f.held_out.loops} inside, "
+                     f"{f.held_out.false_halts}/{f.held_out.normal} normal halted, "
+                     f"{f.held_out.normal_warned} warned — chose {progress.label}")
+    if detail:
+        shipped = candidates[0]
+        lines.append("\nthe shipped default's misses, early halts and false halts:")
+        for s in sessions:
+            v = set_verdicts(table[spec][(s.folder, s.file, s.key)] for spec in shipped)
+            out = scoring.outcome(s.label, s.first, s.last, v.halt_at)
+            if out not in (None, "caught", scoring.CLEAN) or (s.label == "normal" and v.warnings):
+                lines.append(f"- {out}: {s.folder}/{s.file} {s.key} (loop {s.first}-{s.last}, halt {v.halt_at}, "
+                             f"warnings {v.warnings})")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -110,23 +281,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--spec", action="append", default=[])
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--detail", action="store_true")
-    ap.add_argument("--sensitivity", action="store_true")
+    ap.add_argument("--cv", action="store_true", help="pool the folders; grouped cross-validation")
     a = ap.parse_args(argv)
+    folders = a.folders or default_folders()
+    if a.cv:
+        sessions = [s for folder in folders for s in labelled_sessions(folder)]
+        print(cv_report(sessions, a.detail))
+        return
     groups: list[list[PolicySpec]] = [[PolicySpec.parse(s)] for s in a.spec]
     groups += [[PolicySpec.parse(p) for p in s.split("+")] for s in a.set]
-    if a.sensitivity:
-        groups += sensitivity()
     if not groups:
         groups = [[s] for s in BUILTIN_SPECS] + [list(DEFAULT_SPECS)]
-    for folder in a.folders or [CORPUS]:
+    for folder in folders:
         sessions = labelled_sessions(folder)
         print(f"\n{folder}: {len(sessions)} labelled sessions\n")
-        print("| policy | loops halted inside | early | late | missed | normal halted |")
-        print("|---|---|---|---|---|---|")
+        print("| policy | loops halted inside | early | late | missed | normal halted | normal warned |")
+        print("|---|---|---|---|---|---|---|")
         for g, row in zip(groups, score(sessions, groups), strict=True):
             name = " + ".join(s.label for s in g) if len(g) < 4 else "set: " + " + ".join(s.detector for s in g)
             print(f"| `{name}` | {row['caught']}/{row['loops']} | {row['early']} | {row['late']} | {row['missed']} | "
-                  f"{row['false']}/{row['normal']} |")
+                  f"{row['false']}/{row['normal']} | {row['warned']}/{row['normal']} ({row['warnings']}) |")
             if a.detail:
                 for d in row["detail"]:
                     print(f"    {d}")

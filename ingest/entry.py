@@ -22,10 +22,18 @@ def _keep_bytecode() -> None:
         sys.dont_write_bytecode = False
 
 
+def _plain_hook_flags(args: list[str]) -> bool:
+    from loopledger.live.hook_flags import parse_flags
+
+    return parse_flags(args) is not None
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    # The fast path takes only the plain shapes of the hook's flags (loopledger.live.hook_flags);
+    # anything else (`--help`, a typo such as `--dbx`) is the CLI parser's to answer.
     if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude-code", "gemini-cli") \
-            and not {"--help", "-h"} & set(argv[2:]):
+            and _plain_hook_flags(argv[2:]):
         _keep_bytecode()
         from loopledger.live.hook_client import main as hook
 

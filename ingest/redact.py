@@ -14,95 +14,118 @@ private keys read from disk. They are replaced by a fixed marker naming the kind
 the ledger never keeps them and a recheck from the ledger judges exactly what the ingest judged
 (the same secret always becomes the same marker, so equal texts stay equal).
 
+Linear time by construction: the patterns are compiled by RE2 (google-re2), an automaton that
+never backtracks, so no text — a web page an attacker wrote, a 16 MiB span — costs more than a
+constant per character (a backtracking engine spent 26 s on one 200 KB page of `a-a-a-…` after a
+URL). RE2 has no look-around; the few places that wanted it are spelled as a consumed prefix.
+
+Every form a secret travels in: plain, JSON-escaped once or many times (a JSON text inside a
+JSON string, as OTLP's gen_ai.tool.call.arguments is: `\\n`, `\\"`, `\\u003c` and `\\/` in
+front of or around it), percent-encoded separators (`Bearer%20…`), labels in quotes
+(`"aws_secret_access_key":"…"`, `\\"aws_secret_access_key\\":\\"…\\"`), and any letter case of
+`Bearer` and of the AWS label.
+
 Patterns are deliberately specific (provider prefixes, PEM armour, `user:password@` in URLs):
 a false positive rewrites an innocent answer and can change a verdict.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
 import xxhash
 from loopledger.events import Answer, Answers, Batch, Call, Prose, Retry, SessionInfo, UserTurn
 
-# (kind, pattern); the whole match is replaced unless the pattern has a group named "secret".
+# What may stand right before a key: a word boundary, or the end of an escape whose last
+# character is a letter or digit (`\n`, `\t`, `\u003c`, `%3D`), where `\b` sees none.
+_LEAD = r"(?:\\(?:u[0-9A-Fa-f]{4}|[ntrbf])|%[0-9A-Fa-f]{2}|\b)"
+# A quote around a label or a value, escaped any number of times (`"`, `\"`, `\\\"`, `\u0022`).
+_QUOTE = r"(?:\\*(?:[\"'`]|u0022|u0027))?"
+# Space between a label and its value, also as JSON escapes (a pretty-printed JSON-in-JSON).
+_GAP = r"(?:\s|\\+[ntr])*"
+
+
+def _nocase(word: str) -> str:
+    """`word` in any case of its ASCII letters, spelled out: RE2's (?i) folds Unicode too (`ſ` is
+    an `s` to it), which the lower-case pre-check below could not follow."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
+
+
+# (kind, pattern); each pattern's group named "secret" is what is replaced (the rest, a label or
+# the escape before a key, stays).
 _PATTERNS: tuple[tuple[str, str], ...] = (
-    ("private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|.*\Z)"),
-    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
-    ("openai-key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    ("stripe-key", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"),
-    ("aws-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    ("aws-secret", r"(?i:aws_secret_access_key)[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})"),
-    ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("google-key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    ("bearer-token", r"\b[Bb](?i:earer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
-    ("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:(?P<secret>[^\s/@]+)@"),
+    ("private-key", r"(?P<secret>-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|.*\z))"),
+    ("anthropic-key", _LEAD + r"(?P<secret>sk-ant-[A-Za-z0-9_\-]{20,})"),
+    ("openai-key", _LEAD + r"(?P<secret>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,})"),
+    ("stripe-key", _LEAD + r"(?P<secret>[rs]k_(?:live|test)_[0-9A-Za-z]{16,})"),
+    ("aws-key", _LEAD + r"(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})\b"),
+    ("aws-secret", _nocase("aws_secret_access_key") + _QUOTE + _GAP + "[:=]" + _GAP + _QUOTE
+     + r"(?P<secret>(?:[A-Za-z0-9+=]|\\*/){40})"),
+    ("github-token", _LEAD + r"(?P<secret>gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("google-key", _LEAD + r"(?P<secret>AIza[0-9A-Za-z_\-]{35})"),
+    ("slack-token", _LEAD + r"(?P<secret>xox[abposr]-[A-Za-z0-9\-]{10,})"),
+    ("bearer-token", _LEAD + _nocase("bearer") + r"(?:\s|\\+[ntr]|%20|\+)+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
+    ("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*:(?:\\*/){2}[^\s/:@\\]+:(?P<secret>[^\s/@]+)@"),
 )
-_SOURCE = "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
-_COMBINED: re.Pattern[str] | None = None  # compiled on first need: a hook process seldom needs it
-# The same patterns starting right after a JSON escape (`\n`, `\t`, `\r`): a JSON text inside a
-# string (OTLP's gen_ai.tool.call.arguments, a tool printing JSON) writes a newline as backslash-n,
-# and `\b` sees no boundary between that `n` and a key's first letter. A second pass, run only on
-# a text holding a backslash, so the common text pays nothing for it (same group names: _replace).
-_AFTER_ESCAPE = r"(?<=\\[ntr])"
-_SOURCE_ESCAPED = "|".join(f"(?P<k{i}>{_AFTER_ESCAPE}{p[2:].replace('(?P<secret>', f'(?P<s{i}>')})"
-                           for i, (_, p) in enumerate(_PATTERNS) if p.startswith(r"\b"))
-_ESCAPED: re.Pattern[str] | None = None
+_SOURCE = "(?s)" + "|".join(f"(?P<k{i}>{p.replace('(?P<secret>', f'(?P<s{i}>')})" for i, (_, p) in enumerate(_PATTERNS))
+_COMBINED: Any = None  # compiled on first need: a hook process seldom needs it (nor the import)
 _KINDS = [kind for kind, _ in _PATTERNS]
-# Cheap substring tests that every pattern needs at least one of: most texts hold none, and
-# `in` scans far faster than the regex engine does. Grouped under a gate, a character each of
-# the group's markers holds, so a text without the gates costs five memchr scans instead of
-# nineteen substring searches. "://" is gated by "@": its one pattern (url-password,
-# `scheme://user:password@`) needs both; "" gates nothing.
+_GROUP_OF: dict[int, tuple[int, int]] = {}  # group number of k<i> -> (i, group number of s<i>)
+# Cheap substring tests that every pattern needs at least one of, on the text in lower case
+# (ASCII letters fold the same way there as in the patterns): most texts hold none, and `in`
+# scans far faster than any regex engine. Grouped under a gate, a character each of the group's
+# markers holds, so a clean text costs one lower() and a few memchr scans. ":" is the URL's
+# (`scheme://user:password@`, its slashes maybe escaped: `:\/\/`), and it needs an "@" too.
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("_", ("k_live_", "k_test_", "ws_secret_access_key", "WS_SECRET_ACCESS_KEY", "ghp_", "gho_", "ghu_", "ghs_",
-           "ghr_", "github_pat_")),
-    ("A", ("PRIVATE KEY", "AKIA", "ASIA", "AIza", "EARER")),
-    ("-", ("sk-",)),
-    ("@", ("://",)),
-    ("", ("xox", "earer")),
+    ("_", ("k_live_", "k_test_", "aws_secret_access_key", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    ("a", ("private key", "akia", "asia", "aiza", "bearer")),
+    ("-", ("sk-", "xox")),
+    ("@", (":/", ":\\")),
 )
 
 
 def _may_hold_secret(text: str) -> bool:
     """Whether some pattern could match `text` (when not, none can)."""
+    low = text.lower()
     for gate, markers in _GROUPS:
-        if gate in text:
+        if gate in low:
             for mk in markers:
-                if mk in text:
+                if mk in low:
                     return True
     return False
 
 
-def _replace(m: re.Match[str]) -> str:
-    # The outer group k<i> closes last, so it is the match's lastgroup.
-    i = int(m.lastgroup[1:])
-    marker = f"[REDACTED:{_KINDS[i]}]"
-    secret = m.group(f"s{i}") if f"s{i}" in m.re.groupindex else None
-    if secret is None:
-        return marker
-    start, end = m.span(f"s{i}")
+def compiled() -> Any:
+    """The combined pattern, compiled by RE2 (every pattern alternated, each in group k<i>)."""
+    global _COMBINED
+    if _COMBINED is None:
+        import re2
+
+        opts = re2.Options()
+        opts.max_mem = 64 << 20  # the DFA's cache: enough that a long text never falls back to the NFA's slower pace
+        combined = re2.compile(_SOURCE, opts)
+        index = combined.groupindex
+        _GROUP_OF.update({index[f"k{i}"]: (i, index[f"s{i}"]) for i in range(len(_PATTERNS))})
+        _COMBINED = combined
+    return _COMBINED
+
+
+def _replace(m: Any) -> str:
+    # The outer group k<i> ends where the match does and comes before its inner groups, so it is
+    # the match's lastindex.
+    i, secret = _GROUP_OF[m.lastindex]
+    start, end = m.span(secret)
     whole = m.group(0)
     base = m.start()
-    return whole[: start - base] + marker + whole[end - base :]
+    return whole[: start - base] + f"[REDACTED:{_KINDS[i]}]" + whole[end - base :]
 
 
 def redact_text(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<kind>]`; the same object when clean."""
-    global _COMBINED
     if not text or not _may_hold_secret(text):
         return text
-    global _ESCAPED
-    if _COMBINED is None:
-        _COMBINED = re.compile(_SOURCE, re.DOTALL)
-    out = _COMBINED.sub(_replace, text)
-    if "\\" in out:
-        if _ESCAPED is None:
-            _ESCAPED = re.compile(_SOURCE_ESCAPED, re.DOTALL)
-        out = _ESCAPED.sub(_replace, out)
+    out = compiled().sub(_replace, text)
     return out if out != text else text
 
 

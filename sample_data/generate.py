@@ -37,9 +37,10 @@ from render_harnesses import (  # noqa: E402
     openhands_events,
     openhands_v1_conversation,
     swe_agent_traj,
+    tau2_results,
 )
 from render_logs import anthropic_request, openai_chat_messages, openai_responses_items, otlp_requests  # noqa: E402
-from script import write_json, write_jsonl  # noqa: E402
+from script import C, write_json, write_jsonl  # noqa: E402
 from sessions_coding import (  # noqa: E402
     cline_test_rerun,
     codex_migrate_halt,
@@ -70,6 +71,7 @@ from sessions_support import (  # noqa: E402
     support_clean,
     support_duplicate_batch,
     support_ladder,
+    tau2_unpaid_line,
     tau_multirun,
     tau_short,
 )
@@ -151,6 +153,11 @@ def _api_logs(f: _Files) -> None:
         "messages": mini + [{"role": "exit", "content": "diff --git a/django/db/models/query.py "
                                                         "b/django/db/models/query.py"}],
         "trajectory_format": "mini-swe-agent-1.1", "instance_id": "django__django-15022"})
+    put("tau2/telecom_results.json", tau2_results(
+        [(tau2_unpaid_line(), {"task_id": "[mobile_data_issue]unpaid_bill", "trial": 0,
+                               "termination_reason": "user_stop", "reward_info": {"reward": 0.0}},
+          {3: [C("toggle_airplane_mode", {}, "Airplane Mode: OFF")]})],
+        agent_llm="gpt-4.1-2025-04-14", domain="telecom"), indent=2)
     put("openai_responses/oncall_restart_cycle.json", openai_responses_items(ops_aab_cycle()))
     put("anthropic/helpdesk_resend_email.json",
         anthropic_request(support_ladder(), "You are Halcyon Helpdesk's support assistant. "
@@ -302,6 +309,10 @@ SHOWS: dict[tuple[str, str], str] = {
     ("openai_chat/django__django-15022.traj.json", "django__django-15022"):
         "scattered repeats: the same failing `python reproduce.py` between two different edits; "
         "the window and progress see it (mini-swe-agent trajectory)",
+    ("tau2/telecom_results.json", "task-[mobile_data_issue]unpaid_bill.trial-0"):
+        "identical failing call: `resume_line` refused 3× (`error: true` on tau2's tool message); "
+        "the user's own `toggle_airplane_mode` is the person's turn, not an agent call "
+        "(tau2-bench results file)",
     ("openai_responses/oncall_restart_cycle.json", "0"):
         "A→A→B cycle: status, status, restart — the pod crash-loops the same way each time",
     ("openhands/output.jsonl", "tidewater__pgmeter-481"):

@@ -1,12 +1,13 @@
 """Renderers for IDE extensions and agent harnesses: a Cline task folder, an OpenHands V1
-conversation folder, OpenHands event lists, ATIF trajectories and SWE-agent `.traj` files."""
+conversation folder, OpenHands event lists, ATIF trajectories, SWE-agent `.traj` files and
+tau2-bench results files."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from script import Ids, Script, dumps
+from script import C, Ids, Script, dumps
 
 CLINE_ENV = ("<environment_details>\n# VSCode Visible Files\n{file}\n\n# VSCode Open Tabs\n{file}\n\n"
              "# Current Time\n{time}\n\n# Current Mode\nACT MODE\n</environment_details>")
@@ -268,3 +269,60 @@ def openhands_events(s: Script, *, model: str) -> list[dict]:
     ev(source="environment", message="", observation="agent_state_changed", content="",
        extras={"agent_state": "awaiting_user_input"})
     return out
+
+
+def tau2_results(sims: list[tuple[Script, dict, dict[int, list[C]]]], *, agent_llm: str, domain: str) -> dict:
+    """A tau2-bench results file (tau2.data_model.simulation.Results): `sims` are (script, the
+    simulation's own fields, user-side calls by the index of the user event that makes them: the
+    user simulator's own tools, telecom's phone actions)."""
+    out = {"timestamp": sims[0][0].start, "info": {
+        "git_commit": "3c2a9b1e0d4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b", "num_trials": 1, "max_steps": 200,
+        "max_errors": 10, "user_info": {"implementation": "user_simulator", "llm": "gpt-4.1-2025-04-14",
+                                        "llm_args": {"temperature": 0.0}},
+        "agent_info": {"implementation": "llm_agent", "llm": agent_llm, "llm_args": {"temperature": 0.0}},
+        "environment_info": {"domain_name": domain, "policy": f"# {domain.title()} agent policy",
+                             "tool_defs": None}, "seed": 300},
+        "tasks": [], "simulations": []}
+    for script, fields, user_calls in sims:
+        ids = Ids(script.name, script.start)
+        msgs = tau2_messages(script, ids, user_calls)
+        out["tasks"].append({"id": fields["task_id"]})
+        out["simulations"].append({"id": ids.uuid(), **fields, "start_time": script.start,
+                                   "messages": msgs, "seed": 626729})
+    return out
+
+
+def tau2_messages(script: Script, ids: Ids, user_calls: dict[int, list[C]]) -> list[dict]:
+    """One simulation's `messages` (tau2.data_model.message): tool calls with dict arguments and a
+    `requestor`, each answered by a `tool` message with its `error` flag. Times as tau2 writes them
+    (`datetime.now().isoformat()`: no zone)."""
+    msgs: list[dict] = []
+
+    def at(seconds: float | None = None) -> str:
+        return ids.tick(seconds).removesuffix("Z")
+
+    def answer(tc: dict, c: C, who: str) -> None:
+        msgs.append({"id": tc["id"], "role": "tool", "content": c.answer, "requestor": who,
+                     "error": c.error, "turn_idx": len(msgs), "timestamp": at(0.2)})
+
+    for n, ev in enumerate(script.events):
+        if ev[0] == "user":
+            tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args, "requestor": "user"}
+                   for c in user_calls.get(n, [])]
+            msgs.append({"role": "user", "content": ev[1] or None, "tool_calls": tcs or None,
+                         "turn_idx": len(msgs), "timestamp": at()})
+            for tc, c in zip(tcs, user_calls.get(n, []), strict=True):
+                answer(tc, c, "user")
+        elif ev[0] == "prose":
+            msgs.append({"role": "assistant", "content": ev[1], "tool_calls": None,
+                         "turn_idx": len(msgs), "timestamp": at()})
+        else:
+            _, text, calls = ev
+            tcs = [{"id": "call_" + ids.hex(24), "name": c.name, "arguments": c.args,
+                    "requestor": "assistant"} for c in calls]
+            msgs.append({"role": "assistant", "content": text or None, "tool_calls": tcs,
+                         "turn_idx": len(msgs), "timestamp": at(),
+                         "usage": {"completion_tokens": 40, "prompt_tokens": 2100 + 90 * len(msgs)}})
+            for tc, c in zip(tcs, calls, strict=True):
+                answer(tc, c, "assistant")
+    return msgs

@@ -1,4 +1,5 @@
-"""The customer-support sessions (a retail desk, a helpdesk, tau-bench's airline tasks), as Scripts."""
+"""The customer-support sessions (a retail desk, a helpdesk, tau-bench's airline tasks, a tau2-bench
+telecom task), as Scripts."""
 
 from __future__ import annotations
 
@@ -161,4 +162,25 @@ def tau_short() -> Script:
     s.say("Reservation ZZ8L0P is in business class: you can check 2 bags free of charge.")
     s.user("Great, thanks.")
     s.say("You're welcome, Ana. Safe travels!")
+    return s
+
+
+def tau2_unpaid_line() -> Script:
+    """tau2-bench telecom: the user toggles airplane mode on their own phone (the user simulator's
+    tool, not the agent's), then the agent retries a refused `resume_line` 3x."""
+    s = Script("tau2-unpaid-line", "2026-02-11T10:05:00")
+    s.user("My mobile data stopped working this morning. My number is 555-123-2002.")
+    s.calls(C("get_customer_by_phone", {"phone_number": "555-123-2002"}, json.dumps({
+        "customer_id": "C1001", "full_name": "Dana Whitfield", "line_ids": ["L1002"]})))
+    s.say("Thanks, Dana. Could you first check that airplane mode is off on your phone?")
+    s.user("")  # the user's own action: toggle_airplane_mode (tau2_results' user calls)
+    s.say("Thanks. Let me look at your line.")
+    s.user("Airplane mode is off now, still no data.")
+    s.calls(C("get_details_by_id", {"id": "L1002"}, json.dumps({
+        "line_id": "L1002", "status": "Suspended", "suspension_reason": "unpaid_bill"})))
+    for _ in range(3):
+        s.calls(C("resume_line", {"customer_id": "C1001", "line_id": "L1002"},
+                  "Error: Line L1002 cannot be resumed: bill B2031 is unpaid", error=True))
+    s.say("Your line L1002 is suspended for the unpaid bill B2031; once it is paid I can resume it.")
+    s.user("OK, I'll pay it first. ###STOP###")
     return s

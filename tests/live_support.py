@@ -72,3 +72,27 @@ def run_hook(event: dict | bytes, db: str, agent: str = "claude-code", log: Path
 def output(proc: subprocess.CompletedProcess) -> dict | None:
     text = proc.stdout.decode().strip()
     return json.loads(text) if text else None
+
+
+def receive_spans(proc: subprocess.Popen, port: int, body: bytes, spans: int, wait_s: float = 120) -> None:
+    """Once the `loopledger receive` process `proc` answers on 127.0.0.1:`port`, post `body` (an
+    OTLP/JSON request; acknowledged with 200) and wait until `spans` spans are in the ledger."""
+    import time
+    import urllib.request
+
+    health = f"http://127.0.0.1:{port}/health"
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            urllib.request.urlopen(health, timeout=5).read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "receive did not start"
+            time.sleep(0.1)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.status == 200
+    while json.loads(urllib.request.urlopen(health, timeout=10).read())["ingested_spans"] < spans:
+        assert time.monotonic() < deadline, "the spans never reached the ledger"
+        time.sleep(0.1)

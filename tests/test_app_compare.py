@@ -16,6 +16,7 @@ from loopledger import vocab
 from loopledger.analysis import scoring
 from loopledger.analysis.scoring import call_position
 from loopledger.detectors.policy import PolicySpec
+from loopledger.events import Batch
 from loopledger.ledger import read
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
@@ -54,6 +55,11 @@ def _sweep(at, detector: str, param: str, rng: str, param2: str | None = None, r
 
 def _table(at, column: str):
     return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def _run(cell) -> int:
+    """A run as the tables write it ("#3", counted from 1 like calls) → its index (2)."""
+    return int(str(cell).lstrip("#")) - 1
 
 
 def _direct(sessions: dict, spec: PolicySpec) -> dict:
@@ -113,7 +119,7 @@ def test_flipped_runs_link_to_replay(ledger):
         ra = {r.run: r.outcome for r in tally(replay(events, a)).runs}
         rb = {r.run: r.outcome for r in tally(replay(events, b)).runs}
         want |= {(sid, run) for run in ra if ra[run] != rb.get(run, vocab.CLEAN)}
-    assert want and {(int(r["session"]), int(r["run"])) for _, r in flips.iterrows()} == want
+    assert want and {(int(r["session"]), _run(r["run"])) for _, r in flips.iterrows()} == want
     row = flips.iloc[0]
     # The buttons under the table open the picked (by default the first) flipped run.
     # Page links, not link buttons: Replay opens in this tab, through the app's navigation.
@@ -123,12 +129,12 @@ def test_flipped_runs_link_to_replay(ledger):
     link = urlparse(row["replay A"])
     assert link.path == "./replay"
     q = {k: v[0] for k, v in parse_qs(link.query).items()}
-    assert q["session"] == str(row["session"]) and q["run"] == str(row["run"])
+    assert q["session"] == str(row["session"]) and q["run"] == str(_run(row["run"]))
     assert PolicySpec.parse(q["policy"]) == a
     # Follow it: Replay opens that run, that policy, at A's halt.
     rp = open_page("views/replay.py", **q)
     assert not rp.exception, rp.exception
-    assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == int(row["run"])
+    assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == _run(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
 
     def step_of(cell: str) -> int:  # "call #N (step S)": N counted over the session, S the event
@@ -151,8 +157,10 @@ def test_filters_narrow_the_sessions(ledger):
         ids = set(conn.execute(sa.select(t.sessions.c.id).where(t.sessions.c.format == fmt)).scalars())
     eng.dispose()
     at = open_page(PAGE)
-    at.multiselect(key="cp_formats").select(fmt).run()
-    assert any(c.value == f"{len(ids)} session(s) selected." for c in at.caption)
+    # The sidebar's filters, the ones Sessions draws (and keeps across pages: app/filters.py).
+    at.multiselect(key="f_formats").select(fmt).run()
+    assert any(c.value == f"{len(ids)} session(s) selected: those the sidebar's filters match (format {fmt})."
+               for c in at.text)
     _sweep(at, "cycle", "halt_repeats", "4,5")
     totals = _table(at, "halts")
     for _, row in totals.iterrows():
@@ -165,58 +173,45 @@ def test_bad_range_is_an_error_not_a_crash(ledger):
     assert [e.value for e in at.error] == ["Cannot sweep:"] and any("below the start" in t.value for t in at.text)
 
 
-def test_precision_and_recall_against_labels(tmp_path):
+def test_precision_and_recall_count_sessions_as_the_leaderboard_does(tmp_path):
+    """One unit: labels judge sessions, and Compare scores a setting on them by the leaderboard's
+    rule — expected numbers from a direct replay of each labelled session (scoring.judge_replay)."""
     url = pipeline_ledger(tmp_path / "ledger.sqlite")
     sessions = session_events(url)
     spec3 = PolicySpec("window", {"threshold": 3})
-    runs = {sid: tally(replay(ev, spec3)).runs for sid, ev in sessions.items()}
-    halted = sorted((sid, r.run) for sid, rs in runs.items() for r in rs if r.outcome == vocab.HALTED)
-    clean = sorted((sid, r.run) for sid, rs in runs.items() for r in rs if r.outcome == vocab.CLEAN and r.calls)
-    # Labels judge sessions: four runs of four different sessions, each labelled from its run. A
-    # loop label from a run covers that run's calls, so that run is the session's one real loop
-    # and its other runs are not loops; a normal label makes every run of the session not a loop.
-    picks, used = [], set()
-    # (Session ids follow ingest order: any clean run of an unused session may be the second loop.)
-    for (sid, run), label in [*((k, "loop") for k in halted[:1]), *((k, "normal") for k in halted[1:]),
-                              *((k, "loop") for k in clean), *((k, "normal") for k in clean)]:
-        if sid not in used and sum(1 for _, lb in picks if lb == label) < 2:
-            picks.append(((sid, run), label))
-            used.add(sid)
-    assert len(picks) == 4 and len(used) == 4
-    labels = {(sid, r.run): "real_loop" if label == "loop" and r.run == run else "not_loop"
-              for (sid, run), label in picks for r in runs[sid]}
+    halts = {sid: scoring.first_halt(list(replay(ev, spec3))) for sid, ev in sessions.items()}
+    halted = sorted(sid for sid, h in halts.items() if h is not None)
+    clean = sorted(sid for sid, h in halts.items() if h is None and any(isinstance(e, Batch) for e in sessions[sid]))
+    # Two loop sessions (one threshold 3 halts, one it does not), two normal ones (one halted).
+    n_calls = {sid: sum(len(e.calls) for e in ev if isinstance(e, Batch)) for sid, ev in sessions.items()}
+    labels = {halted[0]: ("loop", 1, n_calls[halted[0]]), clean[0]: ("loop", 1, n_calls[clean[0]]),
+              halted[1]: ("normal", None, None), clean[1]: ("normal", None, None)}
     eng = make_engine(url)
     with eng.begin() as conn:
-        for (sid, run), label in picks:
-            read.write_label(conn, sid, run, label)
+        for sid, (label, first, last) in labels.items():
+            read.write_label(conn, sid, -1, label, loop_first=first, loop_last=last)
     eng.dispose()
     with ledger_env(url):
         at = _sweep(open_page(PAGE), "window", "threshold", "3,8")
         scores = _table(at, "precision")
+        assert list(scores["setting"]) == ["threshold=3", "threshold=8"]
         for _, row in scores.iterrows():
-            spec = PolicySpec("window", {"threshold": int(row["threshold"])})
-            flagged = {(sid, r.run) for sid, ev in sessions.items() for r in tally(replay(ev, spec)).runs
-                       if r.outcome == vocab.HALTED}
-            tp = sum(1 for k, v in labels.items() if v == "real_loop" and k in flagged)
-            fp = sum(1 for k, v in labels.items() if v == "not_loop" and k in flagged)
-            fn = sum(1 for k, v in labels.items() if v == "real_loop" and k not in flagged)
-            assert (row["tp"], row["fp"], row["fn"]) == (tp, fp, fn)
-            # the intervals are Wilson's over those independent counts; recall's denominator is the
-            # two runs labelled loop, so its interval is one of three worked by hand (z² = 3.841459):
-            #   0/2: [0, z²/2 / (1 + z²/2)] = [0, 1.920730 / 2.920730] = [0.00, 0.66]
-            #   1/2: (1.460365 ∓ z·√(0.125 + 0.240091) = 1.184265) / 2.920730 = [0.09, 0.91]
-            #   2/2: [2 / (2 + z²), 1] = [2 / 5.841459, 1] = [0.34, 1.00]
-            assert tp + fn == 2
-            assert row["recall 95% CI"] == {0: "[0.00, 0.66]", 1: "[0.09, 0.91]", 2: "[0.34, 1.00]"}[tp]
-            assert row["precision 95% CI"] == scoring.interval_text(scoring.wilson(tp, tp + fp))
-            # The scores written for people: two decimals, "—" when nothing was flagged (never None).
-            assert row["precision"] == (f"{tp / (tp + fp):.2f}" if tp + fp else "—")
-            assert row["recall"] == f"{tp / 2:.2f}"
-        row3 = scores[scores["threshold"] == 3].iloc[0]
-        # The halted run labelled loop is caught, the clean one labelled loop is missed.
-        assert row3["tp"] >= 1 and row3["fn"] >= 1 and row3["fp"] >= 1
+            spec = PolicySpec("window", {"threshold": int(row["setting"].split("=")[1])})
+            judged = []
+            for sid, (label, first, last) in labels.items():
+                steps = list(replay(sessions[sid], spec))
+                judged.append(scoring.judge_replay(spec.id, sid, label, first, last, sessions[sid], steps,
+                                                   tally(steps).totals()["saved"]))
+            (want,) = scoring.score(judged, [(spec.id, row["setting"])])
+            assert (row["loops"], row["caught"], row["missed"], row["normal"], row["false_halts"]) == \
+                (2, want.caught, want.missed, 2, want.false_halts)
+            assert row["recall"] == f"{want.caught / 2:.2f}"
+            assert row["precision"] == (f"{want.precision:.2f}" if want.precision is not None else "—")
+            assert row["recall 95% CI"] == scoring.interval_text(scoring.wilson(want.caught, 2))
+        row3 = scores.iloc[0]
+        assert row3["caught"] == 1 and row3["missed"] == 1 and row3["false_halts"] == 1
         pr = [d for s, d in charts(at) if "recall" in d.columns]
-        assert pr and set(pr[0]["setting"]) <= set(scores["setting"])
+        assert pr and "threshold=3" in set(pr[0]["settings"])
 
 
 def test_save_as_policies(tmp_path):
@@ -310,7 +305,7 @@ def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
         ra = {r.run: r.outcome for r in tally(replay(events, live)).runs}
         rb = {r.run: r.outcome for r in tally(replay(events, b)).runs}
         want |= {(sid, run) for run in ra if ra[run] != rb.get(run, vocab.CLEAN)}
-    assert want and {(int(r["session"]), int(r["run"])) for _, r in flips.iterrows()} == want
+    assert want and {(int(r["session"]), _run(r["run"])) for _, r in flips.iterrows()} == want
     # A missing halt reads as a dash, never None / null.
     assert not {"None", "nan", "null"} & {str(v) for v in flips["B halts at"]}
     # The picked flipped run can be labelled right here, with no pre-selected label.
@@ -333,7 +328,7 @@ def test_each_detector_sweeps_its_own_halt_threshold_by_default(ledger):
 def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
     from loopledger.app.charts_replay import VERDICT_COLORS
 
-    at = _sweep(open_page(PAGE), "window", "threshold", "2..5")
+    at = _sweep(open_page(PAGE), "cycle", "halt_repeats", "4..6")
     (spec, df) = next((s, d) for s, d in charts(at) if "hconcat" in s)
     panels = spec["hconcat"]
     assert [p["title"] for p in panels] == ["halts", "calls saved", "warnings"]
@@ -341,6 +336,11 @@ def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
     assert panels[0]["mark"]["color"] == VERDICT_COLORS[vocab.HALT] == "#c92a2a"
     assert panels[2]["mark"]["color"] == VERDICT_COLORS[vocab.WARN]
     assert all(p["encoding"]["y"]["axis"]["format"] == "d" for p in panels)  # counts: integer ticks
+    # window never warns: no flat chart of zeros, and the page says why there is none.
+    at = _sweep(open_page(PAGE), "window", "threshold", "2..5")
+    (spec, _) = next((s, d) for s, d in charts(at) if "hconcat" in s)
+    assert [p["title"] for p in spec["hconcat"]] == ["halts", "calls saved"]
+    assert "No chart of warnings: 0 under every setting on these sessions." in [c.value for c in at.caption]
 
 
 def _wait_for_the_rest(at, seconds: float = 120.0) -> None:
@@ -361,13 +361,14 @@ def test_first_view_sweeps_a_bounded_first_pass_and_the_rest_follows_in_the_back
     generate(url, sessions=40, calls=9_000, seed=3, big=4_000)
     writes.save_label(make_engine(url), 1, 0, "not_loop")  # the oldest session, labelled
     sessions = session_events(url)
-    # The default sweep: run-length max_strikes, 6 settings → a first pass of 36,000 / 6 = 6,000 events.
+    # run-length's first sweep: max_strikes, 6 settings → a first pass of 36,000 / 6 = 6,000 events.
     # Events per session of this generated ledger (seed 3): #40 holds 7,532 (never fits); labelled #1
     # (244) first, then newest first #39..#17 fill 5,921 events, leaving 79: smaller than any of #2..#16.
     first = {1, *range(17, 40)}
     assert sum(len(sessions[s]) for s in first) <= 6_000 < sum(len(sessions[s]) for s in first) + 81
     with ledger_env(url):
         at = open_page(PAGE)
+        at.selectbox(key="cp_detector").set_value("run-length").run()  # the page opens on the default set's first
         at.button(key="cp_run").click().run()
         assert not at.exception, at.exception
         (note,) = [w.value for w in at.warning if "First pass" in w.value]

@@ -71,21 +71,21 @@ def test_a_new_decision_shows_on_the_next_refresh(live_ledger):
     assert after.iloc[0]["enforced"] == "allow"
 
 
-def _halted_runs(url: str, spec: PolicySpec) -> tuple[int, int]:
-    """Independently of the page's sweep: replay every session's events and count its runs and the
-    runs with a halt."""
+def _halted_sessions(url: str, spec: PolicySpec) -> tuple[int, int]:
+    """Independently of the page's sweep: replay every session's events and count the sessions and
+    those with a halt (the unit the leaderboard and Compare count)."""
     from loopledger.ledger.store import load_events, session_ids
     from loopledger.replay import replay
 
     eng = make_engine(url, readonly=True)
-    halted = runs = 0
+    halted = n = 0
     with eng.connect() as conn:
         for sid in session_ids(conn):
             steps = list(replay(load_events(conn, sid), spec))
-            runs += len({s.run for s in steps})
-            halted += len({s.run for s in steps if any(c.verdict == "halt" for c in s.checks)})
+            n += 1
+            halted += any(c.verdict == "halt" for s in steps for c in s.checks)
     eng.dispose()
-    return halted, runs
+    return halted, n
 
 
 def test_enforce_this_setting_on_compare(tmp_path):
@@ -101,14 +101,18 @@ def test_enforce_this_setting_on_compare(tmp_path):
         at.button(key="cp_run").click().run()
         assert not at.exception, at.exception
         # Nothing is preselected: the button cannot enforce until a person picks a row.
-        assert at.selectbox(key="cp_enforce_sel").value is None and at.button(key="cp_enforce").disabled
+        assert at.selectbox(key="cp_enforce_sel").value is None and at.button(key="cp_enforce_go").disabled
         options = at.selectbox(key="cp_enforce_sel").options
-        choice = next(i for i, lb in enumerate(options) if lb == "halt_at=5")
+        # The detector's default first (nothing is labelled here), each option saying what it does.
+        assert options[0].startswith("halt_at=4 — ")
+        choice = next(i for i, lb in enumerate(options) if lb.startswith("halt_at=5 — "))
         at.selectbox(key="cp_enforce_sel").select_index(choice).run()
-        # Before it is pressed, the button says what it will do on the swept sessions.
-        halted, runs = _halted_runs(url, PolicySpec.parse("ladder:halt_at=5"))
-        assert at.button(key="cp_enforce").label == f"Enforce halt_at=5: halts {halted} of {runs} runs"
-        at.button(key="cp_enforce").click().run()
+        # Before it is pressed, the page says what it will do on the swept sessions, and what it replaces.
+        halted, n = _halted_sessions(url, PolicySpec.parse("ladder:halt_at=5"))
+        assert at.button(key="cp_enforce_go").label.startswith(f"Enforce it alone: halts {halted} of {n} swept sessions")
+        assert any(t.value.startswith("Enforcing replaces the default set (") and "with halt_at=5 alone" in t.value
+                   for t in at.text)
+        at.button(key="cp_enforce_go").click().run()
         assert not at.exception, at.exception
         assert at.success and "Enforced" in at.success[0].value
         # "Enforced now" reads the new setting right beside the success message, not the old default.

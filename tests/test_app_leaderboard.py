@@ -56,11 +56,12 @@ def test_the_table_shows_the_hand_counted_numbers(ledger):
     assert got == EXPECTED
     # Ranked: both catch 2, LADDER has no false halt.
     assert parse_qs(urlparse(table.iloc[0]["loops"]).query)["policy"] == [LADDER.id]
-    assert {m.label: m.value for m in at.metric} | {} == {"Loops": "3", "Normal": "2", "Unclear": "1",
+    assert {m.label: m.value for m in at.metric} | {} == {"Loop sessions": "3", "Normal sessions": "2",
+                                                          "Unclear sessions": "1",
                                                           "Imported labels": "6", "Dashboard labels": "0"}
     ((spec, bars),) = [c for c in charts(at) if "part" in c[1].columns]
     assert dict(zip(bars[bars.policy == WINDOW.label].part, bars[bars.policy == WINDOW.label].sessions,
-                    strict=True)) == {"caught": 2, "early": 1, "false_halts": 1}
+                    strict=True)) == {"caught": 2, "early": 1, "false halts": 1}
     assert all(not any(p in m for p in (WINDOW.label, LADDER.label)) for m in markdown_texts(at)), \
         "policy labels are shown as text, never as markdown"
 
@@ -188,10 +189,14 @@ def test_enforce_this_setting_from_the_leaderboard(tmp_path):
     with ledger_env(url):
         at = app(PAGE)
         # No policy preselected: nothing is enforced by one click.
-        assert at.selectbox(key="lb_enforce_sel").value is None and at.button(key="lb_enforce").disabled
+        assert at.selectbox(key="lb_enforce_sel").value is None and at.button(key="lb_enforce_go").disabled
+        # Best first, each saying what it caught and halts, in sessions.
+        assert at.selectbox(key="lb_enforce_sel").options[0].startswith(LADDER.label)
+        assert all(" loop sessions, " in o and " sessions" in o for o in at.selectbox(key="lb_enforce_sel").options)
         at.selectbox(key="lb_enforce_sel").set_value(WINDOW.id).run()
-        assert at.button(key="lb_enforce").label.startswith("Enforce it: halts ")
-        at.button(key="lb_enforce").click().run()
+        assert at.button(key="lb_enforce_go").label.startswith("Enforce it alone: caught 2 of 3 loop sessions")
+        assert any(t.value.startswith("Enforcing replaces the default set (") for t in at.text)
+        at.button(key="lb_enforce_go").click().run()
         assert not at.exception, at.exception
         assert any("Enforced" in s.value for s in at.success)
     eng = make_engine(url)

@@ -58,3 +58,27 @@ def test_times_read_one_way_on_sessions_and_the_leaderboard(ledger):
     for d in at.dataframe:
         for col in d.value.columns:
             assert not d.value[col].astype(str).isin(["None", "nan", "NaT", "-1"]).any(), col
+
+
+def _headers(el) -> list[str]:
+    """The column titles a person reads: each column's configured label, else its name."""
+    import json
+
+    config = json.loads(el.proto.columns or "{}")
+    return [str((config.get(c) or {}).get("label") or c) for c in el.value.columns
+            if not (config.get(c) or {}).get("hidden")]
+
+
+@pytest.mark.parametrize("page", ["views/sessions.py", "views/session.py", "views/health.py", "views/leaderboard.py"])
+def test_no_table_shows_a_raw_column_name(ledger, page):
+    """`halted_runs`, `last_ingest`, `false_halts`, `tp`/`fp`: the read model's names stay in the code."""
+    url, sid, _ = ledger
+    at = app(page, session=str(sid)) if page == "views/session.py" else app(page)
+    assert not at.exception, at.exception
+    shown = [(el.key, h) for el in at.dataframe for h in _headers(el)]
+    assert shown
+    # (a policy heading a column is its spec label, `max_strikes=2`: what a person types in --policy)
+    assert not [(k, h) for k, h in shown if ("_" in h and "=" not in h) or h in ("tp", "fp", "fn", "tn")], shown
+    for box in at.selectbox:  # sort and rank pickers name their columns for people too (tool names are data)
+        if box.key in ("chart_by", "table_sort", "lb_sort", "lb_open_cell"):
+            assert not [o for o in box.options if re.fullmatch(r"[a-z]+_[a-z_]+", o)], (box.key, box.options)

@@ -14,6 +14,7 @@ from app_support import ledger_env, make_ledger, markdown_texts, metrics, plain_
 from loopledger import vocab
 from loopledger.analysis.scoring import call_position
 from loopledger.detectors.policy import DETECTORS, PolicySpec
+from loopledger.events import Batch
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay
@@ -50,7 +51,8 @@ def _run_box(at):
 
 
 def _run_label(at, run: int) -> str:
-    return next(o for o in _run_box(at).options if o.startswith((f"run {run} —", f"run {run}:")))
+    # Runs are counted from 1 on screen, as calls are: the run of index 0 is "run #1".
+    return next(o for o in _run_box(at).options if o.startswith((f"run #{run + 1} —", f"run #{run + 1}:")))
 
 
 def _apply(at) -> None:
@@ -95,15 +97,23 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         mid = first + (last - first) // 2
         at.slider(key="rp_step").set_value(mid).run()  # backwards: from the nearest snapshot
         check(mid)
-        at.button(key="rp_fwd").click().run()
-        check(mid + 1)
-        at.button(key="rp_back").click().run()
-        at.button(key="rp_back").click().run()
-        check(mid - 1)
+        # Forward and Back go from call to call (a batch, or a step some check judged), never to an answer.
+        stops = [s for s in range(first, last + 1) if isinstance(events[s], Batch) or verdicts[s]]
+        fwd = next((s for s in stops if s > mid), None)
+        assert at.button(key="rp_fwd").disabled == (fwd is None)
+        if fwd is not None:
+            at.button(key="rp_fwd").click().run()
+            check(fwd)
+        here = at.session_state["rp_step"]
+        back = [s for s in stops if s < here][-2:]
+        for want in reversed(back):
+            at.button(key="rp_back").click().run()
+            check(want)
         # Stepping reuses the Replayer kept in the session: no replay from the start per click.
         assert at.session_state["rp_replayer"] is rp
         # Next halt looks across every run of the session; within this run it lands on the step.
-        anywhere = next((s for s in range(mid, len(verdicts)) if vocab.HALT in verdicts[s]), None)
+        cur = at.session_state["rp_step"]
+        anywhere = next((s for s in range(cur + 1, len(verdicts)) if vocab.HALT in verdicts[s]), None)
         assert at.button(key="rp_next_halt").disabled == (anywhere is None)
         halt = anywhere if anywhere is not None and anywhere <= last else None
         if halt is not None:
@@ -186,7 +196,7 @@ def test_apply_says_what_changed(ledger):
         assert f"halt moved from {ref(h1)} to {ref(h2)}" in info
     else:
         later = sorted(r for r in new if r > run) or sorted(new)
-        tail = f"the next one is in run {later[0]} ({ref(new[later[0]])})" if later else "no run of this session halts"
+        tail = f"the next one is in run #{later[0] + 1} ({ref(new[later[0]])})" if later else "no run of this session halts"
         assert f"no halt in this run any more (it was at {ref(h1)}); {tail}" in info
     assert f"Halted runs in this session: {len(old)} → {len(new)}" in info
 
@@ -287,11 +297,14 @@ def test_play_advances_and_stops_at_the_end(ledger):
     at = open_page(PAGE, session=str(sid), run=str(run), policy="window", step=str(last - 1))
     at.toggle(key="rp_play").set_value(True).run()
     assert not at.exception, at.exception
-    assert at.session_state["rp_step"] == last
+    # Play goes call to call: to the run's last step when it is a call, else it stays and stops.
+    events = sessions[sid]
+    last_call = isinstance(events[last], Batch)
+    assert at.session_state["rp_step"] == (last if last_call else last - 1)
     for _ in range(3):
         at.run()
         assert not at.exception, at.exception
-    assert at.session_state["rp_step"] == last and at.toggle(key="rp_play").value is False
+    assert at.session_state["rp_step"] == (last if last_call else last - 1) and at.toggle(key="rp_play").value is False
 
 
 def test_a_growing_session_replays_its_new_events(tmp_path):

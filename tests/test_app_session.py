@@ -50,7 +50,7 @@ def test_deep_link_opens_session_and_run(ledger):
     assert metrics(at)["Halted runs"] == str(halted_runs) and halted_runs > 0
     assert at.selectbox(key="run_pick").value == run
     assert at.query_params["session"] == str(sid) and at.query_params["run"] == str(run)
-    assert at.subheader[-2].value == f"Run {run}: transcript"
+    assert at.subheader[-2].value == f"Run #{run + 1}: transcript"  # runs counted from 1, like calls
     # The session's header table names its source file.
     assert any(head["path"] in set(d.value.get("source file", [])) for d in at.dataframe)
 
@@ -82,7 +82,7 @@ def test_runs_by_policies_matrix(ledger):
     # Default policies are headed by their detector's name alone.
     heads = [d if dflt else lb for lb, d, dflt in zip(pols.label, pols.detector, pols.is_default, strict=True)]
     assert set(heads) <= set(matrix.columns)
-    row = matrix[matrix.run == run].iloc[0]
+    row = matrix[matrix.run == f"#{run + 1}"].iloc[0]
     assert vocab.HALTED in set(row[heads])
 
 
@@ -97,7 +97,10 @@ def test_timeline_chart_lanes_and_verdicts(ledger):
     # The chosen run only, and the x axis spans exactly that run.
     tl = read_model(url, "timeline", sid, run)
     assert len(data) == len(tl) and set(data.run_idx) == {run}
-    assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"]["domain"] == list(read_model(url, "run_bounds", sid, run))
+    # x: the run's calls (call #N), from just before its first to just after its last.
+    lo, hi = read_model(url, "run_bounds", sid, run)
+    calls = [read_model(url, "calls_before", sid, lo) + 0.5, read_model(url, "calls_before", sid, hi + 1) + 0.5]
+    assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"]["domain"] == calls
     assert (data.verdict == vocab.HALT).sum() == (tl.verdict == vocab.HALT).sum() > 0
     assert all(w for w, v in zip(data.why, data.verdict, strict=True) if v == vocab.HALT)
     at.toggle(key="timeline_run_only").set_value(False).run()

@@ -58,7 +58,7 @@ def test_why_sentence_from_the_halting_checks_own_numbers(real_ledger):
     at = app(PAGE, session=str(sid))
     assert not at.exception
     assert at.selectbox(key="run_pick").value == run  # opens on the most halted run
-    assert any(s.value == f"Why run {run} halted" for s in at.subheader)
+    assert any(s.value == f"Why run #{run + 1} halted" for s in at.subheader)  # runs counted from 1, like calls
     halts = _sql(real_ledger, "SELECT p.detector, k.seq, k.count, k.threshold, c.tool FROM run_outcomes o "
                               "JOIN policies p ON p.id = o.policy_id JOIN checks k ON k.session_id = o.session_id "
                               "AND k.policy_id = o.policy_id AND k.seq = o.halt_seq AND k.idx = o.halt_idx "
@@ -136,7 +136,7 @@ def test_next_and_previous_halted_run_and_the_picker_marks(real_ledger):
     at.button(key="next_halted").click().run()
     assert not at.exception
     assert at.selectbox(key="run_pick").value == halted[1] and at.query_params["run"] == str(halted[1])
-    assert any(s.value == f"Why run {halted[1]} halted" for s in at.subheader)
+    assert any(s.value == f"Why run #{halted[1] + 1} halted" for s in at.subheader)
     at.button(key="next_halted").click().run()
     assert at.selectbox(key="run_pick").value == halted[2]
     at.button(key="prev_halted").click().run()
@@ -160,12 +160,16 @@ def test_runs_by_policies_halting_guards_first_halted_only_and_row_click(real_le
     assert [counts.get(p, 0) for p in pols] == sorted((counts.get(p, 0) for p in pols), reverse=True)
     # 166 runs: the halted-only filter is on by default and keeps exactly the halted runs.
     assert at.toggle(key="halted_only").value is True
-    assert list(df.run) == halted and (df["halted by"] != "").all()
-    # A row click opens that run.
+    assert list(df.run) == [f"#{r + 1}" for r in halted] and (df["halted by"] != "").all()  # counted from 1
+    # A row click opens that run: its checkbox, or any cell of it.
     at.session_state["outcomes"] = {"selection": {"rows": [2], "columns": [], "cells": []}}
     at.run()
     assert not at.exception
     assert at.selectbox(key="run_pick").value == halted[2]
+    at.session_state["outcomes"] = {"selection": {"rows": [], "columns": [], "cells": [(1, "calls")]}}
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="run_pick").value == halted[1]
     at.toggle(key="halted_only").set_value(False).run()
     (matrix,) = [d for d in at.dataframe if d.key == "outcomes"]
     assert len(matrix.value) == _sql(real_ledger, "SELECT n_runs FROM sessions WHERE id = :s", s=sid)[0][0]
@@ -177,8 +181,13 @@ def test_timeline_is_zoomed_to_the_run_and_clicking_a_mark_moves_the_transcript(
     at = app(PAGE, session=str(sid))
     ((spec, data),) = [c for c in charts(at) if "facet" in c[0]]
     (lo, hi), = _sql(real_ledger, "SELECT first_seq, last_seq FROM runs WHERE session_id = :s AND idx = :r", s=sid, r=run)
-    assert spec["spec"]["layer"][0]["encoding"]["x"]["scale"]["domain"] == [lo, hi]
+    # Calls on x, as every page numbers them: the run's calls, from just before its first to just after its last.
+    before = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=lo)[0][0]
+    through = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq <= :q", s=sid, q=hi)[0][0]
+    x = spec["spec"]["layer"][0]["encoding"]["x"]
+    assert x["field"] == "at" and x["scale"]["domain"] == [before + 0.5, through + 0.5]
     assert lo <= data.seq.min() and data.seq.max() <= hi
+    assert before < data["at"].min() and data["at"].max() <= through + 0.5  # a prose turn after the last call: N.5
     target = int(data.seq.min())
     at.session_state["timeline_chart"] = {"selection": {"mark_pick": [{"seq": target, "run_idx": run}]}}
     at.run()

@@ -80,16 +80,33 @@ def set_halt(name: str | list) -> int | None:
 # ── issue 18: shapes beyond the shared corpus (each fails on the code before it) ─────────────
 
 
-def test_a_log_tail_whose_only_change_is_the_clock_is_halted_at_its_fourth_poll():
-    # 20 polls of `tail; date`: after the clock and the wall time are removed every answer is the
-    # same success, from the first: never moved, so the 4th (ok_halt_at) is halted.
-    assert first_halts("codex-log-tail-clock-poll.jsonl")["progress"] == 4
-    assert set_halt("codex-log-tail-clock-poll.jsonl") == 4
+def test_a_log_tail_waiting_on_a_worker_is_judged_by_how_long_it_waited():
+    # 20 polls of `tail; date`, the log saying "waiting for worker 2" each time, the same answer
+    # once the clock is removed: a wait. As recorded, the polls come a second apart: 19 s of
+    # waiting, never halted. Spread a minute apart (as `date` in the answers says they were), the
+    # wait passes 15 minutes unchanged at the 17th poll and is halted there.
+    assert set_halt("codex-log-tail-clock-poll.jsonl") is None
+    minute = _spread(session("codex-log-tail-clock-poll.jsonl"), 60)
+    assert set_halt(minute) == 17
+
+
+def _spread(events: list, seconds: int) -> list:
+    """The events with each batch's time `seconds` after the previous batch's."""
+    import dataclasses
+    import datetime as dt
+
+    start, out, k = dt.datetime(2025, 11, 21, 8, 0, tzinfo=dt.UTC), [], 0
+    for ev in events:
+        if isinstance(ev, Batch):
+            ev = dataclasses.replace(ev, ts=(start + dt.timedelta(seconds=seconds * k)).isoformat())
+            k += 1
+        out.append(ev)
+    return out
 
 
 def test_a_build_log_poll_that_moves_over_its_run_is_never_halted_by_the_default_set():
-    # 16 polls; answers stall for two (calls 2-3) and three (5-7, 12-14) polls, then move again.
-    # Each stall is within poll_span (5) of a different answer: moving, not a loop.
+    # 16 polls; answers stall for two (calls 2-3) and three (5-7, 12-14) polls, then move again:
+    # a log that moves by itself is watched, and its stalls are waits a few seconds long.
     assert set(first_halts("codex-build-log-poll.jsonl").values()) == {None}
     # run-length with the seed's semantics halts it at the 4th poll (two equal answers in a row
     # after call 2's change: count 3 > max_strikes 2) — why it left the default set.

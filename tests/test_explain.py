@@ -45,15 +45,18 @@ def test_window_cycle_stagnation():
         "the same reply 6 times in the last 20 replies; at most 5 allowed"
 
 
-def test_progress_sentence():
-    assert explain.sentence("progress", "halt", 4, None, 4, "run_tests: the same answer 3 times", "run_tests") == \
-        ("run_tests — the same call with the same arguments got the same answer 3 times before: this is "
-         "attempt 4; halts at attempt 4 (halt_at or ok_halt_at = 4)")
+def test_progress_sentence_is_its_own_reason_and_where_it_stops():
+    said = "Bash: npm test ran twice with the same failure"
+    assert explain.sentence("progress", "halt", 3, None, 3, said, "Bash") == f"{said}; stopped before attempt 3"
+    said = "Bash: npm test ran twice with the same answer"
+    assert explain.sentence("progress", "warn", 3, None, 4, said, "Bash") == f"{said}; attempt 4 will be stopped"
+    # a wait is judged by the time it waited: no attempt to name
+    said = "Bash: gh run view 1 has waited 16 min with the same answer (16 times)"
+    assert explain.sentence("progress", "halt", 17, None, None, said, "Bash") == said
 
 
-def test_progress_warning_agrees_with_its_numbers_and_names_its_threshold():
-    # The issue's contradiction: a warning at the 2nd call said "the same answer 1 times (2 calls
-    # without progress); warns at 4". count 2 = the 2nd attempt, 1 earlier; 4 is where it halts.
+def test_a_progress_reason_from_an_older_ledger_is_read_as_it_was_written():
+    # older versions tagged the threshold's name: count 2 = the 2nd attempt, 1 earlier; 4 is where it halts.
     text = explain.sentence("progress", "warn", 2, None, 4, "run_tests: the same answer 1 times [ok_halt_at]",
                             "run_tests")
     assert text == ("run_tests — the same call with the same arguments got the same answer once before: this is "

@@ -138,3 +138,23 @@ def test_error_flagged_only_in_tool_use_result(tmp_path):
     items = list(claude_code.read(_write(tmp_path / "s.jsonl", recs)))
     (answer,) = items[-1].answers
     assert answer.is_error and answer.call_id == "t1" and answer.text == "File does not exist."
+
+
+def test_a_resumed_session_written_again_into_its_file_is_read_once(tmp_path):
+    """Claude Code resuming a session writes the conversation so far into the file again (new
+    uuids, the same message ids, tool_use ids and timestamps), then goes on: the copy is no
+    second run of every call (it once read as 45 calls repeated, a loop to every guard)."""
+    import uuid
+
+    lines = [json.loads(line) for line in (FIX / "session.jsonl").read_text().splitlines() if line.strip()]
+    copy = [{**r, "uuid": str(uuid.uuid4())} if r.get("type") in ("user", "assistant") else r for r in lines]
+    more = {"parentUuid": None, "isSidechain": False, "sessionId": lines[-1].get("sessionId"), "type": "user",
+            "timestamp": "2026-03-01T11:00:00Z", "uuid": str(uuid.uuid4()),
+            "message": {"role": "user", "content": "and now the cart test, please"}}
+    resumed = _write(tmp_path / "resumed.jsonl", lines + copy + [more])
+    once = [i for i in claude_code.read(FIX / "session.jsonl") if not isinstance(i, SessionStart)]
+    twice = [i for i in claude_code.read(resumed) if not isinstance(i, SessionStart)]
+    assert [type(i).__name__ for i in twice] == [type(i).__name__ for i in once] + ["UserTurn"]
+    calls = [c.id for i in twice if isinstance(i, Batch) for c in i.calls]
+    assert len(calls) == len(set(calls)) == sum(len(i.calls) for i in once if isinstance(i, Batch))
+    assert twice[-1].text == "and now the cart test, please"

@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from loopledger.ledger import migrate
+from loopledger.ledger.engine import make_engine
 from loopledger.live import hook_settings as hs
 
 from tests.live_support import BIN
@@ -60,11 +62,18 @@ def _only_insertions(before: str, after: str) -> list[str]:
     return added
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    db = tmp_path / "ledger.sqlite"
+def _new_ledger(db: Path) -> Path:
+    # `enforce` works on an existing ledger only (a mistyped --db is an error): made here first.
+    eng = make_engine(f"sqlite:///{db}")
+    migrate.upgrade(eng)
+    eng.dispose()
     subprocess.run([str(BIN), "enforce", "--default", "--db", str(db)], check=True, capture_output=True)
     return db
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return _new_ledger(tmp_path / "ledger.sqlite")
 
 
 @pytest.mark.parametrize("original", [REALISTIC, WITHOUT_HOOKS], ids=["with-hooks", "without-hooks"])
@@ -128,8 +137,7 @@ def test_user_settings_and_a_changed_ledger(tmp_path, ledger):
     settings = home / ".claude" / "settings.json"
     first = json.loads(settings.read_text())
     assert len(first["hooks"]["PreToolUse"]) == 1
-    other = tmp_path / "other.sqlite"
-    subprocess.run([str(BIN), "enforce", "--default", "--db", str(other)], check=True, capture_output=True)
+    other = _new_ledger(tmp_path / "other.sqlite")
     assert _cli("install", "claude-code", "--user", "--db", str(other), env=env).returncode == 0
     doc = json.loads(settings.read_text())
     (group,) = doc["hooks"]["PreToolUse"]  # replaced, not added twice

@@ -109,7 +109,9 @@ def test_enforced_verdicts_are_the_replays_in_claude_codes_format(tmp_path, db_u
 
 
 def test_warn_reaches_the_model_as_additional_context(tmp_path, fresh_db):
-    _ledger(fresh_db).dispose()  # nothing chosen: the default set (enforce.LIVE_DEFAULT) is enforced
+    # ladder warns at the 2nd identical call (the default set warns only on two unchanged answers,
+    # one attempt before its halt): the mechanism is the same for every policy
+    _ledger(fresh_db, PolicySpec.parse("ladder")).dispose()
     loop = npm_test_loop(tmp_path, calls=2)
     outs = [output(run_hook(ev, fresh_db)) for ev in loop.events]
     post = [o for ev, o in zip(loop.events, outs, strict=True) if ev["hook_event_name"] == "PostToolUseFailure"]
@@ -379,6 +381,7 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
 
     claude = claude_code()
     ledger = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{ledger}").dispose()  # `enforce` chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", LADDER, "--db", str(ledger)], check=True, capture_output=True)
     project, home = tmp_path / "shop", tmp_path / "home"
     project.mkdir()
@@ -418,6 +421,57 @@ def test_point_12_the_real_claude_code_ends_the_run_at_a_halt(tmp_path, agent_ho
         verdicts = [v for (v,) in db.execute("SELECT verdict FROM enforced_checks ORDER BY seq")]
     assert verdicts == ["allow", "warn", "block", "halt"]
     assert not (tmp_path / "hook.log").exists()  # nothing went wrong in a hook
+
+
+@pytest.mark.parametrize("command", ["date +%s%N", "ls out"], ids=["clock", "growing-folder"])
+def test_the_real_claude_code_is_never_halted_when_the_output_moves(tmp_path, agent_home, command):
+    """Claude Code itself under the default set (nothing chosen), asked 20 times by the stand-in
+    model for a command whose output changes on every call (the clock; a folder that gains a
+    file each time): every call runs, the model is asked a 21st time (no halt), and warnings are
+    at most a few (they said "change approach" to a sound approach on 19 of 20 calls once). The
+    folder gains its files from outside (a writer beside the agent), as a build's output would."""
+    import threading
+
+    from tests.real_clients import claude_code, clean_env
+    from tests.stand_in_models import AnthropicServer
+
+    claude = claude_code()
+    ledger = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{ledger}").dispose()  # nothing enforced: the live default set
+    project, home = tmp_path / "shop", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    inst = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr
+    (project / "out").mkdir()
+    done = threading.Event()
+
+    def writer() -> None:  # a file more every 50 ms, until the run ends
+        n = 0
+        while not done.wait(0.05):
+            (project / "out" / f"frame_{n:05d}.png").write_bytes(b"")
+            n += 1
+
+    threading.Thread(target=writer, daemon=True).start()
+    try:
+        with AnthropicServer(tool_input={"command": command, "description": "Check again"}, max_turns=20) as model:
+            env = clean_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-stand-in",
+                            LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"))
+            proc = subprocess.run([*claude, "-p", "Watch it", "--output-format", "stream-json", "--verbose",
+                                   "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"],
+                                  cwd=project, env=env, capture_output=True, text=True, timeout=900)
+            requests = [body for _, body in model.recorded.requests]
+    finally:
+        done.set()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(requests) == 21  # 20 calls answered, then the model's plain reply: never stopped
+    with sqlite3.connect(ledger) as db:
+        verdicts = [v for (v,) in db.execute("SELECT verdict FROM enforced_checks ORDER BY seq")]
+    assert len(verdicts) == 20 and not {"block", "halt"} & set(verdicts)
+    assert verdicts.count("warn") <= 2, verdicts
+    told = json.dumps([model.tool_results(b) for b in requests])
+    assert told.count("LoopLedger warning") <= 2 and "LoopLedger blocked" not in told
 
 
 # ── point 13: Gemini CLI's results read alike live and replayed ──────────────────────────────
@@ -462,8 +516,9 @@ def test_point_13_identical_failing_shell_calls_store_identical_answers_and_halt
     answers, verdicts = _stored(fresh_db)
     # Both runs of the failing command: the same answer, a failure (it exited 1).
     assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)]
-    # progress (warn_at 2, halt_at 3): the second unchanged failure warns, the third call halts.
-    assert verdicts == ["allow", "warn", "halt"]
+    # progress (halt_at 3): the third identical failure halts; no warning before it, as a warning
+    # needs two unchanged answers and comes one attempt before the halt.
+    assert verdicts == ["allow", "allow", "halt"]
     calls = [o for name, o in outs if name == "BeforeTool"]
     assert calls[0] == {} and calls[1] == {}
     assert calls[2]["decision"] == "deny" and calls[2]["continue"] is False
@@ -526,6 +581,7 @@ def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_ho
 
     gemini = gemini_cli()
     ledger = tmp_path / "ledger.sqlite"
+    _ledger(f"sqlite:///{ledger}").dispose()  # `enforce` chooses in an existing ledger only
     subprocess.run([str(BIN), "enforce", "progress", "--db", str(ledger)], check=True, capture_output=True)
     project, home = tmp_path / "shop", tmp_path / "home"
     project.mkdir()
@@ -547,7 +603,7 @@ def test_point_13_the_real_gemini_cli_halts_and_replays_alike(tmp_path, agent_ho
     results = [m for m in _stream(proc.stdout) if m.get("type") == "tool_result"]
     assert results[-1]["status"] == "error" and "LoopLedger halted the agent (progress)" in results[-1]["output"]
     answers, verdicts = _stored(f"sqlite:///{ledger}")
-    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)] and verdicts == ["allow", "warn", "halt"]
+    assert answers[:2] == [(CAT_MISSING, 1), (CAT_MISSING, 1)] and verdicts == ["allow", "allow", "halt"]
     (session,) = (home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
     assert _replayed_in_order(session, PolicySpec.parse("progress"), "gemini-cli") == verdicts
     assert not (tmp_path / "hook.log").exists()

@@ -1,7 +1,8 @@
 """The peer ports on the real, labelled transcripts of ../shared/corpus, against what is known
 independently of this code: issue 14 reports that OpenHands' own stuck detector (openhands-sdk
 1.58, run for real on these sessions) halts 1 of the 11 labelled loops inside the loop, and that
-the other agents' guards, ported and scored the same way, catch fewer than a third of them.
+the other agents' guards, ported and scored the same way, catch fewer than a third of them;
+issue 26 that Kilo Code's LoopDetector, ported, halts 6 of them.
 
 Scored by loopledger.analysis.scoring (a halt counts only inside the labelled loop)."""
 
@@ -67,3 +68,10 @@ def test_openhands_port_catches_what_the_real_sdk_caught(labelled):
 def test_the_other_ports_catch_fewer_than_a_third(labelled, spec):
     counts = _outcomes(labelled, spec)
     assert counts[("loop", scoring.CAUGHT)] < 11 / 3
+
+
+def test_the_kilo_port_catches_what_issue_26_measured_on_this_corpus(labelled):
+    """Issue 26 (measured with a port of its own): Kilo Code's LoopDetector, ported from source
+    and scored the same way, halts 6 of these 11 loops inside the loop."""
+    counts = _outcomes(labelled, "kilo")
+    assert counts[("loop", scoring.CAUGHT)] == 6

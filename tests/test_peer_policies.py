@@ -1,4 +1,4 @@
-"""The peer ports as policies: `openhands`, `gemini-cli` and `roo` driven by the replay engine
+"""The peer ports as policies: `openhands`, `gemini-cli`, `roo` and `kilo` driven by the replay engine
 over normalized transcript events, as ingest, Replay and Compare drive them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from loopledger.detectors.registry import names
 from loopledger.events import Answer, Answers, Batch, Call, Prose, UserTurn
 from loopledger.replay import Replayer, replay, tally
 
-PEERS = ("openhands", "gemini-cli", "roo")
+PEERS = ("openhands", "gemini-cli", "roo", "kilo")
 
 _ids = iter(range(10**9))
 
@@ -36,6 +36,7 @@ def test_the_peers_are_registered_with_their_upstream_defaults():
                                               "monologue": 3, "alternating_pattern": 6}
     assert PolicySpec("gemini-cli").params == {"repeats": 5, "max_cycle": 5}
     assert PolicySpec("roo").params == {"limit": 3}
+    assert PolicySpec("kilo").params == {"threshold": 3, "write_tools": ("edit", "multiedit", "write", "apply_patch")}
 
 
 @pytest.mark.parametrize("spec,field", [
@@ -46,6 +47,9 @@ def test_the_peers_are_registered_with_their_upstream_defaults():
     ("gemini-cli:max_cycle=0", "max_cycle"),
     ("roo:limit=-1", "limit"),
     ("roo:window=3", "window"),
+    ("kilo:threshold=1", "threshold"),
+    ("kilo:threshold=x", "threshold"),
+    ("kilo:limit=3", "limit"),
 ])
 def test_bad_specs_name_the_field(spec, field):
     with pytest.raises(ConfigError) as info:
@@ -204,6 +208,78 @@ def test_roo_limit_zero_never_blocks():
     for _ in range(10):
         events += turn("execute_command", {"command": "ls"}, "x")
     assert checks(replay(events, "roo:limit=0")) == []
+
+
+# -- kilo --------------------------------------------------------------------------------------
+
+
+def test_kilo_halts_the_third_identical_failing_call():
+    events = [UserTurn("fix the test")]
+    for _ in range(5):
+        events += turn("bash", {"command": "pytest"}, "1 failed", error=True)
+    steps = list(replay(events, "kilo"))
+    assert checks(steps) == [(5, vocab.HALT), (7, vocab.AFTER_HALT), (9, vocab.AFTER_HALT)]
+    halt = next(c for s in steps for c in s.checks if c.verdict == vocab.HALT)
+    assert (halt.count, halt.threshold) == (3, 3)
+    assert halt.reason.startswith('Loop detected: "bash" has been called 3 times with identical input')
+    assert tally(steps).saved == 2  # the two calls after the halted one
+
+
+def test_kilo_edit_then_test_cycles_are_not_loops():
+    events = [UserTurn("make it pass")]
+    for i in range(6):
+        events += turn("edit", {"file": "a.py", "new": f"v{i}"}, "edited")
+        events += turn("bash", {"command": "pytest"}, f"{5 - i} failed")
+    assert checks(replay(events, "kilo")) == []
+
+
+def test_kilo_write_tools_of_another_agent_reset_only_when_named():
+    events = [UserTurn("go")]
+    for i in range(3):
+        events += turn("Edit", {"file_path": "a.py", "new_string": f"v{i}"}, "ok")
+        events += turn("Bash", {"command": "pytest"}, "failed")
+    assert checks(replay(events, "kilo")) == [(11, vocab.HALT)]  # "Edit" is not upstream's "edit"
+    assert checks(replay(events, "kilo:write_tools=Edit|Write")) == []
+
+
+def test_kilo_a_user_message_resets_nothing_and_a_calls_text_is_a_part():
+    events = turn("read", {"path": "a"}, "x")
+    events.append(UserTurn("try again"))
+    events += turn("read", {"path": "a"}, "x", text="Reading it again.")
+    events.append(Prose("Still the same."))
+    events += turn("read", {"path": "a"}, "x")
+    steps = list(replay(events, "kilo"))
+    assert checks(steps) == [(6, vocab.HALT)]
+    # parts: 3 per step with a call (step-start, tool, step-finish), +1 for its text, 1 per user
+    # message, 3 per prose step; the halted step ends at its call (the stream breaks before its
+    # step-finish): 3 + 1 + 4 + 3 + 2
+    r = Replayer(events, PolicySpec("kilo"))
+    r.jump_to(7)
+    assert r.state()["parts_remembered"] == 13 and r.state()["identical_before"] == 2
+
+
+def test_kilo_calls_of_one_batch_are_still_running_when_the_next_is_checked():
+    call = {"command": "ls"}
+    batch = Batch(tuple(Call(f"p{i}", "bash", call) for i in range(4)))
+    assert checks(replay([UserTurn("go"), batch], "kilo")) == []
+
+
+def test_kilo_an_unanswered_call_never_counts():
+    events = [UserTurn("go")]
+    for i in range(4):
+        events.append(Batch((Call(f"u{i}", "bash", {"command": "make"}),)))
+    assert checks(replay(events, "kilo")) == []
+
+
+def test_kilo_a_snapshot_finds_its_own_parts_again():
+    events = [UserTurn("go"), *turn("bash", {"command": "make"}, "error")]
+    policy = make_policy("kilo")
+    policy.check(events[1])
+    twin = copy.deepcopy(policy)
+    policy.answers(events[1], [events[2].answers[0]])
+    assert policy.detector.parts[1][3] and not twin.detector.parts[1][3]
+    twin.answers(events[1], [events[2].answers[0]])  # the copy finds its own part again
+    assert twin.detector.parts[1][3]
 
 
 # -- snapshots ---------------------------------------------------------------------------------

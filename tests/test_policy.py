@@ -20,7 +20,7 @@ from loopledger.events import Answer, Batch, Call
 def test_builtin_specs_one_per_detector_with_complete_params():
     assert [s.detector for s in BUILTIN_SPECS] == list(DETECTORS)
     assert set(DETECTORS) == {"run-length", "stagnation", "ladder", "window", "cycle", "progress",
-                              "openhands", "gemini-cli", "roo"}
+                              "openhands", "gemini-cli", "roo", "kilo"}
     for spec in BUILTIN_SPECS:
         assert set(spec.params) == {p.name for p in PARAMS[spec.detector]}
         assert spec == PolicySpec(spec.detector)  # each at its own defaults
@@ -114,7 +114,7 @@ def test_make_policy_gives_fresh_state_and_flags():
     assert len(a.state()["buffer"]) == 1 and b.state()["buffer"] == []
     assert {d: make_policy(d).per_call for d in DETECTORS} == {
         "run-length": False, "stagnation": False, "ladder": True, "window": True, "cycle": True,
-        "progress": True, "openhands": False, "gemini-cli": True, "roo": True}
+        "progress": True, "openhands": False, "gemini-cli": True, "roo": True, "kilo": True}
 
 
 @pytest.mark.parametrize("spec", BUILTIN_SPECS, ids=lambda s: s.detector)

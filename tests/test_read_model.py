@@ -188,3 +188,15 @@ def test_readonly_engine_cannot_write(ledger, db_url):
         ro.dispose()
     with ledger[0].connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(t.labels)).scalar() == 0
+
+
+@pytest.mark.parametrize("a, b, want", [
+    ("2026-02-11T10:05:00Z", "2026-02-11T10:05:30.500Z", 30.5),
+    ("2026-02-11T10:05:00", "2026-02-11T10:06:00", 60.0),  # both without a zone (tau2-bench writes these)
+    ("2026-02-11T10:05:00", "2026-02-11T10:06:00Z", None),  # one zone-less: the gap is unknown
+    ("2026-02-11T10:05:00+01:00", "2026-02-11T10:05:00", None),
+    ("not a time", "2026-02-11T10:06:00Z", None),
+    (None, "2026-02-11T10:06:00Z", None),
+])
+def test_a_sessions_duration_needs_two_comparable_times(a, b, want):
+    assert read._seconds_between(a, b) == want

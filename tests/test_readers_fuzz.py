@@ -31,6 +31,8 @@ DOCS = {
                     "openai_chat/tau-bench-results.json"],
     "openai-responses": ["openai_responses/weather.json"],
     "anthropic": ["anthropic/request.json"],
+    # a single simulation (read whole); a results file streams: tests/test_format_tau2.py
+    "tau2-bench": ["tau2/simulation-text.json"],
     "cline": ["cline/saoudrizwan.claude-dev/tasks/1772614800000/api_conversation_history.json",
               "cline/kilocode.kilo-code/tasks/1772800000000/ui_messages.json"],
 }

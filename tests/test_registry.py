@@ -90,7 +90,7 @@ def test_default_specs_are_registered_detectors():
 
 def test_the_peer_ports_are_built_in_after_ours():
     builtin = registry.builtin_names()
-    assert builtin[-3:] == ("openhands", "gemini-cli", "roo")
+    assert builtin[-4:] == ("openhands", "gemini-cli", "roo", "kilo")
     assert builtin.index("progress") < builtin.index("openhands")
     assert set(builtin) <= set(registry.names())
 

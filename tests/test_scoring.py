@@ -105,26 +105,9 @@ def test_judge_replay_places_the_first_halt():
     assert (clean.halt_at, clean.outcome) == (None, CLEAN)
 
 
-def test_run_spans_and_run_verdicts():
-    per_run = [2, 0, 3, 1]  # calls 1-2 | none | 3-5 | 6
+def test_run_spans():
+    per_run = [2, 0, 3, 1]
     assert [scoring.run_span(per_run, r) for r in range(5)] == [(1, 2), None, (3, 5), (6, 6), None]
-    assert scoring.run_verdicts(LOOP, 4, 6, per_run) == {0: False, 1: False, 2: True, 3: True}
-    assert scoring.run_verdicts(NORMAL, None, None, per_run) == dict.fromkeys(range(4), False)
-    assert scoring.run_verdicts(UNCLEAR, None, None, per_run) == {}
-
-
-@pytest.mark.parametrize(("text", "want"), [
-    ("133-147", (133, 147)), (" 6 - 12 ", (6, 12)), ("4–6", (4, 6)), ("10..13", (10, 13)), ("#5-#9", (5, 9)),
-    ("7", (7, 7)), ("", None), (None, None),
-])
-def test_parse_loop_calls(text, want):
-    assert scoring.parse_loop_calls(text) == want
-
-
-@pytest.mark.parametrize("text", ["0-3", "9-4", "a-b", "1-2-3", "-4"])
-def test_parse_loop_calls_rejects(text):
-    with pytest.raises(ValueError, match="loop_calls"):
-        scoring.parse_loop_calls(text)
 
 
 def test_labels_and_their_ranges_are_checked():
@@ -294,13 +277,6 @@ def test_judge_replay_keeps_the_session_and_the_label_with_or_without_a_halt():
     assert (scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps[:6], saved=2)
             == Judged("P", 9, LOOP, 4, 6, None, 2, None, None))
 
-
-def test_run_verdicts_a_run_is_a_loop_when_it_overlaps_the_loop_at_either_end():
-    per_run = [2, 0, 3, 1]  # calls 1-2 | none | 3-5 | 6
-    # loop 3-4 starts run 2 and ends inside it; loop 5-6 starts on run 2's last call
-    assert scoring.run_verdicts(LOOP, 3, 4, per_run) == {0: False, 1: False, 2: True, 3: False}
-    assert scoring.run_verdicts(LOOP, 5, 6, per_run) == {0: False, 1: False, 2: True, 3: True}
-    assert scoring.run_verdicts(LOOP, 2, 3, per_run) == {0: True, 1: False, 2: True, 3: False}
 
 
 def test_a_set_of_policies_takes_its_earliest_halt_with_where_it_stopped_and_what_it_saved():

@@ -20,7 +20,7 @@ from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from sqlalchemy import MetaData, select
 
-from tests.live_support import BIN, run_hook
+from tests.live_support import BIN, receive_spans, run_hook
 
 # Realistic shapes: an Anthropic API key (sk-ant-api03-, 93 characters of body, ending AA) and an
 # OpenAI project key (sk-proj-, a long url-safe body), as the providers issue them.
@@ -215,8 +215,6 @@ def test_point_2_receive_spools_stores_and_prints_no_secret(tmp_path, ledger):
     (arguments, result, a plain attribute); the spool (0600 files, 0700 folder), every table and
     everything the receiver printed are grepped."""
     import socket
-    import time
-    import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -233,22 +231,7 @@ def test_point_2_receive_spools_stores_and_prints_no_secret(tmp_path, ledger):
             "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
     body = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [span]}]}]}).encode()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "receive did not start"
-                time.sleep(0.1)
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            assert r.status == 200
-        while json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read())[
-                "ingested_spans"] < 1:
-            assert time.monotonic() < deadline, "the span never reached the ledger"
-            time.sleep(0.1)
+        receive_spans(proc, port, body, 1, wait_s=60)
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=60)

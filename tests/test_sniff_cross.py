@@ -16,7 +16,7 @@ FOLDERS = {"aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_c
            "cline": "cline", "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
            "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent",
            "claude_export": "claude-export", "openhands_v1": "openhands-v1", "otlp": "otlp",
-           "opencode": "opencode", "mini_swe_agent_v1": "openai-chat"}
+           "opencode": "opencode", "mini_swe_agent_v1": "openai-chat", "tau2": "tau2-bench"}
 CORPUS = {"aider-chat-history-md": "aider", "claude-code-jsonl": "claude-code", "codex-rollout-jsonl": "codex",
           "openai-chat-tool-calls": "openai-chat", "openhands": "openhands", "swe-agent-traj": "swe-agent"}
 NOT_TRANSCRIPTS = (".gitignore", "README.md", "SOURCE.md", "task_metadata.json", "generate.py", "golden.py")

@@ -7,7 +7,7 @@ import json
 import pytest
 import sqlalchemy as sa
 from loopledger import vocab, worker
-from loopledger.analysis import sweep
+from loopledger.analysis import scoring, sweep
 from loopledger.app import charts_replay as charts
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import PolicySpec
@@ -218,26 +218,31 @@ def test_cache_key_changes_when_a_session_grows():
     assert sweep.cache_key(SESSIONS, sweep.make_grid("window", [sweep.parse_axis("threshold=2..4")])) != a
 
 
-def test_precision_recall_against_labels():
+def test_compare_scores_sessions_as_the_leaderboard_does():
+    """One unit: a setting's score in Compare is scoring.score over the labelled sessions, each judged
+    by its first halt's call position — what the leaderboard gives a stored policy (the expected
+    rows are built from a plain replay of each session and scoring.judge_replay, not the sweep)."""
     result = sweep.sweep(SESSIONS, sweep.make_grid("window", [sweep.parse_axis("threshold=3,6")]))
-    labels = {(1, 0): sweep.REAL_LOOP, (2, 0): sweep.REAL_LOOP, (3, 0): sweep.NOT_LOOP,
-              (4, 0): sweep.NOT_LOOP, (4, 1): sweep.REAL_LOOP}
-    strict, loose = result.settings
-    # expected counts are derived from the runs the setting halted, then checked against score()
-    sc = sweep.score(strict, labels)
-    flagged = {k for k, r in strict.runs.items() if r.outcome == vocab.HALTED}
-    tp = len([k for k in flagged if labels.get(k) == sweep.REAL_LOOP])
-    fp = len([k for k in flagged if labels.get(k) == sweep.NOT_LOOP])
-    fn = len([k for k, v in labels.items() if v == sweep.REAL_LOOP and k not in flagged])
-    assert (sc.tp, sc.fp, sc.fn) == (tp, fp, fn)
-    assert sc.precision == pytest.approx(tp / (tp + fp)) and sc.recall == pytest.approx(tp / (tp + fn))
-    assert (4, 0) in flagged and sc.fp >= 1  # three identical greps: a false alarm by this label
-    sl = sweep.score(loose, labels)
-    assert sl.recall < sc.recall  # threshold 6 misses the 5-call loop
-    none = sweep.score(loose, {(3, 0): sweep.NOT_LOOP})
-    assert none.precision is None and none.recall is None
-    rows = sweep.score_rows(result, labels)
-    assert [r["threshold"] for r in rows] == [3, 6] and rows[0]["tp"] == sc.tp
+    # Session 1: a loop over calls 1-6; 2: a loop over calls 3-10; 3: normal; 4: a loop in its second run.
+    labels = {1: ("loop", 1, 6), 2: ("loop", 3, 10), 3: ("normal", None, None), 4: ("loop", 4, 8)}
+    for setting in result.settings:
+        got = sweep.judged(setting, labels)
+        want = []
+        for sess in SESSIONS:
+            label, first, last = labels[sess.session_id]
+            steps = list(replay(sess.events, setting.spec))
+            saved = tally(steps).totals()["saved"]
+            want.append(scoring.judge_replay(setting.spec.id, sess.session_id, label, first, last, sess.events,
+                                             steps, saved))
+        assert [(j.session_id, j.halt_at, j.saved, j.outcome) for j in got] == \
+            [(j.session_id, j.halt_at, j.saved, j.outcome) for j in want]
+        assert sweep.session_scores(result, labels)[result.settings.index(setting)].row() == \
+            scoring.score(want, [(setting.spec.id, setting.label)])[0].row()
+    strict, loose = sweep.session_scores(result, labels)
+    assert strict.loops == 3 and strict.normal == 1  # sessions, not runs: session 4 has two runs, one loop
+    assert strict.recall > loose.recall  # threshold 6 misses the shorter loops
+    # Only labelled sessions count, and an unlabelled one changes nothing.
+    assert sweep.session_scores(result, {3: ("normal", None, None)})[0].loops == 0
 
 
 # ── saving a sweep as policies, on both backends ─────────────────────────────────────────────
@@ -368,22 +373,61 @@ def test_sweep_charts_specs():
     rows = sweep.totals_rows(result)
     line = charts.sweep_lines_chart(rows, "threshold").to_dict()
     data = next(iter(line["datasets"].values()))
-    assert {d["metric"] for d in data} == {"halts", "warnings", "saved"}
+    # window never warns: no panel of zeros (the page says so: zero_metrics).
+    assert {d["metric"] for d in data} == {"halts", "saved"} and charts.zero_metrics(rows, ("warnings",)) == ["warnings"]
     assert all(d["value"] is not None for d in data)  # the invalid threshold 4 > window 3 is dropped
     heat = charts.grid_heatmap(rows, "threshold", "window").to_dict()
     hdata = next(iter(heat["datasets"].values()))
     rect, text = heat["layer"]
     assert len(hdata) == 5 and rect["encoding"]["color"]["field"] == "rank" and text["encoding"]["text"]["field"] == "halts"
-    fh = charts.first_halt_heatmap(sweep.first_halt_rows(result), [s.label for s in result.settings]).to_dict()
-    assert fh["layer"][1]["encoding"]["color"]["field"] == "first_halt_seq"
-    pr = charts.pr_chart([{"setting": "a", "precision": 0.5, "recall": 1.0, "tp": 1, "fp": 1, "fn": 0},
-                          {"setting": "b", "precision": None, "recall": 0.0, "tp": 0, "fp": 0, "fn": 1}]).to_dict()
-    prdata = next(iter(pr["datasets"].values()))
-    assert pr["width"] >= 400 and pr["height"] >= 300  # not a 50-px strip beside its table
+    fh_in = sweep.first_halt_rows(result)
+    fh = charts.first_halt_heatmap(fh_in, [s.label for s in result.settings]).to_dict()
+    # Coloured and labelled by the call, as every page numbers calls; the step is in the tooltip.
+    assert fh["layer"][1]["encoding"]["color"]["field"] == "first_halt_at"
     fh_rows = next(iter(fh["datasets"].values()))
-    assert {r["first halt"] for r in fh_rows} <= {"never"} | {f"step {int(r['first_halt_seq'])}" for r in fh_rows if r['first_halt_seq'] is not None}
-    assert all(r["first halt"] == "never" for r in fh_rows if r["first_halt_seq"] is None)
-    assert [d["setting"] for d in prdata] == ["a"]
+    for r in fh_rows:
+        if r["first_halt_at"] is None:
+            assert r["first halt"] == "never" and r["call"] == ""
+        else:
+            assert r["call"] == f"#{int(r['first_halt_at'])}"
+            assert r["first halt"] == f"call #{int(r['first_halt_at'])} (step {int(r['first_halt_seq'])})"
+    # The call number is the scoring rule's position of the first halt (from a plain replay).
+    for r in fh_in:
+        sess = next(x for x in SESSIONS if x.session_id == r["session_id"])
+        spec = next(s.spec for s in result.settings if s.values == r["values"])
+        fh1 = scoring.first_halt(list(replay(sess.events, spec)))
+        want = None if fh1 is None else scoring.call_position(sess.events, fh1[1], fh1[2])
+        assert r["first_halt_at"] == want
+
+
+def test_first_halt_numbers_read_on_every_colour():
+    """viridis runs dark → yellow: the numbers on its light end are dark, on its dark end white."""
+    rows = [{"session_id": 1, "setting": "a", "first_halt_at": n, "first_halt_seq": n, "link": ""} for n in (2, 50, 100)]
+    spec = charts.first_halt_heatmap(rows, ["a"]).to_dict()
+    data = {r["first_halt_at"]: r["light"] for r in next(iter(spec["datasets"].values()))}
+    assert data == {2: False, 50: False, 100: True}
+    colour = spec["layer"][2]["encoding"]["color"]
+    assert colour["condition"]["value"] == "#212529" and colour["value"] == "white"
+
+
+def test_scatter_settings_on_one_point_share_one_label_inside_the_chart():
+    from loopledger.analysis.scoring import PolicyScore
+    from loopledger.app.score_table import score_rows  # the pure table both pages draw
+
+    def ps(name, caught, halted, loops=4):
+        return PolicyScore(name, name, loops=loops, caught=caught, missed=loops - caught, halted=halted)
+
+    scores = score_rows([ps("halt_at=6", 1, 1), ps("halt_at=7", 1, 1), ps("halt_at=8", 1, 1), ps("halt_at=3", 4, 4),
+                         ps("x", 0, 0)])
+    spec = charts.pr_chart(scores).to_dict()
+    data = next(iter(spec["datasets"].values()))
+    labels = sorted(d["settings"] for d in data)
+    assert labels == ["halt_at=3", "halt_at=6, 7, 8"]  # one label per point; "x" halted nothing: no precision
+    top = next(d for d in data if d["settings"] == "halt_at=3")
+    assert top["precision"] == 1.0 and top["dy"] > 0  # at the top edge: written below the point
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["domain"][1] > 1.0
+    assert charts.point_label(["a=1", "b=2"]) == "a=1 · b=2"
+    assert charts.point_label([f"k={i}" for i in range(9)]).endswith("(+3 more)")
 
 
 # ── `loopledger sweep` ───────────────────────────────────────────────────────────────────────
@@ -429,10 +473,26 @@ def test_cli_sweep_prints_and_saves(db_url):
 def test_event_lines_are_plain_and_bounded():
     c = Call("c1", "Bash", {"cmd": "ls\nrm -rf /", "n": 1})
     lines = rv.event_lines(4, Batch((c,), text="running"))
-    assert lines == ["[4] assistant: running", '[4] call 0: Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    assert lines == ["assistant (step 4): running", 'call 0 (step 4): Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    # With the calls before it, a call leads with its number over the session: call #N first.
+    assert rv.event_lines(4, Batch((c,)), before=11) == ['call #12 (step 4): Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
     ans = rv.event_lines(5, Answers((Answer("c1", "x" * 5000 + "\n<b>", is_error=True),)))
-    assert len(ans) == 1 and ans[0].startswith("[5] answer (error): xxx") and len(ans[0]) < 700
-    assert rv.event_lines(0, UserTurn("hi\nthere")) == ["[0] user: hi\nthere"]
+    assert len(ans) == 1 and ans[0].startswith("answer (error) (step 5): xxx") and len(ans[0]) < 700
+    assert rv.event_lines(0, UserTurn("hi\nthere")) == ["user (step 0): hi\nthere"]
+
+
+def test_replay_stops_at_calls_and_checked_prose_never_at_answers():
+    from types import SimpleNamespace as NS
+
+    events = [UserTurn("go"), Batch((Call("a", "ls", {}),)), Answers((Answer("a", "x"),)), Prose("thinking"),
+              Batch((Call("b", "ls", {}),)), Answers((Answer("b", "x"),)), Prose("said, unchecked")]
+    steps = [NS(seq=i, checks=[object()] if i in (1, 3, 4) else []) for i in range(len(events))]
+    stops = rv.stops(events, steps)
+    assert stops == [1, 3, 4]
+    assert rv.next_stop(stops, 1, 0, 6) == 3 and rv.next_stop(stops, 3, 0, 6) == 4
+    assert rv.next_stop(stops, 4, 0, 6) is None  # nothing checked after the last call
+    assert rv.next_stop(stops, 4, 0, 6, forward=False) == 3 and rv.next_stop(stops, 1, 0, 6, forward=False) is None
+    assert rv.next_stop(stops, 1, 0, 3) == 3 and rv.next_stop(stops, 3, 0, 3) is None  # within the run only
 
 
 # ── the real corpus ──────────────────────────────────────────────────────────────────────────

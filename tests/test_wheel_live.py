@@ -76,8 +76,12 @@ def test_readme_guard_examples_run_against_the_installed_wheel(fresh_venv):
     env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     env.pop("LOOPLEDGER_DATABASE_URL", None)
     env.pop("LOOPLEDGER_DB", None)
-    # A ledger to enforce from, made by the installed command; ladder (no longer the live default)
-    # for the example's graded allow → warn → block → halt.
+    # A ledger to enforce from, made by the installed command (`enforce` chooses in an existing
+    # ledger only); ladder (no longer the live default) for the example's graded allow → warn →
+    # block → halt.
+    (work / "no-transcripts-yet").mkdir()
+    subprocess.run(["loopledger", "ingest", "no-transcripts-yet", "--db", "ledger.sqlite"], cwd=work, env=env,
+                   check=True, capture_output=True)
     subprocess.run(["loopledger", "enforce", "ladder", "--db", "ledger.sqlite"], cwd=work, env=env, check=True,
                    capture_output=True)
     blocks = _blocks("python", "guards.md", "# The guards in your own agent loop")

@@ -9,17 +9,26 @@ a new version, swept again; everything else is drawn from what was swept before.
 from __future__ import annotations
 
 import pandas as pd
-import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring, sweep
 from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
-from loopledger.app import cost_view, data, nav, safe, sweep_jobs, when
+from loopledger.app import (
+    cost_view,
+    data,
+    enforce_form,
+    filters,
+    nav,
+    safe,
+    score_table,
+    sweep_jobs,
+    when,
+    words,
+)
 from loopledger.app import replay_view as rv
-from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
-from loopledger.ledger import read, read_live, store
-from loopledger.live import enforce
+from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, PARAMS, TEXT, PolicySpec
+from loopledger.ledger import read, store
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 # A first view sweeps at most this many events × settings (a replay step each: the first pass of the
@@ -27,8 +36,6 @@ MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halt
 # FIRST_PASS_MIN events; the rest of the selection is swept in the background (see below).
 FIRST_PASS_WORK = 36_000
 FIRST_PASS_MIN = 1_000
-POSITIVE = {"halted": (vocab.HALTED,), "halted or blocked": (vocab.HALTED, vocab.BLOCKED),
-            "any warning": (vocab.HALTED, vocab.BLOCKED, vocab.WARNED)}
 
 
 def _conn():
@@ -93,7 +100,7 @@ ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
 def _label_form(session_id: int, run_idx: int) -> None:
     """Label the picked flipped run here (the same write as the Session page's form)."""
     with st.form(f"cp_label_{session_id}_{run_idx}"):
-        choice = st.radio(f"Label session {session_id} (from run {run_idx})", read.LABELS, index=None,
+        choice = st.radio(f"Label session {session_id} (from {explain.run_ref(run_idx)})", read.LABELS, index=None,
                           horizontal=True, key="cp_label")
         if st.form_submit_button("Save label"):
             if choice is None:
@@ -110,7 +117,7 @@ def _label_form(session_id: int, run_idx: int) -> None:
 # what it halts (progress' `window` only bounds its memory: six settings of it read the same).
 SWEEP_FIRST = {"run-length": "max_strikes", "stagnation": "max_steps", "ladder": "halt_at", "window": "threshold",
                "cycle": "halt_repeats", "progress": "halt_at", "openhands": "action_observation",
-               "gemini-cli": "repeats", "roo": "limit"}
+               "gemini-cli": "repeats", "roo": "limit", "kilo": "threshold"}
 
 
 def _default_range(detector: str, name: str) -> str:
@@ -122,24 +129,27 @@ def _default_range(detector: str, name: str) -> str:
     return f"{lo}..{lo + 5}"
 
 
+words.tab_title("Compare")
 st.title("Compare settings")
 st.caption("What would each setting have halted, how many calls would it have saved, and which runs flip?")
 
-# ── which sessions ───────────────────────────────────────────────────────────────────────────
-with st.expander("Sessions", expanded=True):
-    f1, f2, f3, f4 = st.columns([2, 1, 2, 1])
-    formats = f1.multiselect("Format", data.q("formats"), key="cp_formats")
-    outcome = f2.selectbox("Outcome", ("", *read.OUTCOME_FILTERS), key="cp_outcome",
-                           format_func=lambda o: o or "any")
-    text = f3.text_input("Title or path contains", key="cp_text")
-    limit = int(f4.number_input("At most", 1, 20_000, 500, step=100, key="cp_limit"))
-flt = read.SessionFilter(formats=tuple(formats), outcome=outcome, text=text.strip())
+# ── which sessions: the sidebar's filters, the same as on Sessions ───────────────────────────
+flt = filters.sidebar("compare", policies=False)
+s1, s2 = st.columns([4, 1])
+limit = int(s2.number_input("At most", 1, 20_000, 500, step=100, key="cp_limit",
+                            help="the newest sessions that match the filters"))
 chosen = data.q("sessions_page", flt, "id", True, limit)  # the newest `limit` sessions
 session_ids = [int(i) for i in chosen["id"]]
-st.caption(f"{len(session_ids)} session(s) selected.")
+with s1:
+    # The filters may quote what a person typed: plain text.
+    safe.text(f"{len(session_ids)} session(s) selected: "
+              + (f"those the sidebar's filters match ({filters.describe(flt)})" if filters.describe(flt)
+                 else "every session (no filter in the sidebar)") + (f", the newest {limit}" if len(session_ids) == limit
+                                                                     else "") + ".")
 
 # ── what to sweep ────────────────────────────────────────────────────────────────────────────
-detectors = list(PARAMS)
+# The default set's first detector first: what ingest runs when nothing is configured.
+detectors = list(dict.fromkeys([DEFAULT_SPECS[0].detector, *PARAMS]))
 c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 2, 2])
 detector = c1.selectbox("Detector", detectors, key="cp_detector")
 numeric = [p.name for p in PARAMS[detector] if p.kind not in (NAMES, TEXT)]
@@ -183,9 +193,9 @@ if n_points > 400:
 
 with _conn() as conn:
     versions = tuple(rv.session_versions(conn, session_ids))
-    labelled = {sid for sid, _ in rv.run_labels(conn, session_ids)}
+    labelled = set(rv.session_labels(conn, session_ids))
 # A first view sweeps a bounded first pass (labelled sessions first, then the newest that fit), so the
-# page answers within its budget; the rest is one button away and said so. The pass is fixed by the
+# page answers within its budget; the rest is swept in the background and said so. The pass is fixed by the
 # ledger alone (event counts), never by how fast this machine is: the same view, the same cache key.
 order = {sid: i for i, sid in enumerate(session_ids)}
 sizes = sorted(((sid, n) for sid, _, n in versions), key=lambda x: order[x[0]])
@@ -256,6 +266,7 @@ rows = sweep.totals_rows(result)
 for r, s in zip(rows, result.settings, strict=True):
     if s.error is None:
         r["setting"] = short[s.label]
+        r["sessions halted"] = s.sessions_halted  # the unit labels and the leaderboard count
         r["halted, later succeeded"] = sweep.halted_then_succeeded(s, ended_well)
         fh = first_halts[s.label]
         r["link"] = _cell_link(s, min(fh) if fh else (swept_ids[0] if swept_ids else None))
@@ -269,8 +280,15 @@ if two:
                "Click a cell to replay the first session that setting halts.")
 else:
     st.altair_chart(charts.sweep_lines_chart(rows, param), key="cp_lines")
+    flat = charts.zero_metrics(rows, ("halts", "saved", "warnings"))
+    if flat:
+        st.caption(f"No chart of {' or '.join(words.title(m) for m in flat)}: 0 under every setting "
+                   "on these sessions.")
 cost_view.add_sweep_spend(rows, result.settings, swept_ids)  # $ and tokens saved (app/cost_view.py)
 totals = pd.DataFrame(rows).drop(columns=["link"], errors="ignore")
+# The unit labels and the leaderboard count first, beside the setting.
+totals = totals[[*axis_names, "setting", *(["sessions halted"] if "sessions halted" in totals else []),
+                 *[c for c in totals.columns if c not in (*axis_names, "setting", "sessions halted")]]]
 if totals["error"].isna().all():
     totals = totals.drop(columns=["error"])  # skipped settings are said below; no column of None
 else:
@@ -283,6 +301,8 @@ for name in axis_names:
     if totals[name].isna().any():  # an unset limit reads "no limit", never None/null
         totals[name] = [explain.param_value(None if pd.isna(v) else int(v)) for v in totals[name]]
 safe.table(totals, key="cp_totals", column_config={
+    **words.column_titles(totals.columns),
+    "sessions halted": st.column_config.NumberColumn("sessions halted", help="sessions this setting halts at all"),
     "halted, later succeeded": st.column_config.NumberColumn(
         "halted, later succeeded", help="sessions whose transcript ends in success or a submission "
         "(tau-bench reward, SWE-agent / OpenHands exit status, a CTF flag) where this setting halted a run"),
@@ -306,11 +326,12 @@ halted_any = {r["session_id"] for r in fh_rows if r["first_halt_seq"] is not Non
 shown = set(sorted(halted_any)[:MAX_HEATMAP_SESSIONS])
 by_label = {s.label: s for s in valid}
 if shown:
-    cells = [{"session_id": r["session_id"], "setting": short[r["setting"]], "first_halt_seq": r["first_halt_seq"],
-              "link": _cell_link(by_label[r["setting"]], r["session_id"])}
+    cells = [{"session_id": r["session_id"], "setting": short[r["setting"]], "first_halt_at": r["first_halt_at"],
+              "first_halt_seq": r["first_halt_seq"], "link": _cell_link(by_label[r["setting"]], r["session_id"])}
              for r in fh_rows if r["session_id"] in shown]
     st.altair_chart(charts.first_halt_heatmap(cells, [short[s.label] for s in valid]), key="cp_first_halt")
-    st.caption("Grey: never halts under that setting. Click any cell to replay that session under that setting.")
+    st.caption("Each cell: the call (#N over the session) where that setting first halts the session; grey: never. "
+               "Click any cell to replay that session under that setting.")
     if len(halted_any) > len(shown):
         st.caption(f"Showing {len(shown)} of {len(halted_any)} sessions that halt under some setting.")
 else:
@@ -340,7 +361,8 @@ if flips:
         return "—" if v is None else explain.call_ref(data.q("calls_before", sid, int(v)) + 1, int(v))
 
     table = pd.DataFrame([{
-        "session": f.session_id, "run": f.run_idx, "A": f.outcome_a, "B": f.outcome_b,
+        "session": f.session_id, "run": explain.run_ref(f.run_idx).removeprefix("run "), "A": f.outcome_a,
+        "B": f.outcome_b,
         "A halts at": _halt(f.session_id, f.halt_seq_a), "B halts at": _halt(f.session_id, f.halt_seq_b),
         "ended": ENDED.get(endings.get(f.session_id, (None,))[0], "—"),
         # Land on this setting's halt, else on the other's: the step where the two part ways.
@@ -357,7 +379,8 @@ if flips:
     # The same links as plain buttons: a table cell is awkward to hit, a button is not.
     o1, o2, o3 = st.columns([3, 1, 1])
     pick = o1.selectbox("Open a flipped run", range(len(flips)), key="cp_flip_pick", format_func=lambda i: (
-        f"session {flips[i].session_id} run {flips[i].run_idx}: {flips[i].outcome_a} → {flips[i].outcome_b}"))
+        f"session {flips[i].session_id} {explain.run_ref(flips[i].run_idx)}: {flips[i].outcome_a} → "
+        f"{flips[i].outcome_b}"))
     nav.same_tab_link(o2, "Replay under A", table.iloc[pick]["replay A"])
     nav.same_tab_link(o3, "Replay under B", table.iloc[pick]["replay B"])
     _label_form(flips[pick].session_id, flips[pick].run_idx)
@@ -365,27 +388,23 @@ else:
     st.caption("No run changes outcome between these two settings.")
 
 # ── precision and recall against labels ──────────────────────────────────────────────────────
-st.subheader("Precision and recall against labelled runs")
+st.subheader("Precision and recall against labelled sessions")
 with _conn() as conn:
-    run_labels = rv.run_labels(conn, swept_ids)
-if run_labels:
-    positive = st.radio("A setting flags a run when it is", list(POSITIVE), horizontal=True, key="cp_positive")
-    scores = sweep.score_rows(result, run_labels, POSITIVE[positive])
-    for r in scores:
-        r["setting"] = short.get(r["setting"], r["setting"])
-        # Wilson 95% intervals (loopledger.analysis.scoring): how much so few labelled runs can tell
-        r["precision 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fp"]))
-        r["recall 95% CI"] = scoring.interval_text(scoring.wilson(r["tp"], r["tp"] + r["fn"]))
-    st.altair_chart(charts.pr_chart(scores), key="cp_pr")
-    shown = pd.DataFrame(scores)
-    for col in ("precision", "recall"):  # nothing flagged: no precision, "—" (never None)
-        if col in shown:
-            shown[col] = [when.number(v) for v in shown[col]]
-    safe.table(shown, key="cp_scores")
-    st.caption(f"{len(run_labels)} labelled run(s) among the swept sessions.")
+    session_labels = rv.session_labels(conn, swept_ids)
+scores = sweep.session_scores(result, session_labels, short)
+if any(sc.loops + sc.normal for sc in scores):
+    # The guard leaderboard's rule and unit (app/score_table.py): a stored policy and the same setting
+    # here read the same numbers.
+    st.altair_chart(charts.pr_chart(score_table.score_rows(scores)), key="cp_pr")
+    shown = score_table.score_rows(scores).drop(columns=["policy_id"]).rename(columns={"policy": "setting"})
+    heads = score_table.titles()
+    safe.table(shown, key="cp_scores", column_config={
+        c: st.column_config.Column(heads[c][0], help=heads[c][1]) for c in shown.columns if c in heads})
+    n_scored = sum(1 for lb, _, _ in session_labels.values() if lb != scoring.UNCLEAR)
+    st.caption(f"{n_scored} labelled session(s) among the {len(swept_ids)} swept. " + score_table.CAPTION)
 else:
-    st.caption("No run of the selected sessions is labelled yet (label runs on the Session page or below the "
-               "flip list).")
+    st.caption("No swept session is labelled loop or normal yet (label sessions on the Session page, below the "
+               "flip list, or with `loopledger labels import`).")
 
 # ── save ─────────────────────────────────────────────────────────────────────────────────────
 st.subheader("Save as policies")
@@ -402,32 +421,24 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
     st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")
 
 # ── enforce ──────────────────────────────────────────────────────────────────────────────────
-st.subheader("Enforce on live agents")
-st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
-           "use the enforced setting.")
-now_box = st.empty()  # filled after the button: a press shows the new setting, not the one before it
-e1, e2 = st.columns([3, 2])
-# Nothing preselected: enforcing changes what live agents may do, so a person picks the row.
-to_enforce = e1.selectbox("Setting to enforce", labels, index=None, key="cp_enforce_sel",
-                          placeholder="pick a setting of the sweep", format_func=lambda lb: short.get(lb, lb))
-if to_enforce is not None:
-    chosen_s = valid[labels.index(to_enforce)]
-    effect = f"halts {chosen_s.totals['halted_runs']:,} of {chosen_s.totals['runs']:,} runs"
-    label = f"Enforce {short.get(to_enforce, to_enforce)}: {effect}"
-    e1.caption(f"On the {len(swept_ids)} swept session(s) of this ledger this setting {effect} and saves "
-               f"{chosen_s.totals['saved']:,} calls.")
-else:
-    chosen_s, label = None, "Enforce (pick a setting first)"
-if e2.button(label, key="cp_enforce", disabled=chosen_s is None):
-    with data._writer(data.url()).begin() as conn:
-        enforce.set_enforced(conn, chosen_s.spec, origin="compare")
-    st.success(f"Enforced {short.get(to_enforce, to_enforce)}: live agents are judged by this setting from their "
-               "next call.")
-with _conn() as conn:
-    try:
-        now = read_live.enforced_label(conn)
-    except sa.exc.SQLAlchemyError:
-        now = None
-with now_box.container():
-    # A spec label can hold user-typed names (observation tools): plain text.
-    safe.text("Enforced now: " + (now or "the default set: " + " + ".join(sp.label for sp in enforce.LIVE_DEFAULT)))
+
+
+def _enforce_order(settings: list[sweep.Setting]) -> list[sweep.Setting]:
+    """Best first: by the leaderboard's rank when sessions are labelled; otherwise the detector's
+    default setting first, then the fewest sessions halted (the mildest), never `strikes=0` on top."""
+    if any(sc.loops + sc.normal for sc in scores):
+        order = [sc.policy_id for sc in scoring.rank(scores)]
+        return sorted(settings, key=lambda st_: order.index(st_.spec.id))
+    return sorted(settings, key=lambda st_: (st_.spec.id != live_spec.id, st_.sessions_halted, st_.totals["halts"]))
+
+
+def _effect(st_: sweep.Setting) -> str:
+    words_ = f"halts {st_.sessions_halted:,} of {len(swept_ids):,} swept sessions, saves {st_.totals['saved']:,} calls"
+    sc = next((x for x in scores if x.policy_id == st_.spec.id), None)
+    if sc is not None and sc.loops + sc.normal:
+        words_ = f"caught {sc.caught} of {sc.loops} loop sessions, {sc.false_halts} false halts; " + words_
+    return words_
+
+
+enforce_form.form("cp_enforce", [enforce_form.Choice(st_.label, st_.spec, short.get(st_.label, st_.label), _effect(st_))
+                                 for st_ in _enforce_order(valid)], origin="compare")

@@ -7,7 +7,7 @@ Paths and excerpts are transcript-side text: tables only.
 from __future__ import annotations
 
 import streamlit as st
-from loopledger.app import charts, data, safe, when
+from loopledger.app import charts, data, safe, when, words
 
 PAGE_SIZE = 100
 
@@ -31,28 +31,32 @@ def _live(status: str) -> None:
         # A failed source's message first and whole, not in the last column off to the right.
         st.subheader("Sources that need attention")
         for row in failed.itertuples(index=False):
-            safe.text(f"{row.status}: {row.path}" + (f"\n    {row.error}" if isinstance(row.error, str) and row.error
+            safe.text(f"{row.status}: {words.shown_path(row.path)}" + (f"\n    {row.error}" if isinstance(row.error, str) and row.error
                                                      else f"\n    {row.errors} quarantined line(s), listed below"
                                                      if row.errors else ""))
     st.subheader("Sources")
     cols = ["status", "error", "path", "format", "last_ingest", "sessions", "calls", "errors", "size", "id"]
-    shown = sources[cols].assign(error=sources["error"].fillna(""), last_ingest=when.moments(sources["last_ingest"]))
+    shown = sources[cols].assign(error=sources["error"].fillna(""), last_ingest=when.moments(sources["last_ingest"]),
+                                 path=[words.shown_path(x) for x in sources["path"]])
     if not shown["error"].any():
         shown = shown.drop(columns=["error"])  # no message to show: the path takes the room
     safe.table(shown, key="sources_table",
-               column_config={"size": st.column_config.NumberColumn("bytes", format="%d"),
+               column_config={**words.column_titles(shown.columns),
+                              "size": st.column_config.NumberColumn("bytes", format="%d"),
                               "error": st.column_config.TextColumn("message", width="large"),
                               "path": st.column_config.TextColumn("path", width="large")})
     st.subheader("Quarantined lines")
     errs = data.q("ingest_errors", PAGE_SIZE)
     if len(errs):
-        safe.table(errs[["where", "message", "excerpt", "created_at"]].assign(created_at=when.moments(errs["created_at"])),
+        safe.table(errs[["where", "message", "excerpt", "created_at"]].assign(
+            created_at=when.moments(errs["created_at"]), where=[words.shown_path(w) for w in errs["where"]]),
                    key="errors_table", column_config={"created_at": st.column_config.TextColumn("quarantined")})
     else:
         st.write("No quarantined lines.")
     st.caption(f"Newest {PAGE_SIZE} shown · refreshes every {data.REFRESH_S} s")
 
 
+words.tab_title("Ingest health")
 st.header("Ingest health")
 statuses = ["", *sorted(data.q("source_status_counts"))]
 _live(st.sidebar.selectbox("Source status", statuses, format_func=lambda s: s or "any", key="h_status"))

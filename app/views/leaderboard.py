@@ -15,15 +15,15 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-from loopledger.analysis import scoring
-from loopledger.app import charts_scores, cost_view, data, nav, safe, when
+from loopledger.analysis import crossval, scoring
+from loopledger.app import charts_scores, cost_view, data, enforce_form, nav, safe, score_table, when, words
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
+from loopledger.detectors.policy import DEFAULT_SPECS
 from loopledger.ledger import read
 from loopledger.live import enforce
 
-COLUMN_TITLES = {"loops": "loops", scoring.CAUGHT: "caught", scoring.EARLY: "early", scoring.MISSED: "missed",
-                 scoring.NORMAL: "normal", "false_halts": "false halts"}
+COLUMN_TITLES = {c: title for c, (title, _) in score_table.COUNTS.items()}
 OUTCOME_WORDS = {scoring.CAUGHT: "caught", scoring.EARLY: "halted early", scoring.MISSED: "missed",
                  scoring.FALSE_HALT: "false halt", scoring.CLEAN: "clean"}
 LIST_LIMIT = 500  # sessions listed behind one number
@@ -32,22 +32,6 @@ LIST_LIMIT = 500  # sessions listed behind one number
 def cell_link(policy_id: str, column: str, n: int) -> str:
     """The link behind one number; it ends in the number, which the table shows as the link's text."""
     return "./leaderboard?" + urlencode({"policy": policy_id, "cell": column, "n": n})
-
-
-def table_rows(ranked: list[scoring.PolicyScore]) -> pd.DataFrame:
-    rows = []
-    for s in ranked:
-        r = s.row()
-        row = {"policy": s.policy}
-        for col in scoring.COUNT_COLUMNS:
-            row[col] = cell_link(s.policy_id, col, r[col])
-        # A score with nothing to score (no halt: no precision) reads "—", never None.
-        row |= {"precision": when.number(s.precision), "precision 95% CI": scoring.interval_text(s.precision_interval),
-                "recall": when.number(s.recall), "recall 95% CI": scoring.interval_text(s.recall_interval),
-                "saved": s.saved, "into loop (median)": when.number(s.into_loop_median, "{:g}"),
-                "into loop (each catch)": ", ".join(map(str, sorted(s.into_loop))), "policy_id": s.policy_id}
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def _call(n: int | None) -> str:
@@ -147,18 +131,137 @@ def _disagree(a: str, b: str, by_policy: dict[str, list[scoring.Judged]], names:
     label_form([x.session_id for x, _ in pairs], "lb_disagree")
 
 
-def main() -> None:
-    st.header("Guard leaderboard")
-    st.caption("Each stored policy scored against people's labels: a halt inside the labelled loop is caught, "
-               "before it early (it stopped good work), after it or none missed; any halt on a normal "
-               "session is a false halt. Unclear sessions are left out. Every number opens its sessions. "
-               "Precision and recall come with their Wilson 95% intervals: how much so few labels can tell.")
-    totals = data.fresh("label_totals")
+def _label_counts(totals: dict) -> None:
     cols = st.columns(5)
-    for col, (key, title) in zip(cols, (("loop", "Loops"), ("normal", "Normal"), ("unclear", "Unclear"),
-                                        ("imported", "Imported labels"), ("dashboard", "Dashboard labels")),
-                                 strict=True):
+    for col, (key, title) in zip(cols, (("loop", "Loop sessions"), ("normal", "Normal sessions"),
+                                        ("unclear", "Unclear sessions"), ("imported", "Imported labels"),
+                                        ("dashboard", "Dashboard labels")), strict=True):
         col.metric(title, totals[key])
+
+
+def board_table(ranked: list[scoring.PolicyScore], spend: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """The leaderboard's table, pure: score_table's rows (each count a link to its sessions) with
+    tokens and $ saved beside the calls saved (`spend`: cost_view.saved_spend_on_labelled). More
+    columns (cross-validated scores) join this frame the same way."""
+    return cost_view.with_saved_spend(score_table.score_rows(ranked, cell_link), spend)
+
+
+def _board(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
+    """The table, the same links as a picker and a button, and the outcome bars."""
+    rows = board_table(ranked, cost_view.saved_spend_on_labelled())
+    heads = score_table.titles()
+    link_cols = {c: st.column_config.LinkColumn(heads[c][0], help=heads[c][1], display_text=r"n=(\d+)$")
+                 for c in scoring.COUNT_COLUMNS}
+    text_cols = {c: st.column_config.TextColumn(heads[c][0], help=heads[c][1])
+                 for c in ("precision", "recall", "into loop (median)", "into loop (each catch)")}
+    safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | text_cols | {
+        "policy": st.column_config.TextColumn("policy", width="medium"),
+        "saved": st.column_config.NumberColumn(heads["saved"][0], help=heads["saved"][1])})
+    st.caption(score_table.CAPTION)
+    # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
+    by_id = {s.policy_id: s for s in ranked}
+    o1, o2, o3 = st.columns([3, 2, 1])
+    pick = o1.selectbox("Sessions of policy", list(by_id), format_func=names.get, key="lb_open_policy")
+    cell = o2.selectbox("Behind the number", scoring.COUNT_COLUMNS, key="lb_open_cell",
+                        format_func=lambda c: f"{COLUMN_TITLES[c]}: {by_id[pick].row()[c]}")
+    o3.link_button("Open these sessions", cell_link(pick, cell, by_id[pick].row()[cell]))
+    bars = pd.DataFrame([{"policy": s.policy, **{p: s.row()[p] for p in charts_scores.PARTS},
+                          **{f"link_{p}": cell_link(s.policy_id, p, s.row()[p]) for p in charts_scores.PARTS}}
+                         for s in ranked])
+    st.altair_chart(charts_scores.outcome_bars(bars), key="lb_chart")
+
+
+CV_COLUMNS = ("choice", "chosen on every session", "in sample: loops halted inside", "in sample: normal halted",
+              "in sample: normal warned", "held out: loops halted inside", "held out: normal halted",
+              "held out: normal warned")
+HOLD_OUT = {"folder": "project folder", "agent": "agent (format)", "file": "file"}
+
+
+def cv_frame(rows: list[tuple[str, crossval.CrossValidated]], names: dict[str, str]) -> pd.DataFrame:
+    """The cross-validated choices as a table (pure): each with in-sample and held-out figures,
+    sessions counted, each with its Wilson 95% interval."""
+    names = {**names, crossval.DEFAULT_SET: crossval.DEFAULT_SET}
+    return pd.DataFrame([(name, names.get(cv.chosen, str(cv.chosen)), *cv.in_sample.cells(), *cv.held_out.cells())
+                         for name, cv in rows], columns=list(CV_COLUMNS))
+
+
+def _cross_validated(judged: list[scoring.Judged], names: dict[str, str]) -> None:
+    st.subheader("What to expect on sessions nobody tuned on")
+    st.caption("The table above scores each setting on the very sessions you would choose it by, which "
+               "flatters the one that fits them. Here each choice is made again with one group of sessions "
+               "held out, and scored on that group; the held-out figures, pooled, are what to expect on the "
+               "next project. The choice puts precision first: fewest false halts, then most loops caught.")
+    by = st.radio("Hold out one", list(HOLD_OUT), horizontal=True, key="lb_cv_by", format_func=HOLD_OUT.get)
+    frame = data.fresh("labelled_sources")
+    groups = {int(r.session_id): crossval.group_of(r.path, r.format, by) for r in frame.itertuples(index=False)}
+    n = crossval.group_count(groups, judged)
+    if n < 2:
+        st.info(f"The labelled sessions come from {n} {HOLD_OUT[by]}: there is nothing to hold out. "
+                "Hold out one file instead, or label sessions from another project.")
+        return
+    rows = crossval.leaderboard_choices(judged, list(names.items()), groups, [s.id for s in DEFAULT_SPECS])
+    st.caption(f"{n} groups, one {HOLD_OUT[by]} held out at a time.")
+    safe.table(cv_frame(rows, names), key="lb_cv")
+
+
+def _two_policies(ids: list[str], by_policy: dict[str, list[scoring.Judged]], names: dict[str, str]) -> None:
+    st.subheader("Where two policies disagree")
+    params = st.query_params
+    a0 = params.get("a") if params.get("a") in ids else ids[0]
+    b0 = params.get("b") if params.get("b") in ids else ids[min(1, len(ids) - 1)]
+    c1, c2 = st.columns(2)
+    a = c1.selectbox("Policy A", ids, index=ids.index(a0), format_func=names.get, key="lb_a")
+    b = c2.selectbox("Policy B", ids, index=ids.index(b0), format_func=names.get, key="lb_b")
+    if a == b:
+        st.caption("Choose two different policies.")
+    else:
+        _disagree(a, b, by_policy, names)
+
+
+def _enforce(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
+    """The shared enforce form, the policies best first, each saying what it caught and halts."""
+    per = data.q("per_policy", read.SessionFilter())
+    halted = dict(zip(per["policy_id"], per["sessions_halted"], strict=True))
+    n = int(data.q("headline", read.SessionFilter())["sessions"])
+    with data.connect() as conn:
+        pols = rv.list_policies(conn)
+    specs = {}
+    for p in pols:
+        try:
+            specs[p["id"]] = enforce.spec_of_row(p["detector"], p["params"])
+        except enforce.NotRegistered:  # a stored module:factory: looked up, never imported
+            specs[p["id"]] = None
+    enforce_form.form("lb_enforce", [enforce_form.Choice(
+        s.policy_id, specs.get(s.policy_id), names.get(s.policy_id, s.policy_id),
+        f"caught {s.caught} of {s.loops} loop sessions, {s.false_halts} false halts; "
+        f"halts {int(halted.get(s.policy_id, 0)):,} of {n:,} sessions") for s in ranked], origin="leaderboard")
+
+
+def _who_labelled() -> None:
+    st.subheader("Who labelled what")
+    by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")
+    labels = data.fresh("label_list", "" if by == "all" else by)
+    if not len(labels):
+        st.caption("No labels yet.")
+        return
+    labels.insert(0, "open", [f"./session?session={int(i)}" for i in labels["session_id"]])
+    labels["labelled_at"] = when.moments(labels["labelled_at"])
+    labels["loop_calls"] = [c or when.MISSING for c in labels["loop_calls"]]
+    labels["path"] = [words.shown_path(x) for x in labels["path"]]
+    safe.table(labels, key="lb_labels", column_config={
+        "open": st.column_config.LinkColumn("open", display_text="open"),
+        **words.column_titles(labels.columns)})
+
+
+def main() -> None:
+    words.tab_title("Guard leaderboard")
+    st.header("Guard leaderboard")
+    st.caption("Each stored policy scored against people's labels, session by session: a halt inside the "
+               "labelled loop is caught, before it early (it stopped good work), after it or none missed; any "
+               "halt on a normal session is a false halt. Unclear sessions are left out. Every number opens its "
+               "sessions. Precision and recall come with their Wilson 95% intervals: how much so few labels can tell.")
+    totals = data.fresh("label_totals")
+    _label_counts(totals)
     pols = data.q("policies")
     names = dict(zip(pols["id"], pols["label"], strict=True))
     judged = read.judged_rows(data.fresh("judged"))
@@ -179,77 +282,15 @@ def main() -> None:
         sort_from_link = params.get("sort")
         if sort_from_link in scoring.SORTABLE and "lb_sort" not in st.session_state:
             st.session_state.lb_sort = sort_from_link
-        sort = st.selectbox("Sort by", scoring.SORTABLE, key="lb_sort",
-                            help="rank: most loops caught, then fewest false halts, fewest early halts.")
+        sort = st.selectbox("Sort by", scoring.SORTABLE, key="lb_sort", format_func=words.title,
+                            help="rank: precision first — fewest false halts, then most loops caught, fewest early halts.")
         ranked = scoring.rank(scoring.score(judged, list(names.items())), sort)
-        rows = cost_view.with_saved_spend(table_rows(ranked))  # $ and tokens saved (app/cost_view.py)
-        link_cols = {c: st.column_config.LinkColumn(COLUMN_TITLES[c], display_text=r"n=(\d+)$")
-                     for c in scoring.COUNT_COLUMNS}
-        safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | {
-            "policy": st.column_config.TextColumn("policy", width="medium"),
-            "precision": st.column_config.TextColumn("precision"),
-            "recall": st.column_config.TextColumn("recall"),
-            "into loop (median)": st.column_config.TextColumn("into loop (median)")})
-        # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
-        by_id = {s.policy_id: s for s in ranked}
-        o1, o2, o3 = st.columns([3, 2, 1])
-        pick = o1.selectbox("Sessions of policy", list(by_id), format_func=names.get,
-                            key="lb_open_policy")
-        cell = o2.selectbox("Behind the number", scoring.COUNT_COLUMNS, key="lb_open_cell",
-                            format_func=lambda c: f"{COLUMN_TITLES[c]}: {by_id[pick].row()[c]}")
-        o3.link_button("Open these sessions", cell_link(pick, cell, by_id[pick].row()[cell]))
-        bars = pd.DataFrame([{"policy": s.policy, **{p: s.row()[p] for p in charts_scores.PARTS},
-                              **{f"link_{p}": cell_link(s.policy_id, p, s.row()[p]) for p in charts_scores.PARTS}}
-                             for s in ranked])
-        st.altair_chart(charts_scores.outcome_bars(bars), key="lb_chart")
-
-        st.subheader("Where two policies disagree")
-        ids = [s.policy_id for s in ranked]
-        a0 = params.get("a") if params.get("a") in ids else ids[0]
-        b0 = params.get("b") if params.get("b") in ids else ids[min(1, len(ids) - 1)]
-        c1, c2 = st.columns(2)
-        a = c1.selectbox("Policy A", ids, index=ids.index(a0), format_func=names.get, key="lb_a")
-        b = c2.selectbox("Policy B", ids, index=ids.index(b0), format_func=names.get, key="lb_b")
-        if a == b:
-            st.caption("Choose two different policies.")
-        else:
-            _disagree(a, b, by_policy, names)
-
+        _board(ranked, names)
+        _cross_validated(judged, names)
+        _two_policies([s.policy_id for s in ranked], by_policy, names)
         st.subheader("Label next")
         _label_next(ranked, names)
-
-        st.subheader("Enforce on live agents")
-        e1, e2 = st.columns([3, 2])
-        # Nothing preselected: what live agents may do changes only when a person picks a policy.
-        chosen = e1.selectbox("Policy to enforce", ids, index=None, format_func=names.get, key="lb_enforce_sel",
-                              placeholder="pick a policy",
-                              help="The hooks, `loopledger guard` and Policy.enforced(db) judge live agents with it.")
-        label = "Enforce (pick a policy first)"
-        if chosen is not None:
-            per = data.q("per_policy", read.SessionFilter())
-            halted = int(per.loc[per["policy_id"] == chosen, "halts"].sum())
-            runs = int(data.q("headline", read.SessionFilter())["runs"])
-            label = f"Enforce it: halts {halted:,} of {runs:,} runs"
-        if e2.button(label, key="lb_enforce", disabled=chosen is None):
-            try:
-                with data._writer(data.url()).begin() as conn:
-                    enforce.set_enforced_id(conn, chosen, origin="leaderboard")
-                st.success("Enforced: live agents are judged by this policy from their next call.")
-                safe.text(f"Enforced now: {names.get(chosen, chosen)}")
-            except enforce.NotRegistered as exc:  # a stored module:factory: looked up, never imported
-                safe.text(f"Not enforced: {exc}")
-
-    st.subheader("Who labelled what")
-    by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")
-    labels = data.fresh("label_list", "" if by == "all" else by)
-    if len(labels):
-        labels.insert(0, "open", [f"./session?session={int(i)}" for i in labels["session_id"]])
-        labels["labelled_at"] = when.moments(labels["labelled_at"])
-        labels["loop_calls"] = [c or when.MISSING for c in labels["loop_calls"]]
-        safe.table(labels, key="lb_labels", column_config={
-            "open": st.column_config.LinkColumn("open", display_text="open")})
-    else:
-        st.caption("No labels yet.")
-
+        _enforce(scoring.rank(ranked), names)  # best first, whatever the table's order
+    _who_labelled()
 
 main()

@@ -16,10 +16,10 @@ import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain
 from loopledger.app import charts_replay as charts
-from loopledger.app import data, safe, when
+from loopledger.app import data, safe, when, words
 from loopledger.app import replay_view as rv
 from loopledger.detectors import registry
-from loopledger.detectors.policy import INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
+from loopledger.detectors.policy import DEFAULT_SPECS, INT, NAMES, OPT_INT, PARAMS, TEXT, PolicySpec
 from loopledger.events import Answers, Batch, Prose, Retry, UserTurn, text_digest
 from loopledger.ledger import read
 from loopledger.ledger.store import load_events
@@ -222,7 +222,8 @@ run_text = {r["idx"]: " ".join((r.get("user_text") or "").split())[:60] for r in
 # The detector first (drawn in the third column): the run picker marks the runs it halts.
 detectors = _detector_names(policies)
 if "rp_spec" not in st.session_state:
-    st.session_state.rp_spec = PolicySpec(detectors[0])
+    # Without a link: the default set's first detector, what ingest judged the session with.
+    st.session_state.rp_spec = DEFAULT_SPECS[0] if DEFAULT_SPECS[0].detector in detectors else PolicySpec(detectors[0])
 if st.session_state.rp_spec.detector not in detectors:
     detectors.append(st.session_state.rp_spec.detector)
 if st.session_state.get("rp_detector") not in detectors:
@@ -250,9 +251,10 @@ def _picked_run() -> None:
 
 run_idx = c2.selectbox("Run", list(run_bounds), key=run_key, on_change=_picked_run,
                        help="“halts at call #…” marks the runs this policy halts",
-                       format_func=lambda i: (f"run {i} — halts at {rv.call_ref(calls_before, halt_at[i])}: "
-                                              if i in halt_at else f"run {i}: ") + run_text.get(i, ""))
+                       format_func=lambda i: (f"{explain.run_ref(i)} — halts at {rv.call_ref(calls_before, halt_at[i])}: "
+                                              if i in halt_at else f"{explain.run_ref(i)}: ") + run_text.get(i, ""))
 first, last = run_bounds[run_idx]
+words.tab_title(f"Replay #{session_id} {explain.run_ref(run_idx)}")
 if st.session_state.get("rp_scope") != (session_id, run_idx):
     # Another session or run was picked: start at its first step (a deep link set its own).
     if st.session_state.get("rp_scope") is not None or "rp_step" not in st.session_state:
@@ -332,7 +334,7 @@ def _set_step(value: int | None) -> None:
 
 def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> None:
     """The detector's counters and buffers at the cursor, per detector."""
-    st.caption(f"run {state.get('run')} · " + ("halted: the run's later steps are after_halt until the next user turn"
+    st.caption(f"{explain.run_ref(state.get('run'))} · " + ("halted: the run's later steps are after_halt until the next user turn"
                                                if state.get("halted") else "not halted"))
     m = st.columns(4)
     if detector == "run-length":
@@ -394,24 +396,24 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
 
 def _show_event(seq: int, ev: Any) -> None:
     if isinstance(ev, UserTurn):
-        st.caption(f"step {seq} · user")
+        st.caption(f"user (step {seq})")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Prose):
-        st.caption(f"step {seq} · assistant")
+        st.caption(f"assistant (step {seq})")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Retry):
-        st.caption(f"step {seq} · provider retry")
+        st.caption(f"provider retry (step {seq})")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Batch):
         first_call = calls_before[seq] + 1
-        st.caption(f"step {seq} · assistant calls {len(ev.calls)} tool(s): "
-                   + explain.call_list(range(first_call, first_call + len(ev.calls))))
+        st.caption(explain.call_list(range(first_call, first_call + len(ev.calls))).capitalize()
+                   + f" (step {seq}): the assistant calls {len(ev.calls)} tool(s)")
         if ev.text:
             safe.text(rv.clip(ev.text))
         for i, c in enumerate(ev.calls):
             safe.code(f"call #{first_call + i}: {c.name}  {rv.args_text(c.args)}")
     elif isinstance(ev, Answers):
-        st.caption(f"step {seq} · {len(ev.answers)} answer(s)")
+        st.caption(f"{len(ev.answers)} answer(s) (step {seq})")
         for a in ev.answers:
             safe.text(("[error] " if a.is_error else "") + rv.clip(a.text, 600))
 
@@ -430,6 +432,108 @@ def _goto_halt(seq: int | None) -> None:
         _set_step(seq)
 
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _stops(db_url: str, session_id: int, updated_at: float | None, n_events: int, spec_text: str) -> list[int]:
+    # Where Forward / Back / Play stop: calls and checked steps (replay_view.stops), per policy.
+    steps = _all_steps(db_url, session_id, updated_at, n_events, spec_text)
+    return rv.stops(_events(db_url, session_id, updated_at, n_events), steps)
+
+
+def _where(seq: int | None) -> str:
+    """A halt's place for a button's help: its call, and its run when it is another."""
+    if seq is None:
+        return "no halt"
+    other = run_of.get(seq, run_idx) != run_idx
+    return rv.call_ref(calls_before, seq) + (f" in {explain.run_ref(run_of[seq])}" if other else "")
+
+
+def _controls(cur: int, stop_seqs: list[int]) -> None:
+    """Back / Forward (from call to call: an answer or a user turn has nothing to judge), the next
+    warning, block and halt, and the step slider (every step, answers too)."""
+    index = _verdicts(data.url(), session.id, session.updated_at, session.n_events, spec.text)
+    nxt = {v: rv.next_seq_with(index, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
+    back, fwd = rv.next_stop(stop_seqs, cur, first, last, forward=False), rv.next_stop(stop_seqs, cur, first, last)
+    prev_halt = rv.neighbour_halt(halts_all, cur, forward=False)
+    next_halt = rv.neighbour_halt(halts_all, cur, forward=True)
+    b = st.columns(7)
+    b[0].button("◀ Back", on_click=_set_step, args=(back,), disabled=back is None, key="rp_back",
+                help="to the previous call (answers are read with their calls)")
+    b[1].button("Forward ▶", on_click=_set_step, args=(fwd,), disabled=fwd is None, key="rp_fwd",
+                help="to the next call the guard judges (answers are read with their calls)")
+    b[2].button("Next warning", on_click=_set_step, args=(nxt[vocab.WARN],), disabled=nxt[vocab.WARN] is None,
+                key="rp_next_warn")
+    b[3].button("Next block", on_click=_set_step, args=(nxt[vocab.BLOCK],), disabled=nxt[vocab.BLOCK] is None,
+                key="rp_next_block")
+    b[4].button("◀ Previous halt", on_click=_goto_halt, args=(prev_halt,), disabled=prev_halt is None,
+                key="rp_prev_halt", help=f"across every run of the session: {_where(prev_halt)}")
+    b[5].button("Next halt ▶", on_click=_goto_halt, args=(next_halt,), disabled=next_halt is None,
+                key="rp_next_halt", help=f"across every run of the session: {_where(next_halt)}")
+    if last > first:
+        st.slider("Step", min_value=first, max_value=last, key="rp_step",
+                  help="every step of the run, answers and user turns too; Forward and Back go call by call")
+
+
+def _transcript_panel(cur: int) -> None:
+    """The cursor's step first, in its own box; the run before it below, the most recent first,
+    so the current call is what the panel opens on."""
+    st.subheader(f"Transcript, {explain.run_ref(run_idx)}, at " + (rv.call_ref(calls_before, cur)
+                 if isinstance(events[cur], Batch) else f"step {cur}"))
+    with st.container(border=True):
+        st.caption("▶ at the cursor")
+        _show_event(cur, events[cur])
+    lo = max(first, cur - TRANSCRIPT_WINDOW + 1)
+    # Earlier steps as one plain-text block (one element, not dozens), newest first.
+    earlier = [line for seq in range(cur - 1, lo - 1, -1)
+               for line in rv.event_lines(seq, events[seq], before=calls_before[seq])]
+    if earlier:
+        st.caption("Before it in this run, the most recent first:")
+        safe.code("\n".join(earlier))
+    if lo > first:
+        st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
+
+
+def _verdict_panel(step: Any, cur: int, state: dict[str, Any]) -> None:
+    """The verdict at the cursor, each loud check in words, the results judged here, the state."""
+    verdicts = [c.verdict for c in step.checks] if step else []
+    worst = max(verdicts, key=lambda v: ("", vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK,
+                                          vocab.HALT).index(v) if v in vocab.VERDICTS else 0, default=None)
+    st.metric("Verdict at this step", worst or "no check")
+    if step is not None and step.checks:
+        rows = rv.checks_table(step, events[cur])
+        table = pd.DataFrame(rows).drop(columns=["reason"])
+        for col in ("count", "total", "threshold"):  # a number the detector did not give: "—", not None
+            table[col] = [when.MISSING if v is None or pd.isna(v) else str(int(v)) for v in table[col]]
+        safe.table(table, key="rp_checks")
+        # Why, in words: whole sentences under the table, never a cut-off cell.
+        for row in rows:
+            if row["verdict"] in (vocab.WARN, vocab.BLOCK, vocab.HALT):
+                safe.text(f"{row['verdict']}: " + explain.sentence(detector, row["verdict"], row["count"],
+                                                                    row["total"], row["threshold"], row["reason"],
+                                                                    row["tool"]))
+    if step is not None and step.results:
+        safe.table(pd.DataFrame([{"judged step": r.seq, "call": rv.call_word(r.idx), "result": r.outcome}
+                                 for r in step.results]))
+    st.subheader("Detector state")
+    _state_panel(state, [(s.seq, r) for s in rp.steps[first:] for r in s.results])
+
+
+def _beside_stored() -> None:
+    """The stored policy of this detector (this one, else its default), step by step beside the live one."""
+    stored = next((p for p in stored_same_detector if p["id"] == spec.id), None) or \
+        next((p for p in stored_same_detector if p["is_default"]), None) or \
+        (stored_same_detector[0] if stored_same_detector else None)
+    if stored is None or stored["id"] == spec.id:
+        return
+    st.subheader("Live verdicts beside the stored ones")
+    safe.text(f"stored policy: {stored['label']}")
+    with _conn() as conn:
+        rows = rv.live_vs_stored(all_steps, rv.stored_checks(conn, session.id, stored["id"]), first, last)
+    if rows:
+        safe.table(pd.DataFrame(rows))
+    else:
+        st.caption("Both say allow at every step of this run.")
+
+
 def cursor_view() -> None:
     if st.session_state.pop("rp_app_rerun", False):
         st.rerun(scope="app")
@@ -438,100 +542,32 @@ def cursor_view() -> None:
     if now is not None and (now.updated_at, now.n_events) != (session.updated_at, session.n_events):
         # A live worker appended to this session (e.g. while playing): rebuild from the top.
         st.rerun(scope="app")
+    stop_seqs = _stops(data.url(), session.id, session.updated_at, session.n_events, spec.text)
     if st.session_state.get("rp_play"):
-        # Each run while playing is one tick (run_every); at the end, playing stops.
-        if st.session_state.get("rp_step", first) >= last:
+        # Each run while playing is one tick (run_every), call to call; at the end, playing stops.
+        ahead = rv.next_stop(stop_seqs, st.session_state.get("rp_step", first - 1), first, last)
+        if ahead is None:
             st.session_state.rp_stop = True
             st.rerun(scope="app")
-        _set_step(st.session_state.get("rp_step", first - 1) + 1)
+        _set_step(ahead)
     if st.session_state.get("rp_step") is None or not first <= st.session_state.rp_step <= last:
         _set_step(st.session_state.get("rp_step", first))
-    cur = st.session_state.rp_step
-
-    index = _verdicts(data.url(), session.id, session.updated_at, session.n_events, spec.text)
-    nxt = {v: rv.next_seq_with(index, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
-    prev_halt = rv.neighbour_halt(halts_all, cur, forward=False)
-    next_halt = rv.neighbour_halt(halts_all, cur, forward=True)
-
-    def where(seq: int | None) -> str:
-        return "no halt" if seq is None else f"step {seq}" + (f" in run {run_of[seq]}" if run_of.get(seq, run_idx)
-                                                               != run_idx else "")
-
-    b = st.columns(7)
-    b[0].button("◀ Back", on_click=_set_step, args=(cur - 1,), disabled=cur <= first, key="rp_back")
-    b[1].button("Forward ▶", on_click=_set_step, args=(cur + 1,), disabled=cur >= last, key="rp_fwd")
-    b[2].button("Next warning", on_click=_set_step, args=(nxt[vocab.WARN],), disabled=nxt[vocab.WARN] is None,
-                key="rp_next_warn")
-    b[3].button("Next block", on_click=_set_step, args=(nxt[vocab.BLOCK],), disabled=nxt[vocab.BLOCK] is None,
-                key="rp_next_block")
-    b[4].button("◀ Previous halt", on_click=_goto_halt, args=(prev_halt,), disabled=prev_halt is None,
-                key="rp_prev_halt", help=f"across every run of the session: {where(prev_halt)}")
-    b[5].button("Next halt ▶", on_click=_goto_halt, args=(next_halt,), disabled=next_halt is None,
-                key="rp_next_halt", help=f"across every run of the session: {where(next_halt)}")
-    if last > first:
-        st.slider("Step", min_value=first, max_value=last, key="rp_step")
+    _controls(st.session_state.rp_step, stop_seqs)
     cur = st.session_state.rp_step
 
     step = rp.jump_to(cur + 1)  # forward from where it is; back from the nearest snapshot
     _write_link(session.id, run_idx, spec, stored_ids, cur)
-    state = rp.state()
-
     left, right = st.columns([3, 2])
     with left:
-        st.subheader(f"Transcript, run {run_idx}, up to step {cur}")
-        lo = max(first, cur - TRANSCRIPT_WINDOW + 1)
-        if lo > first:
-            st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
-        # Earlier steps as one plain-text block (one element, not dozens), the cursor's step apart.
-        earlier = [line for seq in range(lo, cur) for line in rv.event_lines(seq, events[seq],
-                                                                              before=calls_before[seq])]
-        if earlier:
-            safe.code("\n".join(earlier))
-        with st.container(border=True):
-            st.caption("▶ at the cursor")
-            _show_event(cur, events[cur])
+        _transcript_panel(cur)
     with right:
-        verdicts = [c.verdict for c in step.checks] if step else []
-        worst = max(verdicts, key=lambda v: ("", vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK,
-                                              vocab.HALT).index(v) if v in vocab.VERDICTS else 0, default=None)
-        st.metric("Verdict at this step", worst or "no check")
-        if step is not None and step.checks:
-            rows = rv.checks_table(step, events[cur])
-            table = pd.DataFrame(rows).drop(columns=["reason"])
-            for col in ("count", "total", "threshold"):  # a number the detector did not give: "—", not None
-                table[col] = [when.MISSING if v is None or pd.isna(v) else str(int(v)) for v in table[col]]
-            safe.table(table, key="rp_checks")
-            # Why, in words: whole sentences under the table, never a cut-off cell.
-            for row in rows:
-                if row["verdict"] in (vocab.WARN, vocab.BLOCK, vocab.HALT):
-                    safe.text(f"{row['verdict']}: " + explain.sentence(detector, row["verdict"], row["count"],
-                                                                        row["total"], row["threshold"], row["reason"],
-                                                                        row["tool"]))
-        if step is not None and step.results:
-            safe.table(pd.DataFrame([{"judged step": r.seq, "call": rv.call_word(r.idx), "result": r.outcome}
-                                     for r in step.results]))
-        st.subheader("Detector state")
-        in_run = [(s.seq, r) for s in rp.steps[first:] for r in s.results]
-        _state_panel(state, in_run)
-
+        _verdict_panel(step, cur, rp.state())
     chart = _counters_spec(data.url(), session.id, session.updated_at, session.n_events, spec.text, first, last)
     st.vega_lite_chart(charts.with_cursor(chart, cur), width="stretch", key="rp_counters")
-
-    stored = next((p for p in stored_same_detector if p["id"] == spec.id), None) or \
-        next((p for p in stored_same_detector if p["is_default"]), None) or \
-        (stored_same_detector[0] if stored_same_detector else None)
-    if stored is not None and stored["id"] != spec.id:
-        st.subheader("Live verdicts beside the stored ones")
-        safe.text(f"stored policy: {stored['label']}")
-        with _conn() as conn:
-            rows = rv.live_vs_stored(all_steps, rv.stored_checks(conn, session.id, stored["id"]), first, last)
-        if rows:
-            safe.table(pd.DataFrame(rows))
-        else:
-            st.caption("Both say allow at every step of this run.")
+    _beside_stored()
 
 
 if st.session_state.pop("rp_stop", False):
     st.session_state.rp_play = False
-st.toggle("Play", key="rp_play", help=f"Advance one step every {PLAY_SECONDS:.1f} s")
+st.toggle("Play", key="rp_play", help=f"Advance one call every {PLAY_SECONDS:.1f} s")
 st.fragment(cursor_view, run_every=PLAY_SECONDS if st.session_state.get("rp_play") else None)()

@@ -14,10 +14,11 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, cost_view, data, nav, safe, when
+from loopledger.app import charts, cost_view, data, nav, safe, when, words
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
+from loopledger.formats import positions
 from loopledger.ledger import read, read_live
 
 CONTEXT = 6  # events shown before and after the focused step
@@ -54,7 +55,7 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     ending = sv.ending_text(head)
     if ending:
         safe.text(ending)
-    info = {"format": head["format"], "source file": head["path"], "agent": head["agent"], "model": head["model"],
+    info = {"format": head["format"], "source file": words.shown_path(head["path"]), "agent": head["agent"], "model": head["model"],
             "started": when.moment(head["started_at"]), "ended": when.moment(head["ended_at"]), "status": head["status"]}
     # An unknown value is a dash, as everywhere on the dashboard (never None / null).
     safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
@@ -119,14 +120,16 @@ def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
     return int(run)
 
 
-def _halt_call(sid: int, seq: int, idx: int, numbers: dict[tuple[int, int], tuple[int, int]]) -> tuple[str, str]:
-    """(where, tool words) of a halting check: "call #12 (step 35, line 37)" and the tool as a
-    person names it (a shell call by its command). A batch-level check is its batch's first call;
-    a check on a prose turn has no call and is named by its step."""
+def _halt_call(sid: int, seq: int, idx: int, numbers: dict[tuple[int, int], tuple[int, int]],
+               unit: str) -> tuple[str, str]:
+    """(where, tool words) of a halting check: "call #12 (step 35, line 37)" — or "message 12" of
+    a JSON document: `unit`, loopledger.formats.positions — and the tool as a person names it (a
+    shell call by its command). A batch-level check is its batch's first call; a check on a prose
+    turn has no call and is named by its step."""
     row = data.q("transcript", sid, seq, seq)
     line = row["line"].iloc[0] if len(row) else None
     num = numbers.get((seq, max(idx, 0)))
-    where = explain.call_ref(num[0] if num else None, seq, line)
+    where = explain.call_ref(num[0] if num else None, seq, line, unit)
     calls = row[row["idx"].notna()] if len(row) else row
     if idx == explain.BATCH_LEVEL or not len(calls):
         return where, ""
@@ -134,11 +137,11 @@ def _halt_call(sid: int, seq: int, idx: int, numbers: dict[tuple[int, int], tupl
     return where, explain.tool_words(one["tool"].iloc[0], one["args"].iloc[0]) if len(one) else ""
 
 
-def _why(sid: int, run: int, run_halts: pd.DataFrame, ending: str) -> dict | None:
+def _why(sid: int, run: int, run_halts: pd.DataFrame, ending: str, unit: str) -> dict | None:
     """The Why box: one sentence per halt of this run, then every call its verdict rests on, by
     call number and linked, in whatever run they are (a multi-turn retry's earlier attempts too).
     Returns the first halt's repeat (first seq, halt seq) for the transcript excerpt."""
-    st.subheader(f"Why run {run} halted" if len(run_halts) else f"Run {run}")
+    st.subheader(f"Why {explain.run_ref(run)} halted" if len(run_halts) else explain.run_ref(run).capitalize())
     if not len(run_halts):
         st.write("No policy halted this run.")
         return None
@@ -150,7 +153,7 @@ def _why(sid: int, run: int, run_halts: pd.DataFrame, ending: str) -> dict | Non
     with st.container(border=True, key="why_box"):
         for h in run_halts.itertuples(index=False):
             seq, idx = int(h.halt_seq), int(h.halt_idx)
-            where, tool = _halt_call(sid, seq, idx, numbers)
+            where, tool = _halt_call(sid, seq, idx, numbers, unit)
             text = explain.sentence(h.detector, vocab.HALT, h.count, h.total, h.threshold, h.reason, tool or h.tool)
             safe.text(f"{h.detector} halted at {where}: {text}")
             rep = explain.repeated_calls(h.detector, calls, seq, idx, explain._int(h.count), explain._int(h.total))
@@ -179,29 +182,34 @@ def _matrix(long: pd.DataFrame, halts: pd.DataFrame) -> None:
                      help="Keep the runs some policy halted. Policies that halted something come first.")
     shown = matrix[matrix["halted by"] != ""] if only else matrix
     runs = [int(r) for r in shown["run"]]
-    event = safe.table(shown, key="outcomes", on_select="rerun", selection_mode="single-row",
+    # Runs counted from 1, as calls are (the link's run= stays the ledger's index).
+    shown = shown.assign(run=[explain.run_ref(r).removeprefix("run ") for r in runs])
+    # Any cell of a row opens its run (single-cell), as its checkbox does (single-row).
+    event = safe.table(shown, key="outcomes", on_select="rerun", selection_mode=["single-row", "single-cell"],
                        height=min(400, 38 + 35 * len(shown)),
-                       column_config={"run": st.column_config.NumberColumn("run", format="%d", pinned=True),
+                       column_config={"run": st.column_config.TextColumn("run", pinned=True),
                                       "halted by": st.column_config.TextColumn("halted by", pinned=True)})
-    rows = list(event.selection.rows) if event is not None and hasattr(event, "selection") else []
-    picked = runs[rows[0]] if rows and rows[0] < len(runs) else None
+    row = safe.clicked_row(event)
+    picked = runs[row] if row is not None and row < len(runs) else None
     # A row click opens that run (once: the selection stays set across reruns).
     if picked is not None and st.session_state.get("_row_applied") != (st.query_params.get("session"), picked):
         st.session_state["_row_applied"] = (st.query_params.get("session"), picked)
         if picked != st.session_state.get("run_pick"):
             _goto_run(picked)
-    st.caption("Click a row to open that run. Cells: clean · warned · blocked · halted.")
+    st.caption("Click any cell of a row to open that run. Cells: clean · warned · blocked · halted.")
 
 
 def _timeline(sid: int, head: dict, run: int, bounds: tuple[int, int], n_policies: int) -> pd.DataFrame:
     st.subheader("Timeline")
     whole_fits = head["n_calls"] * max(1, n_policies) <= TIMELINE_ROWS
     only_run = st.toggle("This run only", value=True, key="timeline_run_only", disabled=not whole_fits,
-                         help="On: the chart spans this run's steps. Off: the whole session.")
+                         help="On: the chart spans this run's calls. Off: the whole session.")
     tl = data.q("timeline", sid, run if only_run else None, TIMELINE_ROWS)
     if len(tl):
         tl = sv.number_timeline(sv.with_why(tl), data.q("calls_before", sid, int(tl["seq"].min())))
-        chart = charts.timeline(tl, domain=bounds if only_run else None)
+        # The run's calls, from just before its first to just after its last (prose sits at N.5).
+        calls = (data.q("calls_before", sid, bounds[0]) + 0.5, data.q("calls_before", sid, bounds[1] + 1) + 0.5)
+        chart = charts.timeline(tl, domain=calls if only_run and calls[1] > calls[0] else None)
         event = st.altair_chart(chart, key="timeline_chart", on_select="rerun", selection_mode="mark_pick")
         sel = sv.picked_mark(event)
         if sel is not None and st.session_state.get("_mark_applied") != sel:
@@ -224,12 +232,12 @@ def _read_only_by_accident(tool: str) -> str:
     return f"run-length counts it read-only only through '{pattern}' inside a word (match=name-parts would not)"
 
 
-def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dict) -> None:
+def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dict, unit: str) -> None:
     for row in rows.itertuples(index=False):
         if row.kind == "gap":
             safe.text(f"… {int(row.seq)} steps not shown …")
             continue
-        where = f"step {row.seq}" + (f", line {int(row.line)}" if pd.notna(row.line) else "")
+        where = f"step {row.seq}" + (f", {unit} {int(row.line)}" if pd.notna(row.line) else "")
         if row.kind == vocab.KIND_BATCH and pd.notna(row.idx):
             key = (int(row.seq), int(row.idx))
             mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
@@ -313,6 +321,7 @@ def _enforced(session_id: int) -> None:
 
 def main() -> None:
     sid = _int_param("session")
+    words.tab_title(f"Session #{sid}" if sid is not None else "Session")
     if sid is None:
         st.header("Session")
         st.info("Pick a session on the Sessions page (or open ./session?session=ID).")
@@ -333,13 +342,14 @@ def main() -> None:
     run = _pick_run(head["n_runs"], halts)
     bounds = data.q("run_bounds", sid, run) or (0, head["n_events"])
     run_halts = halts[halts["run_idx"] == run]
-    repeat = _why(sid, run, run_halts, sv.ending_text(head, run))
+    unit = positions.word(head["format"], head["path"])  # line, or message / record of a JSON document
+    repeat = _why(sid, run, run_halts, sv.ending_text(head, run), unit)
 
     _matrix(long, halts)
     cost_view.session_cost(sid, run, run_halts, bounds)  # what it cost, per run and per call (app/cost_view.py)
     run_tl = _timeline(sid, head, run, bounds, long["policy_id"].nunique())
 
-    st.subheader(f"Run {run}: transcript")
+    st.subheader(f"{explain.run_ref(run).capitalize()}: transcript")
     halt_seqs = {int(s) for s in run_halts["halt_seq"]}
     focus_key = f"focus_{sid}_{run}"
     if focus_key not in st.session_state:
@@ -366,7 +376,7 @@ def main() -> None:
     # "identical to step N": against the calls shown (the excerpt starts at the repeat's first call).
     numbers = {(int(r.seq), int(r.idx)): int(r.n) for r in rows.itertuples(index=False)
                if "n" in rows and pd.notna(r.n)} if len(rows) else {}
-    _transcript(rows, notes, halt_seqs, explain.identical_marks(sv.shown_calls(rows), numbers))
+    _transcript(rows, notes, halt_seqs, explain.identical_marks(sv.shown_calls(rows), numbers), unit)
 
     st.subheader("Label")
     _labels(sid, run)

@@ -7,51 +7,21 @@ Titles and paths are transcript text: they appear only inside st.dataframe and t
 
 from __future__ import annotations
 
-import datetime as dt
-
 import streamlit as st
-from loopledger.app import charts, cost_view, data, safe, when
+from loopledger.app import charts, cost_view, data, filters, safe, when, words
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
 
 PAGE_SIZE = 50
 METRICS = (("sessions", "Sessions"), ("runs", "Runs"), ("calls", "Tool calls"), ("warnings", "Warnings"),
            ("blocks", "Blocks"), ("halts", "Halts"), ("saved", "Calls saved"))
-ANY = "any"
-
-
-def _filters() -> read.SessionFilter:
-    pols = data.q("policies")
-    labels = dict(zip(pols["id"], pols["label"], strict=True))
-    default = [i for i, d in zip(pols["id"], pols["is_default"], strict=True) if d] or list(labels)
-    sb = st.sidebar
-    chosen = sb.multiselect("Policies", list(labels), default=default, format_func=labels.get, key="f_policies",
-                            help="Counters are summed over these policies.")
-    fmts = sb.multiselect("Format", data.q("formats"), key="f_formats")
-    source = sb.text_input("Source path contains", key="f_source")
-    lo, hi = data.q("date_bounds")
-    dates = sb.date_input("Started between", value=(lo, hi) if lo and hi else (), key="f_dates") if lo else ()
-    outcome = sb.selectbox("Outcome", (ANY, *read.OUTCOME_FILTERS), key="f_outcome")
-    tool = sb.selectbox("Called tool", ("", *data.q("tools")), key="f_tool", format_func=lambda t: t or "any tool")
-    text = sb.text_input("Search titles and paths", key="f_text")
-    date_from = dates[0] if isinstance(dates, tuple | list) and len(dates) >= 1 else None
-    date_to = dates[1] if isinstance(dates, tuple | list) and len(dates) == 2 else None
-    # The full range is no filter: sessions without a start time stay listed, and the SQL is lighter.
-    date_from = None if date_from == lo else date_from
-    date_to = None if date_to == hi else date_to
-    return read.SessionFilter(
-        # Every policy chosen = no policy filter: the same sums, and the SQL skips an IN list.
-        policies=() if set(chosen) == set(labels) else tuple(chosen), formats=tuple(fmts), source=source.strip(),
-        date_from=date_from if isinstance(date_from, dt.date) else None,
-        date_to=date_to if isinstance(date_to, dt.date) else None,
-        outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip())
 
 
 def _file(path: str | None, keep: int = 2) -> str:
     """A path cut to its last `keep` parts ("…/runs/session.jsonl"); the full path is the `path` column."""
     if not isinstance(path, str):
         return ""
-    parts = path.replace("\\", "/").rstrip("/").split("/")
+    parts = words.shown_path(path).replace("\\", "/").rstrip("/").split("/")
     return path if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
 
 
@@ -67,7 +37,7 @@ def _table_config() -> dict:
                                                  width="small")
     return num | {
         "id": st.column_config.NumberColumn("id", format="%d", width="small", pinned=True,
-                                            help="click a row to open the session"),
+                                            help="click any cell of a row to open the session"),
         "started_at": st.column_config.TextColumn("started", width="medium"),
         "title": st.column_config.TextColumn("title", width="large"),
         "file": st.column_config.TextColumn("file", width="medium", help="the source file, shortened; "
@@ -89,9 +59,9 @@ def _live(f: read.SessionFilter) -> None:
 
     c = st.columns(4)
     by = c[0].selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",
-                        help="the first panel; the others keep its session order")
+                        format_func=words.title, help="the first panel; the others keep its session order")
     top_n = c[1].slider("Sessions in chart", 5, 50, 20, key="chart_n")
-    sort = c[2].selectbox("Table sorted by", read.SORTABLE, key="table_sort")
+    sort = c[2].selectbox("Table sorted by", read.SORTABLE, key="table_sort", format_func=words.title)
     pages = max(1, -(-head["sessions"] // PAGE_SIZE))
     page = int(c[3].number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
     top = data.q("top_sessions", f, top_n, by, head)
@@ -108,27 +78,32 @@ def _live(f: read.SessionFilter) -> None:
     with st.expander("Per policy", expanded=False):
         safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy", column_config={
             "sessions_halted": st.column_config.NumberColumn("sessions halted", help="sessions with a halt"),
-            **{m: st.column_config.NumberColumn(m, help=charts.MEASURE_HELP.get(m, "")) for m in read.MEASURES}})
+            **{m: st.column_config.NumberColumn(words.title(m), help=charts.MEASURE_HELP.get(m, ""))
+               for m in read.MEASURES}})
     st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
                "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
                                                        if head["sessions"] > top_n else ""))
     st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
 
-    table = rows.assign(file=[_file(p) for p in rows["path"]], started_at=when.moments(rows["started_at"]))[TABLE_ORDER]
+    table = rows.assign(file=[_file(p) for p in rows["path"]], path=[words.shown_path(p) for p in rows["path"]],
+                        started_at=when.moments(rows["started_at"]))[TABLE_ORDER]
+    # A click on any cell selects it (single-cell), and so opens its row's session; the row's
+    # checkbox (single-row) does the same.
     event = safe.table(table, key="sessions_table", column_config=_table_config(), on_select="rerun",
-                       selection_mode="single-row")
-    picked = event.selection.rows if event is not None and hasattr(event, "selection") else []
-    if picked:
+                       selection_mode=["single-row", "single-cell"])
+    picked = safe.clicked_row(event)
+    if picked is not None:
         # A row opens its session here, in the same tab.
-        st.switch_page("views/session.py", query_params={"session": str(int(table["id"].iloc[picked[0]]))})
+        st.switch_page("views/session.py", query_params={"session": str(int(table["id"].iloc[picked]))})
 
     st.download_button(f"Download all {head['sessions']:,} matching rows (CSV)", lambda: data.sessions_csv(f, sort),
                        file_name="loopledger-sessions.csv", mime="text/csv", key="csv")
-    st.caption(f"{head['sessions']:,} sessions · page {page} of {pages} · click a row to open it · "
+    st.caption(f"{head['sessions']:,} sessions · page {page} of {pages} · click a row (any cell) to open it · "
                f"refreshes every {data.REFRESH_S} s")
     with st.expander("Label a session of this page", expanded=False):
         label_form(rows["id"].tolist(), "sessions")
 
 
+words.tab_title("Sessions")
 st.header("Sessions")
-_live(_filters())
+_live(filters.sidebar("sessions"))

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loopledger.detectors.words import COMMAND_CHARS, SHELL_TOOLS, tool_words  # noqa: F401 — the pages name calls through here
+
 NO_LIMIT = "no limit"  # the one word the dashboard uses for a parameter set to none
 BATCH_LEVEL = -1
 
@@ -84,41 +86,6 @@ def sentence(detector: Any, verdict: Any, count: Any = None, total: Any = None, 
 
 def _subject(w: Why) -> str:
     return f"{w.tool} — " if w.tool else ""
-
-
-SHELL_TOOLS = frozenset({"bash", "shell", "sh", "run_shell_command", "execute_command", "exec_command",
-                         "execute_bash", "run_command", "terminal", "cmdrunaction", "local_shell"})
-_COMMAND_FIELDS = ("command", "cmd", "script", "code")
-COMMAND_CHARS = 80
-
-
-def tool_words(tool: Any, args: Any = None) -> str:
-    """A call's tool as a person names it: a shell tool by its command (`bash: git commit -m …`),
-    since an agent whose every call is bash would otherwise be explained as "bash" every time.
-    `args`: the call's arguments (a dict, or its JSON text as the ledger stores it)."""
-    name = _str(tool)
-    if name.lower() not in SHELL_TOOLS or args is None:
-        return name
-    if isinstance(args, str):
-        import json
-
-        try:
-            args = json.loads(args)
-        except ValueError:
-            # Arguments cut short (a timeline reads their first characters): the command's start.
-            m = re.search(r'"(?:command|cmd|script)"\s*:\s*"((?:[^"\\]|\\.)*)', args)
-            if not m:
-                return name
-            args = {"command": m.group(1).replace('\\"', '"').replace("\\n", " ")}
-    cmd: Any = None
-    if isinstance(args, dict):
-        cmd = next((args[f] for f in _COMMAND_FIELDS if args.get(f)), None)
-    if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
-        cmd = cmd[2] if len(cmd) == 3 and cmd[1] in ("-c", "-lc") else " ".join(cmd)
-    if not isinstance(cmd, str) or not cmd.strip():
-        return name
-    cmd = " ".join(cmd.split())
-    return f"{name}: {cmd if len(cmd) <= COMMAND_CHARS else cmd[:COMMAND_CHARS - 1] + '…'}"
 
 
 def _limit(w: Why, word: str = "at") -> str:
@@ -187,15 +154,22 @@ def _times(n: int) -> str:
 
 
 def _progress(w: Why) -> str:
-    """progress' count is the attempt this call is without progress (1: nothing tried before),
-    threshold the attempt at which the rule that counted it halts, named as the detector names it
-    in its reason ([halt_at], [ok_halt_at], [rerun_halt_at], [poll_span], [same_failure_at], or
-    NAME + 1 where a rule gives one attempt more). The warn threshold (warn_at) is not on the
-    check, so a warning names only where the halt would come."""
+    """progress says what repeated and how often in its own reason (what the model read too);
+    its count is the attempt this call would be, its threshold the attempt that rule halts at
+    (none for a wait, judged by how long it waited). A reason from an older ledger names its
+    threshold in brackets ([halt_at], [ok_halt_at] …): read as it was written."""
     if w.verdict not in ("warn", "halt") or w.count is None:
         return generic(w)
-    earlier = max(w.count - 1, 0)
     m = re.search(r"\[(\w+(?: \+ 1)?)\]", w.reason)
+    if m is None:
+        if not w.reason:
+            return generic(w)
+        if w.threshold is None:
+            return w.reason
+        if w.verdict == "halt":
+            return f"{w.reason}; stopped before attempt {w.count}"
+        return f"{w.reason}; attempt {w.threshold} will be stopped"
+    earlier = max(w.count - 1, 0)
     if "same failure" in w.reason:
         what = (f"the same failure {_times(earlier)} before in a row, whatever the arguments: "
                 f"this is attempt {w.count}")
@@ -205,12 +179,9 @@ def _progress(w: Why) -> str:
     else:
         what = (f"the same call with the same arguments got the same answer {_times(earlier)} before: "
                 f"this is attempt {w.count}")
-    # A reason without the tag (a ledger from before it): a failure halts at halt_at, a repeat at either.
-    name = m.group(1) if m else "halt_at" if "same error" in w.reason or "same failure" in w.reason \
-        else "halt_at or ok_halt_at"
     if w.threshold is None:
         return f"{_subject(w)}{what}"
-    return f"{_subject(w)}{what}; halts at attempt {w.threshold} ({name} = {w.threshold})"
+    return f"{_subject(w)}{what}; halts at attempt {w.threshold} ({m.group(1)} = {w.threshold})"
 
 
 for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladder", _ladder), ("window", _window), ("cycle", _cycle),
@@ -221,14 +192,22 @@ for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladde
 # ── positions ─────────────────────────────────────────────────────────────────────────────────
 
 
-def call_ref(number: Any, seq: Any = None, line: Any = None) -> str:
-    """"call #12 (step 35, line 37)": the one call number people use, the step (and the
-    transcript's line) as secondary detail. No number: the step alone."""
+def call_ref(number: Any, seq: Any = None, line: Any = None, unit: str = "line") -> str:
+    """"call #12 (step 35, line 37)": the one call number people use, the step (and where the
+    transcript holds it: its line, or its message or record in a JSON document — `unit`, from
+    loopledger.formats.positions) as secondary detail. No number: the step alone."""
     n, s, ln = _int(number), _int(seq), _int(line)
-    detail = ", ".join(x for x in (f"step {s}" if s is not None else "", f"line {ln}" if ln is not None else "") if x)
+    detail = ", ".join(x for x in (f"step {s}" if s is not None else "", f"{unit} {ln}" if ln is not None else "") if x)
     if n is None:
         return detail or "—"
     return f"call #{n}" + (f" ({detail})" if detail else "")
+
+
+def run_ref(idx: Any) -> str:
+    """A run as people count it, from 1 like calls: "run #1" is the session's first run (idx 0,
+    as links and the ledger number it); "run #?" for no run."""
+    i = _int(idx)
+    return "run #?" if i is None or i < 0 else f"run #{i + 1}"
 
 
 def call_list(numbers: Iterable[Any], limit: int = 12) -> str:

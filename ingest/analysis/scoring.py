@@ -145,6 +145,7 @@ class Judged:
     saved: int = 0
     halt_run: int | None = None  # where Replay should open (the halting run and event seq)
     halt_seq: int | None = None
+    warnings: int = 0  # warning checks the policy gave in the session
 
     @property
     def outcome(self) -> str | None:
@@ -301,6 +302,17 @@ def call_position(events: Sequence[Event], seq: int, idx: int) -> int:
     return before + max(idx, 0) + 1
 
 
+def calls_before(events: Sequence[Event]) -> list[int]:
+    """seq → how many tool calls the session made before that step: `call_position` for every
+    step in one pass (call #N = this + the call's place in its batch + 1)."""
+    out, n = [], 0
+    for ev in events:
+        out.append(n)
+        if isinstance(ev, Batch):
+            n += len(ev.calls)
+    return out
+
+
 def first_halt(steps: Iterable) -> tuple[int, int, int] | None:
     """(run, seq, idx) of a replay's first halt check, or None."""
     for step in steps:
@@ -314,13 +326,15 @@ def judge_replay(policy_id: str, session_id: int, label: str, first: int | None,
                  events: Sequence[Event], steps: Sequence, saved: int) -> Judged:
     """A Judged row from a replay (`steps` from loopledger.replay, `saved` from its tally)."""
     fh = first_halt(steps)
+    warned = sum(1 for s in steps for c in s.checks if c.verdict == vocab.WARN)
     if fh is None:
-        return Judged(policy_id, session_id, label, first, last, None, saved)
+        return Judged(policy_id, session_id, label, first, last, None, saved, warnings=warned)
     run, seq, idx = fh
-    return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq)
+    return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq,
+                  warned)
 
 
-# ── runs (the dashboard labels from a run; Compare scores runs) ──────────────────────────────────
+# ── runs (the dashboard labels from a run) ──────────────────────────────────
 
 
 def run_span(calls_per_run: Sequence[int], run: int) -> tuple[int, int] | None:
@@ -331,22 +345,6 @@ def run_span(calls_per_run: Sequence[int], run: int) -> tuple[int, int] | None:
     return first, first + calls_per_run[run] - 1
 
 
-def run_verdicts(label: str, first: int | None, last: int | None,
-                 calls_per_run: Sequence[int]) -> dict[int, bool]:
-    """Run → is it a real loop, from the session's label (Compare scores runs, labels judge sessions).
-
-    normal: every run is not a loop; loop: the runs holding any of the loop's calls are, the
-    others are not; unclear: no run is judged."""
-    if label == UNCLEAR:
-        return {}
-    out = {}
-    for run in range(len(calls_per_run)):
-        span = run_span(calls_per_run, run)
-        out[run] = (label == LOOP and span is not None and first is not None and last is not None
-                    and span[0] <= last and first <= span[1])
-    return out
-
-
 def ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
@@ -355,12 +353,13 @@ SORTABLE = ("rank", *COUNT_COLUMNS, "precision", "recall", "saved", "into_loop",
 
 
 def rank(scores: Iterable[PolicyScore], by: str = "rank") -> list[PolicyScore]:
-    """The leaderboard order. `rank`: most loops caught, then fewest false halts, fewest early
-    halts, most calls saved; any other column: highest first (policy: A→Z; into_loop: soonest
-    first, none last)."""
+    """The leaderboard order. `rank`: precision first, as a false halt stops good work — fewest
+    false halts, then most loops caught, fewest early halts, most calls saved (the order
+    cross-validation chooses in: loopledger.analysis.crossval); any other column: highest first
+    (policy: A→Z; into_loop: soonest first, none last)."""
     scores = list(scores)
     if by == "rank":
-        return sorted(scores, key=lambda s: (-s.caught, s.false_halts, s.early, -s.saved, s.policy))
+        return sorted(scores, key=lambda s: (s.false_halts, -s.caught, s.early, -s.saved, s.policy))
     if by == "policy":
         return sorted(scores, key=lambda s: s.policy)
     if by == "into_loop":
@@ -396,5 +395,5 @@ def any_of(judged: Iterable[Judged], policy_ids: Sequence[str], combined_id: str
         # without a halt `first` is a row whose halt_at is None already
         out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at,
                           first.saved if halted else 0, first.halt_run if halted else None,
-                          first.halt_seq if halted else None))
+                          first.halt_seq if halted else None, sum(j.warnings for j in js)))
     return out

@@ -10,18 +10,17 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopledger import vocab
+from loopledger.analysis import scoring
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import PolicySpec, make_policy
 from loopledger.events import Event
 from loopledger.replay import Tally, replay_many, tally
 
-REAL_LOOP, NOT_LOOP = "real_loop", "not_loop"
-LABELS = (REAL_LOOP, NOT_LOOP)
 TOTALS = ("runs", "calls", "strikes", "warnings", "blocks", "halts", "saved", "halted_runs")
 
 
@@ -74,6 +73,14 @@ class Setting:
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOTALS, 0))
     runs: dict[tuple[int, int], RunRow] = field(default_factory=dict)
     first_halt: dict[int, int | None] = field(default_factory=dict)  # session → seq of 1st halt
+    # session → the 1-based call position of its first halt, as labels and the leaderboard count
+    # calls (scoring.call_position); None: never halted
+    first_halt_at: dict[int, int | None] = field(default_factory=dict)
+
+    @property
+    def sessions_halted(self) -> int:
+        """Sessions this setting halts at all (the unit labels, the leaderboard and Compare count)."""
+        return sum(1 for v in self.first_halt.values() if v is not None)
 
     @property
     def label(self) -> str:
@@ -208,21 +215,22 @@ def cache_key(sessions: Iterable[SessionEvents], grid: Grid) -> tuple:
 @dataclass(frozen=True, slots=True)
 class SessionTally:
     """What one session gave one setting, as a sweep folds it in: tally()'s per-session counts
-    (in TOTALS order), each run's row, the seq of the first halt."""
+    (in TOTALS order), each run's row, the seq of the first halt and its call position."""
 
     totals: tuple[int, ...]
     runs: tuple[tuple[int, RunRow], ...]
     first_halt: int | None
+    first_halt_at: int | None = None
 
 
 NOTHING = SessionTally((0,) * len(TOTALS), (), None)  # a session without events
 
 
-def session_tally(summary: Tally) -> SessionTally:
+def session_tally(summary: Tally, halt_at: int | None = None) -> SessionTally:
     totals = summary.totals()
     return SessionTally(tuple(int(totals[name] or 0) for name in TOTALS),
                         tuple((r.run, RunRow(r.outcome, r.halt_seq, r.saved)) for r in summary.runs),
-                        summary.first_halt_seq)
+                        summary.first_halt_seq, halt_at)
 
 
 Version = tuple[int, float | None, int]  # (session id, updated_at, event count): what a session's verdicts depend on
@@ -278,6 +286,7 @@ def _add_session(setting: Setting, session_id: int, t: SessionTally) -> None:
     for name, n in zip(TOTALS, t.totals, strict=True):
         setting.totals[name] += n
     setting.first_halt[session_id] = t.first_halt
+    setting.first_halt_at[session_id] = t.first_halt_at
     for run, row in t.runs:
         setting.runs[(session_id, run)] = row
 
@@ -305,8 +314,11 @@ def sweep(
             # One pass over the session drives every setting (fresh policies: no state leaks across
             # sessions); replay_many saves the per-setting walk over the events.
             per_policy = zip(*replay_many(sess.events, [make_policy(st.spec) for st in todo]), strict=True)
+            before = scoring.calls_before(sess.events)
             for setting, steps in zip(todo, per_policy, strict=True):
-                have[setting.spec.id] = got = session_tally(tally(steps))
+                fh = scoring.first_halt(steps)
+                have[setting.spec.id] = got = session_tally(
+                    tally(steps), None if fh is None else before[fh[1]] + max(fh[2], 0) + 1)
                 if cache is not None:
                     cache.put(version, setting.spec.id, got)
         for setting in valid:
@@ -354,9 +366,10 @@ def totals_rows(result: SweepResult) -> list[dict[str, Any]]:
 
 
 def first_halt_rows(result: SweepResult) -> list[dict[str, Any]]:
-    """Session × setting → the seq of the first halt (None: never halted), for the heatmap."""
+    """Session × setting → the first halt's seq and its call position (None: never halted), for the heatmap."""
     return [
-        {"session_id": sid, "setting": s.label, "values": s.values, "first_halt_seq": s.first_halt.get(sid)}
+        {"session_id": sid, "setting": s.label, "values": s.values, "first_halt_seq": s.first_halt.get(sid),
+         "first_halt_at": s.first_halt_at.get(sid)}
         for s in result.settings if s.error is None
         for sid in result.session_ids
     ]
@@ -391,52 +404,30 @@ def flipped(a: Setting, b: Setting) -> list[Flip]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Score:
-    tp: int
-    fp: int
-    fn: int
-    tn: int
-    precision: float | None  # None: the setting flagged no labelled run
-    recall: float | None  # None: no run is labelled a real loop
+def judged(setting: Setting, labels: Mapping[int, tuple[str, int | None, int | None]]) -> list[scoring.Judged]:
+    """The setting on each labelled session it swept, as the guard leaderboard judges a stored
+    policy (scoring.Judged: its first halt's call position against the label's loop calls), so
+    Compare and the leaderboard count the same unit — the session, as labels are given — and give
+    the same precision and recall for the same setting. `labels`: session → (label, first, last)."""
+    saved: dict[int, int] = {}
+    halt_run: dict[int, int] = {}
+    for (sid, run), row in setting.runs.items():
+        saved[sid] = saved.get(sid, 0) + row.saved
+        if row.halt_seq is not None and row.halt_seq == setting.first_halt.get(sid):
+            halt_run[sid] = run
+    pid = setting.spec.id if setting.spec is not None else ""
+    return [scoring.Judged(pid, sid, label, first, last, setting.first_halt_at.get(sid), saved.get(sid, 0),
+                           halt_run.get(sid), setting.first_halt.get(sid))
+            for sid, (label, first, last) in sorted(labels.items()) if sid in setting.first_halt]
 
 
-def score(setting: Setting, labels: dict[tuple[int, int], str],
-          positive: tuple[str, ...] = (vocab.HALTED,)) -> Score:
-    """Precision and recall of "this setting flagged the run" against people's labels.
-
-    Only labelled runs count. A run is flagged when its outcome is in `positive` (halted by
-    default: a halt is the verdict that costs an honest run its work).
-    """
-    tp = fp = fn = tn = 0
-    for key, label in labels.items():
-        if label not in LABELS:
-            continue
-        row = setting.runs.get(key)
-        flagged = row is not None and row.outcome in positive
-        real = label == REAL_LOOP
-        if flagged and real:
-            tp += 1
-        elif flagged:
-            fp += 1
-        elif real:
-            fn += 1
-        else:
-            tn += 1
-    precision = tp / (tp + fp) if tp + fp else None
-    recall = tp / (tp + fn) if tp + fn else None
-    return Score(tp, fp, fn, tn, precision, recall)
-
-
-def score_rows(result: SweepResult, labels: dict[tuple[int, int], str],
-               positive: tuple[str, ...] = (vocab.HALTED,)) -> list[dict[str, Any]]:
-    rows = []
+def session_scores(result: SweepResult, labels: Mapping[int, tuple[str, int | None, int | None]],
+                   names: Mapping[str, str] | None = None) -> list[scoring.PolicyScore]:
+    """Every valid setting scored on the labelled sessions it swept (scoring.score, the
+    leaderboard's rule), in grid order; `names`: setting label → the name shown."""
+    out = []
     for s in result.settings:
-        if s.error is not None:
-            continue
-        sc = score(s, labels, positive)
-        row: dict[str, Any] = {a.param: v for a, v in zip(result.grid.axes, s.values, strict=True)}
-        row.update(setting=s.label, tp=sc.tp, fp=sc.fp, fn=sc.fn, tn=sc.tn,
-                   precision=sc.precision, recall=sc.recall)
-        rows.append(row)
-    return rows
+        if s.error is None:
+            name = (names or {}).get(s.label, s.label)
+            out.extend(scoring.score(judged(s, labels), [(s.spec.id, name)]))
+    return out

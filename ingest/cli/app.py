@@ -10,14 +10,14 @@ from typing import Annotated
 
 import typer
 from loopledger import __version__
-from loopledger.detectors.policy import DEFAULT_DETECTORS
+from loopledger.detectors.policy import DETECTORS, default_set_words
 
 app = typer.Typer(
     name="loopledger",
     help=(
         "Find loops in LLM agent transcripts. Reads Claude Code, Codex CLI, OpenAI/Anthropic message "
         "logs, Gemini CLI, SWE-agent, OpenHands, ATIF and Aider files, runs the default loop guards "
-        f"({', '.join(DEFAULT_DETECTORS)}; more with --policy) over every step, "
+        f"({default_set_words()}; more with --policy) over every step, "
         "and writes each check and result verdict to a ledger (SQLite by default, PostgreSQL by URL)."
     ),
     no_args_is_help=True,
@@ -61,10 +61,11 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
-    from loopledger.cli.commands import refuse_missing_ledger
+    from loopledger.cli.commands import refuse_missing_ledger, refuse_newer_ledger
     from loopledger.ledger.engine import display_url, resolve_url
 
     refuse_missing_ledger(db)  # the dashboard only reads: a mistyped --db is an error, not a new ledger
+    refuse_newer_ledger(db)
     env = dict(os.environ, LOOPLEDGER_DATABASE_URL=resolve_url(db))
     import importlib.util
 
@@ -132,7 +133,7 @@ def _run_child(cmd: list[str], **kw) -> int:
 PolicyOption = Annotated[
     list[str],
     typer.Option("--policy", metavar="SPEC", help="Extra policy, DETECTOR[:NAME=VALUE,...], e.g. window:window=10,threshold=4. "
-                 "Repeatable; added to the default set (progress, stagnation, cycle at their defaults).",
+                 f"Repeatable; added to the default set ({default_set_words()}).",
                  show_default=False),
 ]
 ConfigOption = Annotated[
@@ -308,7 +309,7 @@ def replay(
     file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
     policy: Annotated[str, typer.Option(
         "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (run-length, "
-        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, plugins; a plugin by import path "
+        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, kilo, plugins; a plugin by import path "
         "as module:factory), e.g. "
         "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
         "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
@@ -333,7 +334,8 @@ def replay(
 
 @app.command()
 def sweep(
-    detector: Annotated[str, typer.Option("--detector", metavar="NAME", help="run-length, stagnation, ladder, window or cycle.")],
+    detector: Annotated[str, typer.Option("--detector", metavar="NAME", help=", ".join(DETECTORS[:-1]) + f" or {DETECTORS[-1]} "
+                                          "(or an installed plugin's name).")],
     param: Annotated[str, typer.Option("--param", metavar="NAME=RANGE", help="NAME=RANGE to sweep: threshold=2..6, halt_at=3..9:2, "
                                        "window=4,8,12.")],
     param2: Annotated[str | None, typer.Option("--param2", metavar="NAME=RANGE", help="A second NAME=RANGE (a grid).")] = None,
@@ -400,6 +402,13 @@ def score(
         "--sort", help="rank (most caught, fewest false halts), or a column: loops, caught, early, missed, normal, "
         "false_halts, precision, recall, saved, into_loop, policy.")] = "rank",
     format: Annotated[str, typer.Option("--format", help="table (for people), markdown or csv.")] = "table",
+    cv: Annotated[bool, typer.Option(
+        "--cv", help="Also score each choice this leaderboard offers (its top, the best setting of each detector, "
+        "the default set) by grouped cross-validation: one group of sessions held out at a time, the choice made "
+        "on the others. The held-out figure is what to expect on sessions nobody tuned on.")] = False,
+    group_by: Annotated[str, typer.Option(
+        "--group-by", help="What --cv holds out together: folder (a project's sessions), agent (a format), "
+        "or file.")] = "folder",
 ) -> None:
     """The guard leaderboard: every stored policy scored against the labelled sessions.
 
@@ -409,7 +418,7 @@ def score(
     recall come with their Wilson 95% intervals: how much so few labels can tell."""
     from loopledger.cli.score import run_score
 
-    raise typer.Exit(run_score(db, policy, sort, format))
+    raise typer.Exit(run_score(db, policy, sort, format, cv, group_by))
 
 
 @app.command()
@@ -433,7 +442,7 @@ def enforce(
         "call: the most severe verdict of any of them). Omit it to see what is enforced.",
         show_default=False)] = None,
     default: Annotated[bool, typer.Option("--default", help="Go back to the default set (the one ingest judges "
-                                          f"with: {', '.join(DEFAULT_DETECTORS)}).")] = False,
+                                          f"with: {default_set_words()}).")] = False,
     db: DbOption = None,
 ) -> None:
     """Choose the policy (or set) the hooks, `loopledger guard` and Policy.enforced(db) use on live
@@ -556,9 +565,36 @@ def with_optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _hook_command(args: list[str]) -> int:
+    """`hook claude-code|gemini-cli` with flags the hook's fast path left to this parser: run as
+    any command, except that a usage error (a typo such as `--dbx`) exits 1, not click's 2 —
+    both agents refuse the tool call on a hook's status 2, and LoopLedger never refuses a call
+    for its own reasons; 1 is a non-blocking hook error the agent shows — with one line in the
+    hook log (loopledger.live.hooks)."""
+    from loopledger.live.hooks import log
+
+    try:  # the click that typer carries (typer >= 0.2x vendors it), else click itself
+        from typer._click.exceptions import UsageError
+    except ImportError:  # pragma: no cover
+        from click import UsageError
+    try:
+        app(args=args, standalone_mode=False)
+    except UsageError as exc:
+        message = f"{exc.format_message()} (see `loopledger hook {args[1]} --help`)"
+        log(None, args[1], f"allowed without judging: the hook command cannot be read: {message}")
+        typer.echo(f"loopledger hook {args[1]}: error: {message}; the call is allowed, nothing judged", err=True)
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
 def run(argv: list[str] | None = None) -> None:
     """The CLI on `argv` (default: this process's arguments)."""
-    app(args=with_optional_values(list(sys.argv[1:] if argv is None else argv)))
+    args = with_optional_values(list(sys.argv[1:] if argv is None else argv))
+    if args[:1] == ["hook"] and args[1:2] in (["claude-code"], ["gemini-cli"]) and not {"--help", "-h"} & set(args):
+        raise SystemExit(_hook_command(args))
+    app(args=args)
 
 
 if __name__ == "__main__":

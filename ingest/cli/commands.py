@@ -53,6 +53,9 @@ def open_ledger(db: str | None, create: bool = False):
     try:
         engine = make_engine(url, create_dirs=create)
         migrate.upgrade(engine)
+    except migrate.NewerLedger as exc:  # nothing to fix here but the install: one line, exit 2
+        err.print(Text(f"error: {where}: {exc}", style="red"))
+        raise typer.Exit(EXIT_USAGE) from None
     except (SQLAlchemyError, OSError) as exc:
         reason = getattr(exc, "orig", None) or exc
         err.print(Text(f"error: cannot open the ledger at {where}: {str(reason).splitlines()[0]}", style="red"))
@@ -75,19 +78,40 @@ def missing_ledger(db: str | None) -> str | None:
 
 
 def refuse_missing_ledger(db: str | None) -> None:
-    """For commands that only read: a mistyped --db is an error naming the path (exit 2), never
-    a new empty ledger that then reads as "nothing here"."""
+    """For commands that work on what is stored (they read it, judge it again, or choose what it
+    enforces): a mistyped --db is an error naming the path (exit 2), never a new empty ledger that
+    then reads as "nothing here"."""
     import typer
 
     path = missing_ledger(db)
     if path is not None:
-        err.print(Text(f"error: no ledger at {path}: the file does not exist (this command only reads and "
-                       "creates nothing; check --db, or make one with `loopledger ingest`)", style="red"))
+        err.print(Text(f"error: no ledger at {path}: the file does not exist (this command creates none; "
+                       "check --db, or make one with `loopledger ingest`)", style="red"))
         raise typer.Exit(EXIT_USAGE)
 
 
+def refuse_newer_ledger(db: str | None) -> None:
+    """For a command that never writes (the dashboard): a ledger a newer LoopLedger wrote is
+    one line and exit 2, as from every other command (open_ledger), read without migrating."""
+    import typer
+    from sqlalchemy.exc import SQLAlchemyError
+
+    url = resolve_url(db)
+    engine = make_engine(url, readonly=True)
+    try:
+        with engine.connect() as conn:
+            migrate.check_known(migrate.current(conn))
+    except migrate.NewerLedger as exc:
+        err.print(Text(f"error: {display_url(url)}: {exc}", style="red"))
+        raise typer.Exit(EXIT_USAGE) from None
+    except SQLAlchemyError:
+        pass  # not a ledger, or not reachable: the dashboard says so on its page
+    finally:
+        engine.dispose()
+
+
 def open_existing_ledger(db: str | None):
-    """`open_ledger` for a command that only reads: the ledger must exist already."""
+    """`open_ledger` for a command on what is stored: the ledger must exist already."""
     refuse_missing_ledger(db)
     return open_ledger(db)
 
@@ -198,6 +222,12 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     if missing:
         err.print(Text(f"error: no such file or folder: {', '.join(map(str, missing))}", style="red"))
         return EXIT_USAGE
+    refused = not_transcripts(paths, format)
+    if refused:
+        # Said alone, before the ledger is opened: no empty ledger file, no table of zeros.
+        for msg in refused:
+            err.print(Text(f"error: {plain(msg, 1000)}", style="red"))
+        return EXIT_ERROR
     engine = open_ledger(db, create)
     _with_enforced(engine, opts)
     try:
@@ -220,6 +250,29 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     out.print(summary_table(totals))
     _print_errors(totals)
     return totals.exit_code
+
+
+def not_transcripts(paths: Sequence[Path], format: str | None) -> list[str]:
+    """When every path named is a file and no reader recognises any of them: why, one line each
+    (redacted: it quotes the file's first bytes). Empty otherwise — a folder, an empty file (not
+    an error: an agent creates its file first), --format, or one transcript among them: then the
+    worker reads and reports each file as usual."""
+    from loopledger.redact import redact_text
+
+    if format is not None or not paths or not all(p.is_file() for p in paths):
+        return []
+    why = []
+    for p in paths:
+        try:
+            if p.stat().st_size == 0:
+                return []
+            formats.sniff(p)
+            return []
+        except formats.UnknownFormat as exc:
+            why.append(redact_text(str(exc)))
+        except OSError:
+            return []  # unreadable: the worker names it as it does for every file
+    return why
 
 
 def _size(p: Path) -> int:
@@ -317,7 +370,8 @@ def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> i
         err.print(Text(f"error: no policy to recheck: give --policy SPEC, --config FILE, or run next to a "
                        f"{worker.CONFIG_NAME} with [[policy]] tables", style="red"))
         return EXIT_USAGE
-    engine = open_ledger(db)
+    # It judges what is stored: a mistyped --db is an error naming the path, never a new empty ledger.
+    engine = open_existing_ledger(db)
     totals = worker.Totals()
 
     def count(sid: int, events, verdicts) -> None:
@@ -390,8 +444,9 @@ def run_enforce(db: str | None, spec: Sequence[str] | str | None, default: bool)
     except ValueError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_USAGE
-    # Only a command that chooses writes: `loopledger enforce` alone reads, on an existing ledger.
-    engine = open_ledger(db) if parsed or default else open_existing_ledger(db)
+    # Live agents read the setting from the person's ledger: a mistyped --db is an error naming the
+    # path, never an empty ledger nobody reads said to be "ENFORCED on live agents".
+    engine = open_existing_ledger(db)
     try:
         if parsed or default:
             with engine.begin() as conn:
@@ -469,6 +524,8 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
         out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
     out.print(Text(f"ledger: {display_url(url)}"))
     out.print(Text(f"command: {change.command}"))
+    for note in hs.install_notes(change.command):
+        out.print(Text(f"note: {note}"))
     if agent == "gemini-cli":
         out.print(Text(hs.gemini_trust_note(None if user else path.parent.parent)))
     return EXIT_OK

@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from loopledger.analysis import pricing, scoring
+from loopledger.analysis import crossval, pricing, scoring
 from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, reading
-from loopledger.detectors.policy import PolicySpec
+from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.ledger import read, read_cost, store
 from loopledger.replay import replay, tally
 from rich.console import Console
@@ -45,8 +45,9 @@ def replay_judged(conn: Connection, specs: Sequence[PolicySpec]) -> list[scoring
     return out_rows
 
 
-def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scoring.PolicyScore]:
-    """Every stored policy, then every spec not stored, scored against the ledger's labels."""
+def judged_policies(conn: Connection, specs: Sequence[PolicySpec] = ()) -> tuple[list[scoring.Judged],
+                                                                                list[tuple[str, str]]]:
+    """Every stored policy's judged rows, then every spec not stored replayed; and (id, label) in order."""
     pols = read.policies(conn)
     order = list(zip(pols["id"], pols["label"], strict=True))
     judged = read.judged_rows(read.judged(conn))
@@ -55,7 +56,36 @@ def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scor
     if extra:
         order += [(s.id, f"{s.label} (replayed)") for s in extra]
         judged += replay_judged(conn, extra)
+    return judged, order
+
+
+def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scoring.PolicyScore]:
+    """Every stored policy, then every spec not stored, scored against the ledger's labels."""
+    judged, order = judged_policies(conn, specs)
     return scoring.score(judged, order)
+
+
+def cross_validated(conn: Connection, judged: list[scoring.Judged], order: Sequence[tuple[str, str]],
+                    group_by: str) -> tuple[list[tuple[str, crossval.CrossValidated]], int]:
+    """The leaderboard's choices scored by grouped cross-validation (crossval.leaderboard_choices),
+    and the number of groups."""
+    frame = read.labelled_sources(conn)
+    groups = {int(r.session_id): crossval.group_of(r.path, r.format, group_by) for r in frame.itertuples(index=False)}
+    rows = crossval.leaderboard_choices(judged, order, groups, [s.id for s in DEFAULT_SPECS])
+    return rows, crossval.group_count(groups, judged)
+
+
+def cv_table(rows: Sequence[tuple[str, crossval.CrossValidated]], labels: dict[str, str], n_groups: int,
+             group_by: str) -> Table:
+    table = Table(title=f"Cross-validated: one {group_by} of {n_groups} held out at a time, the choice made on the "
+                        "others (sessions; 95% intervals)", title_justify="left")
+    for head in ("choice", "chosen on every session", "in sample: loops halted inside", "normal halted",
+                 "normal warned", "held out: loops halted inside", "normal halted", "normal warned"):
+        table.add_column(head, overflow="fold")
+    for name, cv in rows:
+        table.add_row(Text(name), Text(labels.get(cv.chosen, str(cv.chosen))), *cv.in_sample.cells(),
+                      *cv.held_out.cells())
+    return table
 
 
 Saved = dict[str, tuple[str, str]]  # policy id -> (tokens saved, $ saved) as read_cost.saved_text says
@@ -102,8 +132,11 @@ def markdown_table(scores: Sequence[scoring.PolicyScore], spend: Saved | None = 
 FORMATS = ("table", "markdown", "csv")
 
 
-def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: str = "table") -> int:
+def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: str = "table", cv: bool = False,
+              group_by: str = "folder") -> int:
     try:
+        if group_by not in crossval.GROUP_BY:
+            raise ValueError(f"--group-by {group_by!r}: expected one of {', '.join(crossval.GROUP_BY)}")
         specs = [PolicySpec.parse(p, trusted=True) for p in policy]
         if sort not in scoring.SORTABLE:
             raise ValueError(f"--sort {sort!r}: expected one of {', '.join(scoring.SORTABLE)}")
@@ -114,8 +147,10 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
         return EXIT_USAGE
     with reading(db) as conn:
         totals = read.label_totals(conn)
-        scores = leaderboard(conn, specs)
+        judged, order = judged_policies(conn, specs)
+        scores = scoring.score(judged, order)
         spend = saved_spend(conn)
+        cv_rows, n_groups = cross_validated(conn, judged, order, group_by) if cv else ([], 0)
     if not totals["loop"] + totals["normal"]:
         err.print(Text("no session is labelled loop or normal yet: import labels with "
                        "`loopledger labels import FILE.csv`, or label runs on the dashboard", style="yellow"))
@@ -130,4 +165,10 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
         w.writerows([s.policy_id, *cells(s, spend)] for s in ranked)
     else:
         out.print(table_of(ranked, totals, spend))
+    if cv:
+        if n_groups < 2:
+            err.print(Text(f"cross-validation needs labelled sessions from two {group_by}s or more (found {n_groups}): "
+                           "try --group-by file to hold out one file at a time", style="yellow"))
+        else:
+            out.print(cv_table(cv_rows, {**dict(order), crossval.DEFAULT_SET: crossval.DEFAULT_SET}, n_groups, group_by))
     return EXIT_OK

@@ -97,6 +97,45 @@ def call_key(call: Call) -> tuple[bytes, str]:
     return canon, h
 
 
+# Arguments an agent writes beside the action for the person watching, not for the tool: what
+# two calls differing only in them do is the same (Claude Code's and Gemini CLI's shell
+# `description`, OpenHands' `thought`). progress keys a call on the rest (its rules are ours to
+# pin); the seeds, cycle (design.md pins its key) and the peers' ports keep every argument.
+COMMENTARY = frozenset({"thought", "thoughts", "reasoning", "explanation", "rationale"})
+# ... and these only beside a command or a prompt (a ticket's `description` is its content)
+BESIDE_COMMAND = frozenset({"description", "timeout", "timeout_ms"})
+_COMMANDS = frozenset({"command", "cmd", "prompt"})
+_ACTION_CACHE: dict[int, tuple[Any, Any, bytes, str]] = {}
+
+
+def action_args(args: Any) -> Any:
+    """The arguments without commentary (the same object when there is none)."""
+    if type(args) is not dict:
+        return args
+    drop = COMMENTARY.intersection(args)
+    if not _COMMANDS.isdisjoint(args):
+        drop |= BESIDE_COMMAND.intersection(args)
+    return {k: v for k, v in args.items() if k not in drop} if drop else args
+
+
+def action_key(call: Call) -> tuple[Any, bytes, str]:
+    """(arguments without commentary, their canonical form, its digest): what progress keys a
+    call on. call_key's when there is no commentary; cached by the call's identity."""
+    args = action_args(call.args)
+    if args is call.args:
+        canon, h = call_key(call)
+        return args, canon, h
+    entry = _ACTION_CACHE.get(id(call))
+    if entry is not None and entry[0] is call:
+        return entry[1], entry[2], entry[3]
+    canon = canonical_bytes(args)
+    h = _hash(canon)
+    if len(_ACTION_CACHE) >= _CACHE_CALLS:
+        _ACTION_CACHE.clear()
+    _ACTION_CACHE[id(call)] = (call, args, canon, h)
+    return args, canon, h
+
+
 def remember_key(call: Call, canon: bytes, digest: str) -> None:
     """Give call_key the canonical form of a call rebuilt from it (the live paths store it beside
     the call), so rebuilding a session's state does not serialize and hash every call again."""

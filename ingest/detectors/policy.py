@@ -27,15 +27,18 @@ Detectors and parameters (defaults in brackets):
                  find_/view_ prefixes, see ladder.py; a list replaces it with exact names]
     window       window [8], threshold [3]
     cycle        max_period [6], warn_repeats [3], halt_repeats [4]
-    progress     window [20], warn_at [2], halt_at [3], ok_halt_at [4], across_turns [errors:
-                 none | errors | all], volatile [timestamp|clock|duration|uuid|hex_id|temp_path],
-                 errors [error_prefix|nonzero_returncode|exit_code|traceback|command_not_found|
-                 nothing_found|rejected; also failed_prefix] (pattern names or re:<expression>;
-                 see progress.py)
+    progress     window [20], halt_at [3], ok_halt_at [4], rerun_halt_at [4], same_failure_at [5],
+                 wait_limit [900 seconds], wait_halt_at [8], across_turns [errors: none | errors |
+                 all], volatile [timestamp|clock|duration|uuid|hex_id|shell_line|temp_path], errors
+                 [error_prefix|nonzero_returncode|exit_code|traceback|command_not_found|
+                 no_such_file|rejected|test_summary; also failed_prefix] (pattern names or
+                 re:<expression>; see progress.py and answers.py)
     openhands    action_observation [4], action_error [3], monologue [3], alternating_pattern [6]
                  (OpenHands' StuckDetectionThresholds, each >= 1; see openhands.py)
     gemini-cli   repeats [5], max_cycle [5] (Gemini CLI's tool-call loop check; gemini_cli.py)
     roo          limit [3; 0 = never refuse] (Roo Code's ToolRepetitionDetector; roo.py)
+    kilo         threshold [3], write_tools [edit|multiedit|write|apply_patch] (Kilo Code's
+                 LoopDetector; kilo.py)
 
 Plugins bring their own (`loopledger policies` lists every registered detector; docs/plugins.md).
 
@@ -51,9 +54,10 @@ What a Check's numbers mean, per detector (idx -1 = the whole batch):
     window       per call; count = occurrences in the window, threshold = threshold
     cycle        per call; count = repetitions k, total = period p (0: none), threshold =
                  warn_repeats (halt_repeats on a halt)
-    progress     per call; count = the attempt this call would be without progress (stale
-                 repeat or stale retry, whichever is nearer its halt), threshold = that rule's
-                 halt threshold (halt_at, or ok_halt_at for a repeat of a successful answer)
+    progress     per call; count = the attempt this call would be without progress (the rule
+                 nearest its halt: repeat, wait, retry or failures), threshold = the attempt that
+                 rule halts at (none for a wait, judged by the time it waited); reason = what
+                 repeated and how often, in plain words
     openhands    idx -1 on batches and prose turns (asked before each agent step); allow:
                  count = identical action+observation pairs in a row, threshold =
                  action_observation; warn (the nudge) / halt: count and threshold of the rule
@@ -62,6 +66,8 @@ What a Check's numbers mean, per detector (idx -1 = the whole batch):
                  threshold = repeats
     roo          per call; count = identical repeats of the previous call, threshold = limit
                  (a block when count reaches it)
+    kilo         per call; count = identical finished calls since the last reset in the scanned
+                 parts, this one included, threshold = threshold (a halt when count reaches it)
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ from loopledger.detectors.errors import ConfigError
 
 __all__ = [
     "BATCH", "BOOL", "BUILTIN_SPECS", "DEFAULT_DETECTORS", "DEFAULT_SPECS", "DETECTORS", "FLOAT", "INT", "NAMES", "OPT_INT", "PARAMS", "TEXT",
-    "Check", "Param", "Policy", "PolicySpec", "Result", "complete_params", "make_policy", "signature",
+    "Check", "Param", "Policy", "PolicySpec", "Result", "complete_params", "default_set_words", "make_policy", "signature",
 ]
 
 # Every registered detector's parameters (plugins too, once loaded): PARAMS[name] -> (Param, …).
@@ -166,7 +172,7 @@ def complete_params(detector: str, params: Mapping[str, Any] | None = None) -> d
     """Defaults filled, values coerced and validated (ConfigError names the field)."""
     det = registry.get(detector)  # ConfigError naming the known detectors
     schema = {p.name: p for p in det.params}
-    params = dict(params or {})
+    params = {k: v for k, v in (params or {}).items() if k in schema or k not in det.retired}
     unknown = sorted(set(params) - set(schema))
     if unknown:
         raise ConfigError(unknown[0], "known parameter",
@@ -293,6 +299,21 @@ DEFAULT_DETECTORS: tuple[str, ...] = ("progress", "stagnation", "cycle")
 DEFAULT_SPECS: tuple[PolicySpec, ...]
 
 _LAZY_SPECS = {"BUILTIN_SPECS": DETECTORS, "DEFAULT_SPECS": DEFAULT_DETECTORS}
+
+
+def default_set_words() -> str:
+    """The default set in words, from DEFAULT_SPECS — "progress, stagnation, cycle" (a member
+    not at its detector's defaults also names what it changes: "progress halt_at=4"). The one
+    description `--help`, the pages and `loopledger policies` give; docs point at
+    docs/detection.md, which says why these."""
+    specs = globals().get("DEFAULT_SPECS") or __getattr__("DEFAULT_SPECS")
+    words = []
+    for sp in specs:
+        base = PolicySpec(sp.detector).params
+        changed = [f"{p.name}={_text(p, sp.params[p.name])}" for p in PARAMS[sp.detector]
+                   if base[p.name] != sp.params[p.name]]
+        words.append(" ".join([sp.detector, *changed]))
+    return ", ".join(words)
 
 
 def __getattr__(name: str) -> Any:

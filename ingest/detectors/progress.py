@@ -1,83 +1,59 @@
 """Our progress detector: a repeat is a loop only when nothing changed.
 
-Judged per call, before it executes, over the last `window` calls (not only back to back). Every
-call leaves an entry: its tool, its canonical arguments' digest and, once it comes back, its
-answer and whether the answer is a failure. Answers are compared after their volatile parts are
-removed (`volatile`: timestamps, clock readings, durations, UUIDs, long hex ids, temp paths —
-regular expressions, each match replaced by one placeholder character); answers with equal
-texts are equal without that work, so it is paid only when a repeat's answer text changed.
+Judged per call, before it runs, against the last `window` calls. Every call leaves an entry:
+its tool, its arguments' digest, its time where the transcript has one and, once it comes back,
+its answer as `loopledger.detectors.answers` reads it (a failure or not, still pending or not,
+volatile parts removed before answers are compared). What the detector believes, one rule each:
 
-1. Stale repeat. The earlier entries with this call's tool and arguments key whose answers are
-   known, newest first: `r` = how many end on the same answer (a changed answer is progress: the
-   run, and so the count, restarts at it). count = r + 1. It halts at count >= halt_at when that
-   answer is a failure, at count >= ok_halt_at when it is a success (a success repeated after
-   other calls is often a check after an edit; a failure repeated is not) — except a read of the
-   workspace (`reads_only`: an editor's `command: view`, a shell pipeline of `cat`/`grep`/
-   `sed -n`/`git diff`…) when it and every call since the oldest of its equal answers only read:
-   nothing could have changed what it reads, so it halts at halt_at like a failure. A poll is
-   judged over its last `poll_span` answers: a success repeat whose answer changed within them
-   halts only once poll_span answers in a row are equal. A failure re-run after a write (a call
-   since that changed files, `writes`) counts the call's failures in a row with the newest's
-   failure signature and the same tallies ("3 failed, 40 passed": fewer failing is progress) and
-   halts at `rerun_halt_at`: an edit → test cycle gets more rope; a
-   success repeat after another call changed files halts at ok_halt_at + 1. A transient failure
-   (5xx, 429, rate limit) halts at halt_at + 1 and is not kept over a user turn. The same write
-   back to back (nothing between) halts at ok_halt_at whatever it answers.
-1b. Near repeat: a call new by its arguments that differ from the tool's latest calls only in
-   their numbers (`sleep 30 && gh run view`, then `sleep 60 && …`), those calls in a row each
-   a success with the same answer, word for word for the newest two, no write since and no
-   movement of the tool: count = those calls + 1, warned from 3, halted at max(ok_halt_at,
-   same_failure_at) — a poll waiting longer each time on an answer that never moves.
-2. Stale retry. The tool's trailing run of failures with the same error (its earlier entries
-   with known answers, newest first, while each failed with the error of the newest), oldest
-   first, then this call: an attempt is a stale retry when it goes back to arguments already
-   tried in the run, or keeps every argument value the error names (a string or number of 4+
-   characters in the arguments that the error text contains: "flight HAT030 not available").
-   Trying something new is progress: count = 1 + the stale retries in a row ending with this
-   call (so a call with new arguments that keep nothing the error named counts 1). It halts at
-   count >= halt_at (rerun_halt_at after a write).
-2b. Run of one failure: the tool's trailing failures since the latest success of any call and
-   the latest user turn, while each has the newest's failure signature (the text without the
-   argument values it names — a command string's words among them —, its volatile parts and its
-   numbers), counted in agent steps (calls
-   checked with no answer recorded between). count = steps + 1, whatever the arguments (a harness
-   format error nine times, ids guessed one after another); halts at `same_failure_at`.
-2c. A harness refusal (`vocab.HARNESS_ERROR`: a reply the harness would not run) is linked to
-   earlier refusals by rules 1 and 2 only while no call has succeeded since: its arguments are
-   the harness's summary ("found 2 actions"), not the agent's action.
-3. A failure is an answer the reader flagged (`Answer.is_error`) or whose first 200 characters
-   match one of `errors` (case-insensitive; by default `Error: …` / `ERROR:` at the start, as
-   tau-bench and the OpenHands editor write them, mini-swe-agent's `<returncode>N</returncode>`
-   with N != 0, a leading `Exit code N` (Claude Code, Codex), a Python traceback, a shell's
-   `command not found`, a search that found nothing (`No matches found`, `No such file or
-   directory`: a guess that missed) and a checker's rejection opening the answer (`Wrong flag!`,
-   `Incorrect`, `Invalid …`): what formats without a flag, or exports that lost it, still say;
-   `failed_prefix`, a short `… failed:` verdict, is offered but not a default).
-4. An unknown answer (never came back) neither breaks a run nor joins it; calls of one batch
-   are judged before any of their answers exist.
-5. Progress elsewhere, per tool: a repeated call answered differently from its previous answer
-   shows the world moving (a polled job whose log advances): the tool's successful repeats
-   before it are no evidence of a loop. A failure is never rescued so, nor another tool, nor by
-   a repeat whose answer changed after a write between (the agent's own edit, not the world).
-6. The verdict: halt when any rule halts; else warn when a count >= warn_at (the run of one
-   failure: same_failure_at - 1); else allow. The Check carries the count and threshold of the
-   rule nearer its halt.
-7. A user turn forgets what `across_turns` does not keep: `none` forgets everything, `errors`
-   keeps the failed calls (an agent retrying a failing write after its user says "try again",
-   while re-reading after new user input is normal), `all` keeps everything.
+1. **A call answered the same way again, with nothing new done between, is stale.** Its count is
+   the attempt this call would be: 1 + the earlier runs of the same call (same tool and
+   arguments) whose answers, newest first, are all the same. A changed answer is progress (the
+   count restarts there), and so is a new change the agent made since: a successful write with
+   arguments not seen before in the window makes a later check of a success a new experiment
+   (an edit, then the build that passes again). It halts at `halt_at` when the answer is a
+   failure, or when nothing between could have changed it (every call since only read, or was
+   this same call); otherwise at `ok_halt_at`. A failure repeated after new changes gets
+   `rerun_halt_at` (an edit that did not touch the failure is an honest try, once). The same
+   write made again and again back to back halts at `ok_halt_at` whatever it answers (the same
+   insertion, growing the file each time).
+2. **Waiting on something outside is not a loop until it has waited longer than such a wait
+   takes.** A repeat is a wait when the call sleeps (`sleep 30 && gh run view …`: how long it
+   sleeps does not make it another call), its answer says the thing is not done (`in_progress`,
+   `queued`, `no response`), or it failed in a way that passes by itself (a 503, a rate limit).
+   A wait halts once its unchanged answers span more than `wait_limit` seconds — by the
+   transcript's clock, else by the sleeps the calls asked for — and, where neither tells the
+   time, at its `wait_halt_at`-th poll.
+3. **The same error, retried without addressing it, is stale even when the arguments move.** The
+   tool's trailing failures with the same error: an attempt is stale when it goes back to
+   arguments already tried, or keeps every argument value the error names (a string or number of
+   4+ characters the error quotes: "flight HAT030 not available"). Trying something new is
+   progress. Halts at `halt_at` (`rerun_halt_at` after a new change).
+4. **One tool failing the same way in a row is stuck, whatever its arguments** (a harness format
+   error again and again, guessed ids each "not found"): failures since the latest success and
+   user turn with one failure signature (the text without the values it quotes, its volatile
+   parts and its numbers), counted in agent steps, halt at `same_failure_at`. A search that
+   found nothing is an answer, not a failure (a sweep of searches is exploration), and a harness
+   refusal (`vocab.HARNESS_ERROR`) is linked to earlier refusals only while no call has
+   succeeded since: its arguments are the harness's summary of a reply, not an action.
 
-halt_at and ok_halt_at are >= 3: a halt always rests on two answers that did not change. The
-window holds `window` entries, so a verdict never depends on anything older. Defaults (window 20,
-warn_at 2, halt_at 3, ok_halt_at 4, same_failure_at 5, poll_span 5, rerun_halt_at 4 (never below
-halt_at), across_turns errors) were chosen by scoring against the labelled sets:
-docs/detection.md.
+An unknown answer (never came back) neither breaks a run nor joins it. A warning comes one
+attempt before a halt, and only on evidence: two answers that did not change (a wait: when its
+next poll at this pace would pass the limit). A user turn forgets what `across_turns` does not
+keep: `none` forgets everything, `errors` keeps the failures (a retry after "try again" is still
+the same error), `all` keeps everything. The verdict is the most severe rule's; the check
+carries the count and threshold of the rule nearest its halt, and a reason in plain words (what
+repeated, how many times) that the model and a person read.
+
+Defaults (window 20, halt_at 3, ok_halt_at 4, rerun_halt_at 4, same_failure_at 5, wait_limit
+900 s, wait_halt_at 8, across_turns errors) are chosen by grouped cross-validation over every
+labelled set (docs/detection.md).
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as _dt
 import re
-import shlex
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -85,317 +61,76 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 import xxhash
 from loopledger import vocab
-from loopledger.detectors.base import INT, NAMES, TEXT, Check, Param, PerCallAnswers
-from loopledger.detectors.canonical import call_key, canonical_bytes
+from loopledger.detectors.answers import (
+    DEFAULT_ERROR_NAMES,
+    DEFAULT_VOLATILE_NAMES,
+    ERROR_PATTERNS,
+    VOLATILE_PATTERNS,
+    FailureReader,
+    Normalizer,
+    compile_patterns,
+    found_nothing,
+    is_pending,
+    is_transient,
+    resolve,
+)
+from loopledger.detectors.base import FLOAT, INT, NAMES, TEXT, Check, Param, PerCallAnswers
+from loopledger.detectors.canonical import action_args, action_key, canonical_bytes
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
-from loopledger.events import is_capped, text_digest
+from loopledger.detectors.words import tool_words
+from loopledger.detectors.workspace import classify, last_program, sleeps
+from loopledger.events import Batch, is_capped, text_digest
 
 if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
     from loopledger.detectors.policy import PolicySpec
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
-REPEAT, RETRY, FAILURES = "repeat", "retry", "failures"
+REPEAT, WAIT, RETRY, FAILURES = "repeat", "wait", "retry", "failures"
 ACROSS_TURNS = ("none", "errors", "all")
 
 DEFAULT_WINDOW = 20
-DEFAULT_WARN_AT = 2
 DEFAULT_HALT_AT = 3
 DEFAULT_OK_HALT_AT = 4
-DEFAULT_ACROSS_TURNS = "errors"
-DEFAULT_SAME_FAILURE_AT = 5
-DEFAULT_POLL_SPAN = 5
 DEFAULT_RERUN_HALT_AT = 4
+DEFAULT_SAME_FAILURE_AT = 5
+DEFAULT_WAIT_LIMIT = 900.0  # seconds: a CI run, a rollout, a server coming up take minutes, not a quarter hour unchanged
+DEFAULT_WAIT_HALT_AT = 8
+DEFAULT_ACROSS_TURNS = "errors"
 MAX_WINDOW = 10_000
-ERROR_HEAD = 200  # error patterns look at the opening of an answer, where tools put the verdict
 NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
-
-# What changes on every call without meaning progress, by name (the `volatile` parameter takes
-# these names, or `re:<expression>`). Matched in this order as one alternation.
-VOLATILE_PATTERNS: dict[str, str] = {
-    # 2024-05-13T15:29:59.374Z, 2024-05-13 15:29:59+02:00
-    "timestamp": r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
-    # 15:29:59, 15:29:59.374 (a clock reading; hh:mm alone is too often data, e.g. a departure)
-    "clock": r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b",
-    # 0.3 seconds, 12ms, 1.5s, 250 µs, 2 min, 0m12.09s, 1h2m3s
-    "duration": r"\b(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|secs?|seconds?|mins?|minutes?)\b",
-    "uuid": r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
-    # a commit sha, a request id, a memory address: 12+ hex digits, letters and digits among them
-    "hex_id": r"\b(?:0x)?(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b",
-    # /tmp/pytest-of-me/pytest-3/x, /var/folders/…/T/tmpab12, C:\Users\me\AppData\Local\Temp\x
-    # `/bin/bash: line 334:` — an interactive shell's command counter, one more on every call
-    "shell_line": r"\b(?:ba|da|z|k)?sh: line \d+:",
-    # (a path's start: `/srv/job/tmp/step-1200` holds `/tmp/` but is not a temp path)
-    "temp_path": r"(?<![\w.~/\\-])(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"
-                 r"|(?<![\w.~/\\-])[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[^\s'\"`<>;,)\]}]*",
-}
-DEFAULT_VOLATILE_NAMES: tuple[str, ...] = tuple(VOLATILE_PATTERNS)
-DEFAULT_VOLATILE: tuple[str, ...] = tuple(VOLATILE_PATTERNS.values())
-
-# What makes an answer the reader did not flag a failure, by name (the `errors` parameter).
-ERROR_PATTERNS: dict[str, str] = {
-    "error_prefix": r"\A\s*error\b\s*:",  # tau-bench "Error: …", OpenHands editor "ERROR:\n…"
-    "nonzero_returncode": r"\A\s*<returncode>\s*-?[1-9]\d*\s*</returncode>",  # mini-swe-agent
-    # Claude Code's Bash "Exit code 1\n…", Codex's plain-text shells "Exit code: 1\n…", when an
-    # export (ATIF, OTLP, a copied transcript) lost the flag the agent had
-    "exit_code": r"\A\s*exit (?:code|status)\s*:?\s*-?[1-9]\d*\b",
-    # a Python tool or script that died (SWE-agent and OpenHands print it as the observation)
-    "traceback": r"\A\s*Traceback \(most recent call last\):",
-    # bash "bash: ponyc: command not found", zsh "(eval):1: command not found: tree"
-    "command_not_found": r"\A[^\n]*\bcommand not found\b",
-    # a search or lookup that found nothing: "No matches found for "X" in /repo" (SWE-agent's
-    # search tools), "No files found", "ls: cannot access 'x': No such file or directory" — a
-    # guess that missed, as much a failure as "order W0012 not found"
-    "nothing_found": r"\A\s*no (?:matches|results|files|file|entries) (?:were )?found\b"
-                     r"|\A[^\n]{0,120}\bno such file or directory\b",
-    # a checker's verdict on an attempt: "Wrong flag!" (a CTF submit), "Incorrect answer"
-    "rejected": r"\A\s*(?:wrong|incorrect|invalid)\b",
-    # a verdict in up to three words: "Command failed: npm test" (Node's execSync), "Pre-commit
-    # validation failed:", "Build failed:" (a grep hit "log:12: upload failed:" is not one)
-    "failed_prefix": r"\A\s*(?:[\w-]+ ){0,3}failed\s*:",
-}
-# failed_prefix is offered, not a default: it also reads a test runner's "1 failed: …" summary,
-# which would move halts on sessions judged before it existed (measured: docs/detection.md).
-DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(n for n in ERROR_PATTERNS if n != "failed_prefix")
-DEFAULT_ERRORS: tuple[str, ...] = tuple(ERROR_PATTERNS[n] for n in DEFAULT_ERROR_NAMES)
+RETIRED = ("warn_at", "poll_span")  # earlier versions' parameters (a stored policy may name them)
 
 _hash = xxhash.xxh3_128_hexdigest
-
-# Shell programs that read the workspace (as a pipeline's commands, without a write redirect or a
-# chain). Not `tail`, `ls`, `ps`: they are how agents poll what moves without them (a log, an
-# output folder, a process).
-READ_PROGRAMS = frozenset({"cat", "head", "grep", "egrep", "fgrep", "rg", "wc", "nl", "tree", "stat",
-                           "file"})
-READ_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep"})
-READ_VERBS = frozenset({"view", "read", "open", "show"})  # an editor tool's command=view
-# Options that make a reading program run another program (`git grep -O<pager>`, `rg --pre
-# ./x.sh`) or write a file (`git diff --output=p`, `tree -o out`, `file -C`): not reads, and the
-# latter are writes. `find`'s actions likewise.
-_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_FIND_WRITES = frozenset({"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"})
-_OPTION_RUNS: dict[str, tuple[str, ...]] = {"git": ("-O", "--open-files-in-pager"), "rg": ("--pre",)}
-_OPTION_WRITES: dict[str, tuple[str, ...]] = {"git": ("--output",), "tree": ("-o",), "file": ("-C", "--compile")}
-# A sed script that only prints: addresses (numbers, $, /regex/), p, =, l, q, n, braces, `!`.
-_SED_PRINTS = re.compile(r"(?:\s|[\d$,;!{}+~=pPlqQn]|/(?:[^/\\\n]|\\.)*/I?)*")
-# What changes files, told positively (a call that is neither a read nor one of these is unknown).
-WRITE_PROGRAMS = frozenset({"tee", "cp", "mv", "rm", "rmdir", "touch", "mkdir", "ln", "chmod", "chown",
-                            "truncate", "dd", "install", "patch", "apply_patch", "unzip"})
-# SWE-agent's editing commands (`edit 1:1` + text + `end_of_edit`), told by the first word: their
-# text is code, which a shell tokenizer may not even read.
-EDIT_COMMANDS = frozenset({"edit", "insert", "append", "create"})
-WRITE_GIT = frozenset({"apply", "checkout", "restore", "reset", "stash", "am", "cherry-pick", "merge",
-                       "rebase", "mv", "rm", "switch", "pull", "clean", "revert"})
-WRITE_VERBS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "edit", "append",
-                         "replace", "patch", "apply", "delete"})  # an editor tool's command
-# Arguments that carry new content for a file (an editor's old/new text, a whole file, a patch).
-EDIT_KEYS = frozenset({"old_str", "new_str", "old_string", "new_string", "file_text", "new_content",
-                       "edits", "patch", "diff", "insert_line"})
-CONTENT_KEYS = frozenset({"content", "contents", "text"})
-PATH_KEYS = frozenset({"path", "file_path", "filename", "file", "target_file", "absolute_path"})
-_SHELL_FIELDS = ("command", "cmd")
-_CHAINS = frozenset({";", "&&", "||", "&", "(", ")", ";;"})
-_QUIET = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+_dumps, _SORT = orjson.dumps, orjson.OPT_SORT_KEYS
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per check)
+_NOTHING: frozenset[str] = frozenset()
+_CLASSES: dict[str, tuple[bool, bool]] = {}  # tool + arguments digest -> classify(): commands recur
 
 
-def _short_flag(words: list[str], letter: str, long: str) -> bool:
-    """`-i`, a cluster holding it (`-ni`, `-pi`) or `--in-place[=…]`-style long form."""
-    return any((w.startswith("-") and not w.startswith("--") and letter in w[1:]) or w.startswith(long)
-               for w in words)
+def _classified(name: str, args: Any, key: str) -> tuple[bool, bool]:
+    k = name + key
+    got = _CLASSES.get(k)
+    if got is None:
+        if len(_CLASSES) >= 16384:
+            _CLASSES.clear()  # bounded: a long session's commands are many, most never recur
+        got = _CLASSES[k] = classify(name, args)
+    return got
 
 
-def _has_option(words: list[str], options: tuple[str, ...]) -> bool:
-    """`--output`, `--output=p`, or a short option with its value attached (`-Ovim`)."""
-    return any(w == o or w.startswith(o + "=") or (len(o) == 2 and w.startswith(o))
-               for w in words for o in options)
-
-
-def _sed_reads(words: list[str]) -> bool:
-    """`sed -n` (alone or in a cluster: `-nE`) whose every script only prints (no `w`/`W` file,
-    no `e` command, no script file). `-i` is a write (classify_shell checks writes first)."""
-    args = words[1:]
-    if not any(a.startswith("-") and not a.startswith("--") and "n" in a for a in args):
-        return False
-    if _short_flag(args, "f", "--file"):
-        return False
-    scripts, rest, i = [], [], 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-e", "--expression"):
-            if i + 1 == len(args):
-                return False  # an option without its script
-            scripts.append(args[i + 1])
-            i += 2
-            continue
-        if a.startswith("--expression="):
-            scripts.append(a.split("=", 1)[1])
-        elif not a.startswith("-"):
-            rest.append(a)
-        i += 1
-    if not scripts and rest:
-        scripts.append(rest[0])
-    return bool(scripts) and all(_SED_PRINTS.fullmatch(s) for s in scripts)
-
-
-def _stage_reads(words: list[str]) -> bool:
-    if not words:
-        return False
-    prog = words[0].rsplit("/", 1)[-1]
-    if prog == "sed":
-        return _sed_reads(words)
-    if prog == "find":
-        return _FIND_RUNS.isdisjoint(words[1:])
-    if prog == "git" and (len(words) < 2 or words[1] not in READ_GIT):
-        return False
-    if prog not in READ_PROGRAMS and prog != "git":
-        return False
-    return not _has_option(words[1:], _OPTION_RUNS.get(prog, ()))
-
-
-def _stage_writes(words: list[str]) -> bool:
-    if not words:
-        return False
-    prog = words[0].rsplit("/", 1)[-1]
-    if prog in WRITE_PROGRAMS:
-        return True
-    if prog in ("sed", "perl"):
-        return _short_flag(words[1:], "i", "--in-place")
-    if prog == "find":
-        return not _FIND_WRITES.isdisjoint(words[1:])
-    if prog == "git" and len(words) > 1 and words[1] in WRITE_GIT:
-        return True
-    return _has_option(words[1:], _OPTION_WRITES.get(prog, ()))
-
-
-def classify_shell(command: str) -> tuple[bool, bool]:
-    """(reads, writes) of a shell command. reads: every pipeline stage a read-only program, nothing
-    chained, no write redirect (`2>&1` and `>/dev/null` are not writes). writes: a redirect into a
-    file, `sed -i`, `tee`, `cp`/`mv`/`rm`, `git checkout`… anywhere in it."""
-    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lex.whitespace_split = True
+def _seconds(at: Any) -> float | None:
+    """A time as epoch seconds: a number as given, an ISO-8601 text parsed (None: unknown)."""
+    if at is None or isinstance(at, bool):
+        return None
+    if isinstance(at, int | float):
+        return float(at)
     try:
-        tokens = list(lex)
+        t = _dt.datetime.fromisoformat(str(at).strip())
     except ValueError:
-        return False, False  # unbalanced quotes: not something to vouch for
-    if not tokens:
-        return False, False
-    reads = writes = False
-    chained = False
-    stage: list[str] = []
-    stages = [stage]
-    for i, t in enumerate(tokens):
-        if t == "|":
-            stage = []
-            stages.append(stage)
-        elif t in _CHAINS:
-            chained = True
-            stage = []
-            stages.append(stage)
-        elif "`" in t or "$(" in t:
-            chained = True
-            stage.append(t)
-        elif set(t) <= set("<>&|") and ">" in t:
-            target = tokens[i + 1] if i + 1 < len(tokens) else ""
-            # `2>&1`, `>&-`: a stream joined or closed (shlex splits `&1` into `&` `1`; `<&` holds no `>`)
-            dup = t == ">&" and (target.isdigit() or target == "-")
-            if not dup and target not in _QUIET:
-                writes = True
-        else:
-            stage.append(t)
-    writes = writes or any(_stage_writes(w) for w in stages)
-    reads = not chained and not writes and all(_stage_reads(w) for w in stages)
-    return reads, writes
-
-
-def _shell_text(args: dict) -> str | None:
-    for field in _SHELL_FIELDS:
-        value = args.get(field)
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            # Codex ["bash", "-lc", "cat x"]; an argv ["cat", "x"]
-            value = value[2] if len(value) == 3 and value[1] in ("-c", "-lc") else shlex.join(value)
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def classify(name: str, args: Any) -> tuple[bool, bool]:
-    """(reads, writes): whether a call only reads the workspace, and whether it (positively)
-    changes files, from what its arguments say. A tool's name is not enough: `get_workflow_run`
-    and `read_file` of a log read what moves by itself (a poll). Unknown is neither."""
-    if not isinstance(args, dict):
-        return False, False
-    command = _shell_text(args)
-    if command is not None:
-        verb = command.strip().lower()
-        if verb in READ_VERBS:
-            return True, False
-        if verb in WRITE_VERBS or verb.split(None, 1)[0] in EDIT_COMMANDS:
-            return False, True
-        return classify_shell(command)
-    keys = args.keys()
-    if not EDIT_KEYS.isdisjoint(keys) or (not CONTENT_KEYS.isdisjoint(keys) and not PATH_KEYS.isdisjoint(keys)):
-        return False, True
-    return False, any(isinstance(v, str) and v.lstrip().startswith("*** Begin Patch") for v in args.values())
-
-
-def reads_only(name: str, args: Any) -> bool:
-    """Whether a call only reads the workspace: an editor's `command: view`, or a shell command
-    made of programs that read files (`cat`, `grep`, `sed -n`, `git diff`, …) without a write."""
-    return classify(name, args)[0]
-
-
-def writes(name: str, args: Any) -> bool:
-    """Whether a call changes files, by its arguments: an editor's old/new text or whole file, a
-    patch, a shell redirect into a file, `sed -i`, `tee`, `git checkout`…"""
-    return classify(name, args)[1]
-
-
-class ProgressVerdict(NamedTuple):
-    action: str  # allow | warn | halt
-    count: int  # the attempt this call would be without progress (the rule that halts soonest)
-    rule: str  # "repeat" | "retry" | "failures" | "" (nothing tried before)
-    threshold: int  # the count at which that rule halts (halt_at, ok_halt_at, rerun_halt_at,
-    #                 poll_span + 1 or same_failure_at)
-    position: int  # this call's position, for record_answer
-
-
-class Entry:
-    """One call in the window. Its answer is kept as the reader's digest of the full text plus
-    the text itself: the normalized digest is computed only when two answers with different
-    texts must be compared (rare: only repeats are compared), and then cached."""
-
-    __slots__ = ("position", "step", "tool", "key", "args", "raw", "text", "failed", "named", "stale",
-                 "_norm", "_sig", "_shape")
-
-    def __init__(self, position: int, tool: str, key: str, args: Any, step: int = 0) -> None:
-        self.position = position
-        self.step = step  # the agent step (calls checked with no answer recorded between)
-        self.tool = tool
-        self.key = key  # digest of the canonical arguments
-        self.args = args  # the call's arguments (shared, never changed): read when it fails
-        self.raw: str | None = None  # digest of the full answer text (None: not back yet)
-        self.stale = 1  # the attempt without progress its check counted (1: nothing tried before)
-        self._shape: str | None = None  # _shape(args), computed when a near repeat asks
-        # Set when the answer comes back (record_answer), read only once `raw` is set — one entry
-        # is built per check, so what an unanswered call never needs is not assigned:
-        # text, failed, named (argument values its error message names), _norm, _sig.
-
-    @property
-    def reads(self) -> bool:
-        """The call only reads (reads_only); classified when a rule first asks (cached by key)."""
-        return _classified(self.tool, self.args, self.key)[0]
-
-    @property
-    def writes(self) -> bool:
-        """The call changes files (writes)."""
-        return _classified(self.tool, self.args, self.key)[1]
-
-    def copy(self) -> Entry:
-        new = Entry(self.position, self.tool, self.key, self.args, self.step)
-        new.raw, new.stale = self.raw, self.stale
-        if self.raw is not None:
-            new.text, new.failed, new.named = self.text, self.failed, self.named
-            new._norm, new._sig = self._norm, self._sig
-        return new
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.UTC)
+    return t.timestamp()
 
 
 def leaves(args: Any, min_len: int = NAMED_MIN_LEN) -> set[str]:
@@ -419,175 +154,169 @@ def leaves(args: Any, min_len: int = NAMED_MIN_LEN) -> set[str]:
     return out
 
 
-def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """re.compile, with the flags the compiled pattern reports (re.UNICODE, implied for text) named:
-    a pickled pattern is compiled again from (pattern, its .flags) when a snapshot is loaded, and
-    under the same flags that is a hit in re's cache instead of a second compile per hook process."""
-    try:
-        return re.compile(pattern, flags | re.UNICODE)
-    except ValueError:  # an inline (?a) or (?L): the text's own choice, compiled as given
-        return re.compile(pattern, flags)
+def _words(value: str) -> set[str]:
+    """The words of a command string at least NAMED_MIN_LEN long, quotes stripped."""
+    return {w for w in (t.strip("'\"`") for t in value.split()) if len(w) >= NAMED_MIN_LEN}
 
 
-def compile_patterns(field: str, patterns: Any, flags: int = 0) -> tuple[re.Pattern[str], ...]:
-    """Compile a list of regular expressions; a bad one is a ConfigError naming `field`."""
-    if isinstance(patterns, str) or not isinstance(patterns, Sequence):
-        raise ConfigError(field, f"{field} is a list of patterns",
-                          f"{field}: must be a list of regular expressions, got {patterns!r}")
-    out = []
-    for p in patterns:
-        if not isinstance(p, str) or not p:
-            raise ConfigError(field, f"{field} holds non-empty patterns",
-                              f"{field}: every pattern must be a non-empty string, got {p!r}")
-        try:
-            compiled = _compile(p, flags)
-        except re.error as e:
-            raise ConfigError(field, f"{field} holds valid regular expressions",
-                              f"{field}: {p!r} is not a valid regular expression ({e})") from None
-        if compiled.search(""):
-            # A pattern that matches nothing at all would "remove" the empty string everywhere.
-            raise ConfigError(field, f"{field} patterns match something",
-                              f"{field}: {p!r} matches the empty string")
-        out.append(compiled)
-    return tuple(out)
+_DIGITS = re.compile(r"\d+")
+_DIGITS_B = re.compile(rb"\d+")
 
 
-def validate(window: Any, warn_at: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any,
-             same_failure_at: Any = None, poll_span: Any = None, rerun_halt_at: Any = None) -> None:
-    same_failure_at = DEFAULT_SAME_FAILURE_AT if same_failure_at is None else same_failure_at
-    poll_span = DEFAULT_POLL_SPAN if poll_span is None else poll_span
-    rerun_halt_at = DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at
-    for name, value in (("window", window), ("warn_at", warn_at), ("halt_at", halt_at),
-                        ("ok_halt_at", ok_halt_at), ("same_failure_at", same_failure_at),
-                        ("poll_span", poll_span), ("rerun_halt_at", rerun_halt_at)):
+def _shape(canonical: bytes) -> str:
+    """Digest of canonical arguments with every number taken out (a poll's sleep, a page)."""
+    return _hash(_DIGITS_B.sub(b"#", canonical))
+
+
+_IDS = re.compile(VOLATILE_PATTERNS["uuid"] + "|" + VOLATILE_PATTERNS["hex_id"])
+
+
+def _new_ids(run: list[Entry]) -> bool:
+    """Each answer of the run (newest first) names an id the one before it did not: every call
+    made something new (a message queued, a job created) — an action repeated, not a poll."""
+    for newer, older in zip(run, run[1:], strict=False):
+        ids = set(_IDS.findall(newer.text[:2000]))
+        if not ids or ids <= set(_IDS.findall(older.text[:2000])):
+            return False
+    return len(run) > 1
+
+
+class ProgressVerdict(NamedTuple):
+    action: str  # allow | warn | halt
+    count: int  # the attempt this call would be without progress (the rule nearest its halt)
+    rule: str  # "repeat" | "wait" | "retry" | "failures" | "" (nothing tried before)
+    threshold: int | None  # the count at which that rule halts (None: a wait judged by time)
+    position: int  # this call's position, for record_answer
+    reason: str = ""  # plain words, for a warn or a halt
+
+
+class Entry:
+    """One call in the window. Its answer is kept as the reader's digest of the full text plus the
+    text itself: the normalized digest is computed only when two answers with different texts must
+    be compared (only repeats are compared), and then cached."""
+
+    __slots__ = ("position", "step", "tool", "key", "match", "args", "at", "sleep", "raw", "text", "failed",
+                 "waits", "named", "fresh", "_norm", "_sig")
+
+    def __init__(self, position: int, tool: str, key: str, match: str, args: Any, at: Any, sleep: float,
+                 step: int = 0) -> None:
+        self.position = position
+        self.step = step  # the agent step (calls checked with no answer recorded between)
+        self.tool = tool
+        self.key = key  # digest of the canonical arguments
+        self.match = match  # what makes two calls the same call (a sleeping call: its shape)
+        self.args = args  # the call's arguments (shared, never changed): read when it fails
+        self.at = at  # when it was made (epoch seconds or ISO text; None: unknown)
+        self.sleep = sleep  # seconds its command sleeps
+        self.raw: str | None = None  # digest of the full answer text (None: not back yet)
+        # Set when the answer comes back (record_answer), read only once `raw` is set: text,
+        # failed, waits (pending or transient), named (values its error quotes), fresh (a
+        # successful write with arguments new in the window), _norm, _sig.
+
+    @property
+    def reads(self) -> bool:
+        return _classified(self.tool, self.args, self.key)[0]
+
+    @property
+    def writes(self) -> bool:
+        return _classified(self.tool, self.args, self.key)[1]
+
+    def copy(self) -> Entry:
+        new = Entry(self.position, self.tool, self.key, self.match, self.args, self.at, self.sleep, self.step)
+        new.raw = self.raw
+        if self.raw is not None:
+            new.text, new.failed, new.waits, new.named, new.fresh = (self.text, self.failed, self.waits,
+                                                                     self.named, self.fresh)
+            new._norm, new._sig = self._norm, self._sig
+        return new
+
+
+class Count(NamedTuple):
+    """One rule's reading of the call: the attempt it would be, where it halts and warns."""
+
+    rule: str
+    count: int
+    halt: int | None  # None: a wait judged by time (then `halting`/`warning` say)
+    warn: int | None
+    reason: str
+    halting: bool = False
+    warning: bool = False
+
+    @property
+    def halts(self) -> bool:
+        return self.halting or (self.halt is not None and self.count >= self.halt)
+
+    @property
+    def warns(self) -> bool:
+        return self.warning or (self.warn is not None and self.count >= self.warn)
+
+    @property
+    def distance(self) -> float:
+        if self.halt is None:
+            return 0 if self.halting else 1 if self.warning else 2
+        return self.halt - self.count
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def validate(window: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any, same_failure_at: Any = None,
+             rerun_halt_at: Any = None, wait_limit: Any = None, wait_halt_at: Any = None) -> None:
+    values = {"window": window, "halt_at": halt_at, "ok_halt_at": ok_halt_at,
+              "same_failure_at": DEFAULT_SAME_FAILURE_AT if same_failure_at is None else same_failure_at,
+              "rerun_halt_at": DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at,
+              "wait_halt_at": DEFAULT_WAIT_HALT_AT if wait_halt_at is None else wait_halt_at}
+    for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
     if window < 2:
         raise ConfigError("window", "window >= 2", f"window: must be >= 2, got {window}")
     if window > MAX_WINDOW:
         raise ConfigError("window", f"window <= {MAX_WINDOW}", f"window: must be <= {MAX_WINDOW}, got {window}")
-    if warn_at < 2:
-        raise ConfigError("warn_at", "warn_at >= 2", f"warn_at: must be >= 2, got {warn_at}")
-    for name, value in (("halt_at", halt_at), ("ok_halt_at", ok_halt_at), ("same_failure_at", same_failure_at)):
-        if value < 3:
+    for name in ("halt_at", "ok_halt_at", "same_failure_at", "rerun_halt_at", "wait_halt_at"):
+        if values[name] < 3:
             # Two equal answers are the least evidence that nothing changes.
-            raise ConfigError(name, f"{name} >= 3", f"{name}: must be >= 3, got {value}")
-        if value < warn_at:
-            raise ConfigError(name, f"{name} >= warn_at", f"{name}: must be >= warn_at ({warn_at}), got {value}")
-    if poll_span < 2:
-        raise ConfigError("poll_span", "poll_span >= 2", f"poll_span: must be >= 2, got {poll_span}")
-    if rerun_halt_at < 3:
-        raise ConfigError("rerun_halt_at", "rerun_halt_at >= 3", f"rerun_halt_at: must be >= 3, got {rerun_halt_at}")
+            raise ConfigError(name, f"{name} >= 3", f"{name}: must be >= 3, got {values[name]}")
+    limit = DEFAULT_WAIT_LIMIT if wait_limit is None else wait_limit
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
+        raise ConfigError("wait_limit", "wait_limit > 0", f"wait_limit: must be a number of seconds > 0, got {limit!r}")
     if across_turns not in ACROSS_TURNS:
         raise ConfigError("across_turns", f"across_turns is one of {'|'.join(ACROSS_TURNS)}",
                           f"across_turns: must be one of {', '.join(ACROSS_TURNS)}, got {across_turns!r}")
 
 
-class Normalizer:
-    """Replaces every match of each pattern, in order, by one placeholder character (one pass
-    per pattern: measured faster than one alternation of them all)."""
-
-    __slots__ = ("patterns",)
-
-    def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
-        self.patterns = patterns
-
-    def __call__(self, text: str) -> str:
-        for p in self.patterns:
-            text = p.sub("\x00", text)
-        return text
-
-
-_DIGITS = re.compile(r"\d+")
-# A result's tally, which an edit moving forward changes: "3 failed, 40 passed", "2 errors",
-# "Tests run: 12, Failures: 2" (a line number moves with edits; a tally moves with the fix).
-_TALLY = re.compile(r"\b\d+\s+(?:failed|failures?|errors?|passed|tests?|warnings?|skipped|problems?|issues?)\b"
-                    r"|\b(?:tests run|failures|errors|skipped)\s*:\s*\d+", re.IGNORECASE)
-
-
-def _words(value: str) -> set[str]:
-    """The words of a command string at least NAMED_MIN_LEN long, quotes stripped."""
-    return {w for w in (t.strip("'\"`") for t in value.split()) if len(w) >= NAMED_MIN_LEN}
-
-
-_DIGITS_B = re.compile(rb"\d+")
-
-
-def _shape(args: Any) -> str:
-    """Digest of the arguments with every number taken out."""
-    try:
-        canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
-    except TypeError:
-        canonical = canonical_bytes(args)
-    return _hash(_DIGITS_B.sub(b"#", canonical))
-
-
-def _entry_shape(e: Entry) -> str:
-    if e._shape is None:
-        e._shape = _shape(e.args)
-    return e._shape
-
-
-def _tallies(text: str) -> list[str]:
-    return [m.lower() for m in _TALLY.findall(text[:4000])]
-# A failure that says it will pass by itself (a server's 5xx/429, "try again later"): retrying it
-# is what the agent is asked to do, so it gets one attempt more (halt_at + 1).
-TRANSIENT = re.compile(r"\b(?:50[234]|429)\b|service unavailable|temporarily unavailable|rate.?limit|"
-                       r"try again later|too many requests", re.IGNORECASE)
-_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (one per check)
-_dumps, _SORT = orjson.dumps, orjson.OPT_SORT_KEYS
-_NOTHING: frozenset[str] = frozenset()
-_CLASSES: dict[str, tuple[bool, bool]] = {}  # tool + arguments digest -> classify(): commands recur
-
-
-def _classified(name: str, args: Any, key: str) -> tuple[bool, bool]:
-    k = name + key
-    got = _CLASSES.get(k)
-    if got is None:
-        if len(_CLASSES) >= 16384:
-            _CLASSES.clear()  # bounded: a long session's commands are many, most never recur
-        got = _CLASSES[k] = classify(name, args)
-    return got
-
-
-def _alternation(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
-    """The patterns as one case-insensitive alternation (one search per answer), or None when
-    there are none or they do not combine (a `re:` pattern with inline global flags)."""
-    if not patterns:
-        return None
-    try:
-        return _compile("|".join(f"(?:{p.pattern})" for p in patterns), re.IGNORECASE)
-    except re.error:
-        return None
-
-
 class ProgressDetector:
-    """Stale repeats, stale retries and runs of one failure over the last `window` calls (see the
-    module docstring)."""
+    """Stale repeats, waits, stale retries and runs of one failure over the last `window` calls
+    (see the module docstring)."""
 
-    __slots__ = ("window", "warn_at", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "poll_span",
-                 "rerun_halt_at", "volatile", "errors", "_any_error", "normalize", "_entries", "_by_tool", "_next", "_step",
-                 "_answered", "_answered_at", "_turn", "_success", "_moved", "last", "_shape")
+    __slots__ = ("window", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "rerun_halt_at",
+                 "wait_limit", "wait_halt_at", "volatile", "errors", "is_failure", "normalize", "_entries",
+                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "_moved", "_polls", "last")
 
-    def __init__(self, window: int = DEFAULT_WINDOW, warn_at: int = DEFAULT_WARN_AT,
-                 halt_at: int = DEFAULT_HALT_AT, ok_halt_at: int = DEFAULT_OK_HALT_AT,
-                 across_turns: str = DEFAULT_ACROSS_TURNS, volatile: Sequence[str] = DEFAULT_VOLATILE,
-                 errors: Sequence[str] = DEFAULT_ERRORS, same_failure_at: int = DEFAULT_SAME_FAILURE_AT,
-                 poll_span: int = DEFAULT_POLL_SPAN, rerun_halt_at: int | None = None) -> None:
-        rerun_halt_at = DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at
-        validate(window, warn_at, halt_at, ok_halt_at, across_turns, same_failure_at, poll_span, rerun_halt_at)
+    def __init__(self, window: int = DEFAULT_WINDOW, halt_at: int = DEFAULT_HALT_AT,
+                 ok_halt_at: int = DEFAULT_OK_HALT_AT, across_turns: str = DEFAULT_ACROSS_TURNS,
+                 volatile: Sequence[str] = DEFAULT_VOLATILE_NAMES, errors: Sequence[str] = DEFAULT_ERROR_NAMES, same_failure_at: int = DEFAULT_SAME_FAILURE_AT,
+                 rerun_halt_at: int = DEFAULT_RERUN_HALT_AT, wait_limit: float = DEFAULT_WAIT_LIMIT,
+                 wait_halt_at: int = DEFAULT_WAIT_HALT_AT) -> None:
+        validate(window, halt_at, ok_halt_at, across_turns, same_failure_at, rerun_halt_at, wait_limit,
+                 wait_halt_at)
         self.window = window
-        self.warn_at = warn_at
         self.halt_at = halt_at
         self.ok_halt_at = ok_halt_at
         self.across_turns = across_turns
         self.same_failure_at = same_failure_at
-        self.poll_span = poll_span
-        self.rerun_halt_at = max(rerun_halt_at, halt_at)  # never below a repeat with no edit between
-        self.volatile = compile_patterns("volatile", volatile)
-        self.errors = compile_patterns("errors", errors, re.IGNORECASE)
-        # One search instead of one per pattern (each is checked on its own above).
-        self._any_error = _alternation(self.errors)
+        self.rerun_halt_at = max(rerun_halt_at, halt_at)  # never below a repeat with nothing new between
+        self.wait_limit = float(wait_limit)
+        self.wait_halt_at = wait_halt_at
+        # Both as the spec names them: pattern names, or re:<expression>.
+        self.volatile = compile_patterns("volatile", resolve("volatile", volatile, VOLATILE_PATTERNS))
+        self.errors = tuple(errors)
+        self.is_failure = FailureReader(self.errors)
         self.normalize = Normalizer(self.volatile)
         self._entries: deque[Entry] = deque(maxlen=window)  # the window, oldest first
         self._by_tool: dict[str, deque[Entry]] = {}  # the same entries per tool (trimmed lazily)
@@ -596,20 +325,12 @@ class ProgressDetector:
         self._answered = True
         self._turn = 0  # position of the first call after the latest user turn
         self._success = -1  # position of the newest call answered by a success (-1: none)
-        self._moved: dict[str, int] = {}  # tool -> position of its latest repeat answered differently
         self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
+        self._moved = -1  # the newest call (not a write) whose repeat was answered differently, no new change between
+        self._polls: dict[str, int] = {}  # such calls' match -> where it last moved: polls of something outside
         self.last: ProgressVerdict | None = None
-        self._shape: str | None = None  # the call being checked: its _shape, when a rule computed it
 
     # -- answers ---------------------------------------------------------------------------
-
-    def is_failure(self, text: str, is_error: bool = False) -> bool:
-        if is_error:
-            return True
-        head = text[:ERROR_HEAD]
-        if self._any_error is not None:
-            return self._any_error.search(head) is not None
-        return any(p.search(head) for p in self.errors)
 
     def digest(self, text: str) -> str:
         """Digest of the text with its volatile parts removed."""
@@ -624,12 +345,10 @@ class ProgressDetector:
 
     def failure_signature(self, e: Entry) -> str:
         """What stays of a failure when what a guess changes is taken out: the argument values the
-        error names (an id tried: "order W0012 not found"), its volatile parts and every number
-        ("found 3 actions", "found 2 actions"). The runs-of-one-failure rule compares these."""
+        error names (an id tried: "order W0012 not found"), a command string's words it quotes,
+        its volatile parts and every number ("found 3 actions", "found 2 actions")."""
         if e._sig is None:
             text = e.text
-            # a command string's words are its values too (`search_dir EnumValues.java` answered
-            # "No matches found for "EnumValues.java"": the guess is the word, not the command)
             words = {w for v in leaves(e.args) if " " in v for w in _words(v) if w in text}
             for v in sorted(e.named | words, key=len, reverse=True):
                 text = text.replace(v, "\x01")
@@ -645,37 +364,45 @@ class ProgressDetector:
     # -- the check -------------------------------------------------------------------------
 
     def check(self, name: str, args: Any, canonical: bytes | None = None,
-              args_digest: str | None = None) -> ProgressVerdict:
+              args_digest: str | None = None, at: Any = None) -> ProgressVerdict:
+        """Judge a call before it runs. `at`: when it is made (epoch seconds or ISO-8601 text).
+        Arguments are taken without commentary (canonical.action_args) unless their digest is given."""
         if args_digest is None:
-            if canonical is None:
-                try:  # canonical_bytes, its common case inlined (the hot path)
-                    canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
-                except TypeError:
-                    canonical = canonical_bytes(args)
+            stripped = action_args(args)
+            if stripped is not args:
+                args, canonical = stripped, None
+        if canonical is None and args_digest is None:
+            try:  # canonical_bytes, its common case inlined (the hot path)
+                canonical = _dumps(args, option=_SORT) if args is not None else b"{}"
+            except TypeError:
+                canonical = canonical_bytes(args)
+        if args_digest is None:
             args_digest = _hash(canonical)
+        sleep = sleeps(args)
+        if sleep:
+            if canonical is None:
+                canonical = canonical_bytes(args)
+            match = _shape(canonical)
+        else:
+            match = args_digest
         position = self._next
         self._next = position + 1
         if self._answered:
             self._step += 1
             self._answered = False
+        entry = Entry(position, name, args_digest, match, args, at, sleep, self._step)
         same_tool = self._by_tool.get(name)
         if same_tool is None:
             if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
                 self._reindex()
             same_tool = self._by_tool[name] = deque()
-            verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position))
+        lo = position - self.window  # the window: the `window` calls before this one
+        while same_tool and same_tool[0].position < lo:
+            same_tool.popleft()
+        if not same_tool or self._answered_at.get(name, -1) < lo:  # no answer of this tool in the window
+            verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position, ""))
         else:
-            lo = position - self.window  # the window: the `window` calls before this one
-            while same_tool and same_tool[0].position < lo:
-                same_tool.popleft()
-            if self._answered_at.get(name, -1) < lo:  # no answer of this tool in the window yet
-                verdict = _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, position))
-            else:
-                verdict = _new(ProgressVerdict, (*self._score(same_tool, name, args_digest, args), position))
-        entry = Entry(position, name, args_digest, args, self._step)
-        entry.stale = verdict[1]
-        if self._shape is not None:
-            entry._shape, self._shape = self._shape, None
+            verdict = self._verdict(same_tool, entry)
         self._entries.append(entry)
         same_tool.append(entry)
         self.last = verdict
@@ -686,243 +413,178 @@ class ProgressDetector:
         for e in self._entries:
             self._by_tool.setdefault(e.tool, deque()).append(e)
 
-    def _score(self, same_tool: deque[Entry], tool: str, key: str, args: Any) -> tuple[str, int, str, int]:
-        """(action, count, rule, threshold) for a call with these arguments, given the tool's
-        entries in the window."""
-        chain: list[Entry] = []  # the tool's trailing run of same-error failures, newest first
-        run_steps = 0  # the run of one failure: the agent steps it spans
+    def _verdict(self, same_tool: deque[Entry], entry: Entry) -> ProgressVerdict:
+        counts = [c for c in (self._stale_repeat(same_tool, entry), self._same_write(entry),
+                              self._stale_retry(same_tool, entry), self._failure_run(same_tool, entry))
+                  if c is not None]
+        if not counts:
+            return _new(ProgressVerdict, (ALLOW, 1, "", self.ok_halt_at, entry.position, ""))
+        action = HALT if any(c.halts for c in counts) else WARN if any(c.warns for c in counts) else ALLOW
+        # The rule nearer its halt speaks (ties: in the order above).
+        best = min(counts, key=lambda c: (0 if c.halts else 1 if c.warns else 2, c.distance))
+        return _new(ProgressVerdict, (action, best.count, best.rule, best.halt, entry.position,
+                                      best.reason if action != ALLOW else ""))
+
+    def _floor(self, tool: str) -> int:
         # A harness refusal's arguments are the harness's summary of a reply it would not run
         # ("found 2 actions"), not an action the agent chose: refusals are one repeated call only
         # while no call has succeeded since (the agent acting in between makes the next one new).
-        floor = self._success if tool == vocab.HARNESS_ERROR else -1
-        # 1. The tool's trailing failures (a success ends both the retry chain and the run).
-        retry_open = run_open = True
-        run_head: Entry | None = None
-        for e in reversed(same_tool):
-            if e.position <= floor:
-                break
-            if e.raw is None:
-                continue  # an unknown answer neither breaks a run nor joins it
-            if not e.failed:
-                break
-            if retry_open:
-                if not chain or self.same_answer(e, chain[0]):
-                    chain.append(e)
-                else:
-                    retry_open = False
-            if run_open:
-                if run_head is None:
-                    run_lo = max(self._success, self._turn - 1)  # a success or a user turn ends a run
-                    if e.position <= run_lo:
-                        run_open = False
-                    else:
-                        run_head, run_steps, run_step = e, 1, e.step
-                elif e.position <= run_lo or self.failure_signature(e) != self.failure_signature(run_head):
-                    run_open = False
-                elif e.step != run_step:
-                    run_steps += 1
-                    run_step = e.step
-            if not (retry_open or run_open):
-                break
-        # 2. This call's own earlier answers (same tool and arguments).
-        repeat = 0  # earlier calls with this key that end on the same answer
-        same: Entry | None = None
-        streak, streak_head = 0, None  # in this call's failures in a row: those equal to its newest
-        moving = False  # this call's answers changed within its last poll_span answers
-        repeat_open = streak_open = True
-        moved = -1
-        for e in reversed(same_tool):
-            if e.position <= floor:
-                break
-            if e.key != key or e.raw is None:
-                continue
-            if streak_open:
-                if not e.failed:
-                    streak_open = False
-                elif streak_head is None:
-                    streak_head, streak = e, 1
-                elif (self.failure_signature(e) == self.failure_signature(streak_head)
-                      and _tallies(e.text) == _tallies(streak_head.text)):
-                    # the same failure, up to its numbers (line numbers move with edits) but for
-                    # its tallies: fewer tests failing after an edit is progress
-                    streak += 1
-            if repeat_open:
-                if same is None:
-                    moved = self._moved.get(tool, -1)
-                    if e.failed or e.position >= moved:
-                        same, repeat = e, 1
-                    else:
-                        repeat_open = False  # a success before its tool moved: no evidence
-                elif self.same_answer(e, same):
-                    if not same.failed and e.position < moved:
-                        repeat_open = False  # the tool's world moved since (progress elsewhere)
-                    else:
-                        same = e
-                        repeat += 1
-                else:
-                    repeat_open = False
-                    moving = repeat < self.poll_span
-            if not (repeat_open or streak_open):
-                break
-        near = False
-        if same is None:
-            repeat, same = self._near_repeats(same_tool, tool, key, args)
-            near = same is not None
-        if same is None and not chain and not run_steps:
-            return ALLOW, 1, "", self.ok_halt_at
-        retry = self._retries(chain, key, args) + 1 if chain else 1
-        repeat_count = repeat + 1
-        if same is None:
-            repeat_halt = self.ok_halt_at
-        elif same.failed:
-            repeat_halt = self.halt_at + 1 if self._transient(same) else self.halt_at
-            if self._wrote_since(same.position):
-                # A failure repeated after files changed is a re-run after an edit: judged by how
-                # often that failure came back while the call kept failing, against more rope.
-                repeat_count, repeat_halt = streak + 1, self.rerun_halt_at
-        else:
-            repeat_halt = self.halt_at if self._only_reads_since(same, tool, key, args) else self.ok_halt_at
-            if self._wrote_since(same.position, key):
-                # a check after another call changed files (cat patch.txt after git diff > patch.txt):
-                # one more, as a failure re-run after a write gets one more than halt_at
-                repeat_halt = self.ok_halt_at + 1
-            if moving:
-                repeat_halt = max(repeat_halt, self.poll_span + 1)  # a poll that moves lately
-            if near:
-                repeat_halt = max(self.ok_halt_at, self.same_failure_at)
-        retry_halt = self.halt_at
-        if retry >= self.halt_at:
-            if self._wrote_since(chain[-1].position):
-                retry_halt = self.rerun_halt_at
-            elif self._transient(chain[0]):
-                retry_halt = self.halt_at + 1
-        if repeat and same is not None and _classified(tool, args, key)[1]:
-            # The same write, again and again with nothing between: the same change re-made,
-            # whatever it answers (an insertion that grows the file each time).
-            again = self._in_a_row(tool, key) + 1
-            if again >= self.ok_halt_at and again > repeat_count:
-                repeat_count, repeat_halt = again, self.ok_halt_at
-        run_count = run_steps + 1
-        run_halt = self.same_failure_at
-        if repeat_count >= repeat_halt or retry >= retry_halt or run_count >= run_halt:
-            action = HALT
-        elif max(repeat_count, retry) >= self.warn_at or run_count >= run_halt - 1:
-            action = WARN
-        else:
-            action = ALLOW
-        if repeat == 0 and retry == 1 and run_count == 1:
-            return action, 1, "", repeat_halt
-        # Report the rule nearer its halt (ties: repeat, then retry).
-        candidates = [(repeat_halt - repeat_count, 0, REPEAT)] if repeat else []
-        if chain:
-            candidates.append((retry_halt - retry, 1, RETRY))
-        if run_steps:
-            candidates.append((run_halt - run_count, 2, FAILURES))
-        best = min(candidates)
-        if best[2] == REPEAT:
-            return action, repeat_count, REPEAT, repeat_halt
-        if best[2] == RETRY:
-            return action, retry, RETRY, retry_halt
-        return action, run_count, FAILURES, run_halt
+        return self._success if tool == vocab.HARNESS_ERROR else -1
 
-    def _near_repeats(self, same_tool: deque[Entry], tool: str, key: str, args: Any) -> tuple[int, Entry | None]:
-        """A call new by its arguments that differ from the tool's latest calls only in their
-        numbers (`sleep 30 && gh run view`, `sleep 60 && …`; page=2, page=3): how many of those
-        latest calls in a row, each a success with the same answer and no write or movement of
-        the tool since, and the newest of them (None: no such run)."""
-        # the cheap test first, where most calls end: the tool's two newest answers are one
-        # success, word for word (a near repeat whose answers differ only in a clock is missed)
-        first = second = None
-        for e in reversed(same_tool):
-            if e.raw is None:
-                continue
-            if first is None:
-                if e.failed or e.key == key:
-                    return 0, None
-                first = e
-            else:
-                if e.raw != first.raw or e.failed:
-                    return 0, None
-                second = e
-                break
-        if second is None:
-            return 0, None
-        shape = self._shape = _shape(args)
-        moved = self._moved.get(tool, -1)
-        n, head, oldest = 0, None, second
-        for e in reversed(same_tool):
-            if e.raw is None:
-                continue
-            if e.failed or e.key == key or e.position < moved or _entry_shape(e) != shape:
-                break
-            if head is None:
-                head = e
-            elif not self.same_answer(e, head):
-                break
-            n, oldest = n + 1, e
-        if n < 2 or self._wrote_since(oldest.position - 1):
-            return 0, None  # two equal answers before this call at the least (warned at the 3rd)
-        return n, head
+    def _fresh_write_after(self, first: int) -> int:
+        """Position of the newest successful write with new arguments after `first` (-1: none)."""
+        return self._fresh_write_between(first, self._next)
 
-    def _transient(self, e: Entry) -> bool:
-        return TRANSIENT.search(e.text[:ERROR_HEAD]) is not None
-
-    def _in_a_row(self, tool: str, key: str) -> int:
-        """How many of the latest calls, back to back, were this one."""
-        n = 0
-        for e in reversed(self._entries):
-            if e.key != key or e.tool != tool:
-                break
-            n += 1
-        return n
-
-    def _wrote_since(self, first: int, other_than: str | None = None) -> bool:
-        """A call after position `first` changed files (a write whose answer is a success; with
-        `other_than`, a write with other arguments)."""
+    def _fresh_write_between(self, first: int, last: int) -> int:
+        """... strictly between positions `first` and `last`."""
         for e in reversed(self._entries):
             if e.position <= first:
-                return False
-            if e.writes and e.raw is not None and not e.failed and e.key != other_than:
-                return True
-        return False
+                return -1
+            if e.position < last and e.raw is not None and e.fresh:
+                return e.position
+        return -1
 
-    def _wrote_between(self, first: int, last: int) -> bool:
-        """A call strictly between positions `first` and `last` changed files (a successful write)."""
+    def _quiet_since(self, first: int, entry: Entry) -> bool:
+        """Every call after `first` only read, or was this same call: nothing could have changed
+        what it answers."""
         for e in reversed(self._entries):
             if e.position <= first:
-                return False
-            if e.position < last and e.writes and e.raw is not None and not e.failed:
                 return True
-        return False
-
-    def _only_reads_since(self, first: Entry, tool: str, key: str, args: Any) -> bool:
-        """This call and every call since `first` (the oldest of its run of equal answers) only
-        read: nothing between could have changed what it reads, so the unchanged answer is as
-        stale as a repeated failure."""
-        if not _classified(tool, args, key)[0]:
-            return False
-        for e in reversed(self._entries):
-            if e.position < first.position:
-                return True
-            if not e.reads:
+            if not (e.reads or (e.tool == entry.tool and e.match == entry.match)):
                 return False
         return True
 
-    @staticmethod
-    def _retries(chain: list[Entry], key: str, args: Any) -> int:
-        """How many attempts in a row, ending with this call, retried the chain's error without
-        addressing it: each went back to arguments already tried with that error, or kept every
-        argument value the error message names. Trying something new is progress: it ends the
-        run (so a call with new arguments counts 0)."""
-        attempts = [(e.key, e.args) for e in reversed(chain)] + [(key, args)]
+    def _stale_repeat(self, same_tool: deque[Entry], entry: Entry) -> Count | None:
+        """Rules 1 and 2: this call's earlier answers, newest first, while they are the same."""
+        floor = self._floor(entry.tool)
+        run: list[Entry] = []
+        for e in reversed(same_tool):
+            if e.position <= floor:
+                break
+            if e.match != entry.match or e.raw is None:
+                continue
+            if run and not self.same_answer(e, run[0]):
+                break
+            run.append(e)
+        if not run:
+            return None
+        head = run[0]
+        what = tool_words(entry.tool, entry.args)
+        if entry.sleep or any(e.sleep for e in run) or (head.waits and (head.failed or not _new_ids(run))) or (
+                not head.failed and self._polls.get(entry.match, -self.window - 1) > entry.position - self.window):
+            return self._wait(run, entry, what)
+        changed = self._fresh_write_after(run[-1].position)
+        if not head.failed:
+            # a new change of the agent's since, or the world moving (another repeated call
+            # answered differently): a check that answers the same again is a new experiment
+            # (this call's own changed answer is where its run restarts: kept)
+            run = [e for e in run if e.position > changed and e.position >= self._moved]
+            if not run:
+                return None
+        r = len(run)
+        if head.failed:
+            halt = self.rerun_halt_at if changed >= 0 else self.halt_at
+            said = f"{what} ran {_times(r)} with the same failure" + (
+                ", though files were changed between" if changed >= 0 else "")
+        elif self._quiet_since(run[-1].position, entry):
+            halt = self.halt_at
+            said = f"{what} ran {_times(r)} with the same answer, and nothing between could change it"
+        else:
+            halt = self.ok_halt_at
+            said = f"{what} ran {_times(r)} with the same answer"
+        return Count(REPEAT, r + 1, halt, halt - 1 if halt - 1 >= 3 else None, said)
+
+    def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count:
+        """Rule 2: a poll of something outside, judged by how long it has waited unchanged: a call
+        that sleeps, a pending answer (not one that names a new id each time: that call creates
+        something, a sent mail "queued" again and again), a transient failure, or a call whose
+        answers moved by themselves before (a log tailed while a build runs)."""
+        r = len(run)
+        now, first, newest = _seconds(entry.at), _seconds(run[-1].at), _seconds(run[0].at)
+        if now is not None and first is not None:
+            waited = now - first
+            pace = now - newest if newest is not None else 0.0
+        else:
+            waited = sum(e.sleep for e in run)
+            pace = run[0].sleep
+        if waited > 0:
+            said = f"{what} has waited {_minutes(waited)} with the same answer ({_times(r)})"
+            return Count(WAIT, r + 1, None, None, said, halting=waited > self.wait_limit,
+                         warning=r >= 2 and waited + pace > self.wait_limit)
+        said = f"{what} was polled {_times(r)} with the same answer"
+        return Count(WAIT, r + 1, self.wait_halt_at, self.wait_halt_at - 1, said)
+
+    def _same_write(self, entry: Entry) -> Count | None:
+        """The same write made again and again back to back, whatever it answers."""
+        if not _classified(entry.tool, entry.args, entry.key)[1]:
+            return None
+        n = 0
+        for e in reversed(self._entries):
+            if e.key != entry.key or e.tool != entry.tool:
+                break
+            n += 1
+        if n < 2:
+            return None
+        return Count(REPEAT, n + 1, self.ok_halt_at, self.ok_halt_at - 1,
+                     f"{tool_words(entry.tool, entry.args)} made the same change {_times(n)} in a row")
+
+    def _trailing_failures(self, same_tool: deque[Entry], floor: int) -> list[Entry]:
+        """The tool's trailing failures with the newest one's error, newest first (a success or a
+        transient failure ends them; unknown answers are skipped)."""
+        chain: list[Entry] = []
+        for e in reversed(same_tool):
+            if e.position <= floor:
+                break
+            if e.raw is None:
+                continue
+            if not e.failed or e.waits or (chain and not self.same_answer(e, chain[0])):
+                break
+            chain.append(e)
+        return chain
+
+    def _stale_retry(self, same_tool: deque[Entry], entry: Entry) -> Count | None:
+        """Rule 3: the same error, retried without addressing it."""
+        chain = self._trailing_failures(same_tool, self._floor(entry.tool))
+        if not chain:
+            return None
+        attempts = [(e.key, e.args) for e in reversed(chain)] + [(entry.key, entry.args)]
         named = chain[0].named  # every entry of the chain has the same (normalized) error
-        run = 0
+        stale = 0
         for i in range(1, len(attempts)):
             k, a = attempts[i]
-            stale = any(k == attempts[j][0] for j in range(i)) or (
-                bool(named) and named <= leaves(a))
-            run = run + 1 if stale else 0
-        return run
+            again = any(k == attempts[j][0] for j in range(i)) or (bool(named) and named <= leaves(a))
+            stale = stale + 1 if again else 0
+        if not stale:
+            return None
+        halt = self.rerun_halt_at if self._fresh_write_after(chain[-1].position) >= 0 else self.halt_at
+        said = (f"{entry.tool} failed {_times(len(chain))} with the same error, and this retry "
+                "changes nothing the error is about")
+        return Count(RETRY, stale + 1, halt, halt - 1 if len(chain) >= 2 and halt - 1 >= 2 else None, said)
+
+    def _failure_run(self, same_tool: deque[Entry], entry: Entry) -> Count | None:
+        """Rule 4: the tool's failures in a row with one signature, in agent steps."""
+        lo = max(self._success, self._turn - 1, self._floor(entry.tool))
+        head: Entry | None = None
+        steps = 0
+        step = -1
+        for e in reversed(same_tool):
+            if e.position <= lo:
+                break
+            if e.raw is None:
+                continue
+            if not e.failed or e.waits:
+                break
+            if head is None:
+                head = e
+            elif self.failure_signature(e) != self.failure_signature(head):
+                break
+            if e.step != step:
+                steps += 1
+                step = e.step
+        if not steps:
+            return None
+        return Count(FAILURES, steps + 1, self.same_failure_at, self.same_failure_at - 1,
+                     f"{entry.tool} failed the same way {_times(steps)} in a row, whatever its arguments")
 
     def record_answer(self, answer: Any, is_error: bool = False, position: int | None = None) -> None:
         """Record the answer of the call at `position` (default: the call last checked).
@@ -946,25 +608,32 @@ class ProgressDetector:
             entry.text, entry.raw = answer, text_digest(answer)
         else:
             entry.text, entry.raw, is_error = answer.text, answer.digest, is_error or answer.is_error
+        text = entry.text
         entry._norm = entry._sig = None
-        entry.failed = failed = self.is_failure(entry.text, is_error)
+        failed = self.is_failure(text, is_error) and not found_nothing(text, last_program(entry.args))
+        entry.failed = failed
+        entry.waits = is_pending(text) or (failed and is_transient(text))
+        entry.fresh = False
         if failed:
-            text = entry.text
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
         else:
             entry.named = _NOTHING
             if position > self._success:
                 self._success = position
-        tool = entry.tool
-        if position > self._answered_at.get(tool, -1):
-            self._answered_at[tool] = position
-        if position > self._moved.get(tool, -1):
-            key, raw = entry.key, entry.raw
-            for e in reversed(self._by_tool.get(tool, ())):
-                if e.key == key and e.raw is not None and e.position < position:
-                    # Equal texts are equal answers: normalized only when the text changed.
-                    if e.raw != raw and not self.same_answer(e, entry) and not self._wrote_between(e.position, position):
-                        self._moved[tool] = position  # a repeated call answered differently
+            if entry.writes:
+                entry.fresh = not any(e.key == entry.key and e.position < position
+                                      for e in self._by_tool.get(entry.tool, ()))
+        if position > self._answered_at.get(entry.tool, -1):
+            self._answered_at[entry.tool] = position
+        if position > self._moved and not entry.writes:  # a write's answer moving is the agent's own doing
+            for e in reversed(self._by_tool.get(entry.tool, ())):
+                if e.position < position and e.match == entry.match and e.raw is not None:
+                    if (e.raw != entry.raw and not self.same_answer(e, entry)
+                            and self._fresh_write_between(e.position, position) < 0):
+                        self._moved = position  # the world moved, not the agent's own change
+                        if len(self._polls) >= 4 * self.window:
+                            self._polls = {k: v for k, v in self._polls.items() if v > position - self.window}
+                        self._polls[entry.match] = position
                     break
 
     def user_turn(self) -> None:
@@ -973,7 +642,7 @@ class ProgressDetector:
             return
         if self.across_turns == "errors":
             # a transient failure (503, rate limit) says nothing of a retry after the user spoke
-            kept = [e for e in self._entries if e.raw is not None and e.failed and not self._transient(e)]
+            kept = [e for e in self._entries if e.raw is not None and e.failed and not e.waits]
             self._entries.clear()
             self._entries.extend(kept)
         else:
@@ -985,105 +654,68 @@ class ProgressDetector:
         # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
         new = copy.copy(self)
         new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
-        new._moved, new._answered_at = dict(self._moved), dict(self._answered_at)
+        new._answered_at, new._polls = dict(self._answered_at), dict(self._polls)
         new._reindex()
         return new
 
     def state(self) -> dict[str, Any]:
-        """Each tracked call, oldest first: tool, arguments digest, answer digest after the
-        volatile parts are removed (None: not back yet; a trailing `!`: a failure) and `stale`,
-        the attempt without progress its check counted (1: nothing tried before)."""
+        """Each tracked call, oldest first: tool, arguments digest and answer digest after the
+        volatile parts are removed (None: not back yet; a trailing `!`: a failure, `~`: waiting)."""
         tracked = [{"tool": e.tool, "args": e.key[:8],
-                    "answer": None if e.raw is None else self._norm(e)[:8] + ("!" if e.failed else ""),
-                    "stale": e.stale}
+                    "answer": None if e.raw is None else
+                    self._norm(e)[:8] + ("!" if e.failed else "") + ("~" if e.waits else "")}
                    for e in self._entries]
         last = self.last
         return {"calls": tracked, "count": last.count if last else 0, "rule": last.rule if last else "",
-                "window": self.window, "warn_at": self.warn_at, "halt_at": self.halt_at,
-                "ok_halt_at": self.ok_halt_at, "across_turns": self.across_turns,
-                "same_failure_at": self.same_failure_at, "poll_span": self.poll_span,
-                "rerun_halt_at": self.rerun_halt_at}
+                "window": self.window, "halt_at": self.halt_at, "ok_halt_at": self.ok_halt_at,
+                "rerun_halt_at": self.rerun_halt_at, "same_failure_at": self.same_failure_at,
+                "wait_limit": self.wait_limit, "wait_halt_at": self.wait_halt_at,
+                "across_turns": self.across_turns}
 
 
 # -- the Policy adapter and its registration ---------------------------------------------------
 
 
-def resolve(field: str, items: Sequence[str], table: Mapping[str, str]) -> tuple[str, ...]:
-    """Pattern names and `re:<expression>` items to regular expressions (ConfigError names
-    `field` for an unknown name)."""
-    out = []
-    for item in items:
-        if item.startswith("re:"):
-            out.append(item[3:])
-        elif item in table:
-            out.append(table[item])
-        else:
-            raise ConfigError(field, f"{field} items are pattern names or re:<expression>",
-                              f"{field}: unknown pattern {item!r}; known: {', '.join(table)}, "
-                              "or re:<regular expression>")
-    return tuple(out)
-
-
 def _detector(p: Mapping[str, Any]) -> ProgressDetector:
-    return ProgressDetector(p["window"], p["warn_at"], p["halt_at"], p["ok_halt_at"], p["across_turns"],
-                            resolve("volatile", p["volatile"], VOLATILE_PATTERNS),
-                            resolve("errors", p["errors"], ERROR_PATTERNS), p["same_failure_at"],
-                            p["poll_span"], p["rerun_halt_at"])
+    return ProgressDetector(p["window"], p["halt_at"], p["ok_halt_at"], p["across_turns"],
+                            p["volatile"], p["errors"],
+                            p["same_failure_at"], p["rerun_halt_at"], p["wait_limit"], p["wait_halt_at"])
 
 
 class ProgressPolicy(PerCallAnswers):
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__(spec)
         self.detector = _detector(spec.params)
+        self._at: Any = None
 
-    def _threshold_name(self, v: ProgressVerdict) -> str:
-        """Which parameter set the halt this verdict counts toward (a transient failure or a
-        re-read after another call changed files gets one attempt more: `NAME + 1`)."""
-        d = self.detector
-        # (only a warn or a halt is named, and each carries its rule)
-        candidates = {FAILURES: (("same_failure_at", d.same_failure_at),),
-                      RETRY: (("halt_at", d.halt_at), ("rerun_halt_at", d.rerun_halt_at)),
-                      REPEAT: (("ok_halt_at", d.ok_halt_at), ("halt_at", d.halt_at),
-                               ("poll_span + 1", d.poll_span + 1), ("rerun_halt_at", d.rerun_halt_at))}[v.rule]
-        for name, value in candidates:
-            if v.threshold == value:
-                return name
-        for name, value in candidates:
-            if v.threshold == value + 1:
-                return f"{name} + 1"
-        return candidates[0][0]
+    def check(self, batch: Batch) -> list[Check]:
+        self._at = batch.ts  # a wait is judged by the transcript's clock
+        return super().check(batch)
 
     def _judge(self, i: int, call: Any) -> tuple[Check, int]:
-        v = self.detector.check(call.name, call.args, args_digest=call_key(call)[1])
-        reason = ""
-        if v.action != vocab.ALLOW:
-            # The threshold's name as the form names it, so the words match the numbers.
-            name = self._threshold_name(v)
-            reason = (f"{call.name}: the same answer {v.count - 1} times [{name}]" if v.rule == REPEAT else
-                      f"{call.name}: the same error, retried {v.count - 1} times without addressing it [{name}]"
-                      if v.rule == RETRY else
-                      f"{call.name}: the same failure {v.count - 1} times in a row, whatever the arguments [{name}]")
-        return Check(i, v.action, v.count, None, v.threshold, reason), v.position
+        args, canonical, digest = action_key(call)  # a shell call's `description` is not its action
+        v = self.detector.check(call.name, args, canonical, digest, at=self._at)
+        return Check(i, v.action, v.count, None, v.threshold, v.reason), v.position
 
 
 DETECTOR = Detector(
     "progress",
     (
         Param("window", INT, DEFAULT_WINDOW, 2, "calls remembered"),
-        Param("warn_at", INT, DEFAULT_WARN_AT, 2, "warn at this attempt without progress"),
         Param("halt_at", INT, DEFAULT_HALT_AT, 3,
-              "halt at this attempt after the same failure (a repeat or a retry)"),
+              "halt at this attempt after the same failure, or the same answer with nothing between "
+              "that could change it"),
         Param("ok_halt_at", INT, DEFAULT_OK_HALT_AT, 3,
-              "halt at this identical call after the same successful answer"),
+              "halt at this identical call after the same successful answer, other calls between"),
+        Param("rerun_halt_at", INT, DEFAULT_RERUN_HALT_AT, 3,
+              "halt at this attempt after the same failure when new changes were made between"),
         Param("same_failure_at", INT, DEFAULT_SAME_FAILURE_AT, 3,
               "halt at this step of one tool failing the same way in a row, whatever the arguments "
               "(no success, no user turn between)"),
-        Param("poll_span", INT, DEFAULT_POLL_SPAN, 2,
-              "a repeat whose answer moved within its last poll_span answers halts only once "
-              "poll_span answers in a row are the same"),
-        Param("rerun_halt_at", INT, DEFAULT_RERUN_HALT_AT, 3,
-              "halt at this attempt after the same failure when files were changed between (a re-run "
-              "after an edit)"),
+        Param("wait_limit", FLOAT, DEFAULT_WAIT_LIMIT, 1,
+              "seconds a wait (a sleeping poll, a pending or transient answer) may stay unchanged"),
+        Param("wait_halt_at", INT, DEFAULT_WAIT_HALT_AT, 3,
+              "halt a wait at this unchanged poll when no clock or sleep tells how long it waited"),
         Param("across_turns", TEXT, DEFAULT_ACROSS_TURNS, 0,
               "what a user turn keeps: none | errors | all"),
         Param("volatile", NAMES, DEFAULT_VOLATILE_NAMES, 0,
@@ -1093,5 +725,6 @@ DETECTOR = Detector(
     ),
     ProgressPolicy,
     validate=_detector,  # builds one: every rule, every pattern checked
-    summary="ours: a repeat is a loop only when nothing changed (answers read; failures retried)",
+    summary="ours: a repeat is a loop only when nothing changed (answers read; waits timed; failures retried)",
+    retired=RETIRED,
 )

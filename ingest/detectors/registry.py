@@ -52,6 +52,7 @@ BUILTINS: dict[str, str] = {
     "openhands": "loopledger.detectors.openhands",
     "gemini-cli": "loopledger.detectors.gemini_cli",
     "roo": "loopledger.detectors.roo",
+    "kilo": "loopledger.detectors.kilo",
 }
 BUILTIN_MODULES: tuple[str, ...] = tuple(dict.fromkeys(BUILTINS.values()))
 
@@ -63,6 +64,9 @@ class Detector:
     factory: Callable[[PolicySpec], Policy]
     validate: Callable[[Mapping[str, Any]], Any] | None = None
     summary: str = ""
+    # Parameters an earlier version had and this one dropped: a stored policy naming them (a
+    # ledger's row, an enforced setting) still loads, without them.
+    retired: tuple[str, ...] = ()
 
 
 _registry: dict[str, Detector] = {}

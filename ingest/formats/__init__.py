@@ -35,6 +35,7 @@ READER_MODULES = (
     "opencode",
     "atif",
     "otlp",
+    "tau2",
     "swe_agent",
     "openhands_v1",
     "openhands",

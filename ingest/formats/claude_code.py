@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import xxhash
 from loopledger.events import (
     Answer,
     Answers,
@@ -140,6 +141,25 @@ def _user_items(rec: dict, line: int) -> list[Answers | UserTurn]:
     return [it for it in items if not isinstance(it, UserTurn) or is_turn_text(it.text)]
 
 
+def _copy_key(rec: dict) -> int | None:
+    """What makes a line the same line again: a resumed session re-writes the conversation so far
+    into the file (new uuids; the same timestamps, message ids, tool_use ids and texts). A line
+    is its type, timestamp, message id and the ids (or text sizes) of its blocks; None without a
+    timestamp (never taken for a copy)."""
+    ts = rec.get("timestamp")
+    if not isinstance(ts, str):
+        return None
+    msg = rec["message"]
+    content = msg.get("content")
+    if isinstance(content, list):
+        parts = [str(b.get("id") or b.get("tool_use_id") or len(str(b.get("text") or b.get("thinking") or "")))
+                 for b in content if isinstance(b, dict)]
+    else:
+        parts = [str(len(content)) if isinstance(content, str) else ""]
+    # a 64-bit digest: a long session keeps one per line (and a resume checkpoint carries them)
+    return xxhash.xxh64_intdigest(f"{rec['type']}|{ts}|{msg.get('id') or ''}|{'|'.join(parts)}".encode("utf-8", "surrogatepass"))
+
+
 def _skipped(rec: dict) -> bool:
     return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
 
@@ -215,7 +235,7 @@ def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | No
                        parent, meta)
 
 
-_STATE = "claude-code/2"
+_STATE = "claude-code/3"  # /3: the copy keys a resume writes again
 
 
 class _Message:
@@ -224,7 +244,7 @@ class _Message:
     started. What a Checkpoint carries (`state`), and what `_session` reads each line into."""
 
     __slots__ = ("path", "ident", "open_id", "blocks", "first", "held", "held_line", "started", "usage", "carry",
-                 "info_final")
+                 "seen", "info_final")
 
     def __init__(self, path: Path, ident: Ident, resume: Checkpoint | None = None) -> None:
         self.path, self.ident = path, ident
@@ -236,15 +256,26 @@ class _Message:
         self.started = False
         self.usage: TurnUsage | None = None  # the open message's usage (each of its lines repeats it)
         self.carry: TurnUsage | None = None  # a message that made no event (thinking only): counted with the next
+        self.seen: set[int] = set()  # every line's _copy_key: the copy a resume writes is skipped
         if resume is not None:
             (_, self.ident, self.open_id, blocks, self.first, held, self.held_line, self.started, self.usage,
-             self.carry) = resume.state
-            self.blocks, self.held = list(blocks), list(held)
+             self.carry, seen) = resume.state
+            self.blocks, self.held, self.seen = list(blocks), list(held), set(seen)
         self.info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
 
     def state(self) -> tuple:
         return (_STATE, self.ident, self.open_id, tuple(self.blocks), self.first, tuple(self.held),
-                self.held_line, self.started, self.usage, self.carry)
+                self.held_line, self.started, self.usage, self.carry, frozenset(self.seen))
+
+    def copied(self, rec: dict) -> bool:
+        """Whether the line is one this session read already, written again by a resume."""
+        key = _copy_key(rec)
+        if key is None:
+            return False
+        if key in self.seen:
+            return True
+        self.seen.add(key)
+        return False
 
     # Lists, not generators: these run for every line of the file.
     def close(self) -> list[Item]:
@@ -350,6 +381,8 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
                 yield bad(path, line, "message content must be a string or a list of blocks, "
                           f"got {type(content).__name__}", rec)
             continue
+        if m.copied(rec):
+            continue  # a line written again by a resume
         yield from (m.assistant(rec, msg, content, line) if rec["type"] == "assistant" else m.user(rec, line))
     if checkpoint and m.started and m.info_final[0] and not others and pos[0] == pos[2]:
         yield Checkpoint(pos[0], pos[1], m.state())

@@ -13,6 +13,7 @@ import urllib.parse
 from pathlib import Path
 
 from loopledger.ledger.urls import (  # noqa: F401 (re-exported)
+    CONNECT_TIMEOUT_S,
     DEFAULT_SQLITE_PATH,
     ENV_PATH,
     ENV_URL,
@@ -121,12 +122,14 @@ class LedgerFolderMissing(FileNotFoundError):
 
 
 def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None = None,
-                create_dirs: bool = False) -> Engine:
+                create_dirs: bool = False, connect_timeout: float | None = None) -> Engine:
     """A writer engine (pool of exactly one connection) or a read-only reader engine.
 
     Readers get a time limit per statement (`query_timeout`, default READ_QUERY_TIMEOUT_S):
     PostgreSQL's statement_timeout, or a progress-handler deadline on SQLite. A writer on a SQLite
-    file whose folder is missing raises LedgerFolderMissing unless `create_dirs`."""
+    file whose folder is missing raises LedgerFolderMissing unless `create_dirs`. A PostgreSQL
+    server is given `connect_timeout` seconds (default CONNECT_TIMEOUT_S) to connect: one that
+    takes the TCP connection and never answers must not hang a command, nor a hook, forever."""
     timeout = READ_QUERY_TIMEOUT_S if query_timeout is None else query_timeout
     if is_sqlite(url):
         path = sqlite_path(url)
@@ -153,12 +156,14 @@ def make_engine(url: str, *, readonly: bool = False, query_timeout: float | None
         # Python's sqlite3 would otherwise start its own transactions; SQLAlchemy emits BEGIN.
         event.listen(eng, "begin", lambda conn: conn.exec_driver_sql("BEGIN"))
         return eng
+    connect = {"connect_timeout": max(2, int(CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout))}
     if readonly:
         eng = create_engine(
             url,
             pool_pre_ping=True,
-            connect_args={"options": f"-c default_transaction_read_only=on -c statement_timeout={int(timeout * 1000)}"},
+            connect_args={**connect, "options": f"-c default_transaction_read_only=on "
+                          f"-c statement_timeout={int(timeout * 1000)}"},
         )
     else:
-        eng = create_engine(url, pool_pre_ping=True, pool_size=1, max_overflow=0)
+        eng = create_engine(url, pool_pre_ping=True, pool_size=1, max_overflow=0, connect_args=connect)
     return eng

@@ -14,6 +14,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from loopledger.ledger.engine import make_engine
+from loopledger.ledger.revisions import NewerLedger, check_known  # noqa: F401 (re-exported)
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
@@ -45,7 +46,9 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
             if conn.dialect.name == "postgresql":
                 # Held until this transaction ends: a second worker waits, then finds nothing to do.
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_LOCK_KEY})
-            if revision == "head" and current(conn) == head():
+            now = current(conn)
+            check_known(now)  # a newer LoopLedger's ledger: never migrated, the one line instead
+            if revision == "head" and now == head():
                 return
             command.upgrade(_config(conn), revision)
     finally:

@@ -263,6 +263,8 @@ def _seconds_between(a: str | None, b: str | None) -> float | None:
         end = dt.datetime.fromisoformat(b.replace("Z", "+00:00"))
     except (AttributeError, ValueError):
         return None
+    if (start.tzinfo is None) != (end.tzinfo is None):
+        return None  # one time says its zone and the other does not: how far apart is unknown
     return max(0.0, (end - start).total_seconds())
 
 
@@ -512,7 +514,7 @@ def label_totals(conn: Connection) -> dict[str, int]:
 
 
 JUDGED_COLUMNS = ["policy_id", "session_id", "label", "loop_first", "loop_last", "halt_at", "saved", "halt_run",
-                  "halt_seq"]
+                  "halt_seq", "warnings"]
 
 
 def judged(conn: Connection, policy_ids: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -529,7 +531,7 @@ def judged(conn: Connection, policy_ids: tuple[str, ...] = ()) -> pd.DataFrame:
               .scalar_subquery())
     halt_at = sa.case((ro.halt_seq.is_(None), None), else_=before + 1)
     q = (sa.select(st.policy_id, st.session_id, lb.label, lb.loop_first, lb.loop_last, halt_at.label("halt_at"),
-                   st.saved, ro.run_idx.label("halt_run"), ro.halt_seq)
+                   st.saved, ro.run_idx.label("halt_run"), ro.halt_seq, st.warnings)
          .select_from(t.session_stats.join(t.labels, lb.session_id == st.session_id)
                       .outerjoin(t.run_outcomes, sa.and_(ro.session_id == st.session_id, ro.policy_id == st.policy_id,
                                                          ro.outcome == vocab.HALTED,
@@ -547,7 +549,8 @@ def judged_rows(frame: pd.DataFrame) -> list[scoring.Judged]:
         return None if v is None or pd.isna(v) else int(v)
 
     return [scoring.Judged(r.policy_id, int(r.session_id), r.label, opt(r.loop_first), opt(r.loop_last),
-                           opt(r.halt_at), int(r.saved or 0), opt(r.halt_run), opt(r.halt_seq))
+                           opt(r.halt_at), int(r.saved or 0), opt(r.halt_run), opt(r.halt_seq),
+                           int(r.warnings or 0))
             for r in frame.itertuples(index=False)]
 
 
@@ -650,6 +653,16 @@ def ingest_errors(conn: Connection, limit: int = 200, offset: int = 0) -> pd.Dat
     df = pd.DataFrame(rows, columns=ERROR_COLUMNS)
     df["created_at"] = pd.to_datetime(df["created_at"], unit="s", utc=True)
     return df
+
+
+def labelled_sources(conn: Connection) -> pd.DataFrame:
+    """Each session labelled loop or normal with its source file's path and its format: what
+    cross-validation groups them by (loopledger.analysis.crossval.group_of)."""
+    lb, s, src = t.labels.c, t.sessions.c, t.sources.c
+    q = (sa.select(lb.session_id, src.path, s.format)
+         .select_from(t.labels.join(t.sessions, s.id == lb.session_id).join(t.sources, src.id == s.source_id))
+         .where(lb.label.in_((scoring.LOOP, scoring.NORMAL))).order_by(lb.session_id))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["session_id", "path", "format"])
 
 
 def scored_labels(conn: Connection) -> pd.DataFrame:

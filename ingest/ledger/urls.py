@@ -11,6 +11,10 @@ _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 DEFAULT_SQLITE_PATH = "ledger.sqlite"
 ENV_URL = "LOOPLEDGER_DATABASE_URL"
 ENV_PATH = "LOOPLEDGER_DB"
+# How long a PostgreSQL server may take to accept a connection ($LOOPLEDGER_CONNECT_TIMEOUT,
+# seconds; libpq counts whole seconds, psycopg at least 2): a server that takes the TCP
+# connection and never answers must not hang a command, nor a hook, forever.
+CONNECT_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_CONNECT_TIMEOUT", "10"))
 
 
 def resolve_url(db: str | None = None) -> str:

@@ -13,23 +13,23 @@ SQL here is written with `?` placeholders; `sql()` turns them into `%s` for psyc
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from loopledger.ledger.urls import resolve_url, sqlite_file
+from loopledger.ledger.revisions import NewerLedger, check_known, head_revision  # noqa: F401 (re-exported)
+from loopledger.ledger.urls import CONNECT_TIMEOUT_S, resolve_url, sqlite_file
 
-# os.path, not pathlib: the hook imports only what it needs (pathlib pulls in urllib and more).
-VERSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ledger", "migrations", "versions")
 # A hook waits this long for another writer (an ingest) before it gives up and allows the call:
-# an agent must not hang behind a long ingest transaction.
+# an agent must not hang behind a long ingest transaction (and never past its deadline:
+# loopledger.live.deadline cuts every wait to what is left).
 HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
-_REVISION = re.compile(r'^(down_revision|revision)\s*=\s*["\']([^"\']+)["\']', re.M)
 # A long-lived process (the resident guard, loopledger.live.resident) keeps its SQLite ledgers
 # open between events (keep_open): closing a WAL database's last connection checkpoints it and
 # its next commit restarts the WAL, together most of an event's time. None: each open_db is a
-# fresh connection, closed by close() (a hook process).
+# fresh connection, closed by close() (a hook process). A kept connection (and engine) is
+# checked out while an event uses it and back in at close(), so two events decided at once (the
+# resident's threads) never share one; the second opens its own, released if none is needed.
 _kept: dict[str, LiveDB] | None = None
 _kept_engines: dict[str, Any] = {}  # and PostgreSQL engines (their pools), by URL
 KEPT_MAX = 8
@@ -45,6 +45,10 @@ class LedgerUnavailable(Exception):
     """The ledger is missing, not a LoopLedger ledger, or cannot be reached."""
 
 
+class LedgerTooNew(LedgerUnavailable):
+    """A newer LoopLedger wrote the ledger (revisions.NewerLedger): only an upgrade mends it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     name: str  # sqlite | postgresql
@@ -54,23 +58,6 @@ class Dialect:
 def sql(conn: Any, text: str) -> str:
     """`text` with its `?` placeholders in the connection's paramstyle."""
     return text if conn.dialect.paramstyle == "qmark" else text.replace("?", "%s")
-
-
-def head_revision() -> str | None:
-    """The newest migration, read from the version files without importing alembic: the
-    revision no other revision names as its parent."""
-    revs, parents = set(), set()
-    for name in os.listdir(VERSIONS):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(VERSIONS, name), encoding="utf-8") as fh:
-            found = dict(_REVISION.findall(fh.read()))
-        if "revision" in found:
-            revs.add(found["revision"])
-            if "down_revision" in found:
-                parents.add(found["down_revision"])
-    heads = revs - parents
-    return heads.pop() if len(heads) == 1 else None
 
 
 class LiveDB:
@@ -125,6 +112,7 @@ class LiveDB:
     def close(self) -> None:
         if self.file_id is not None:  # kept open for the next event; nothing left pending
             self.rollback()
+            _check_in(self)
             return
         if _left_open is not None and self.dialect.name == "sqlite":
             self.rollback()
@@ -161,8 +149,21 @@ def keep_open() -> None:
         _kept = {}
 
 
-def _kept_one(path: str) -> LiveDB | None:
-    """The kept connection to `path` if it is still that file, at the newest schema."""
+def _check_in(live: LiveDB) -> None:
+    """A kept SQLite connection back for the next event (released if one is kept already)."""
+    path = sqlite_file(live.url)
+    if _kept is None or path is None or path in _kept:
+        live.file_id = None
+        live.release()
+        return
+    while len(_kept) >= KEPT_MAX:
+        _kept.pop(next(iter(_kept))).release()
+    _kept[path] = live
+
+
+def _kept_one(path: str, busy_timeout_s: float) -> LiveDB | None:
+    """The kept connection to `path` if it is still that file, at the newest schema, waiting at
+    most `busy_timeout_s` for another writer (each request its own: its deadline's)."""
     kept = _kept.pop(path, None) if _kept is not None else None
     if kept is None:
         return None
@@ -176,8 +177,8 @@ def _kept_one(path: str) -> LiveDB | None:
         kept.file_id = None
         kept.release()  # replaced, removed or migrated meanwhile: open it afresh
         return None
-    _kept[path] = kept
-    return kept
+    kept.raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    return kept  # checked out: back in at close()
 
 
 def release_gone() -> list[str]:
@@ -197,8 +198,13 @@ def release_gone() -> list[str]:
     return gone
 
 
+def _read_only(path: str) -> bool:
+    """The hook cannot write `path`: the file, or its folder (SQLite writes its WAL beside it)."""
+    return not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
 def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
-    kept = _kept_one(path)
+    kept = _kept_one(path, busy_timeout_s)
     if kept is not None:
         return kept
     if not os.path.isfile(path):
@@ -212,7 +218,20 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
         version = raw.execute("SELECT version_num FROM alembic_version").fetchone()
     except sqlite3.DatabaseError as exc:
         raw.close()
+        if _read_only(path) or "readonly" in str(exc):
+            raise LedgerUnavailable(f"{path} is read-only: the hook writes every decision there "
+                                    "(make the file and its folder writable by this user)") from None
         raise LedgerUnavailable(f"{path} is not a LoopLedger ledger ({exc})") from None
+    if version is not None:
+        try:
+            check_known(version[0])
+        except NewerLedger as exc:
+            raw.close()
+            raise LedgerTooNew(f"{path}: {exc}") from None
+    if _read_only(path):
+        raw.close()
+        raise LedgerUnavailable(f"{path} is read-only: the hook writes every decision there "
+                                "(make the file and its folder writable by this user)")
     if version is None or version[0] != head_revision():
         raw.close()
         if not upgrade:
@@ -225,17 +244,16 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
     live = LiveDB(raw, Dialect("sqlite", "qmark"), url)
     if _kept is not None:
         st = os.stat(path)
-        live.file_id = (st.st_dev, st.st_ino)
-        while len(_kept) >= KEPT_MAX:
-            _kept.pop(next(iter(_kept))).release()
-        _kept[path] = live
+        live.file_id = (st.st_dev, st.st_ino)  # kept from its close() on (_check_in)
     return live
 
 
 def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_S,
-            upgrade: bool = True) -> LiveDB:
+            upgrade: bool = True, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> LiveDB:
     """The ledger named by `db` (a path or URL; default as for every command), migrated to the
-    newest schema. A missing SQLite file is LedgerUnavailable: the live paths never create one."""
+    newest schema. A missing SQLite file is LedgerUnavailable: the live paths never create one;
+    so is a read-only one, one a newer LoopLedger wrote, and a server that does not answer
+    within `connect_timeout_s`."""
     url = resolve_url(db)
     path = sqlite_file(url)
     if path is not None:
@@ -244,30 +262,62 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     live = None
     if kept is not None:
         try:
-            live = _open_postgresql(url, upgrade, kept)
+            live = _open_postgresql(url, upgrade, kept, connect_timeout_s)
         except LedgerUnavailable:
             kept.dispose()  # its pooled connection died (a server restart): once more, afresh
-    live = live or _open_postgresql(url, upgrade, None)
+    live = live or _open_postgresql(url, upgrade, None, connect_timeout_s)
     live.lock_timeout_ms = max(1, int(busy_timeout_s * 1000))
     return live
 
 
-def _open_postgresql(url: str, upgrade: bool, engine: Any) -> LiveDB:
-    from loopledger.ledger import migrate
+def _pg_version(raw: Any) -> str | None:
+    """The ledger's alembic revision (None: no alembic_version table yet), read on `raw`."""
+    try:
+        with raw.cursor() as cur:
+            cur.execute("SELECT version_num FROM alembic_version")
+            row = cur.fetchone()
+    except Exception:  # noqa: BLE001 (no table: a fresh database, migrated by the caller)
+        raw.rollback()
+        return None
+    raw.rollback()  # nothing held: the decision's transaction starts afresh
+    return row[0] if row else None
+
+
+def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: float) -> LiveDB:
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
 
+    where = url.split("@")[-1]
     try:
-        engine = engine or make_engine(url)
-        if upgrade:
-            migrate.upgrade(engine)
+        engine = engine or make_engine(url, connect_timeout=connect_timeout_s)
+    except SQLAlchemyError as exc:  # a driver that is not installed, a URL it cannot take
+        raise LedgerUnavailable(f"cannot open the ledger at {where}: {exc}") from None
+    # The pool hands the driver's own errors through (psycopg.OperationalError, ConnectionTimeout).
+    driver_error = getattr(engine.dialect.loaded_dbapi, "Error", SQLAlchemyError)
+    try:
         fairy = engine.raw_connection()
-    except (SQLAlchemyError, OSError) as exc:
-        where = url.split("@")[-1]
+        version = _pg_version(fairy.driver_connection)
+        check_known(version)  # a newer LoopLedger's ledger: the one line, before alembic is imported
+        if upgrade and version != head_revision():
+            fairy.close()
+            from loopledger.ledger import migrate  # once per schema change: the slow path
+
+            migrate.upgrade(engine)
+            fairy = engine.raw_connection()
+    except NewerLedger as exc:
+        raise LedgerTooNew(f"{where}: {exc}") from None
+    except (SQLAlchemyError, OSError, driver_error) as exc:
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
     if _kept is None:
         return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
-    # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back).
-    _kept_engines[url] = engine
-    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=fairy.close,
+    # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back),
+    # the engine back among the kept ones at close (checked out meanwhile: see _kept).
+    def check_in() -> None:
+        fairy.close()
+        if url in _kept_engines:
+            engine.dispose()
+        else:
+            _kept_engines[url] = engine
+
+    return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=check_in,
                   close_raw=False)

@@ -12,7 +12,9 @@ Verdicts: allow | warn (run it, show `message` with its result) | block (do not 
 model `message` as its result) | halt and after_halt (do not run it; stop the agent, show
 `message` to the person). A line that cannot be read gets `{"line": N, "error": …, "verdict":
 "allow"}`: a caller waiting for a verdict is never left hanging, and never refused by our bug.
-So does every call while the ledger is missing or not a ledger (tried again at each call).
+So does every call while the ledger is missing or not a ledger (tried again at each call), and
+every call not decided within the deadline (loopledger.live.deadline, $LOOPLEDGER_HOOK_DEADLINE:
+a PostgreSQL server gone silent, say); the ledger is then reopened at the next call.
 
 Optional fields: `transcript` (the agent's transcript file: decisions land in the session the
 transcript reader gives it) and `format` on any event of a session.
@@ -32,6 +34,7 @@ from typing import IO, Any
 import orjson
 from loopledger.detectors.policy import PolicySpec
 from loopledger.live import db as live_db
+from loopledger.live import deadline as due
 from loopledger.live import session as live
 from loopledger.live.enforce import LIVE_DEFAULT, enforced_or_default
 from loopledger.redact import redact_text
@@ -45,8 +48,8 @@ class Guard:
     def __init__(self, db: live_db.LiveDB | None, spec: PolicySpec | Sequence[PolicySpec] | None = None,
                  origin: str = ORIGIN, reopen: Callable[[], live_db.LiveDB] | None = None) -> None:
         self.db = db
-        # A ledger that could not be opened (missing, not a ledger): tried again at each call,
-        # which is meanwhile allowed without judging (LedgerUnavailable: an error line, "allow").
+        # A ledger that could not be opened (missing, not a ledger) or was dropped past a deadline:
+        # tried again at each call, which is meanwhile allowed without judging (an error line).
         self.reopen = reopen
         self.fixed: tuple[PolicySpec, ...] | None = (
             None if spec is None else (spec,) if isinstance(spec, PolicySpec) else tuple(spec)) or None
@@ -74,7 +77,7 @@ class Guard:
         call_id = str(call_id) if call_id is not None else None
         if self.db is None and self.reopen is not None:
             try:
-                self.db, self.reopen = self.reopen(), None
+                self.db = self.reopen()
             except live_db.LedgerUnavailable:
                 if kind != "call":
                     return None  # nothing is judged meanwhile: an answer or a turn has nothing to say
@@ -100,6 +103,11 @@ class Guard:
             self.last = state
             live.save(db, sid, state, self.origin)  # type: ignore[arg-type]
             db.commit()
+        except due.Expired:
+            self.sessions.pop(key, None)
+            self.db = None  # in an unknown state, maybe on a silent server: dropped, reopened next call
+            db.release()
+            raise
         except BaseException:
             db.rollback()
             self.sessions.pop(key, None)  # rebuilt from the ledger next time
@@ -135,7 +143,8 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
             msg = orjson.loads(line)
             if not isinstance(msg, dict):
                 raise ValueError(f"expected a JSON object, got {type(msg).__name__}")
-            out = guard.event(msg, started)
+            with due.within(due.at()):
+                out = guard.event(msg, started)
         except Exception as exc:  # noqa: BLE001  (one bad line must not end the agent's guard)
             bad += 1
             # The message may quote the line: redacted, as everything the live paths print or store.
@@ -157,18 +166,22 @@ def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool) -> 
     spec = tuple(PolicySpec.parse(t, trusted=True) for t in texts) or None
     def reopen() -> live_db.LiveDB:
         # The hook's bounded wait (LOOPLEDGER_HOOK_BUSY_TIMEOUT, 5 s): a caller waits for each
-        # verdict, so a ledger busy past it allows that call (an error line) rather than stall.
-        return live_db.open_db(db)
+        # verdict, so a ledger busy past it allows that call (an error line) rather than stall;
+        # a server is given what is left of the deadline to connect.
+        return live_db.open_db(db, connect_timeout_s=due.wait_s(due.at(), live_db.CONNECT_TIMEOUT_S))
 
     conn = None
     try:
         conn = None if no_ledger else reopen()
+    except live_db.LedgerTooNew as exc:  # no later call mends it: the one line, exit 2, as every command
+        print(f"loopledger guard: {exc}", file=sys.stderr, flush=True)
+        return 2
     except live_db.LedgerUnavailable as exc:
         # Never in the agent's way: a caller waiting for verdicts gets one per call ("allow",
         # the error saying why) rather than a guard that is gone.
         print(f"loopledger guard: {exc}; every call is allowed without judging until the ledger is there",
               file=sys.stderr, flush=True)
-    guard = Guard(conn, spec, reopen=reopen if conn is None and not no_ledger else None)
+    guard = Guard(conn, spec, reopen=None if no_ledger else reopen)
     try:
         serve(guard, sys.stdin.buffer, sys.stdout, sys.stderr)
     finally:

@@ -18,9 +18,14 @@ install: its name hashes the package's location and version, the interpreter and
 environment read once per process (FIXED_ENV), and the resident checks the whole of that
 identity on every request, so an upgraded install or another key never talks to an old one.
 
+Within the deadline (loopledger.live.deadline): the hook's deadline is armed first thing, the
+wait for the resident's reply ends FALLBACK_RESERVE_S before it (then this process answers
+itself with what is left), and the request carries it, so the resident cuts its own waits to
+it and drops a request that waited past it.
+
 Wire format (both ways): MAGIC, then length-prefixed byte fields (4 bytes big-endian each).
-Request: identity, agent, argv (NUL-joined), cwd, environment (k=v, NUL-joined), stdin.
-Reply: status (b"ok" | b"fallback"), exit code, stdout, stderr.
+Request: identity, agent, argv (NUL-joined), cwd, environment (k=v, NUL-joined), stdin,
+deadline (time.time(), as text). Reply: status (b"ok" | b"fallback"), exit code, stdout, stderr.
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ import sys
 from time import time
 
 from loopledger import folders
+from loopledger.live import deadline as due
 
 ENV_SWITCH = "LOOPLEDGER_HOOK_RESIDENT"
-MAGIC = b"LLHOOK1\n"
+MAGIC = b"LLHOOK2\n"
 # The environment the in-process path reads per event: the ledger (LOOPLEDGER_DB,
 # LOOPLEDGER_DATABASE_URL), the log (LOOPLEDGER_HOOK_LOG, XDG_STATE_HOME), ~ (HOME), libpq (PG*).
 SENT_PREFIXES = ("LOOPLEDGER_", "XDG_", "PG")
@@ -150,10 +156,13 @@ def _reply_timeout() -> float:
     return busy + 5.0
 
 
-def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, bytes] | None, bool, float | None]:
+def ask(agent: str, argv: list[str], raw: bytes,
+        deadline: float) -> tuple[tuple[int, bytes, bytes] | None, bool, float | None]:
     """(exit code, stdout, stderr) from the resident, or None; whether to start one; and, when
     the resident got the whole request but died or hung before its reply, the time it was sent
-    (the resident may have stored the event: loopledger.live.hooks.handle's redelivered_after)."""
+    (the resident may have stored the event: loopledger.live.hooks.handle's redelivered_after).
+    The reply is waited for the busy timeout + 5 s, and never past FALLBACK_RESERVE_S before
+    `deadline`."""
     ident = identity()
     folder = socket_dir()
     if not os.path.isdir(folder):
@@ -175,10 +184,12 @@ def ask(agent: str, argv: list[str], raw: bytes) -> tuple[tuple[int, bytes, byte
                 os.close(fd)
         if peer_uid(sock) != os.getuid():
             return None, False, None
-        sock.settimeout(_reply_timeout())
+        sock.settimeout(max(due.MIN_WAIT_S, min(_reply_timeout(), deadline - time() - due.FALLBACK_RESERVE_S)))
         sent = time()
         sock.sendall(pack(ident, agent.encode(), "\0".join(argv).encode("utf-8", "surrogateescape"),
-                          os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw))
+                          os.getcwd().encode("utf-8", "surrogateescape"), sent_env(), raw,
+                          # the resident's own deadline: when this process stops waiting for it
+                          repr(deadline - due.FALLBACK_RESERVE_S).encode()))
         sock.shutdown(_socket.SHUT_WR)
         reply = unpack(read_all(sock), 4)
     except OSError:
@@ -225,7 +236,7 @@ def start_resident() -> None:
         os._exit(0)
 
 
-def _in_process(agent: str, argv: list[str], exits: bool, stdin: object = None,
+def _in_process(agent: str, argv: list[str], exits: bool, deadline: float, stdin: object = None,
                 redelivered_after: float | None = None) -> int:
     """The event decided in this process (loopledger.live.hooks.run), with the code dataclasses
     generates taken from the last hook's (loopledger.live.dataclass_code)."""
@@ -238,27 +249,41 @@ def _in_process(agent: str, argv: list[str], exits: bool, stdin: object = None,
         db.leave_open_at_exit()
     from loopledger.live.hooks import run
 
-    code = run(agent, argv, stdin=stdin, redelivered_after=redelivered_after)
+    code = run(agent, argv, stdin=stdin, redelivered_after=redelivered_after, deadline=deadline)
     dataclass_code.save()
     return code
+
+
+def _expired(agent: str, argv: list[str]) -> None:
+    """SIGALRM at the deadline: allow, one line logged, and this process ends here."""
+    try:
+        from loopledger.live.hooks import expired
+
+        expired(agent, argv)
+    finally:
+        os._exit(0)
 
 
 def main(agent: str, argv: list[str], exits: bool = False) -> int:
     """One hook event: through the resident when it answers, else in this process. `exits`:
     the process ends with os._exit after this (the console script), so the in-process path
-    leaves its SQLite ledger to the exit (loopledger.live.db.leave_open_at_exit)."""
+    leaves its SQLite ledger to the exit (loopledger.live.db.leave_open_at_exit). The process's
+    deadline is armed first (loopledger.live.deadline: a stdin that never closes is bounded too)."""
+    deadline = due.at()
+    due.arm(deadline, lambda: _expired(agent, argv))
     if not enabled():
-        return _in_process(agent, argv, exits)
+        return _in_process(agent, argv, exits, deadline)
     raw = sys.stdin.buffer.read()
-    answer, start, sent = ask(agent, argv, raw)
+    answer, start, sent = ask(agent, argv, raw, deadline)
     if answer is not None:
+        due.disarm()
         code, out, err = answer
         _write(1, out)
         _write(2, err)
         return code
     import io
 
-    code = _in_process(agent, argv, exits, stdin=io.BytesIO(raw), redelivered_after=sent)
+    code = _in_process(agent, argv, exits, deadline, stdin=io.BytesIO(raw), redelivered_after=sent)
     if start:
         sys.stdout.flush()
         sys.stderr.flush()

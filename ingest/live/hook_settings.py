@@ -72,6 +72,24 @@ def hook_command(agent: str, db: str | None) -> str:
     return f"{prefix} hook {agent} --db {shlex.quote(target)}"
 
 
+def install_notes(command: str) -> list[str]:
+    """What `hook install` tells the person before the agent's first call: the resident guard the
+    hook will start, and that the command names this installation's files (a virtualenv moved
+    or deleted leaves the agent a hook that cannot start — any failure allows the call, so the
+    guard would be silently off)."""
+    notes = ["On the agent's first tool call the hook starts a resident guard: a background loopledger "
+             "process of yours that answers the hook's later calls in a few milliseconds and exits once "
+             "idle (LOOPLEDGER_HOOK_RESIDENT=0 turns it off)."]
+    exe = shlex.split(command)[0] if command.strip() else ""
+    if sys.prefix != sys.base_prefix:  # a virtualenv: this clone's .venv (make run), or another one
+        notes.append(f"The command names this virtualenv's loopledger ({exe}): if you move or delete "
+                     f"{sys.prefix}, the hook cannot start and the agent runs unguarded; run "
+                     "`loopledger hook install` again from the new place.")
+    else:
+        notes.append(f"The command names {exe}: if it moves, run `loopledger hook install` again.")
+    return notes
+
+
 def entries(agent: str, command: str) -> dict[str, list[dict[str, Any]]]:
     """event name → the groups we add under it."""
     out: dict[str, list[dict[str, Any]]] = {}
@@ -450,15 +468,22 @@ def gemini_trust(folder: Path, rules_text: str | None) -> bool | None:
     return verdict
 
 
+# gemini-cli 0.61.0 checked: GEMINI_CLI_TRUST_WORKSPACE=true and trustedFolders.json load the
+# hooks; --skip-trust gets past the refusal but loads none ("Hook registry initialized with 0
+# hook entries": the settings are read before the flag takes effect), so it is never offered.
+_SKIP_TRUST = ("GEMINI_CLI_TRUST_WORKSPACE=true in its environment. Not --skip-trust: Gemini CLI then "
+               "runs without any hooks, and nothing is enforced.")
+
+
 def gemini_trust_note(folder: Path | None) -> str:
     """What `hook install gemini-cli` says about folder trust (a project install: `folder`)."""
     how = ('To trust it: start `gemini` in it and choose "Trust folder", or run `/permissions trust` '
-           'inside Gemini CLI, or add {"%s": "TRUST_FOLDER"} to %s. Headless runs (`gemini -p`) refuse '
-           "an untrusted folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+           'inside Gemini CLI, or add {"%s": "TRUST_FOLDER"} to %s, or run headless (`gemini -p`) with '
+           f"{_SKIP_TRUST}")
     if folder is None:
         return ("Gemini CLI blocks project hooks in untrusted folders; these are user hooks "
                 "(~/.gemini/settings.json), but headless runs (`gemini -p`) still refuse an untrusted "
-                "folder unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+                f"folder: trust it, or run with {_SKIP_TRUST}")
     rules = gemini_trusted_folders_path()
     try:
         text = rules.read_text(encoding="utf-8")

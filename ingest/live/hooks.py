@@ -26,9 +26,15 @@ reads the same result) gets hookSpecificOutput.additionalContext for a warning; 
 
 Never in the agent's way: malformed input, a missing ledger, a busy database, an enforced
 stored policy whose detector is not registered here (a ledger row never names code to import:
-loopledger.live.enforce.NotRegistered) or any internal error allows the call (exit 0, nothing
-refused) and says why in one line of the log file ($LOOPLEDGER_HOOK_LOG, default
-~/.local/state/loopledger/hook.log).
+loopledger.live.enforce.NotRegistered), no decision within the deadline (loopledger.live.deadline)
+or any internal error allows the call (exit 0, nothing refused) and says why in one line of the
+log file ($LOOPLEDGER_HOOK_LOG, default ~/.local/state/loopledger/hook.log).
+
+Flags: the hook command's flags are the CLI's (`loopledger hook claude-code --help`). Only the
+plain shapes of them (loopledger.live.hook_flags) are read here, before the CLI is imported;
+anything else (a typo such as `--dbx`) is left to the CLI's own parser (loopledger.entry), whose
+error ends the hook with status 1 — a non-blocking hook error to both agents, which run the call
+(status 2 would refuse it) — after one line in the log.
 
 Speed: this module is imported by loopledger.entry before typer, rich, pandas or SQLAlchemy are
 (a SQLite ledger is written with the stdlib sqlite3; see loopledger.live.db).
@@ -42,6 +48,7 @@ import time
 from typing import Any
 
 from loopledger import folders
+from loopledger.live.hook_flags import parse_flags
 
 AGENTS = ("claude-code", "gemini-cli")
 ENV_LOG = "LOOPLEDGER_HOOK_LOG"
@@ -149,11 +156,13 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 
 def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
-           redelivered_after: float | None = None) -> dict[str, Any] | None:
+           redelivered_after: float | None = None, deadline: float | None = None) -> dict[str, Any] | None:
     """The output for one event (None: say nothing), the decision written to the ledger.
     `redelivered_after`: this event was handed to a resident at that time, which died before
-    answering: if it stored the event, its decision is answered and nothing stored again."""
+    answering: if it stored the event, its decision is answered and nothing stored again.
+    `deadline` (a time.time() value): every wait for the ledger ends before it."""
     from loopledger.live import db as live_db
+    from loopledger.live import deadline as due
     from loopledger.live import session as live
 
     event = payload["hook_event_name"]
@@ -164,7 +173,8 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         return None  # an event we were not installed for: nothing to judge
     session = payload["session_id"]
     transcript = payload.get("transcript_path") if isinstance(payload.get("transcript_path"), str) else None
-    conn = live_db.open_db(db)
+    conn = live_db.open_db(db, busy_timeout_s=due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S),
+                           connect_timeout_s=due.wait_s(deadline, live_db.CONNECT_TIMEOUT_S))
     try:
         conn.begin_write()
         sid = live.attach(conn, agent, session, transcript)
@@ -237,32 +247,42 @@ def _call_id(payload: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def expired(agent: str, argv: list[str]) -> None:
+    """No decision by the deadline (loopledger.live.deadline): the agent's "allow" on stdout and
+    one line in the log; the caller ends the process."""
+    from loopledger.live import deadline as due
+
+    opts = parse_flags(argv) or {}
+    log(opts.get("log"), agent, f"allowed without judging: no decision within the {due.seconds():g} s deadline "
+        f"(${due.ENV})")
+    if agent == "gemini-cli":
+        os.write(1, b"{}\n")  # Gemini CLI parses stdout as JSON: an empty object allows
+
+
 def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
-        redelivered_after: float | None = None) -> int:
-    """The whole hook process: read, decide, answer; always exit status 0 (`redelivered_after`:
-    see handle)."""
+        redelivered_after: float | None = None, deadline: float | None = None, stderr: Any = None) -> int:
+    """The whole hook process: read, decide, answer; exit status 0 (1 when the flags cannot be
+    read: see the module's docstring). `redelivered_after`, `deadline`: see handle."""
+    from loopledger.live import deadline as due
+
     started = time.perf_counter()
-    db = log_path = None
-    args = list(argv)
-    while args:
-        a = args.pop(0)
-        if a == "--db" and args:
-            db = args.pop(0)
-        elif a.startswith("--db="):
-            db = a.split("=", 1)[1]
-        elif a == "--log" and args:
-            log_path = args.pop(0)
-        elif a.startswith("--log="):
-            log_path = a.split("=", 1)[1]
+    deadline = deadline if deadline is not None else due.at()
+    opts = parse_flags(argv)
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout
+    if opts is None:
+        message = f"cannot read the flags {' '.join(argv)!r} (see `loopledger hook {agent} --help`)"
+        log(None, agent, f"allowed without judging: {message}")
+        print(f"loopledger hook {agent}: {message}", file=stderr or sys.stderr)
+        return 1
     out: dict[str, Any] | None = None
     try:
         payload = parse(stdin.read())
-        out = handle(agent, payload, db, started, redelivered_after)
+        out = handle(agent, payload, opts["db"], started, redelivered_after, deadline)
     except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
-        log(log_path, agent, f"allowed without judging: {type(exc).__name__}: {exc}")
+        log(opts["log"], agent, f"allowed without judging: {_reason(exc)}")
         out = None
+    due.disarm()  # answering now: the deadline's own "allow" must not follow this one
     if out is None and agent == "gemini-cli":
         out = {}  # Gemini CLI parses stdout as JSON: an empty object allows
     if out is not None:
@@ -271,3 +291,12 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
         stdout.write(orjson.dumps(out).decode() + "\n")
         stdout.flush()
     return 0
+
+
+def _reason(exc: Exception) -> str:
+    """The log's words for why a call was not judged (one line, as people read it)."""
+    from loopledger.live import db as live_db
+
+    if isinstance(exc, live_db.LedgerUnavailable):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

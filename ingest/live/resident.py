@@ -5,13 +5,18 @@ client starts it (detached) when it finds none, and it exits after LOOPLEDGER_HO
 seconds without a request (default 600).
 
 Each request runs loopledger.live.hooks.run — the in-process path, the same code — on the
-request's stdin bytes, argv, working folder and environment (hook_client.SENT_*), one request
-at a time (so requests of a session, and os.environ / the working folder, are never shared by
-two at once). Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
+request's stdin bytes, argv, working folder and environment (hook_client.SENT_*), on a thread of
+its own, up to MAX_AT_ONCE at a time: parallel tool calls' hooks are decided together, so behind
+a busy ledger each waits its own busy timeout, not one after another's. os.environ and the
+working folder belong to the process, so requests run together only when they share them (see
+Running). Each runs within the deadline its hook sent (loopledger.live.deadline): every wait is
+cut to it; a request still waiting when its deadline has passed, or whose hook has gone (closed
+its socket: it answered itself), is dropped unjudged; and one stuck past it ends the resident
+(Running's watchdog), its hooks answering themselves. Kept between requests: imports and the
+open SQLite ledgers (loopledger.live.db.keep_open, checked out by one request at a time;
 reopened when the file is replaced or migrated; released, while idle, when it is removed or
-replaced). The ledger stays the source of truth: each
-event runs in its own write transaction, loads the session's sealed state and writes its
-decision as a hook process does.
+replaced). The ledger stays the source of truth: each event runs in its own write transaction,
+loads the session's sealed state and writes its decision as a hook process does.
 
 Refused (the client then answers in its own process): a peer of another uid (SO_PEERCRED), a
 request of another identity (version, location, interpreter, the environment read once per
@@ -26,12 +31,15 @@ import contextlib
 import fcntl
 import io
 import os
+import select
 import stat
 import sys
+import threading
 import time
 from typing import Any
 
 from loopledger.live import db as live_db
+from loopledger.live import deadline as due
 from loopledger.live import hook_client as wire
 from loopledger.live.hooks import run
 
@@ -41,7 +49,10 @@ ENV_IDLE = "LOOPLEDGER_HOOK_RESIDENT_IDLE"
 # the one moment a resident's death makes a hook deliver its event twice.
 ENV_TEST_HOLD = "LOOPLEDGER_HOOK_RESIDENT_TEST_HOLD"
 REQUEST_TIMEOUT_S = 5.0  # a client sends its request at once; one that stalls is dropped
+MAX_AT_ONCE = 4  # requests decided at once (parallel tool calls of an agent, each one's hook)
 LEDGER_CHECK_S = 5.0  # idle, it looks this often for kept ledgers removed or replaced (db.release_gone)
+WAKE_S = 0.5  # the serving loop looks this often whether a request found the code changed (stale)
+LOCK_TRIES = 20  # a new resident waits up to 2 WAKE_S for the lock of one that is exiting
 
 
 class _Stale(Exception):
@@ -78,21 +89,82 @@ class CodeStamp:
         return False
 
 
-@contextlib.contextmanager
-def _as_requested(cwd: str, env: dict[str, str]):
-    """os.environ's sent names and the working folder as the hook process has them."""
+def _apply(cwd: str, env: dict[str, str]) -> dict[str, str]:
+    """os.environ's sent names and the working folder as the hook process has them; what was there."""
     saved = {k: v for k, v in os.environ.items() if k in wire.SENT_NAMES or k.startswith(wire.SENT_PREFIXES)}
     for k in saved:
         del os.environ[k]
     os.environ.update(env)
-    try:
-        os.chdir(cwd)
-        yield
-    finally:
-        for k in [k for k in os.environ if k in wire.SENT_NAMES or k.startswith(wire.SENT_PREFIXES)]:
-            del os.environ[k]
-        os.environ.update(saved)
-        os.chdir("/")
+    os.chdir(cwd)
+    return saved
+
+
+def _restore(saved: dict[str, str]) -> None:
+    for k in [k for k in os.environ if k in wire.SENT_NAMES or k.startswith(wire.SENT_PREFIXES)]:
+        del os.environ[k]
+    os.environ.update(saved)
+    os.chdir("/")
+
+
+class Running:
+    """The requests being decided, at most MAX_AT_ONCE, on threads. os.environ and the working
+    folder are the process's own, so requests run together only when they share them (the
+    hooks of one agent do); one with another folder or environment waits for those to end,
+    never past its deadline. A watchdog ends the process when one is stuck past its deadline
+    (a server gone silent mid-query): its hook, and every other, answers itself."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.context: tuple | None = None
+        self.saved: dict[str, str] = {}
+        self.deadlines: dict[int, float] = {}
+        self.last = time.monotonic()
+        self.stale = False
+        threading.Thread(target=self._watch, name="loopledger-resident-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.25)
+            with self.cond:
+                late = [d for d in self.deadlines.values() if time.time() > d + due.BACKSTOP_S]
+            if late:
+                os._exit(3)
+
+    def busy(self) -> bool:
+        with self.cond:
+            return bool(self.deadlines)
+
+    def wait_idle(self) -> None:
+        """Until the requests running are done (each ends by its deadline, or the watchdog)."""
+        with self.cond:
+            while self.deadlines:
+                self.cond.wait(0.5)
+
+    @contextlib.contextmanager
+    def as_requested(self, cwd: str, env: dict[str, str], deadline: float):
+        """Enter the request's folder and environment (shared with those running); False: its
+        deadline came while others held another."""
+        key = (cwd, tuple(sorted(env.items())))
+        me = threading.get_ident()
+        with self.cond:
+            while self.deadlines and self.context != key:
+                if due.left(deadline) <= due.MARGIN_S:
+                    yield False
+                    return
+                self.cond.wait(due.left(deadline) - due.MARGIN_S)
+            if not self.deadlines:
+                self.saved, self.context = _apply(cwd, env), key
+            self.deadlines[me] = deadline
+        try:
+            yield True
+        finally:
+            with self.cond:
+                del self.deadlines[me]
+                self.last = time.monotonic()
+                if not self.deadlines:
+                    _restore(self.saved)
+                    self.context = None
+                self.cond.notify_all()
 
 
 def _env(blob: bytes) -> dict[str, str]:
@@ -104,31 +176,50 @@ def _env(blob: bytes) -> dict[str, str]:
     return out
 
 
-def answer(request: bytes, ident: bytes) -> bytes:
-    """The reply to one request: the in-process path's exit code, stdout and stderr."""
-    fields = wire.unpack(request, 6)
+def _gone(conn: Any) -> bool:
+    """The hook closed its end (it gave up waiting and answered itself)."""
+    p = select.poll()
+    p.register(conn.fileno(), select.POLLHUP)
+    return any(ev & (select.POLLHUP | select.POLLERR) for _, ev in p.poll(0))
+
+
+def answer(request: bytes, ident: bytes, conn: Any = None, running: Running | None = None) -> bytes | None:
+    """The reply to one request: the in-process path's exit code, stdout and stderr; None: the
+    request is dropped unjudged (its deadline passed, or its hook on `conn` has gone)."""
+    fields = wire.unpack(request, 7)
     if fields is None or fields[0] != ident:
         return wire.pack(b"fallback", b"0", b"", b"")
-    _, agent, argv, cwd, env, raw = fields
+    _, agent, argv, cwd, env, raw, when = fields
     agent_s = agent.decode()
+    try:
+        deadline = float(when)
+    except ValueError:
+        return wire.pack(b"fallback", b"0", b"", b"")
     if agent_s not in ("claude-code", "gemini-cli"):
         return wire.pack(b"fallback", b"0", b"", b"")
+    if due.left(deadline) <= due.MARGIN_S or (conn is not None and _gone(conn)):
+        return None
     args = [a.decode("utf-8", "surrogateescape") for a in argv.split(b"\0")] if argv else []
     out, err = io.StringIO(), io.StringIO()
-    with _as_requested(cwd.decode("utf-8", "surrogateescape"), _env(env)), contextlib.redirect_stderr(err):
-        code = run(agent_s, args, stdin=io.BytesIO(raw), stdout=out)
+    running = running or Running()
+    with running.as_requested(cwd.decode("utf-8", "surrogateescape"), _env(env), deadline) as entered:
+        if not entered or (conn is not None and _gone(conn)):
+            return None
+        code = run(agent_s, args, stdin=io.BytesIO(raw), stdout=out, deadline=deadline, stderr=err)
     return wire.pack(b"ok", str(code).encode(), out.getvalue().encode(), err.getvalue().encode())
 
 
-def _serve_one(conn: Any, ident: bytes, stamp: CodeStamp) -> None:
+def _serve_one(conn: Any, ident: bytes, stamp: CodeStamp, running: Running) -> None:
     if wire.peer_uid(conn) != os.getuid():
         return  # another user's process: not a word
     conn.settimeout(REQUEST_TIMEOUT_S)
     request = wire.read_all(conn)
-    if stamp.changed():
+    if running.stale or stamp.changed():
         conn.sendall(wire.pack(b"fallback", b"0", b"", b""))
         raise _Stale
-    reply = answer(request, ident)
+    reply = answer(request, ident, conn, running)
+    if reply is None:
+        return  # dropped: its hook answers (or answered) itself
     hold = os.environ.get(ENV_TEST_HOLD)
     if hold and (wire.unpack(reply, 4) or [b""])[0] == b"ok":  # an event judged, not a probe declined
         with open(hold, "w"):
@@ -154,11 +245,17 @@ def serve(ident: bytes | None = None) -> int:
         return 1  # not ours, or open to others: clients would not use it anyway
     path = wire.socket_path(ident)
     lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(lock)
-        return 0  # one is running (or starting) already
+    for attempt in range(LOCK_TRIES):
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            # One is running (or starting) already, or one that found its code changed is still
+            # finishing its requests (its serving loop wakes every WAKE_S): tried a little longer.
+            if attempt == LOCK_TRIES - 1:
+                os.close(lock)
+                return 0
+            time.sleep(WAKE_S / 5)
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())
     with contextlib.suppress(FileNotFoundError):
@@ -177,28 +274,43 @@ def serve(ident: bytes | None = None) -> int:
     idle = _idle_s()
     stamp = CodeStamp()
     live_db.keep_open()
-    last = time.monotonic()
+    running = Running()
+    slots = threading.BoundedSemaphore(MAX_AT_ONCE)
+
+    def work(conn: Any) -> None:
+        try:
+            _serve_one(conn, ident, stamp, running)
+        except _Stale:
+            running.stale = True  # no more requests: the serving loop ends once these are done
+        except OSError:
+            pass  # that client went away; the next one is served
+        finally:
+            conn.close()
+            slots.release()
+
+    checked = time.monotonic()
     try:
-        while True:
-            left = idle - (time.monotonic() - last)
-            if left <= 0:
+        while not running.stale:
+            left = idle - (time.monotonic() - running.last)
+            if left <= 0 and not running.busy():
                 return 0
-            sock.settimeout(min(left, LEDGER_CHECK_S))
+            if not slots.acquire(timeout=WAKE_S):
+                continue  # all busy: new hooks wait in the backlog (each within its own deadline)
+            sock.settimeout(max(0.05, min(left, WAKE_S)))
             try:
                 fd, _ = sock._accept()
             except TimeoutError:
-                live_db.release_gone()
+                slots.release()
+                if not running.busy() and time.monotonic() - checked >= LEDGER_CHECK_S:
+                    live_db.release_gone()
+                    checked = time.monotonic()
                 continue
-            conn = _socket.socket(fileno=fd)
-            try:
-                _serve_one(conn, ident, stamp)
-            except _Stale:
-                return 0
             except OSError:
-                pass  # that client went away; the next one is served
-            finally:
-                conn.close()
-                last = time.monotonic()
+                slots.release()
+                continue  # shut down (stale): the loop ends
+            threading.Thread(target=work, args=(_socket.socket(fileno=fd),), daemon=True).start()
+        running.wait_idle()
+        return 0
     finally:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ino and stat.S_ISSOCK(os.stat(path).st_mode):

@@ -189,9 +189,9 @@ class LiveSession:
         """Judge one tool call before it runs; a refused call gets its synthetic error result."""
         tool = redact_text(str(tool or ""))
         c = Call(call_id, tool, redact_value(args) if args is not None else {})
-        step = self._feed(Batch((c,)))
-        check = step.checks[0] if step.checks else None
         at = time.time() if at is None else at
+        step = self._feed(Batch((c,), ts=at))  # a wait is judged by the clock
+        check = step.checks[0] if step.checks else None
         canon, digest = call_key(c)
         seq = self.seq
         decider = self._decider(0) if check else self.spec
@@ -226,13 +226,13 @@ class LiveSession:
 
     def replay(self, rows: Iterable[Sequence[Any]]) -> None:
         """Rebuild the state from stored live events (kind, call_id, tool, args, text, text_hash,
-        is_error), oldest first, without adding rows."""
-        for kind, call_id, tool, args, text, text_hash, is_error in rows:
+        is_error[, at]), oldest first, without adding rows."""
+        for kind, call_id, tool, args, text, text_hash, is_error, *at in rows:
             if kind == KIND_CALL:
                 call = Call(call_id, tool, _parse_args(args, text_hash))
                 if args is not None and text_hash and not is_capped(args):
                     remember_key(call, args.encode("utf-8", "surrogatepass"), text_hash)
-                self._feed(Batch((call,)))
+                self._feed(Batch((call,), ts=at[0] if at else None))
             elif kind == KIND_ANSWER:
                 self._feed(Answers((Answer(call_id, text or "", bool(is_error), None, text_hash or ""),)))
             elif kind == KIND_USER:
@@ -311,7 +311,7 @@ def load(conn: Any, session_id: int, spec: PolicySpec | Sequence[PolicySpec] | N
             live.seq = row[0]
             return live
     live.replay(conn.exec_driver_sql(sql(conn,
-        "SELECT kind, call_id, tool, args, text, text_hash, is_error FROM live_events "
+        "SELECT kind, call_id, tool, args, text, text_hash, is_error, at FROM live_events "
         "WHERE session_id = ? ORDER BY seq"), (session_id,)))
     return live
 

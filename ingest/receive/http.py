@@ -13,7 +13,10 @@ seconds or STREAM_BACKOFF times the last flush's duration (a stream shares a flu
 nothing the HTTP side waits for ever waits on the ledger.
 
 Malformed bodies get HTTP 400 with the reason and never stop the receiver; bodies over
-`max_body` bytes (after decompression too) get 413; other content types 415.
+`max_body` bytes (after decompression too) get 413; other content types 415. A request not
+acknowledged within ACK_DEADLINE_S of its body's arrival (decoded, redacted, fsync'd) gets 503
+and one logged line: not acknowledged, so the exporter retries, and a retry of spans that did
+reach the spool meanwhile is dropped by their ids.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import os
 import queue
 import threading
 import time
@@ -59,6 +63,8 @@ TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 # Python's recursion limit for the recursive walks after it. An OTLP span needs about 8; each
 # nested kvlist / array attribute value adds 3-4.
 MAX_REQUEST_DEPTH = 200
+# The OpenTelemetry exporters' own timeout is 10 s (OTEL_EXPORTER_OTLP_TIMEOUT): answered before.
+ACK_DEADLINE_S = float(os.environ.get("LOOPLEDGER_RECEIVE_ACK_DEADLINE", "8"))
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
@@ -119,9 +125,16 @@ def decode(body: bytes, content_type: str, encoding: str = "", max_body: int = D
         raise BadRequest(f"the request nests deeper than {MAX_REQUEST_DEPTH} levels (an attribute's "
                          "kvlistValue / arrayValue nested that deep is not a trace)")
     try:
-        otlp.spans_of_request(req)  # validates the shape before anything is written
+        spans = otlp.spans_of_request(req)  # validates the shape before anything is written
     except (ValueError, TypeError, AttributeError, RecursionError) as e:
         raise BadRequest(f"not an OTLP trace request: {e}") from None
+    for i, span in enumerate(spans):
+        # OTLP requires both (all-zero is invalid); without them spans cannot be told apart, and
+        # a retry's spans are dropped as duplicates by these ids: refused, never acknowledged.
+        for name, value in (("traceId", span.trace_id), ("spanId", span.span_id)):
+            if not value.strip("0"):
+                raise BadRequest(f"span {i} ({span.name or 'unnamed'!r}) has no {name}: OTLP requires a "
+                                 "non-zero traceId and spanId on every span")
     return req
 
 
@@ -326,14 +339,14 @@ def door_problem(host: str, token: str | None, insecure: bool) -> str | None:
 
 
 def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Callable[[], None] | None = None,
-             token: str | None = None):
+             token: str | None = None, ack_deadline: float = ACK_DEADLINE_S):
     """The Starlette app: POST /v1/traces, GET /health; `on_ready` once it is listening.
-    With `token`, both answer 401 unless the request carries `Authorization: Bearer <token>`."""
+    With `token`, both answer 401 unless the request carries `Authorization: Bearer <token>`.
+    A request not acknowledged within `ack_deadline` seconds is answered 503 (retry)."""
     import asyncio
     import contextlib
 
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -363,14 +376,32 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
                 if size > max_body:
                     raise TooLarge(f"the body is over the limit of {max_body} bytes")
                 chunks.append(chunk)
-            # Off the event loop: /health and other exporters stay answered meanwhile.
-            pieces = await run_in_threadpool(read, b"".join(chunks), ctype, request.headers.get("content-encoding", ""))
+            body = b"".join(chunks)
         except BadRequest as e:
             receiver.stats.rejected += 1
             return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
-        receiver.stats.requests += 1
+
+        async def acknowledge() -> int:
+            # Off the event loop: /health and other exporters stay answered meanwhile. An executor
+            # future, not anyio's thread (whose cancellation waits for the thread): past the
+            # deadline the answer goes at once, and the decoding's result is dropped when it ends.
+            pieces = await asyncio.get_running_loop().run_in_executor(
+                None, read, body, ctype, request.headers.get("content-encoding", ""))
+            receiver.stats.requests += 1
+            # Shielded: the writer resolves this future whatever the answer was (a cancelled one
+            # would raise in its thread); spooled past the deadline, a retry is dropped by its ids.
+            return await asyncio.shield(asyncio.wrap_future(receiver.submit(pieces)))
+
         try:
-            await asyncio.wrap_future(receiver.submit(pieces))
+            await asyncio.wait_for(acknowledge(), ack_deadline)
+        except BadRequest as e:
+            receiver.stats.rejected += 1
+            return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
+        except TimeoutError:
+            log.warning("a request of %d bytes was not acknowledged within the %g s deadline: answered 503 "
+                        "(the exporter retries)", len(body), ack_deadline)
+            return JSONResponse({"code": 14, "message": f"not acknowledged within {ack_deadline:g} s; retry"},
+                                status_code=503)
         except Exception as e:  # noqa: BLE001 — the disk failed us: not acknowledged, the client retries
             return JSONResponse({"code": 14, "message": f"the spool could not be written: {e}"}, status_code=503)
         if wants_pb:

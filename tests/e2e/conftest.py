@@ -133,3 +133,15 @@ def metric_value(page, label: str) -> str:
     m.wait_for(timeout=60_000)
     return m.get_by_test_id("stMetricValue").inner_text().strip()
 
+
+def sql(url: str, query: str, **params) -> list:
+    """Rows of one read-only query on a ledger (what a test checks the page against)."""
+    import sqlalchemy as sa
+    from loopledger.ledger.engine import make_engine
+
+    eng = make_engine(url, readonly=True)
+    try:
+        with eng.connect() as conn:
+            return conn.execute(sa.text(query), params).all()
+    finally:
+        eng.dispose()

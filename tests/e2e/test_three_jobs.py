@@ -18,7 +18,6 @@ from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
-import sqlalchemy as sa
 from loopledger import vocab
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import store
@@ -26,6 +25,7 @@ from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay
 
 from tests.conftest import CORPUS
+from tests.e2e.conftest import sql as _sql
 from tests.e2e.conftest import start_server
 from tests.e2e.test_why_e2e import _ingest
 
@@ -41,15 +41,6 @@ def ledger_server(request, tmp_path_factory):
     url = _ingest(ROOT / "sample_data" if request.param == "sample_data" else CORPUS, tmp / "ledger.sqlite")
     with start_server(url, tmp / "server.log") as base:
         yield request.param, url, base
-
-
-def _sql(url: str, query: str, **params):
-    eng = make_engine(url, readonly=True)
-    try:
-        with eng.connect() as conn:
-            return conn.execute(sa.text(query), params).all()
-    finally:
-        eng.dispose()
 
 
 def _events(url: str, sid: int) -> list:
@@ -120,7 +111,7 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     said(counts[looser.id], counts[looser.id])
     _idle(page)
     assert _where(page) == (str(run), str(step))
-    assert _run_picker_text(page).startswith(f"run {run}")
+    assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
     field.fill("5")
     field.press("Enter")  # Enter submits the form, then Apply once more
     said(counts[looser.id], counts[loosest.id])
@@ -128,7 +119,7 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     said(counts[loosest.id], counts[loosest.id])
     _idle(page)
     assert _where(page) == (str(run), str(step))
-    assert _run_picker_text(page).startswith(f"run {run}")
+    assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
     _no_exception(page)
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-replay-apply.png"))
 
@@ -172,7 +163,7 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
                       "p.id = o.policy_id WHERE o.session_id = :s AND o.run_idx = :r AND o.outcome = 'halted' "
                       "ORDER BY o.halt_seq, p.label", s=sid, r=run)
     page.goto(f"{base}/session?session={sid}&run={run}")
-    page.get_by_test_id("stHeading").filter(has_text=f"Why run {run} halted").wait_for(timeout=TIMEOUT)
+    page.get_by_test_id("stHeading").filter(has_text=f"Why run #{run + 1} halted").wait_for(timeout=TIMEOUT)
     why = page.locator(".st-key-why_box")
     why.wait_for(timeout=TIMEOUT)
     text = why.inner_text()
@@ -193,7 +184,7 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
         (cseq, crun), = _sql(url, "SELECT seq, run_idx FROM calls WHERE session_id = :s ORDER BY seq, idx "
                                   "LIMIT 1 OFFSET :o", s=sid, o=n - 1)
         assert q == {"session": sid, "run": crun, "step": cseq}, (label, href)
-        assert (f"(run {crun})" in label) == (crun != run), label  # another run says which
+        assert (f"(run #{crun + 1})" in label) == (crun != run), label  # another run says which (from 1)
         seen.append((n, crun, cseq))
     if multi is not None:
         # "retried N times": the earlier attempts, in earlier runs, are listed and linked.
@@ -215,6 +206,11 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
 def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, artifacts_dir):
     name, url, base = ledger_server
     page.goto(base + "/compare")
+    detector = page.get_by_role("combobox", name="Detector", exact=True)
+    detector.wait_for(timeout=TIMEOUT)
+    detector.click()
+    page.get_by_role("option", name="run-length", exact=True).click()
+    _idle(page)
     page.get_by_role("button", name="Run sweep").click()
     page.get_by_text("Enforce on live agents").wait_for(timeout=120_000)
     _idle(page)
@@ -225,23 +221,29 @@ def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, arti
     assert pick.input_value() == ""
     pick.scroll_into_view_if_needed()
     pick.click()
-    page.get_by_role("option", name="strikes=0", exact=True).click()
+    options = [o.strip() for o in page.get_by_role("option").all_inner_texts()]
+    # The footgun, the sweep's first row, is no longer the list's first: its default is.
+    assert options[0].startswith("strikes=2 — ") and options.index(next(o for o in options
+                                                                        if o.startswith("strikes=0 — "))) > 0
+    page.get_by_role("option", name=re.compile(r"^strikes=0 — ")).click()
     _idle(page)
-    spec = PolicySpec("run-length", {"max_strikes": 0})  # the footgun: the default sweep's first row
+    spec = PolicySpec("run-length", {"max_strikes": 0})
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
         ids = store.session_ids(conn)
         per = [list(replay(store.load_events(conn, sid), spec)) for sid in ids]
     eng.dispose()
-    runs = sum(len({s.run for s in steps}) for steps in per)
-    halted = sum(len({s.run for s in steps if any(c.verdict == vocab.HALT for c in s.checks)}) for steps in per)
-    button = page.get_by_role("button", name=re.compile(r"^Enforce strikes=0"))
-    assert button.inner_text().strip() == f"Enforce strikes=0: halts {halted:,} of {runs:,} runs"
+    # Sessions, the unit the leaderboard and Compare count.
+    halted = sum(1 for steps in per if any(c.verdict == vocab.HALT for s in steps for c in s.checks))
+    button = page.get_by_role("button", name=re.compile(r"^Enforce it alone: "))
+    assert button.inner_text().strip().startswith(f"Enforce it alone: halts {halted:,} of {len(ids):,} swept sessions")
+    page.get_by_text(re.compile(r"^Enforcing replaces the default set \(.*\) with strikes=0 alone")).wait_for(
+        timeout=TIMEOUT)
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-enforce-before.png"))
     button.click()
-    page.get_by_test_id("stAlertContentSuccess").filter(has_text="Enforced strikes=0").wait_for(timeout=TIMEOUT)
+    page.get_by_test_id("stAlertContentSuccess").filter(has_text="Enforced: live agents").wait_for(timeout=TIMEOUT)
     _idle(page)
-    now = page.get_by_text(re.compile(r"^Enforced now: ")).inner_text()
-    assert "max_strikes=0" in now and "(the default)" not in now, now
+    now = page.get_by_text(re.compile(r"^Enforced now: ")).first.inner_text()
+    assert "max_strikes=0" in now and "the default set" not in now, now
     _no_exception(page)
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-enforce-after.png"))

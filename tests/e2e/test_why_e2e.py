@@ -78,7 +78,7 @@ def test_two_clicks_to_why_and_one_to_the_next_halted_run(ledger_server, page, a
     _in_first_screen(link)
 
     link.click()  # click 1 (of at most 2)
-    heading = page.get_by_test_id("stHeading").filter(has_text=f"Why run {run} halted")
+    heading = page.get_by_test_id("stHeading").filter(has_text=f"Why run #{run + 1} halted")  # runs counted from 1
     heading.wait_for(timeout=60_000)
     sentence = page.get_by_text(WHY).first
     sentence.wait_for(timeout=30_000)
@@ -107,7 +107,7 @@ def test_two_clicks_to_why_and_one_to_the_next_halted_run(ledger_server, page, a
     button = page.get_by_role("button", name="Next halted run ▶")
     _in_first_screen(button)
     button.click()  # one click to the next halted run
-    page.get_by_test_id("stHeading").filter(has_text=f"Why run {target[1]} halted").wait_for(timeout=60_000)
+    page.get_by_test_id("stHeading").filter(has_text=f"Why run #{target[1] + 1} halted").wait_for(timeout=60_000)
     page.wait_for_url(re.compile(rf"session={target[0]}&run={target[1]}"), timeout=30_000)
     _in_first_screen(page.get_by_text(WHY).first)
     _no_exception(page)
