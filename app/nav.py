@@ -27,6 +27,17 @@ def pages() -> list:
     ]
 
 
+def same_tab_link(container, label: str, link: str) -> None:
+    """A button-like link to one of the app's pages (`./replay?session=…`, as replay_view builds
+    them) that opens it in this tab, through the app's own navigation: st.link_button opens a new
+    tab, which starts a new Streamlit session (its imports and caches) before the page draws."""
+    from urllib.parse import parse_qsl
+
+    path, _, query = link.partition("?")
+    page = next(p for p in pages() if p.url_path == path.removeprefix("./"))
+    container.page_link(page, label=label, query_params=dict(parse_qsl(query)))
+
+
 def serve() -> None:
     from loopledger.app import data
 

@@ -119,13 +119,26 @@ def _detectors(calls: list[Call]) -> dict[str, Callable[[], None]]:
         return go
 
     policy_batches = [Batch((c,)) for c in calls]
+    answered_batches = [(b, [Answer(b.calls[0].id, f"output {i % 13}")]) for i, b in enumerate(policy_batches)]
+
+    def default_set() -> None:
+        # What ingest's replay asks of the default set per call (issue 30): each policy's check of
+        # the one-call batch, then its verdict on the answer, through the Policy API.
+        policies = [make_policy(sp) for sp in DEFAULT_SPECS]
+        for b, answers in answered_batches:
+            for p in policies:
+                p.check(b)
+                p.answers(b, answers)
+
     return {"run-length (LoopDetector.check)": run_length, "ladder (LadderGuard.check)": ladder,
             "window (LoopGuard.record)": window, "cycle (CycleDetector.check)": cycle,
             "progress (ProgressDetector.check)": progress,
             "progress, each check followed by its answer (check + record_answer)": progress_answers,
             "openhands port (Policy.check per one-call batch)": peer("openhands"),
             "gemini-cli port (Policy.check per one-call batch)": peer("gemini-cli"),
-            "roo port (Policy.check per one-call batch)": peer("roo")}
+            "roo port (Policy.check per one-call batch)": peer("roo"),
+            f"the default set ({' + '.join(sp.detector for sp in DEFAULT_SPECS)}): per call, every policy's "
+            "check and its answer (Policy.check + Policy.answers)": default_set}
 
 
 def _session(calls: list[Call]) -> list:

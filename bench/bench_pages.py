@@ -38,6 +38,7 @@ with data.connect() as conn:
     st.metric("one", conn.execute(sa.text("SELECT 1")).scalar())
 """
 REPLAY = "views/replay.py"
+COMPARE = "views/compare.py"
 BIG_SESSION = 20_000  # calls in the ledger's last session: a long agent session
 # "SESSIONS,CALLS" overrides the ledger's size (a loaded machine may not build 10k/1M in time);
 # the section's text says which size it measured.
@@ -120,11 +121,13 @@ def _targets(url: str) -> dict:
 
 def _sample(page: str | None, params: dict, warm: bool, clicks: tuple[str, ...] = ()) -> float:
     """One server render of `page`; with `clicks`, the render that pressing the last of those
-    buttons causes, the ones before it pressed first (Compare's "Run sweep", then "Sweep all":
-    what comes before the last press is not timed)."""
+    buttons causes, the ones before it pressed first (what comes before the last press is not
+    timed)."""
     import streamlit as st
+    from loopledger.app import sweep_jobs
     from streamlit.testing.v1 import AppTest
 
+    sweep_jobs.stop_all()  # Compare's background sweep of an earlier sample: not this sample's work
     at = AppTest.from_file(str(MAIN), default_timeout=300)
     if page:
         at.run()  # lands on Sessions; the timed run is the switch to `page`
@@ -140,11 +143,11 @@ def _sample(page: str | None, params: dict, warm: bool, clicks: tuple[str, ...] 
         if clicks:
             at.button(key=clicks[-1]).click()
         at.run()
-        # A button the press hides ("Sweep all" once the whole selection is swept): the warm view is a rerun.
+        # A button the press hides: the warm view is a rerun.
         press = bool(clicks) and any(b.key == clicks[-1] for b in at.button)
     else:
         st.cache_data.clear()
-        if page == REPLAY:  # its events and replays are cache_resource: a first open replays from scratch
+        if page in (REPLAY, COMPARE):  # their replays are cache_resource: a first view replays from scratch
             st.cache_resource.clear()
     if press:
         at.button(key=clicks[-1]).click()
@@ -177,6 +180,19 @@ def _measure(url: str, reps: int) -> tuple[list[str], float]:
         base = statistics.median(_baseline() for _ in range(reps))
         rows = []
         drawn = _browser_times(url, tg, reps)
+        try:
+            background, cached, warm, n_whole = _compare_whole(reps)
+            rows.append(f"| Compare: the whole selection ({n_whole} sessions), cold — Run sweep pressed → first pass "
+                        f"drawn, the rest swept in the background → the whole drawn | "
+                        f"{statistics.median(background) * 1000:.0f} ms | | {base * 1000:.0f} ms | "
+                        f"{statistics.median(background) / base:.1f}× | first pass ≤ 1 s, then a progress bar | |")
+            cm = statistics.median(cached)
+            rows.append(f"| Compare: the whole selection ({n_whole} sessions) viewed again, from the server's tally "
+                        f"cache (st.cache_data cleared) | {cm * 1000:.0f} ms | {statistics.median(warm) * 1000:.0f} ms | "
+                        f"{base * 1000:.0f} ms | {cm / base:.1f}× | ≤ {BUDGET_S:.0f} s {'✅' if cm <= BUDGET_S else '❌'} | "
+                        f"{drawn.get(COMPARE_FIRST, '')} |")
+        except RuntimeError as exc:
+            rows.append(f"| Compare: the whole selection | failed: {str(exc)[:160]} | | | | | |")
         for name, page, params, clicks, _nav in _pages(tg):
             try:
                 _sample(page, params, warm=False, clicks=clicks)  # first touch of this page's tables, not counted
@@ -186,8 +202,6 @@ def _measure(url: str, reps: int) -> tuple[list[str], float]:
                 rows.append(f"| {name} | failed: {str(exc)[:160]} | | {base * 1000:.0f} ms | | ≤ {BUDGET_S:.0f} s ❌ | |")
                 continue
             ok = "✅" if cold <= BUDGET_S else "❌"
-            if len(clicks) > 1:  # pressed on purpose after a first view that met the budget: its bar is no page's
-                ok = "on request (progress bar)"
             rows.append(f"| {name} | {cold * 1000:.0f} ms | {warm * 1000:.0f} ms | {base * 1000:.0f} ms | "
                         f"{cold / base:.1f}× | ≤ {BUDGET_S:.0f} s {ok} | {drawn.get(name, '')} |")
     finally:
@@ -214,17 +228,62 @@ def _pages(tg: dict) -> list[tuple[str, str | None, dict, tuple[str, ...], str |
             pages.append((f"Replay of session #{sid} ({what}) at its halt or longest run", REPLAY,
                           {"session": sid, "run": run_idx, "policy": policy, "step": seq}, (), None))
     return pages + [
-        ("Compare: the default sweep's first pass (Run sweep pressed)", "views/compare.py", {}, ("cp_run",),
-         "Compare"),
-        ("Compare: the whole selection, on request (Sweep all pressed after it)", "views/compare.py", {},
-         ("cp_run", "cp_all"), "Compare"),
+        (COMPARE_FIRST, COMPARE, {}, ("cp_run",), "Compare"),
         ("Guard leaderboard", "views/leaderboard.py", {}, (), "Guard leaderboard"),
         ("Ingest health", "views/health.py", {}, (), "Ingest health"),
     ]
 
 
+COMPARE_FIRST = ("Compare: the default sweep (Run sweep pressed) — AppTest cold: its first pass; browser: the "
+                 "whole selection, from the server's tally cache")
 # The buttons the bench presses, by their text in a browser.
-BUTTONS = {"cp_run": "Run sweep", "cp_all": re.compile(r"^Sweep all \d+ sessions$")}
+BUTTONS = {"cp_run": "Run sweep"}
+
+
+def _compare_whole(reps: int) -> tuple[list[float], list[float], list[float], int]:
+    """The default sweep's whole selection: (a) cold, from the press to the whole drawn — the first
+    pass, the background job over the rest, the redraw its progress fragment asks for; (b) the same
+    sweep viewed again (st.cache_data cleared, the server's tally cache kept): the whole selection
+    from the cache, cold and warm. And how many sessions the selection holds."""
+    import streamlit as st
+    from loopledger.app import sweep_jobs
+    from streamlit.testing.v1 import AppTest
+
+    def opened() -> AppTest:
+        at = AppTest.from_file(str(MAIN), default_timeout=300)
+        at.run()
+        at.switch_page(COMPARE)
+        at.run()
+        return at
+
+    background, cached, warm = [], [], []
+    n = 0
+    for _ in range(reps):
+        sweep_jobs.stop_all()
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        at = opened()
+        at.button(key="cp_run").click()
+        t0 = time.perf_counter()
+        at.run()
+        job = sweep_jobs.wait(at.session_state["cp_job"]) if at.session_state["cp_job"] else None
+        at.run()  # what the page's progress fragment asks for once the job is done
+        background.append(time.perf_counter() - t0)
+        if at.exception or any("First pass" in w.value for w in at.warning) or (job and job.error):
+            raise RuntimeError(f"Compare did not draw the whole selection: {at.exception or (job and job.error)}")
+        n = next(int(m.group(1)) for c in at.caption if (m := re.match(r"(\d+) session\(s\) selected", c.value)))
+        st.cache_data.clear()
+        at = opened()
+        at.button(key="cp_run").click()
+        t0 = time.perf_counter()
+        at.run()
+        cached.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        at.run()
+        warm.append(time.perf_counter() - t0)
+        if at.exception or any("First pass" in w.value for w in at.warning):
+            raise RuntimeError("Compare did not draw the whole selection from its cache")
+    return background, cached, warm, n
 # A page is drawn when Streamlit is no longer running its script and nothing on it is stale.
 _DRAWN_JS = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && document.querySelectorAll('[data-stale="true"]').length === 0
@@ -312,13 +371,15 @@ def run(quick: bool) -> str:
         "Baseline: an AppTest script showing `SELECT 1` through the pages' cached read-only engine, on the "
         f"same backend. The largest session holds {BIG_SESSION:,} calls (its timeline is drawn one run at a time). "
         "Browser: Chromium (Playwright) on a real `streamlit run`, from the click on the page's sidebar link "
-        "through the page's buttons (Compare: Run sweep; the Sweep all row from its own press) — or, marked (URL), "
+        "through the page's buttons (Compare: Run sweep) — or, marked (URL), "
         "from following the page's link — "
         "until Streamlit stops running and nothing on the page is stale; median of the visits after a first, "
         "uncounted one (so the server's st.cache_data is warm: compare with the warm column); server and "
         "browser share the machine. Compare's first view sweeps a bounded first pass (the labelled sessions, "
-        "then the newest that fit in 36,000 event × setting steps; the page says so) and the whole selection on "
-        "its Sweep all button, behind a progress bar: that press is a row of its own, not a first view.\n",
+        "then the newest that fit in 36,000 event × setting steps; the page says so) and hands the rest of the "
+        "selection to a background job behind a progress bar; what is swept is kept per session version and "
+        "setting by the server (its tally cache), so the same sweep viewed again is drawn whole from it: both "
+        "rows are measured, and the browser's Compare figure, taken after a first visit, is that cached view.\n",
         "SQLite:\n", *HEAD, *sqlite_rows, "", *pg, "",
     ])
 

@@ -16,8 +16,9 @@ def _keep_bytecode() -> None:
     more than the decision. The hook then keeps its bytecode in LoopLedger's own cache
     (`$XDG_CACHE_HOME/loopledger/pycache`), so the source tree stays as clean as asked."""
     if sys.dont_write_bytecode and sys.pycache_prefix is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        sys.pycache_prefix = os.path.join(base, "loopledger", "pycache")
+        from loopledger.folders import cache_dir
+
+        sys.pycache_prefix = cache_dir("pycache")
         sys.dont_write_bytecode = False
 
 

@@ -18,6 +18,7 @@ the file and re-judges each session with items past the old end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import pickle
@@ -112,13 +113,21 @@ class Judged:
     live: resume.ResumePoint | None = None
 
 
+def _untouched(point: resume.ResumePoint) -> bool:
+    """No policy has a batch pending: the end-of-session judging will leave the point as it is."""
+    return all(st is not None and st.driver.pending is None for st in point.states.values())
+
+
 def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.RowBuilder,
-          cut: int | None, cap: int | None = None) -> Judged:
+          cut: int | None, cap: int | None = None, seal: bool = True) -> Judged:
     """Feed `events` (the session's events from point.seq on) to every policy and to the row
     builder; with `cut`, snapshot both after that many events (the reader's checkpoint: what
     follows is its end-of-file flush, which a resumed read yields again); then judge what is
     still pending, as the last step of a replay does. `cap`: the policies judge answers capped
-    as the ledger stores them (`store.as_stored`), so a recheck from the ledger judges the same."""
+    as the ledger stores them (`store.as_stored`), so a recheck from the ledger judges the same.
+    `seal=False`, for a snapshot at the end (cut == every event) that the end-of-session judging
+    leaves untouched: no snapshot is sealed, the point is returned live only (`Judged.live`;
+    the receiver's flusher seals it when it stops keeping it)."""
     start = point.seq
     pending = {sp.id: resume.pending_seq(point, sp) for sp in point.specs}
     cols: list[list[Step]] = [[] for _ in point.specs]  # per policy: its steps
@@ -136,28 +145,31 @@ def judge(point: resume.ResumePoint, events: Sequence[Event], builder: store.Row
         for i, ev in enumerate(part):
             add(at + i, ev, runs[i])
 
+    lazy = False
     if cut is None:
         take(events)
     else:
         take(events[:cut])
-        snap = resume.snapshot(point, context=False)  # the builder's context replaces it below
+        lazy = not seal and cut == len(events) and _untouched(point)
+        if not lazy:
+            snap = resume.snapshot(point, context=False)  # the builder's context replaces it below
         ctx = builder.context(point.seq)
         take(events[cut:])
-    untouched = cut is not None and cut == len(events) and all(
-        st is not None and st.driver.pending is None for st in point.states.values())
+    untouched = cut is not None and cut == len(events) and _untouched(point)
     extra = resume.finish(point)
     for col, more in zip(cols, extra, strict=True):
         if col and more:
             col[-1] = col[-1]._replace(results=col[-1].results + more)
-    if snap is not None and ctx is not None:
+    if ctx is not None:
         ctx["provisional"] = builder.provisional(ctx["seq"])
+    if snap is not None and ctx is not None:
         snap = resume.with_context(snap, ctx)
     verdicts = [store.PolicyVerdicts(sp.id, col, point.tally(sp))
                 for sp, col in zip(point.specs, cols, strict=True)]
     live = None
     # Only when every state was sealed: else unsealing would give an incomplete point (rebuilt).
-    if untouched and snap is not None and all(sp.id in snap.blobs for sp in point.specs) \
-            and resume.CONTEXT_ID in snap.blobs:
+    if untouched and (lazy or (snap is not None and all(sp.id in snap.blobs for sp in point.specs)
+                               and resume.CONTEXT_ID in snap.blobs)):
         live = resume.ResumePoint(point.specs, point.seq, dict(point.states), ctx)
     return Judged(run_of, verdicts, builder, snap, start, pending, live)
 
@@ -187,8 +199,19 @@ def count_verdicts(report: FileReport, events: Sequence[Any], verdicts: Sequence
 # ── what the ledger holds about a file ───────────────────────────────────────────────────────
 
 
+_READER_VERSIONS: dict[str, str] = {}
+
+
 def reader_version(fmt: str) -> str:
-    """A digest of the code a reader checkpoint depends on: another version = read whole."""
+    """A digest of the code a reader checkpoint depends on: another version = read whole. Once
+    per format and process: the code a process runs does not change under it."""
+    v = _READER_VERSIONS.get(fmt)
+    if v is None:
+        v = _READER_VERSIONS[fmt] = _reader_version(fmt)
+    return v
+
+
+def _reader_version(fmt: str) -> str:
     here = Path(__file__).resolve().parent
     mod = formats.readers().get(fmt)
     files = [here / "formats" / "_common.py", here / "sessions.py", here / "events.py"]
@@ -366,11 +389,11 @@ def _redacted_checkpoint(cp: Checkpoint, opts: Options) -> Checkpoint:
     return cp if state is cp.state else Checkpoint(cp.offset, cp.line, state)
 
 
-def session_rows(g: SessionGroup, opts: Options) -> tuple[store.SessionRows, Judged]:
+def session_rows(g: SessionGroup, opts: Options, seal: bool = True) -> tuple[store.SessionRows, Judged]:
     """One whole session redacted, replayed and turned into its ledger rows (a snapshot after
-    `g.cut` events when set)."""
+    `g.cut` events when set; `seal`: see judge)."""
     info, events = _redacted(g.info, g.events, opts)
-    j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut, opts.max_text)
+    j = judge(resume.fresh(opts.specs), events, store.RowBuilder(opts.max_text), g.cut, opts.max_text, seal)
     rows = store.session_rows(info, events, j.run_of, j.verdicts, max_text=opts.max_text, builder=j.builder)
     rows.resume = j.snapshot
     return rows, j
@@ -424,16 +447,16 @@ def _compute_tail(path: Path, prior: Prior, opts: Options, out: Computed) -> Com
     return out
 
 
-def resumed_tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Judged]:
+def resumed_tail(prior: Prior, g: SessionGroup, opts: Options, seal: bool = True) -> tuple[Tail, Judged]:
     """A session's new events replayed on top of its stored resume point (`prior.point`): the
-    rows from there on, to write with `apply_tails`."""
+    rows from there on, to write with `apply_tails` (`seal`: see judge)."""
     point = prior.point
     assert point is not None and prior.session_id is not None and g.info is not None
     _, events = _redacted(None, g.events, opts)
     ctx = point.context
     first_run = min(ctx["runs"]) if ctx["runs"] else 0
     builder = store.RowBuilder(opts.max_text, ctx)
-    j = judge(point, events, builder, g.cut, opts.max_text)
+    j = judge(point, events, builder, g.cut, opts.max_text, seal)
     rows = store.SessionRows(g.info.key, {}, builder.ev_rows, builder.call_rows(), builder.run_rows(),
                              [], [], [], [], usage=builder.usage_rows)
     for pv in j.verdicts:
@@ -452,26 +475,34 @@ def resumed_tail(prior: Prior, g: SessionGroup, opts: Options) -> tuple[Tail, Ju
 # ── apply: the write transaction ─────────────────────────────────────────────────────────────
 
 
+# The per-file write path's statements, built once (building one costs about as much as running it;
+# a small file runs ~20): parameters named b_* bind the WHERE, the others are what they SET.
+_SOURCE_BY_PATH = select(s.sources).where(s.sources.c.path == bindparam("b_path"))
+_SOURCE_BY_PATH_LOCKED = _SOURCE_BY_PATH.with_for_update(skip_locked=True)
+_SOURCE_BY_ID = update(s.sources).where(s.sources.c.id == bindparam("b_sid"))
+_CLAIM_BY_PATH = update(s.sources).where(s.sources.c.path == bindparam("b_path"))
+_DROP_READER = delete(s.reader_states).where(s.reader_states.c.source_id == bindparam("b_sid"))
+_DROP_ERRORS = delete(s.ingest_errors).where(s.ingest_errors.c.source_id == bindparam("b_sid"))
+
+
 def claim(conn: Connection, path: str, worker_id: str) -> dict[str, Any] | None:
     """Lock the file's source row for this transaction; None when another worker holds it."""
     now = time.time()
     store.insert_ignore(conn, s.sources, [{"path": path, "size": 0, "byte_offset": 0, "status": "new"}])
     if conn.dialect.name == "postgresql":
-        row = conn.execute(select(s.sources).where(s.sources.c.path == path)
-                           .with_for_update(skip_locked=True)).mappings().first()
+        row = conn.execute(_SOURCE_BY_PATH_LOCKED, {"b_path": path}).mappings().first()
         if row is None:
             return None
-        conn.execute(update(s.sources).where(s.sources.c.id == row["id"])
-                     .values(claimed_by=worker_id, claimed_at=now))
+        conn.execute(_SOURCE_BY_ID, {"b_sid": row["id"], "claimed_by": worker_id, "claimed_at": now})
         return dict(row)
     # SQLite: writing first takes the database write lock (waiting out another writer), so the
     # row read next is current and nobody else can change it before this transaction ends.
-    conn.execute(update(s.sources).where(s.sources.c.path == path).values(claimed_by=worker_id, claimed_at=now))
-    return dict(conn.execute(select(s.sources).where(s.sources.c.path == path)).mappings().one())
+    conn.execute(_CLAIM_BY_PATH, {"b_path": path, "claimed_by": worker_id, "claimed_at": now})
+    return dict(conn.execute(_SOURCE_BY_PATH, {"b_path": path}).mappings().one())
 
 
 def _save_reader(conn: Connection, source_id: int, c: Computed) -> None:
-    conn.execute(delete(s.reader_states).where(s.reader_states.c.source_id == source_id))
+    conn.execute(_DROP_READER, {"b_sid": source_id})
     if c.reader is None:
         return
     cp: Checkpoint = c.reader["cp"]
@@ -480,8 +511,9 @@ def _save_reader(conn: Connection, source_id: int, c: Computed) -> None:
     v = reader_version(c.reader["format"])
     blob = resume.seal(c.reader, v)
     if blob is not None:
-        conn.execute(s.reader_states.insert().values(source_id=source_id, format=c.reader["format"],
-                                                     byte_offset=cp.offset, line=cp.line, version=v, state=blob))
+        conn.execute(s.reader_states.insert(), {"source_id": source_id, "format": c.reader["format"],
+                                                "byte_offset": cp.offset, "line": cp.line, "version": v,
+                                                "state": blob})
 
 
 def write_sessions(conn: Connection, source_id: int, sessions: Iterable[store.SessionRows]) -> None:
@@ -621,17 +653,18 @@ def apply(conn: Connection, source_id: int, c: Computed, opts: Options) -> None:
     resumed = c.resumed
     if not resumed:  # a resumed append loses no session and keeps the errors already stored
         store.delete_sessions(conn, source_id, keep_keys=c.seen)
-        conn.execute(delete(s.ingest_errors).where(s.ingest_errors.c.source_id == source_id))
+        conn.execute(_DROP_ERRORS, {"b_sid": source_id})
     store.bulk_insert(conn, "ingest_errors", ("source_id", "line", "message", "excerpt", "created_at"),
                       [(source_id, e.line, e.message, e.excerpt, now) for e in c.errors])
     store.link_parents(conn, source_id)
     _save_reader(conn, source_id, c)
     quarantined = bool(c.errors) or (resumed and conn.execute(
         select(s.ingest_errors.c.id).where(s.ingest_errors.c.source_id == source_id).limit(1)).first() is not None)
-    conn.execute(update(s.sources).where(src.id == source_id).values(
-        format=c.format, size=c.scan.size, mtime=c.scan.mtime, content_hash=c.scan.full_hash,
-        byte_offset=c.scan.size, status=STATUS_QUARANTINED if quarantined else STATUS_OK, error=note,
-        claimed_by=None, ingested_at=now))
+    conn.execute(_SOURCE_BY_ID, {
+        "b_sid": source_id, "format": c.format, "size": c.scan.size, "mtime": c.scan.mtime,
+        "content_hash": c.scan.full_hash, "byte_offset": c.scan.size,
+        "status": STATUS_QUARANTINED if quarantined else STATUS_OK, "error": note, "claimed_by": None,
+        "ingested_at": now})
 
 
 def _keep_truncated(conn: Connection, source_id: int, c: Computed, now: float) -> str:
@@ -736,7 +769,7 @@ def look(engine: Engine, path: Path) -> tuple[str, dict[str, Any] | None]:
     except FileNotFoundError:
         return "missing", None
     with engine.connect() as conn:
-        row = conn.execute(select(s.sources).where(s.sources.c.path == str(path))).mappings().first()
+        row = conn.execute(_SOURCE_BY_PATH, {"b_path": str(path)}).mappings().first()
     row = dict(row) if row else None
     return ("unchanged" if unchanged(row, size, mtime) else "changed"), row
 
@@ -757,22 +790,22 @@ def precompute(engine: Engine, path: Path, row: dict[str, Any] | None, opts: Opt
         if not big:
             return compute(path, prior, opts, materialize=True)
         # Several job processes: computed under the claim, a big file would hold the write lock
-        # through its whole compute and the other jobs would wait on it. Spooled to disk instead.
+        # through its whole compute and the other jobs would wait on it. Spilled to disk instead.
         c = compute(path, prior, opts)
-        c.sessions = Spool(c.sessions)
+        c.sessions = SpilledRows(c.sessions)
         return c
     except Exception:  # noqa: BLE001  (recomputed under the claim, where the failure is recorded)
         log.debug("%s: precompute failed; computing under the claim", path, exc_info=True)
         return None
 
 
-class Spool:
+class SpilledRows:
     """A big file's session rows, computed before the claim and held in an anonymous temporary
     file (pickled one session at a time, so memory stays one session's) until they are written.
     Iterable again and again: a write retried after a busy ledger reads them from the start."""
 
     def __init__(self, sessions: Iterable[store.SessionRows]) -> None:
-        self._fh = tempfile.TemporaryFile(prefix="loopledger-spool-")
+        self._fh = tempfile.TemporaryFile(prefix="loopledger-rows-")
         self._n = 0
         for rows in sessions:  # one pickle each, self-contained: nothing kept alive across sessions
             pickle.dump(rows, self._fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -784,10 +817,17 @@ class Spool:
             yield pickle.load(self._fh)
 
 
+# The --jobs processes of one SQLite ledger take turns at writing with this lock (jobs.py sets it
+# in each of them): the one writer SQLite allows is then handed on the moment it is free, instead of
+# the others polling the busy lock in sleeps of up to 100 ms (busy_timeout), which for many small
+# files cost more wall time than a second process saved (bench_ingest, small files).
+WRITE_TURN: Any = None
+
+
 def _write(engine: Engine, path: Path, opts: Options, c: Computed | None,
            basis: dict[str, Any] | None) -> FileReport:
     key = str(path)
-    with engine.begin() as conn:
+    with WRITE_TURN if WRITE_TURN is not None else contextlib.nullcontext(), engine.begin() as conn:
         row = claim(conn, key, opts.worker_id)
         if row is None:
             return FileReport(key, action="busy")

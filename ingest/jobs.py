@@ -90,6 +90,16 @@ def register_sources(engine: Engine, files: Sequence[Path]) -> None:
                 time.sleep(delay)
 
 
+# Files adding up to more than this are ingested by one process per core (at most 4) when --jobs
+# is not given: below it, starting the processes costs more than they save.
+AUTO_JOBS_BYTES = 32 * 1024 * 1024
+
+
+def default_jobs(total_bytes: int) -> int:
+    """What `--jobs 0` (the default) means for files of `total_bytes` in all."""
+    return min(os.cpu_count() or 1, 4) if total_bytes > AUTO_JOBS_BYTES else 1
+
+
 # The cycle collector's first threshold while ingesting (CPython's default: 700 allocations).
 INGEST_GC_THRESHOLD = 100_000
 
@@ -148,9 +158,12 @@ def ingest_file_optimistic(engine: Engine, path: Path, opts: Options) -> FileRep
     return ingest_file(engine, path, opts)
 
 
-def _job_main(url: str, opts: Options, tasks, results) -> None:
-    """One --jobs process: its own engine; takes paths until the None sentinel."""
+def _job_main(url: str, opts: Options, tasks, results, write_turn=None) -> None:
+    """One --jobs process: its own engine; takes paths until the None sentinel. `write_turn`: the
+    lock the jobs of a SQLite ledger share for their writes (file_ingest.WRITE_TURN)."""
     from loopledger.ledger.engine import make_engine
+
+    file_ingest.WRITE_TURN = write_turn
 
     parent = os.getppid()
     # The parent's policies, as the person gave them: a `module:factory` one is imported here too
@@ -165,7 +178,7 @@ def _job_main(url: str, opts: Options, tasks, results) -> None:
             if os.getppid() != parent:  # the ingest that started us is gone: stop, do not orphan-write
                 return
             try:
-                report = ingest_file_optimistic(engine, Path(item), opts)
+                report = _compute_or_ingest(engine, Path(item), opts)
             except Exception as exc:  # noqa: BLE001
                 report = FileReport(item, action="error", error=f"{item}: {type(exc).__name__}: {exc}")
             results.put(report)
@@ -174,26 +187,54 @@ def _job_main(url: str, opts: Options, tasks, results) -> None:
         engine.dispose()
 
 
+# A changed file up to this size is computed by a job and written by the ingest process (its rows
+# cross the results queue, pickled); a bigger one is written by its job (spilled rows, SpilledRows).
+HAND_OVER_BYTES = 4 << 20
+
+
+def _compute_or_ingest(engine: Engine, path: Path, opts: Options) -> FileReport | tuple:
+    """In a job: a small changed file computed here, for the ingest process to write — (path,
+    Computed, the source row it was computed against) —, or anything else ingested here (an
+    unchanged or missing file, a big one, one whose compute failed: recomputed under its claim)."""
+    path = path.absolute()
+    try:
+        state, row = file_ingest.look(engine, path)
+        if state == "changed" and path.stat().st_size <= HAND_OVER_BYTES:
+            computed = file_ingest.precompute(engine, path, row, opts)
+            if computed is not None:
+                return str(path), computed, row
+    except FileNotFoundError:
+        pass  # ingest_file records it missing
+    return ingest_file(engine, path, opts)
+
+
 def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
                      done: Callable[[FileReport], None]) -> None:
-    """`opts.jobs` processes, each reading, replaying and writing whole files (one transaction per
-    file, as always): the database serialises the writes, the computing overlaps. No rows cross
-    process boundaries, only paths and reports."""
+    """`opts.jobs` processes read and replay whole files; this process writes the small ones
+    (one transaction per file, as always) while they compute the next: one writer with a warm
+    page cache, where two writing processes made each other's small writes two to three times
+    slower (SQLite drops a connection's cache when another one wrote). A big file is written by
+    its own job. Writers of a SQLite ledger take turns (file_ingest.WRITE_TURN)."""
     import multiprocessing as mp
     import queue as queue_mod
 
     ctx = mp.get_context("spawn")  # not fork: a forked child would share this process's DB sockets
-    tasks, results = ctx.Queue(), ctx.Queue()
+    # Bounded: computed files wait here at most a few deep, so a writer slower than the jobs holds
+    # the jobs back instead of their rows piling up in memory.
+    tasks, results = ctx.Queue(), ctx.Queue(maxsize=2 * opts.jobs)
     for p in files:
         tasks.put(str(p))
     for _ in range(opts.jobs):
         tasks.put(None)
     url = engine.url.render_as_string(hide_password=False)
-    procs = [ctx.Process(target=_job_main, args=(url, opts, tasks, results), daemon=True)
+    # SQLite has one writer: the jobs take turns (PostgreSQL writes rows of different files at once).
+    turn = ctx.Lock() if engine.dialect.name == "sqlite" else None
+    procs = [ctx.Process(target=_job_main, args=(url, opts, tasks, results, turn), daemon=True)
              for _ in range(opts.jobs)]
     for proc in procs:
         proc.start()
     reported: set[str] = set()
+    was, file_ingest.WRITE_TURN = file_ingest.WRITE_TURN, turn
     try:
         running = len(procs)
         while running:
@@ -205,10 +246,14 @@ def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
                 continue
             if report is None:
                 running -= 1
-            else:
-                reported.add(report.path)
-                done(report)
+                continue
+            if isinstance(report, tuple):  # computed by a job: written here
+                path, computed, row = report
+                report = ingest_file(engine, Path(path), opts, computed, row)
+            reported.add(report.path)
+            done(report)
     finally:
+        file_ingest.WRITE_TURN = was
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():

@@ -228,13 +228,16 @@ def save(conn: Connection, session_id: int, point: ResumePoint | Snapshot) -> No
     save_many(conn, [(session_id, point)])
 
 
+_DROP_STATES = delete(s.resume_states).where(s.resume_states.c.session_id == bindparam("b_sid"))  # built once
+
+
 def save_many(conn: Connection, points: Sequence[tuple[int, ResumePoint | Snapshot | None]]) -> None:
     """`save` for many sessions in two statements; a session given None has its snapshots
     dropped (`drop`)."""
     if not points:
         return
     t = s.resume_states
-    conn.execute(delete(t).where(t.c.session_id == bindparam("b_sid")), [{"b_sid": sid} for sid, _ in points])
+    conn.execute(_DROP_STATES, [{"b_sid": sid} for sid, _ in points])
     now = time.time()
     rows = []
     for sid, point in points:

@@ -12,48 +12,20 @@ does not verify is never unpickled (treated as absent: the caller rebuilds the s
 from __future__ import annotations
 
 import contextlib
+import hmac
 import inspect
 import os
 import pickle
-import sys
 import time
 import zlib
-from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 from collections.abc import Iterable
+from hashlib import sha256
 from typing import Any
 
-try:
-    from _sha256 import sha256 as _builtin_sha256  # Python 3.11
-except ImportError:  # pragma: no cover (3.12+ names it _sha2; a build without either has hashlib)
-    try:
-        from _sha2 import sha256 as _builtin_sha256
-    except ImportError:
-        from hashlib import sha256 as _builtin_sha256
+from loopledger import folders
 
 FORMAT = "loopledger-resume/1"
 _MAC_BYTES = 32
-_BLOCK = 64  # SHA-256's block size, HMAC's key pad (RFC 2104)
-_IPAD = bytes(x ^ 0x36 for x in range(256))
-_OPAD = bytes(x ^ 0x5C for x in range(256))
-
-
-def sha256(data: bytes = b"") -> Any:
-    """hashlib.sha256 when hashlib is loaded (OpenSSL: faster on a large state), else the
-    interpreter's built-in one; the same digest."""
-    hashlib = sys.modules.get("hashlib")
-    return (hashlib.sha256 if hashlib is not None else _builtin_sha256)(data)
-
-
-def hmac_sha256(key: bytes, msg: bytes) -> bytes:
-    """HMAC-SHA256 (RFC 2104), the bytes hmac.new(key, msg, hashlib.sha256).digest() gives."""
-    if len(key) > _BLOCK:
-        key = sha256(key).digest()
-    key = key.ljust(_BLOCK, b"\0")
-    inner = sha256(key.translate(_IPAD))
-    inner.update(msg)
-    outer = sha256(key.translate(_OPAD))
-    outer.update(inner.digest())
-    return outer.digest()
 
 
 def _sort_key(path: str) -> list[str]:
@@ -114,8 +86,7 @@ def _stamp(files: list[str]) -> bytes | None:
 
 
 def _digest_file(stamp: bytes) -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "loopledger", "digests", sha256(stamp).hexdigest()[:32])
+    return folders.cache_dir("digests", sha256(stamp).hexdigest()[:32])
 
 
 def _cached_digest(stamp: bytes) -> str | None:
@@ -196,8 +167,7 @@ def _state_key() -> bytes:
     if env:
         _key = sha256(env.encode()).digest()
         return _key
-    base = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
-                        "loopledger")
+    base = folders.state_dir()
     path = os.path.join(base, "resume.key")
     try:
         _key = _read(path)
@@ -222,6 +192,10 @@ def _read(path: str) -> bytes:
         return fh.read()
 
 
+def _mac(version: str, raw: bytes) -> bytes:
+    return hmac.digest(_state_key(), version.encode() + b"\0" + raw, "sha256")
+
+
 def seal(obj: Any, version: str) -> bytes | None:
     """Signed, compressed pickle of `obj`; None when it cannot be pickled (e.g. arguments nested
     deeper than pickle recurses): the caller then stores no snapshot and replays in full."""
@@ -229,8 +203,7 @@ def seal(obj: Any, version: str) -> bytes | None:
         raw = zlib.compress(pickle.dumps(obj, protocol=5), 1)
     except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
         return None
-    mac = hmac_sha256(_state_key(), version.encode() + b"\0" + raw)
-    return mac + raw
+    return _mac(version, raw) + raw
 
 
 def unseal(blob: bytes | None, version: str) -> Any | None:
@@ -239,8 +212,7 @@ def unseal(blob: bytes | None, version: str) -> Any | None:
         return None
     blob = bytes(blob)
     mac, raw = blob[:_MAC_BYTES], blob[_MAC_BYTES:]
-    want = hmac_sha256(_state_key(), version.encode() + b"\0" + raw)
-    if not compare_digest(mac, want):
+    if not hmac.compare_digest(mac, _mac(version, raw)):
         return None
     try:
         return pickle.loads(zlib.decompress(raw))  # noqa: S301  (signed by us: see the docstring)

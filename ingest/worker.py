@@ -45,15 +45,22 @@ from loopledger.file_ingest import (
     replay_session,
 )
 from loopledger.file_ingest import claim as _claim
-from loopledger.jobs import Totals, ingest_file_optimistic, ingest_paths, register_sources
+from loopledger.jobs import (
+    AUTO_JOBS_BYTES,
+    Totals,
+    default_jobs,
+    ingest_file_optimistic,
+    ingest_paths,
+    register_sources,
+)
 from loopledger.ledger import store
 from loopledger.watch import stop_on_signals, watch
 from sqlalchemy.engine import Engine
 
-__all__ = ["BIG_FILE_BYTES", "CONFIG_NAME", "DEFAULT_WATCH_DIRS", "FLUSH_ROWS", "NOT_TRANSCRIPTS", "SKIP_DIRS",
+__all__ = ["AUTO_JOBS_BYTES", "BIG_FILE_BYTES", "CONFIG_NAME", "DEFAULT_WATCH_DIRS", "FLUSH_ROWS", "NOT_TRANSCRIPTS", "SKIP_DIRS",
            "STATUS_ERROR", "STATUS_MISSING", "STATUS_OK", "STATUS_QUARANTINED", "TRANSCRIPT_SUFFIXES", "Computed",
            "ConfigFileError", "FileReport", "LedgerBusy", "Options", "Totals", "_claim", "apply", "claim", "compute",
-           "count_verdicts", "default_watch_paths", "discover", "ingest_file", "ingest_file_optimistic",
+           "count_verdicts", "default_jobs", "default_watch_paths", "discover", "ingest_file", "ingest_file_optimistic",
            "ingest_paths", "is_busy", "load_config", "load_prior", "Prior", "policy_specs", "register_sources", "replay_session", "judge_stored",
            "stop_on_signals", "watch"]
 

@@ -122,7 +122,9 @@ def test_flipped_runs_link_to_replay(ledger):
     assert want and {(int(r["session"]), _run(r["run"])) for _, r in flips.iterrows()} == want
     row = flips.iloc[0]
     # The buttons under the table open the picked (by default the first) flipped run.
-    buttons = {b.proto.label: b.proto.url for b in at.get("link_button")}
+    # Page links, not link buttons: Replay opens in this tab, through the app's navigation.
+    buttons = {p.proto.label: f"./{p.proto.page}?{p.proto.query_string}" for p in at.get("page_link")
+               if p.proto.label.startswith("Replay under")}
     assert buttons == {"Replay under A": row["replay A"], "Replay under B": row["replay B"]}
     link = urlparse(row["replay A"])
     assert link.path == "./replay"
@@ -341,7 +343,16 @@ def test_one_chart_per_measure_with_its_own_scale_and_halts_red(ledger):
     assert "No chart of warnings: 0 under every setting on these sessions." in [c.value for c in at.caption]
 
 
-def test_first_view_sweeps_a_bounded_first_pass_and_sweep_all_gives_the_whole_answer(tmp_path):
+def _wait_for_the_rest(at, seconds: float = 120.0) -> None:
+    """Until the background job sweeping the rest of the selection is done."""
+    from loopledger.app import sweep_jobs
+
+    job = sweep_jobs.wait(at.session_state["cp_job"], seconds)
+    assert job is not None and not job.running, "the background sweep did not finish"
+    assert job.error is None and job.done == job.total
+
+
+def test_first_view_sweeps_a_bounded_first_pass_and_the_rest_follows_in_the_background(tmp_path):
     from loopledger.ledger import writes
 
     from bench.gen_ledger import generate
@@ -367,9 +378,12 @@ def test_first_view_sweeps_a_bounded_first_pass_and_sweep_all_gives_the_whole_an
         for _, row in totals.iterrows():
             want = _direct({s: sessions[s] for s in first}, spec(int(row["max_strikes"])))
             assert {k: row[k] for k in want} == want
-        at.button(key="cp_all").click().run()
+        assert "being swept in the background" in note
+        _wait_for_the_rest(at)
+        at.run()  # what the page's progress fragment does once the job is done
         assert not at.exception, at.exception
         assert not [w for w in at.warning if "First pass" in w.value]
+        assert at.session_state["cp_job"] is None
         totals = _table(at, "halts")
         for _, row in totals.iterrows():
             assert {k: row[k] for k in ("calls", "halts", "saved")} == {

@@ -65,9 +65,11 @@ def test_without_run_opens_the_first_halted_run_at_its_halt(ledger):
     assert at.number_input(key=f"focus_{sid}_{run}").value == seq
     texts = [x.value for x in at.text]
     assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x) and "halt" in x for x in texts)
-    links = [b.proto.url for b in at.get("link_button")]
-    assert len(links) == 1 and links[0].startswith(f"./replay?session={sid}&run={run}&policy=")
-    assert links[0].endswith(f"&step={seq}")
+    # Replay opens in this tab: a page link through the app's navigation, not a link button (new tab).
+    assert not at.get("link_button")
+    (link,) = [p.proto for p in at.get("page_link") if p.proto.label == "Replay this run at the halt"]
+    assert link.page.endswith("replay") and link.query_string.startswith(f"session={sid}&run={run}&policy=")
+    assert link.query_string.endswith(f"&step={seq}")
 
 
 def test_runs_by_policies_matrix(ledger):

@@ -124,5 +124,9 @@ def test_jobs_help_agrees_with_the_code(tmp_path):
     assert f"more than {AUTO_JOBS_BYTES // 2**20} MB" in help_text and "at most 4" in help_text
     import inspect
 
+    from loopledger import jobs
     from loopledger.cli import commands
-    assert "min(os.cpu_count() or 1, 4)" in inspect.getsource(commands.run_ingest)
+    assert "worker.default_jobs(" in inspect.getsource(commands.run_ingest)
+    assert "min(os.cpu_count() or 1, 4)" in inspect.getsource(jobs.default_jobs)
+    assert jobs.default_jobs(AUTO_JOBS_BYTES) == 1 and jobs.default_jobs(AUTO_JOBS_BYTES + 1) == min(os.cpu_count() or 1, 4)
+    assert "more than 4 MB" not in help_text and f"over {jobs.HAND_OVER_BYTES // 2**20} MB" in help_text

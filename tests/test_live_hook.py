@@ -692,17 +692,17 @@ def test_point_13_a_failed_tool_is_stored_as_its_session_file_records_it(tmp_pat
     assert answers == [("File not found: /p/missing.txt", 1)] and read == [("File not found: /p/missing.txt", True)]
 
 
-def test_the_in_process_hook_loads_no_openssl_and_no_threading(tmp_path, fresh_db):
-    """The in-process path's import diet: snapshots sign with the interpreter's own SHA-256 (no
-    hashlib/hmac: libcrypto), the registry's lock is _thread's (no threading)."""
+def test_the_in_process_hook_loads_no_threading_and_signs_with_hmac(tmp_path, fresh_db):
+    """The in-process path's import diet: the registry's lock is _thread's (no threading); its
+    snapshots are signed by the standard library's hmac (issue 30: no hand-written HMAC)."""
     _ledger(fresh_db).dispose()
     loop = npm_test_loop(tmp_path, calls=1)
     pre = next(ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse")
     code = ("import sys; from loopledger.entry import main\n"
             "sys.argv = ['loopledger', 'hook', 'claude-code', '--db', sys.argv[1]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(' '.join(m for m in ('hashlib', '_hashlib', 'hmac', 'threading', 'loopledger.live.session') "
+            "print(' '.join(m for m in ('hmac', 'threading', 'loopledger.live.session') "
             "if m in sys.modules), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, fresh_db], input=json.dumps(pre).encode(), capture_output=True,
                           env={**os.environ, "LOOPLEDGER_HOOK_RESIDENT": "0"})
-    assert proc.returncode == 0 and proc.stderr.decode().split() == ["loopledger.live.session"]  # decided here
+    assert proc.returncode == 0 and proc.stderr.decode().split() == ["hmac", "loopledger.live.session"]  # decided here

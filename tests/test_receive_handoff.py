@@ -78,9 +78,10 @@ def test_handoff_and_spool_replay_after_a_crash_give_the_rows_of_ingest_of_the_s
             assert post(url, request(spans), "application/json")[0] == 200
             rec.flush()
             fs = next(iter(rec.flusher.files.values()))
-            # One warm LRU of `warm` sessions, sealed; the newest of them also live.
+            # One warm LRU of `warm` sessions; the newest of them live (never sealed while kept),
+            # the others sealed, in memory and in the ledger.
             assert sum(k.warm for k in fs.known.values()) <= warm
-            assert all(k.snap is not None for k in fs.known.values() if k.live is not None)
+            assert all(k.stored for k in fs.known.values() if k.snap is not None)
             assert sum(k.live is not None for k in fs.known.values()) <= min(warm, flushing.LIVE_POINTS)
             assert rec.flusher._handed_bytes == 0  # all taken by the flush
         st = rec.flusher.stats

@@ -137,6 +137,34 @@ def test_sweep_equals_direct_replay_per_session():
         assert s.totals == want
 
 
+def _same(a: sweep.SweepResult, b: sweep.SweepResult) -> None:
+    assert a.session_ids == b.session_ids
+    for x, y in zip(a.settings, b.settings, strict=True):
+        assert (x.values, x.error, x.totals, x.runs, x.first_halt) == (y.values, y.error, y.totals, y.runs, y.first_halt)
+
+
+def test_a_cached_sweep_replays_only_the_pairs_it_lacks_and_folds_to_the_direct_answer(monkeypatch):
+    cache = sweep.TallyCache()
+    small = sweep.make_grid("window", [sweep.parse_axis("threshold=2..4")])
+    wide = sweep.make_grid("window", [sweep.parse_axis("threshold=2..6")])
+    versions = [sweep.version_of(sess) for sess in SESSIONS]
+    assert sweep.fold(versions, small, cache) is None and sweep.missing(versions, small, cache) == versions
+    _same(sweep.sweep(SESSIONS, small, cache=cache), sweep.sweep(SESSIONS, small))
+    assert len(cache) == 3 * len(SESSIONS) and sweep.missing(versions, small, cache) == []
+    _same(sweep.fold(versions, small, cache), sweep.sweep(SESSIONS, small))  # no events needed
+    replayed: list[int] = []
+    real = sweep.replay_many
+    monkeypatch.setattr(sweep, "replay_many", lambda events, policies: replayed.append(len(policies))
+                        or real(events, policies))
+    _same(sweep.sweep(SESSIONS, wide, cache=cache), sweep.sweep(SESSIONS, wide))
+    assert replayed[:len(SESSIONS)] == [2] * len(SESSIONS)  # thresholds 5 and 6 only, with the cache
+    grown = [sweep.SessionEvents(1, SESSIONS[0].events + repeat_session(2))]  # a new version of session 1
+    assert sweep.missing([sweep.version_of(grown[0])], wide, cache) == [sweep.version_of(grown[0])]
+    small_cache = sweep.TallyCache(max_entries=4)
+    sweep.sweep(SESSIONS, small, cache=small_cache)
+    assert len(small_cache) == 4 and sweep.fold(versions, small, small_cache) is None  # the oldest went
+
+
 def test_cycle_sweep_catches_abab_and_not_clean():
     result = sweep.sweep(SESSIONS, sweep.make_grid("cycle", [sweep.parse_axis("halt_repeats=4,6")],
                                                    {"warn_repeats": 3}))

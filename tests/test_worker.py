@@ -299,7 +299,7 @@ def test_two_sessions_under_one_key_are_both_kept(engine, tmp_path):
 
 
 def test_jobs_compute_big_files_before_the_claim_and_write_the_same_ledger(engine, tmp_path, other, monkeypatch):
-    """With --jobs, a file over BIG_FILE_BYTES is computed before its write lock (spooled to a
+    """With --jobs, a file over BIG_FILE_BYTES is computed before its write lock (spilled to a
     temporary file, not held in memory) instead of under it, where it kept the other jobs
     waiting: the ledger is what one process, streaming it under the claim, writes."""
     from loopledger import file_ingest
@@ -314,9 +314,9 @@ def test_jobs_compute_big_files_before_the_claim_and_write_the_same_ledger(engin
     write_corpus(corpus / "more", 3, 60, seed=3)
     monkeypatch.setattr(file_ingest, "BIG_FILE_BYTES", 1000)
     path = (corpus / "conversations.jsonl").absolute()
-    spooled = file_ingest.precompute(engine, path, None, worker.Options(jobs=2))
-    assert spooled is not None and isinstance(spooled.sessions, file_ingest.Spool)
-    first, again = list(spooled.sessions), list(spooled.sessions)  # a retried write reads it again
+    spilled = file_ingest.precompute(engine, path, None, worker.Options(jobs=2))
+    assert spilled is not None and isinstance(spilled.sessions, file_ingest.SpilledRows)
+    first, again = list(spilled.sessions), list(spilled.sessions)  # a retried write reads it again
     assert [r.key for r in first] == [r.key for r in again] == [f"line-{i}" for i in range(1, 7)]
     assert first == again
     assert file_ingest.precompute(engine, path, None, worker.Options(jobs=1)) is None  # streamed under the claim

@@ -1,8 +1,9 @@
 """Compare: sweep one detector's parameter (or two, for a heatmap) over a set of sessions.
 
 Every number comes from loopledger.analysis.sweep, which only adds up what loopledger.replay reports, so Compare
-cannot disagree with the worker or the Replay page. Sweeps are cached on their inputs (session
-ids with their versions, detector, grid): a live worker appending to a session invalidates it.
+cannot disagree with the worker or the Replay page. What a sweep replays is kept per session
+version and setting by the server (app/sweep_jobs.py): a live worker appending to a session makes
+a new version, swept again; everything else is drawn from what was swept before.
 """
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ from loopledger import vocab
 from loopledger.analysis import explain, scoring, sweep
 from loopledger.analysis.outcome import ENDED_WELL
 from loopledger.app import charts_replay as charts
-from loopledger.app import cost_view, data, enforce_form, filters, safe, score_table, when, words
+from loopledger.app import (
+    cost_view,
+    data,
+    enforce_form,
+    filters,
+    nav,
+    safe,
+    score_table,
+    sweep_jobs,
+    when,
+    words,
+)
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, PARAMS, TEXT, PolicySpec
 from loopledger.ledger import read, store
@@ -21,7 +33,7 @@ from loopledger.ledger import read, store
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 # A first view sweeps at most this many events × settings (a replay step each: the first pass of the
 # default sweep renders in 0.35-0.6 s on the 10k-session bench ledger, BENCHMARKS.md), never fewer than
-# FIRST_PASS_MIN events: see sweep.first_pass and "Sweep all" below.
+# FIRST_PASS_MIN events; the rest of the selection is swept in the background (see below).
 FIRST_PASS_WORK = 36_000
 FIRST_PASS_MIN = 1_000
 
@@ -30,11 +42,7 @@ def _conn():
     return data.connect()
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
-def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], detector: str,
-           axes: tuple[tuple[str, tuple], ...]) -> sweep.SweepResult:
-    # `versions` (id, updated_at, n_events) is in the key so a grown session is swept again.
-    grid = sweep.make_grid(detector, [sweep.Axis(p, v) for p, v in axes])
+def _load_and_sweep(db_url: str, versions, grid: sweep.Grid, cache: sweep.TallyCache | None) -> sweep.SweepResult:
     bar = st.progress(0.0, text="Loading sessions…")
     sessions = []
     with data.reader(db_url).connect() as conn:
@@ -46,9 +54,44 @@ def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], det
     def tick(done: int, total: int, label: str) -> None:
         bar.progress(0.2 + 0.8 * done / total, text=f"Replayed {done}/{total} sessions under every setting")
 
-    result = sweep.sweep(sessions, grid, progress=tick)
+    result = sweep.sweep(sessions, grid, progress=tick, cache=cache)
     bar.empty()
     return result
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _sweep(db_url: str, versions: tuple[tuple[int, float | None, int], ...], detector: str,
+           axes: tuple[tuple[str, tuple], ...]) -> sweep.SweepResult:
+    """A sweep too big for the server's tally cache, swept whole (on request) and kept as one."""
+    # `versions` (id, updated_at, n_events) is in the key so a grown session is swept again.
+    return _load_and_sweep(db_url, versions, sweep.make_grid(detector, [sweep.Axis(p, v) for p, v in axes]), None)
+
+
+def _swept(versions, grid: sweep.Grid) -> sweep.SweepResult:
+    """The sweep of these sessions from the server's tally cache, replaying (behind a progress
+    bar) only the (session version, setting) pairs it lacks."""
+    cache = sweep_jobs.tallies(data.url())
+    todo = sweep.missing(versions, grid, cache)
+    if todo:
+        _load_and_sweep(data.url(), todo, grid, cache)
+    done = sweep.fold(versions, grid, cache)
+    # Pairs evicted meanwhile (another sweep filled the cache): this one replayed whole.
+    return done if done is not None else _load_and_sweep(data.url(), versions, grid, None)
+
+
+@st.fragment(run_every=1.0)
+def _rest_of_the_sweep(key: tuple) -> None:
+    """How far the background job sweeping the rest of the selection is; once it is done, the
+    page is drawn again, over every selected session (from the cache)."""
+    job = sweep_jobs.get(key)
+    if job is not None and job.error is not None:
+        st.error("The rest of the selection could not be swept; the figures stay those of the first pass:")
+        safe.text(job.error)
+        return
+    if job is None or not job.running:
+        st.rerun()
+    st.progress(job.done / max(1, job.total), text=f"Sweeping the other {job.total} sessions in the background: "
+                                                    f"{job.done} done")
 
 
 ENDED = {"success": "succeeded", "submitted": "submitted", "failure": "failed"}
@@ -152,25 +195,42 @@ with _conn() as conn:
     versions = tuple(rv.session_versions(conn, session_ids))
     labelled = set(rv.session_labels(conn, session_ids))
 # A first view sweeps a bounded first pass (labelled sessions first, then the newest that fit), so the
-# page answers within its budget; the rest is one button away and said so. The pass is fixed by the
+# page answers within its budget; the rest is swept in the background and said so. The pass is fixed by the
 # ledger alone (event counts), never by how fast this machine is: the same view, the same cache key.
 order = {sid: i for i, sid in enumerate(session_ids)}
 sizes = sorted(((sid, n) for sid, _, n in versions), key=lambda x: order[x[0]])
 whole = (request, tuple(session_ids))
 first_ids = set(sweep.first_pass(sizes, labelled, max(FIRST_PASS_MIN, FIRST_PASS_WORK // n_points)))
-partial = len(first_ids) < len(versions) and st.session_state.get("cp_whole") != whole
+# Kept per (session version, setting) by the server when it fits (sweep_jobs.MAX_TALLIES): a whole
+# selection swept once, by the background job or an earlier view, is drawn from it at once.
+cacheable = len(versions) * n_points <= sweep_jobs.MAX_TALLIES
+result = sweep.fold(versions, grid, sweep_jobs.tallies(data.url())) if cacheable else None
+partial = result is None and len(first_ids) < len(versions) and st.session_state.get("cp_whole") != whole
 swept_versions = tuple(v for v in versions if v[0] in first_ids) if partial else versions
-result = _sweep(data.url(), swept_versions, detector, tuple((a.param, a.values) for a in grid.axes))
+if result is None:
+    result = _swept(swept_versions, grid) if cacheable else \
+        _sweep(data.url(), swept_versions, detector, tuple((a.param, a.values) for a in grid.axes))
 swept_ids = result.session_ids  # every total, flip and score below is over these sessions
+job_key = None
 if partial:
     n_all, n_done = sum(n for _, n in sizes), sum(n for sid, n in sizes if sid in first_ids)
     p1, p2 = st.columns([4, 1])
+    rest = (" The other sessions are being swept in the background; the page redraws with all of them when "
+            "they are done." if cacheable else "")
     p1.warning(f"First pass: swept {len(swept_ids)} of the {len(session_ids)} selected sessions "
                f"({n_done:,} of {n_all:,} events): the labelled ones first, then the newest that fit. "
-               "Every figure below is over these sessions only.", icon=":material/hourglass_top:")
-    if p2.button(f"Sweep all {len(session_ids)} sessions", key="cp_all", type="primary"):
+               "Every figure below is over these sessions only." + rest, icon=":material/hourglass_top:")
+    if cacheable:
+        job_key, _ = sweep_jobs.start(data.reader(data.url()), data.url(), grid, versions,
+                                      sweep.missing(versions, grid, sweep_jobs.tallies(data.url())))
+        with p1:
+            _rest_of_the_sweep(job_key)
+    elif p2.button(f"Sweep all {len(session_ids)} sessions", key="cp_all", type="primary"):
         st.session_state.cp_whole = whole
         st.rerun()
+if st.session_state.get("cp_job") not in (None, job_key):
+    sweep_jobs.cancel(st.session_state.cp_job)  # another sweep is wanted now
+st.session_state.cp_job = job_key
 with _conn() as conn:
     endings = read.session_endings(conn, swept_ids)
 valid = [s for s in result.settings if s.error is None]
@@ -321,8 +381,8 @@ if flips:
     pick = o1.selectbox("Open a flipped run", range(len(flips)), key="cp_flip_pick", format_func=lambda i: (
         f"session {flips[i].session_id} {explain.run_ref(flips[i].run_idx)}: {flips[i].outcome_a} → "
         f"{flips[i].outcome_b}"))
-    o2.link_button("Replay under A", table.iloc[pick]["replay A"])
-    o3.link_button("Replay under B", table.iloc[pick]["replay B"])
+    nav.same_tab_link(o2, "Replay under A", table.iloc[pick]["replay A"])
+    nav.same_tab_link(o3, "Replay under B", table.iloc[pick]["replay B"])
     _label_form(flips[pick].session_id, flips[pick].run_idx)
 else:
     st.caption("No run changes outcome between these two settings.")

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import crossval, scoring
-from loopledger.app import charts_scores, cost_view, data, enforce_form, safe, score_table, when, words
+from loopledger.app import charts_scores, cost_view, data, enforce_form, nav, safe, score_table, when, words
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
 from loopledger.detectors.policy import DEFAULT_SPECS
@@ -80,7 +80,7 @@ def _drill(policy_id: str, cell: str, by_policy: dict[str, list[scoring.Judged]]
         pick = c1.selectbox("Open a session", range(len(rows)), key="lb_cell_pick",
                             format_func=lambda i: f"session #{rows[i].session_id}: {OUTCOME_WORDS[rows[i].outcome]}"
                             + (f" at {_call(rows[i].halt_at)}" if rows[i].halt_at else ""))
-        c2.link_button("Replay at the halt" if rows[pick].halt_at else "Replay", table.iloc[pick]["replay"])
+        nav.same_tab_link(c2, "Replay at the halt" if rows[pick].halt_at else "Replay", table.iloc[pick]["replay"])
         label_form([j.session_id for j in rows], "lb_cell")
     st.page_link("views/leaderboard.py", label="Back to the whole leaderboard")
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain, scoring
-from loopledger.app import charts, cost_view, data, safe, when, words
+from loopledger.app import charts, cost_view, data, nav, safe, when, words
 from loopledger.app import session_view as sv
 from loopledger.detectors.policy import PolicySpec
 from loopledger.detectors.run_length import SUBSTRING, inside_word
@@ -167,7 +167,7 @@ def _why(sid: int, run: int, run_halts: pd.DataFrame, ending: str, unit: str) ->
         if ending:  # next to the halts: would a guard have cut off a run that went on to succeed?
             safe.text(ending)
     link = sv.replay_link(sid, run, first["policy_id"], first["halt"])
-    st.link_button("Replay this run at the halt", link)
+    nav.same_tab_link(st, "Replay this run at the halt", link)
     return first
 
 

@@ -8,6 +8,8 @@ adds up what the engine reports, so a sweep can never disagree with the worker o
 from __future__ import annotations
 
 import itertools
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,47 +212,141 @@ def cache_key(sessions: Iterable[SessionEvents], grid: Grid) -> tuple:
     return (tuple((s.session_id, s.updated_at, len(s.events)) for s in sessions), grid.key())
 
 
-def _add_session(setting: Setting, session_id: int, summary: Tally, halt_at: int | None = None) -> None:
-    # tally()'s per-session counts and per-run outcomes, folded into the setting's totals.
+@dataclass(frozen=True, slots=True)
+class SessionTally:
+    """What one session gave one setting, as a sweep folds it in: tally()'s per-session counts
+    (in TOTALS order), each run's row, the seq of the first halt and its call position."""
+
+    totals: tuple[int, ...]
+    runs: tuple[tuple[int, RunRow], ...]
+    first_halt: int | None
+    first_halt_at: int | None = None
+
+
+NOTHING = SessionTally((0,) * len(TOTALS), (), None)  # a session without events
+
+
+def session_tally(summary: Tally, halt_at: int | None = None) -> SessionTally:
     totals = summary.totals()
-    for name in TOTALS:
-        setting.totals[name] += int(totals[name] or 0)
-    setting.first_halt[session_id] = summary.first_halt_seq
-    setting.first_halt_at[session_id] = halt_at
-    for run in summary.runs:
-        setting.runs[(session_id, run.run)] = RunRow(run.outcome, run.halt_seq, run.saved)
+    return SessionTally(tuple(int(totals[name] or 0) for name in TOTALS),
+                        tuple((r.run, RunRow(r.outcome, r.halt_seq, r.saved)) for r in summary.runs),
+                        summary.first_halt_seq, halt_at)
 
 
-def sweep(
-    sessions: Sequence[SessionEvents],
-    grid: Grid,
-    progress: Callable[[int, int, str], None] | None = None,
-) -> SweepResult:
-    """Replay every session under every grid point. `progress(done, total, label)` after each
-    session (invalid grid points are reported in their Setting, not raised)."""
+Version = tuple[int, float | None, int]  # (session id, updated_at, event count): what a session's verdicts depend on
+
+
+class TallyCache:
+    """One SessionTally per (session version, setting), shared by every sweep that is given it
+    (the Compare page keeps one per server): a sweep replays only the pairs it lacks, so the rest
+    of a selection, a range overlapping the last one, or the ledger after an ingest (a grown
+    session has a new version) cost only what is new. Bounded: past `max_entries` the least
+    recently used pairs go. Thread-safe (a page and a background sweep share it)."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[tuple, SessionTally] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, version: Version, spec_id: str) -> SessionTally | None:
+        key = (*version, spec_id)
+        with self._lock:
+            got = self._items.get(key)
+            if got is not None:
+                self._items.move_to_end(key)
+            return got
+
+    def put(self, version: Version, spec_id: str, value: SessionTally) -> None:
+        with self._lock:
+            self._items[(*version, spec_id)] = value
+            self._items.move_to_end((*version, spec_id))
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _settings(grid: Grid) -> list[Setting]:
     out: list[Setting] = []
     for values in grid_points(grid):
         try:
             out.append(Setting(values=tuple(values), spec=spec_for(grid, values)))  # validates the combination
         except ValueError as exc:
             out.append(Setting(values=tuple(values), spec=None, error=str(exc)))
+    return out
+
+
+def _add_session(setting: Setting, session_id: int, t: SessionTally) -> None:
+    # One session's counts and per-run outcomes, folded into the setting's totals.
+    for name, n in zip(TOTALS, t.totals, strict=True):
+        setting.totals[name] += n
+    setting.first_halt[session_id] = t.first_halt
+    setting.first_halt_at[session_id] = t.first_halt_at
+    for run, row in t.runs:
+        setting.runs[(session_id, run)] = row
+
+
+def version_of(sess: SessionEvents) -> Version:
+    return (sess.session_id, sess.updated_at, len(sess.events))
+
+
+def sweep(
+    sessions: Sequence[SessionEvents],
+    grid: Grid,
+    progress: Callable[[int, int, str], None] | None = None,
+    cache: TallyCache | None = None,
+) -> SweepResult:
+    """Replay every session under every grid point. `progress(done, total, label)` after each
+    session (invalid grid points are reported in their Setting, not raised). With `cache`, the
+    (session version, setting) pairs it holds are taken from it and the others replayed into it."""
+    out = _settings(grid)
     valid = [st for st in out if st.spec is not None]
     for n, sess in enumerate(sessions, 1):
-        if valid and sess.events:
+        version = version_of(sess)
+        have = {st.spec.id: cache.get(version, st.spec.id) for st in valid} if cache is not None else {}
+        todo = [st for st in valid if have.get(st.spec.id) is None]
+        if todo and sess.events:
             # One pass over the session drives every setting (fresh policies: no state leaks across
             # sessions); replay_many saves the per-setting walk over the events.
-            per_policy = zip(*replay_many(sess.events, [make_policy(st.spec) for st in valid]), strict=True)
+            per_policy = zip(*replay_many(sess.events, [make_policy(st.spec) for st in todo]), strict=True)
             before = scoring.calls_before(sess.events)
-            for setting, steps in zip(valid, per_policy, strict=True):
+            for setting, steps in zip(todo, per_policy, strict=True):
                 fh = scoring.first_halt(steps)
-                _add_session(setting, sess.session_id, tally(steps),
-                             None if fh is None else before[fh[1]] + max(fh[2], 0) + 1)
-        else:
-            for setting in valid:
-                setting.first_halt[sess.session_id] = setting.first_halt_at[sess.session_id] = None
+                have[setting.spec.id] = got = session_tally(
+                    tally(steps), None if fh is None else before[fh[1]] + max(fh[2], 0) + 1)
+                if cache is not None:
+                    cache.put(version, setting.spec.id, got)
+        for setting in valid:
+            _add_session(setting, sess.session_id, have.get(setting.spec.id) or NOTHING)
         if progress is not None:
             progress(n, len(sessions), f"session {sess.session_id}")
     return SweepResult(grid, out, [s.session_id for s in sessions])
+
+
+def missing(versions: Sequence[Version], grid: Grid, cache: TallyCache) -> list[Version]:
+    """The sessions (by version) for which `cache` lacks some valid setting of the grid."""
+    specs = [st.spec.id for st in _settings(grid) if st.spec is not None]
+    return [v for v in versions if any(cache.get(v, sp) is None for sp in specs)]
+
+
+def fold(versions: Sequence[Version], grid: Grid, cache: TallyCache) -> SweepResult | None:
+    """The sweep of these sessions from the cache alone (no events needed), or None when a pair
+    is not in it: what `sweep` over them gives, without replaying anything."""
+    out = _settings(grid)
+    for setting in out:
+        if setting.spec is None:
+            continue
+        for v in versions:
+            got = cache.get(v, setting.spec.id)
+            if got is None:
+                return None
+            _add_session(setting, v[0], got)
+    return SweepResult(grid, out, [v[0] for v in versions])
 
 
 # ── reading a sweep ────────────────────────────────────────────────────────────────────────────

@@ -172,8 +172,9 @@ def ingest(
     format: FormatOption = None,
     redact: RedactOption = True,
     max_text: MaxTextOption = 64 * 1024,
-    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes that each read, replay and write "
-                                      "whole files (the ledger serialises the writes). 0 (the default): one "
+    jobs: Annotated[int, typer.Option("--jobs", min=0, help="Processes that each read and replay whole "
+                                      "files; this one writes what they computed (a file over 4 MB is written "
+                                      "by its own process; the ledger serialises the writes). 0 (the default): one "
                                       "per core, at most 4, when there are several files adding up to more "
                                       "than 32 MB, else 1 (starting a process costs more than it saves on "
                                       "less). A file is never split between processes: one big file is "
@@ -574,10 +575,10 @@ def guard(
     ({"session", "event": "call"|"answer"|"user", ...}), one verdict line per call on stdout.
     See docs/live.md, "Guard any agent", for the protocol and a client."""
     from loopledger.cli.commands import run_guard
-    from loopledger.live.session import ORIGINS
+    from loopledger.live.session import DECIDED_FOR
 
-    if origin not in ORIGINS:
-        typer.echo(f"error: unknown origin {origin!r}: {', '.join(ORIGINS)}", err=True)
+    if origin not in DECIDED_FOR:
+        typer.echo(f"error: unknown origin {origin!r}: {', '.join(DECIDED_FOR)}", err=True)
         raise typer.Exit(2)
     raise typer.Exit(run_guard(db, policy, no_ledger, origin))
 

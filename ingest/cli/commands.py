@@ -209,7 +209,7 @@ def _print_errors(t: worker.Totals) -> None:
 # (BENCHMARKS.md, Ingest; two independent one-process ingests run side by side burn as much, so
 # it is the two busy cores, not the shared ledger). On two idle cores that puts the break-even
 # near 16 MB of transcripts (~20k generated calls); from 32 MB two jobs should be >= 20% faster.
-AUTO_JOBS_BYTES = 32 * 1024 * 1024
+AUTO_JOBS_BYTES = worker.AUTO_JOBS_BYTES
 
 
 def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], config: Path | None,
@@ -235,7 +235,7 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
         unreadable: list[str] = []
         files = worker.discover(paths, unreadable)
         sizes = {str(f): _size(f) for f in files}
-        opts.jobs = jobs or (min(os.cpu_count() or 1, 4) if sum(sizes.values()) > AUTO_JOBS_BYTES else 1)
+        opts.jobs = jobs or worker.default_jobs(sum(sizes.values()))
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
                       TimeRemainingColumn(), console=err, transient=True) as progress:
             task = progress.add_task(f"ingesting {len(files)} file(s)", total=sum(sizes.values()) or 1)

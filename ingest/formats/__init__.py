@@ -54,8 +54,18 @@ class UnknownFormat(ValueError):
     """No reader recognised the file; the message says what was seen."""
 
 
+_READERS: dict[str, ModuleType] = {}
+
+
 def readers() -> dict[str, ModuleType]:
-    """Format name → reader module, in sniffing order (modules not written yet are skipped)."""
+    """Format name → reader module, in sniffing order (modules not written yet are skipped).
+    Imported once per process: every file of an ingest asks (sniffing, reader versions)."""
+    if not _READERS:
+        _READERS.update(_import_readers())
+    return dict(_READERS)
+
+
+def _import_readers() -> dict[str, ModuleType]:
     out: dict[str, ModuleType] = {}
     for name in READER_MODULES:
         try:

@@ -107,101 +107,127 @@ class _Reply:
     last_note: int = 0  # file line of the last `>` line
 
 
+class _Chat:
+    """What `read` holds between lines: sessions started so far, a session's start held until
+    its first user line (which gives it a title), the user message being gathered, the reply
+    after it, whether a code fence is open, and the last reply's words (architect mode hands
+    them to the editor as a #### message)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.session = 0
+        self.started = False
+        self.held: SessionStart | None = None
+        self.user: list[str] = []
+        self.user_line = 0
+        self.reply: _Reply | None = None
+        self.in_fence = False
+        self.echo = ""
+
+    def flush(self) -> Iterator[Item]:
+        if self.held is not None:
+            yield self.held
+            self.held = None
+        if self.reply is not None:
+            yield from _reply_events(self.path, self.reply)
+            self.echo = _words(" ".join(t for _, t in self.reply.text))
+            self.reply = None
+        yield from _user_event(self.user, self.user_line, self.echo)
+        self.user = []
+
+    def new_session(self, line_no: int, started_at: str | None = None) -> SessionStart:
+        self.session += 1
+        self.started = True
+        return SessionStart(SessionInfo(key=str(self.session), format=NAME, agent="aider", started_at=started_at),
+                            line_no)
+
+    def user_says(self, line: str, line_no: int) -> Iterator[Item]:
+        """A `####` line: the person's message (its first line titles a held session start)."""
+        if not self.started:
+            self.held = self.new_session(line_no)
+        if self.held is not None:
+            info = self.held.info
+            yield SessionStart(SessionInfo(key=info.key, format=NAME, title=title_of(line[5:]), agent="aider",
+                                           started_at=info.started_at), self.held.line)
+            self.held = None
+        if self.reply is not None:
+            yield from self.flush()
+        self.user_line = line_no  # the last line: see _reply_events
+        self.user.append(line[5:].rstrip())
+
+    def reply_line(self, line: str, line_no: int) -> Iterator[Item]:
+        """Any other line: the model's reply text, or aider's `>` output about it."""
+        if self.user:
+            yield from _user_event(self.user, self.user_line, self.echo)
+            self.user = []
+        if not self.started:
+            return  # preamble before the first session or user message
+        if self.reply is None:
+            self.reply = _Reply(line_no)
+        reply, in_fence = self.reply, self.in_fence
+        if not in_fence and (line.startswith("> ") or line == ">"):
+            reply.notes.append((line_no, line[2:].strip()))
+            reply.last_note = line_no
+            return
+        if not in_fence and _WRAPPER.match(line):
+            return
+        if (not in_fence and line.strip() and reply.last_note > _last_text_line(reply)
+                and _refused([n for _, n in reply.notes])):
+            # aider sent its refusal back (no `####` line is logged for it): the text after
+            # it is the model's next reply, judged on its own
+            yield from self.flush()
+            reply = self.reply = _Reply(line_no)
+        if _FENCE.match(line.strip()):
+            self.in_fence = not in_fence
+        reply.text.append((line_no, line))
+
+
 def read(path: Path | str) -> Iterator[Item]:
     path = Path(path)
-    session = 0
-    started = False
-    # A session's start is held until its first user line, which gives it a title.
-    held: SessionStart | None = None
-    user: list[str] = []
-    user_line = 0
-    reply: _Reply | None = None
-    in_fence = False
-    front_matter = False
-
-    echo = ""  # the last reply's text: architect mode hands it to the editor as a #### message
-
-    def flush() -> Iterator[Item]:
-        nonlocal held, reply, user, echo
-        if held is not None:
-            yield held
-            held = None
-        if reply is not None:
-            yield from _reply_events(path, reply)
-            echo = _words(" ".join(t for _, t in reply.text))
-            reply = None
-        yield from _user_event(user, user_line, echo)
-        user = []
-
+    chat = _Chat(path)
     with open(path, "rb") as fh:
-        for line_no, raw in _lines(path, fh):
-            if isinstance(raw, ReadError):
-                yield raw
+        for item in _text_lines(path, fh):
+            if isinstance(item, ReadError):
+                yield item
                 continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield bad(path, line_no, f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset "
-                          f"{exc.start} (replaced)", raw)
-                line = raw.decode("utf-8", "replace")
-            line = line.rstrip("\r\n")
-            if line_no == 1 and line.strip() == "---":
-                front_matter = True
-                continue
-            if front_matter:
-                front_matter = line.strip() != "---"
-                continue
-            if in_fence and _escapes_fence(line):
-                in_fence = False  # an interrupted reply left its code block open
-            if not in_fence:
+            line_no, line = item
+            if chat.in_fence and _escapes_fence(line):
+                chat.in_fence = False  # an interrupted reply left its code block open
+            if not chat.in_fence:
                 match = _STARTED.match(line)
                 if match:
-                    yield from flush()
-                    session += 1
-                    started = True
-                    held = SessionStart(SessionInfo(key=str(session), format=NAME, agent="aider",
-                                                    started_at=match.group(1)), line_no)
+                    yield from chat.flush()
+                    chat.held = chat.new_session(line_no, match.group(1))
                     continue
                 if line.startswith("#### ") or line == "####":
-                    if not started:
-                        started = True
-                        session += 1
-                        held = SessionStart(SessionInfo(key=str(session), format=NAME,
-                                                        agent="aider"), line_no)
-                    if held is not None:
-                        info = held.info
-                        yield SessionStart(SessionInfo(
-                            key=info.key, format=NAME, title=title_of(line[5:]), agent="aider",
-                            started_at=info.started_at), held.line)
-                        held = None
-                    if reply is not None:
-                        yield from flush()
-                    user_line = line_no  # the last line: see _reply_events
-                    user.append(line[5:].rstrip())
+                    yield from chat.user_says(line, line_no)
                     continue
-            if user:
-                yield from _user_event(user, user_line, echo)
-                user = []
-            if not started:
-                continue  # preamble before the first session or user message
-            if reply is None:
-                reply = _Reply(line_no)
-            if not in_fence and (line.startswith("> ") or line == ">"):
-                reply.notes.append((line_no, line[2:].strip()))
-                reply.last_note = line_no
-                continue
-            if not in_fence and _WRAPPER.match(line):
-                continue
-            if (not in_fence and line.strip() and reply.last_note > _last_text_line(reply)
-                    and _refused([n for _, n in reply.notes])):
-                # aider sent its refusal back (no `####` line is logged for it): the text after
-                # it is the model's next reply, judged on its own
-                yield from flush()
-                reply = _Reply(line_no)
-            if _FENCE.match(line.strip()):
-                in_fence = not in_fence
-            reply.text.append((line_no, line))
-    yield from flush()
+            yield from chat.reply_line(line, line_no)
+    yield from chat.flush()
+
+
+def _text_lines(path: Path, fh: BinaryIO) -> Iterator[tuple[int, str] | ReadError]:
+    """(line number, text without its line end) for each line after any front matter; a line
+    that is not UTF-8 is read with replacement characters after a ReadError saying so."""
+    front_matter = False
+    for line_no, raw in _lines(path, fh):
+        if isinstance(raw, ReadError):
+            yield raw
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield bad(path, line_no, f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+                      f"{exc.start} (replaced)", raw)
+            line = raw.decode("utf-8", "replace")
+        line = line.rstrip("\r\n")
+        if line_no == 1 and line.strip() == "---":
+            front_matter = True
+            continue
+        if front_matter:
+            front_matter = line.strip() != "---"
+            continue
+        yield line_no, line
 
 
 def _lines(path: Path, fh: BinaryIO) -> Iterator[tuple[int, bytes | ReadError]]:

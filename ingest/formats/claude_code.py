@@ -238,6 +238,112 @@ def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | No
 _STATE = "claude-code/3"  # /3: the copy keys a resume writes again
 
 
+class _Message:
+    """One session's reading state: the assistant message being joined (its lines share one
+    message.id), the tool results held until it closes, its usage, and whether the session
+    started. What a Checkpoint carries (`state`), and what `_session` reads each line into."""
+
+    __slots__ = ("path", "ident", "open_id", "blocks", "first", "held", "held_line", "started", "usage", "carry",
+                 "seen", "info_final")
+
+    def __init__(self, path: Path, ident: Ident, resume: Checkpoint | None = None) -> None:
+        self.path, self.ident = path, ident
+        self.open_id: str | None = None
+        self.blocks: list[Any] = []
+        self.first: tuple[str | None, int] = (None, 0)
+        self.held: list[Answer] = []
+        self.held_line = 0
+        self.started = False
+        self.usage: TurnUsage | None = None  # the open message's usage (each of its lines repeats it)
+        self.carry: TurnUsage | None = None  # a message that made no event (thinking only): counted with the next
+        self.seen: set[int] = set()  # every line's _copy_key: the copy a resume writes is skipped
+        if resume is not None:
+            (_, self.ident, self.open_id, blocks, self.first, held, self.held_line, self.started, self.usage,
+             self.carry, seen) = resume.state
+            self.blocks, self.held, self.seen = list(blocks), list(held), set(seen)
+        self.info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
+
+    def state(self) -> tuple:
+        return (_STATE, self.ident, self.open_id, tuple(self.blocks), self.first, tuple(self.held),
+                self.held_line, self.started, self.usage, self.carry, frozenset(self.seen))
+
+    def copied(self, rec: dict) -> bool:
+        """Whether the line is one this session read already, written again by a resume."""
+        key = _copy_key(rec)
+        if key is None:
+            return False
+        if key in self.seen:
+            return True
+        self.seen.add(key)
+        return False
+
+    # Lists, not generators: these run for every line of the file.
+    def close(self) -> list[Item]:
+        """The open message's batch (and the results held meanwhile); nothing is open after."""
+        out: list[Item] = assistant_events(self.blocks, self.first[0], self.first[1]) if self.blocks else []
+        turn = add_usage(self.carry, self.usage)
+        if out and turn is not None:
+            out[0] = dataclasses.replace(out[0], usage=turn)
+            self.carry = None
+        elif turn is not None:
+            self.carry = turn
+        if self.held:
+            out.append(Answers(tuple(self.held), self.held_line))
+        self.open_id, self.blocks, self.held, self.usage = None, [], [], None
+        return out
+
+    def emit(self, items: list) -> list[Item]:
+        """`items`, behind the SessionStart when they are the session's first."""
+        if items and not self.started:
+            self.started = True
+            info = _info(self.path, self.ident, None, self.info_final)
+            return [SessionStart(info, getattr(items[0], "line", None)), *items]
+        return items
+
+    def assistant(self, rec: dict, msg: dict, content: Any, line: int) -> list[Item]:
+        out: list[Item] = []
+        mid = str_or_none(msg.get("id"))
+        if mid is None or mid != self.open_id:
+            out = self.emit(self.close())
+            self.open_id = mid
+            self.first = (str_or_none(rec.get("timestamp")), line)
+        # The batch's line is its message's LAST line: an appended line of the same message
+        # changes the batch, and the worker re-judges a session whose items pass the old end.
+        self.first = (self.first[0], line)
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        self.blocks.extend(content or [])
+        self.usage = message_usage(msg) or self.usage
+        if mid is None:
+            out += self.emit(self.close())
+        return out
+
+    def user(self, rec: dict, line: int) -> list[Item]:
+        items = _user_items(rec, line)
+        if self.open_id is not None and items and all(isinstance(it, Answers) for it in items):
+            self.held_line = line  # the last result line, for the same reason
+            for it in items:
+                self.held.extend(it.answers)
+            return []
+        return self.emit(self.close() + items)
+
+    def other(self, rec: dict, line: int, report_errors: bool, unknown: Counter[str]) -> list[Item]:
+        """A line that is not a user or assistant message: a retry, a queued prompt, a bad
+        message line, or metadata (skipped; an unknown type counted)."""
+        kind = rec.get("type") if isinstance(rec.get("type"), str) else f"<{type(rec.get('type')).__name__}>"
+        if kind in ("user", "assistant"):
+            return [bad(self.path, line, f"{rec['type']} line without a message object", rec)] if report_errors else []
+        if kind == "system" and rec.get("subtype") == "api_error" and _ident(rec) == self.ident:
+            return self.emit(self.close() + [_retry(rec, line)])
+        if kind == "attachment" and _ident(rec) == self.ident:
+            prompt = _queued_prompt(rec)
+            if prompt is not None:
+                return self.emit(self.close() + [UserTurn(prompt, str_or_none(rec.get("timestamp")), line)])
+        elif kind not in LINE_TYPES and report_errors:
+            unknown[kind] += 1
+        return []
+
+
 def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] | None,
              checkpoint: bool = False, resume: Checkpoint | None = None,
              counts: Counter[str] | None = None) -> Iterator[Item]:
@@ -245,47 +351,11 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
     `checkpoint`: yield a Checkpoint before the end-of-file flush (when resumable: the file's
     only session, ending on a complete line); `resume`: continue from one; `counts` receives
     the line types skipped as unknown."""
-    open_id: str | None = None
-    blocks: list[Any] = []
-    first: tuple[str | None, int] = (None, 0)
-    held: list[Answer] = []
-    held_line = 0
-    started = False
-    start = (0, 0)
-    usage: TurnUsage | None = None  # the open message's usage (each of its lines repeats it)
-    carry: TurnUsage | None = None  # a message that made no event (thinking only): counted with the next
-    seen: set[int] = set()  # every line's _copy_key: the copy a resume writes is skipped
-    if resume is not None:
-        start = (resume.offset, resume.line)
-        _, ident, open_id, blocks, first, held, held_line, started, usage, carry, seen = resume.state
-        blocks, held, seen = list(blocks), list(held), set(seen)
+    m = _Message(path, ident, resume)
+    ident = m.ident  # a checkpoint's own
     pos: list[int] = []
-    info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
     unknown: Counter[str] = Counter()
-
-    # Lists, not generators: this loop runs for every line of the file.
-    def close() -> list[Item]:
-        nonlocal open_id, blocks, held, usage, carry
-        out: list[Item] = assistant_events(blocks, first[0], first[1]) if blocks else []
-        turn = add_usage(carry, usage)
-        if out and turn is not None:
-            out[0] = dataclasses.replace(out[0], usage=turn)
-            carry = None
-        elif turn is not None:
-            carry = turn
-        if held:
-            out.append(Answers(tuple(held), held_line))
-        open_id, blocks, held, usage = None, [], [], None
-        return out
-
-    def emit(items: list) -> list[Item]:
-        nonlocal started
-        if items and not started:
-            started = True
-            return [SessionStart(_info(path, ident, None, info_final), getattr(items[0], "line", None)), *items]
-        return items
-
-    for line, rec in iter_jsonl(path, start=start, pos=pos):
+    for line, rec in iter_jsonl(path, start=(resume.offset, resume.line) if resume else (0, 0), pos=pos):
         if isinstance(rec, ReadError):
             if report_errors:
                 yield rec
@@ -295,17 +365,7 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
                 yield bad(path, line, f"expected a JSON object, got {type(rec).__name__}", rec)
             continue
         if not _conversational(rec):
-            kind = rec.get("type") if isinstance(rec.get("type"), str) else f"<{type(rec.get('type')).__name__}>"
-            if kind in ("user", "assistant") and report_errors:
-                yield bad(path, line, f"{rec['type']} line without a message object", rec)
-            elif kind == "system" and rec.get("subtype") == "api_error" and _ident(rec) == ident:
-                yield from emit(close() + [_retry(rec, line)])
-            elif kind == "attachment" and _ident(rec) == ident:
-                prompt = _queued_prompt(rec)
-                if prompt is not None:
-                    yield from emit(close() + [UserTurn(prompt, str_or_none(rec.get("timestamp")), line)])
-            elif kind not in LINE_TYPES and report_errors:
-                unknown[kind] += 1
+            yield from m.other(rec, line, report_errors, unknown)
             continue
         this = _ident(rec)
         if this != ident:
@@ -321,43 +381,12 @@ def _session(path: Path, ident: Ident, report_errors: bool, others: list[Ident] 
                 yield bad(path, line, "message content must be a string or a list of blocks, "
                           f"got {type(content).__name__}", rec)
             continue
-        if rec["type"] == "assistant":
-            mid = str_or_none(msg.get("id"))
-            key = _copy_key(rec)
-            if key is not None:
-                if key in seen:
-                    continue  # a line written again by a resume
-                seen.add(key)
-            if mid is None or mid != open_id:
-                yield from emit(close())
-                open_id = mid
-                first = (str_or_none(rec.get("timestamp")), line)
-            # The batch's line is its message's LAST line: an appended line of the same message
-            # changes the batch, and the worker re-judges a session whose items pass the old end.
-            first = (first[0], line)
-            if isinstance(content, str):
-                content = [{"type": "text", "text": content}]
-            blocks.extend(content or [])
-            usage = message_usage(msg) or usage
-            if mid is None:
-                yield from emit(close())
-            continue
-        key = _copy_key(rec)
-        if key is not None:
-            if key in seen:
-                continue
-            seen.add(key)
-        items = _user_items(rec, line)
-        if open_id is not None and items and all(isinstance(it, Answers) for it in items):
-            held_line = line  # the last result line, for the same reason
-            for it in items:
-                held.extend(it.answers)
-            continue
-        yield from emit(close() + items)
-    if checkpoint and started and info_final[0] and not others and pos[0] == pos[2]:
-        yield Checkpoint(pos[0], pos[1], (_STATE, ident, open_id, tuple(blocks), first, tuple(held),
-                                          held_line, started, usage, carry, frozenset(seen)))
-    yield from emit(close())
+        if m.copied(rec):
+            continue  # a line written again by a resume
+        yield from (m.assistant(rec, msg, content, line) if rec["type"] == "assistant" else m.user(rec, line))
+    if checkpoint and m.started and m.info_final[0] and not others and pos[0] == pos[2]:
+        yield Checkpoint(pos[0], pos[1], m.state())
+    yield from m.emit(m.close())
     if unknown:
         log.info("%s: skipped lines of types this reader does not know: %s", path,
                  ", ".join(f"{k} ×{n}" for k, n in unknown.most_common()))

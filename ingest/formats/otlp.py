@@ -97,16 +97,20 @@ TOO_DEEP = f"[TOO DEEP: nested over {MAX_VALUE_DEPTH} levels]"
 
 
 def depth_over(value: Any, limit: int = MAX_VALUE_DEPTH) -> bool:
-    """Whether a JSON-like value nests deeper than `limit` (iterative: any depth is safe)."""
-    stack = [(value, 0)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = list(v.values())
-        if isinstance(v, list):
-            if d >= limit:
-                return True
-            stack.extend((x, d + 1) for x in v if isinstance(x, dict | list))
+    """Whether a JSON-like value nests deeper than `limit`: a dict or list `limit` containers
+    inside it. Iterative (any depth is safe), one level of containers at a time: a receiver
+    checks every request with it, and a list per level costs a third of a stack entry per value."""
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while level:
+        if depth >= limit:
+            return True
+        below: list[Any] = []
+        more = below.extend
+        for v in level:
+            more([x for x in (v.values() if isinstance(v, dict) else v) if isinstance(x, dict | list)])
+        level = below
+        depth += 1
     return False
 
 

@@ -392,21 +392,6 @@ def halt_details(conn: Connection, session_id: int, run_idx: int | None = None) 
     return pd.DataFrame(rows, columns=HALT_DETAIL_COLUMNS)
 
 
-RUN_CALL_COLUMNS = ["seq", "idx", "tool", "args_hash", "answer_hash"]
-
-
-def run_calls(conn: Connection, session_id: int, run_idx: int, last_seq: int | None = None,
-              limit: int = 20_000) -> pd.DataFrame:
-    """A run's calls in order (up to step `last_seq`), keys only: what the repeat finder needs."""
-    c = t.calls.c
-    q = (sa.select(c.seq, c.idx, c.tool, c.args_hash, c.answer_hash)
-         .where(c.session_id == session_id, c.run_idx == run_idx).order_by(c.seq, c.idx).limit(limit))
-    bounds = run_bounds(conn, session_id, run_idx)
-    if bounds:  # a primary-key range instead of a scan of the session's calls
-        q = q.where(c.seq.between(bounds[0], bounds[1] if last_seq is None else min(bounds[1], last_seq)))
-    return pd.DataFrame(conn.execute(q).mappings().all(), columns=RUN_CALL_COLUMNS)
-
-
 SESSION_CALL_COLUMNS = ["n", "seq", "idx", "run_idx", "tool", "args_hash", "answer_hash"]
 
 

@@ -40,7 +40,7 @@ from loopledger.events import (  # TRUNCATED, is_capped: the cap's marker, defin
 from loopledger.ledger import schema as s
 from loopledger.ledger.caps import DEFAULT_MAX_TEXT, cap_text  # noqa: F401 (re-exported)
 from loopledger.replay import PendingBatch, Step, Tally
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -102,12 +102,21 @@ _CHILD_TABLES = (s.checks, s.results, s.run_outcomes, s.session_stats, s.calls, 
 # ── policies ─────────────────────────────────────────────────────────────────────────────────
 
 
+# Statements of the per-file write path, built once: building one costs about as much as running
+# it (SQLAlchemy's coercions and cache key), and a file of a ~/.claude/projects folder runs ~20.
+_IGNORING: dict[tuple[str, str], Any] = {}
+
+
 def insert_ignore(conn: Connection, table, rows: list[dict]) -> None:
     """INSERT … ON CONFLICT DO NOTHING (SQLite and PostgreSQL): rows that exist are left alone."""
     if not rows:
         return
-    ins = pg_insert(table) if conn.dialect.name == "postgresql" else sqlite_insert(table)
-    conn.execute(ins.on_conflict_do_nothing(), rows)
+    key = (conn.dialect.name, table.name)
+    ins = _IGNORING.get(key)
+    if ins is None:
+        ins = _IGNORING[key] = (pg_insert(table) if conn.dialect.name == "postgresql"
+                                else sqlite_insert(table)).on_conflict_do_nothing()
+    conn.execute(ins, rows)
 
 
 def ensure_policies(conn: Connection, specs: Iterable[Any], default_ids: Iterable[str] = ()) -> None:
@@ -137,15 +146,24 @@ class PolicyVerdicts:
     summary: Tally
 
 
+_SESSION_ID = select(s.sessions.c.id).where(s.sessions.c.source_id == bindparam("b_src"),
+                                            s.sessions.c.key == bindparam("b_key"))
+_CHILD_DELETES = [delete(t).where(t.c.session_id == bindparam("b_sid")) for t in _CHILD_TABLES]
+
+
 def session_id_of(conn: Connection, source_id: int, key: str) -> int | None:
-    return conn.execute(select(s.sessions.c.id).where(s.sessions.c.source_id == source_id,
-                                                      s.sessions.c.key == key)).scalar()
+    return conn.execute(_SESSION_ID, {"b_src": source_id, "b_key": key}).scalar()
 
 
 def delete_session_rows(conn: Connection, session_id: int) -> None:
     """Every row derived from the session's events (labels stay: they are a person's work)."""
-    for t in _CHILD_TABLES:
-        conn.execute(delete(t).where(t.c.session_id == session_id))
+    for stmt in _CHILD_DELETES:
+        conn.execute(stmt, {"b_sid": session_id})
+
+
+_SOURCE_SESSIONS_WITHOUT_LIVE = select(s.sessions.c.id, s.sessions.c.key).where(
+    s.sessions.c.source_id == bindparam("b_src"),
+    ~select(s.live_events.c.session_id).where(s.live_events.c.session_id == s.sessions.c.id).exists())
 
 
 def delete_sessions(conn: Connection, source_id: int, keep_keys: Iterable[str] = ()) -> int:
@@ -154,8 +172,7 @@ def delete_sessions(conn: Connection, source_id: int, keep_keys: Iterable[str] =
     A session a live hook reported (live_events) stays: its transcript may simply not have
     written its first line yet, and what was enforced is not the file's to take away."""
     keep = set(keep_keys)
-    live = select(s.live_events.c.session_id).where(s.live_events.c.session_id == s.sessions.c.id).exists()
-    rows = conn.execute(select(s.sessions.c.id, s.sessions.c.key).where(s.sessions.c.source_id == source_id, ~live))
+    rows = conn.execute(_SOURCE_SESSIONS_WITHOUT_LIVE, {"b_src": source_id})
     gone = [sid for sid, key in rows if key not in keep]
     for sid in gone:
         delete_session_rows(conn, sid)
@@ -379,6 +396,10 @@ _ROW_TABLES = (("events", _EVENT_COLS), ("calls", _CALL_COLS), ("runs", _RUN_COL
                ("turn_usage", _USAGE_COLS))
 
 
+_NEW_SESSION = s.sessions.insert().returning(s.sessions.c.id)  # the columns: those of the parameters
+_SESSION_BY_ID = update(s.sessions).where(s.sessions.c.id == bindparam("b_sid"))  # SET: the other parameters
+
+
 def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]) -> list[int]:
     """Replace the rows of these sessions of one source (inside the caller's transaction): one
     executemany per table for all of them. Returns their session ids."""
@@ -387,11 +408,11 @@ def write_rows(conn: Connection, source_id: int, sessions: Sequence[SessionRows]
     for rows in sessions:
         sid = session_id_of(conn, source_id, rows.key)
         if sid is None:
-            sid = conn.execute(s.sessions.insert().values(source_id=source_id, key=rows.key, updated_at=now,
-                                                          **rows.meta).returning(s.sessions.c.id)).scalar_one()
+            sid = conn.execute(_NEW_SESSION, {"source_id": source_id, "key": rows.key, "updated_at": now,
+                                              **rows.meta}).scalar_one()
         else:
             delete_session_rows(conn, sid)
-            conn.execute(update(s.sessions).where(s.sessions.c.id == sid).values(updated_at=now, **rows.meta))
+            conn.execute(_SESSION_BY_ID, {"b_sid": sid, "updated_at": now, **rows.meta})
         sids.append(sid)
     insert_many_session_rows(conn, list(zip(sids, sessions, strict=True)))
     return sids
@@ -406,11 +427,6 @@ def _insert_part(conn: Connection, table: str, cols: Sequence[str], sid: int, ro
         # The session id goes into the statement as an integer literal (it is one: it came back
         # from the database), so the row tuples are passed as built, uncopied.
         conn.exec_driver_sql(_insert_sql(conn, table, cols, sid), part)
-
-
-def insert_session_rows(conn: Connection, session_id: int, rows: SessionRows) -> None:
-    """Insert `rows` for an existing session without deleting anything (a resumed tail)."""
-    insert_many_session_rows(conn, [(session_id, rows)])
 
 
 def insert_many_session_rows(conn: Connection, sessions: Sequence[tuple[int, SessionRows]]) -> None:
@@ -453,16 +469,23 @@ def replace_verdicts(conn: Connection, session_id: int, verdicts: Sequence[Polic
         bulk_insert(conn, table, cols, [(session_id, *r) for r in part])
 
 
-def link_parents(conn: Connection, source_id: int) -> None:
-    """Point subagent sessions at their parent session: this source's children, and children stored
-    earlier (in other files, e.g. Claude Code's subagents/ folder) whose parent is in this source."""
+def _link_parents_statement() -> Any:
     parent = s.sessions.alias("parent")
     sub = (select(parent.c.id).where(parent.c.key == s.sessions.c.parent_key, parent.c.id != s.sessions.c.id)
            .order_by(parent.c.id).limit(1).scalar_subquery())
-    here = select(s.sessions.c.key).where(s.sessions.c.source_id == source_id)
-    conn.execute(update(s.sessions).where(
+    here = select(s.sessions.c.key).where(s.sessions.c.source_id == bindparam("b_src"))
+    return update(s.sessions).where(
         s.sessions.c.parent_key.is_not(None),
-        (s.sessions.c.source_id == source_id) | s.sessions.c.parent_key.in_(here)).values(parent_id=sub))
+        (s.sessions.c.source_id == bindparam("b_src")) | s.sessions.c.parent_key.in_(here)).values(parent_id=sub)
+
+
+_LINK_PARENTS = _link_parents_statement()
+
+
+def link_parents(conn: Connection, source_id: int) -> None:
+    """Point subagent sessions at their parent session: this source's children, and children stored
+    earlier (in other files, e.g. Claude Code's subagents/ folder) whose parent is in this source."""
+    conn.execute(_LINK_PARENTS, {"b_src": source_id})
 
 
 def _ts(ev: Event) -> str | None:

@@ -32,7 +32,9 @@ from loopledger.live.db import sql
 
 # What the live paths enforce until a person chooses: the scored default set ingest uses.
 LIVE_DEFAULT: tuple[PolicySpec, ...] = DEFAULT_SPECS
-ORIGINS = ("compare", "leaderboard", "cli", "api")
+# Where a person set an enforcement (enforcements.origin); not who a live decision was for
+# (loopledger.live.session.DECIDED_FOR).
+ENFORCED_FROM = ("compare", "leaderboard", "cli", "api")
 
 
 class NotRegistered(LookupError):

@@ -35,6 +35,7 @@ import os
 import sys
 from time import time
 
+from loopledger import folders
 from loopledger.live import deadline as due
 
 ENV_SWITCH = "LOOPLEDGER_HOOK_RESIDENT"
@@ -78,8 +79,7 @@ def socket_dir() -> str:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         return os.path.join(runtime, "loopledger")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "loopledger", "run")
+    return folders.cache_dir("run")
 
 
 def socket_path(ident: bytes | None = None) -> str:
@@ -244,14 +244,9 @@ def _in_process(agent: str, argv: list[str], exits: bool, deadline: float, stdin
 
     dataclass_code.install()
     if exits:
-        import gc
-
         from loopledger.live import db
 
         db.leave_open_at_exit()
-        # A process for one event: collecting the import's cycles (some 30 collections, about 5%
-        # of the path) frees nothing the exit does not. Still collected, 70x less often.
-        gc.set_threshold(50_000, 10, 10)
     from loopledger.live.hooks import run
 
     code = run(agent, argv, stdin=stdin, redelivered_after=redelivered_after, deadline=deadline)

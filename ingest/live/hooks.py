@@ -51,6 +51,7 @@ import sys
 import time
 from typing import Any
 
+from loopledger import folders
 from loopledger.live.hook_flags import parse_flags
 
 AGENTS = ("claude-code", "gemini-cli", "codex")
@@ -58,8 +59,7 @@ ENV_LOG = "LOOPLEDGER_HOOK_LOG"
 
 
 def default_log() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "loopledger", "hook.log")
+    return folders.state_dir("hook.log")
 
 
 def log(path: str | None, agent: str, message: str) -> None:

@@ -49,7 +49,9 @@ from loopledger.replay import Driver, PolicySet
 from loopledger.snapshots import seal, unseal, version_of
 
 KIND_CALL, KIND_ANSWER, KIND_USER = "call", "answer", "user"
-ORIGINS = ("claude-code", "gemini-cli", "codex", "opencode", "guard", "python")
+# Who asked for a live decision (enforced_checks.origin); not where an enforcement was set
+# (loopledger.live.enforce.ENFORCED_FROM).
+DECIDED_FOR = ("claude-code", "gemini-cli", "codex", "opencode", "guard", "python")
 AGENT_ORIGINS = ("claude-code", "gemini-cli", "codex", "opencode")  # origins that are an agent's name
 REFUSED = (vocab.BLOCK, vocab.HALT, vocab.AFTER_HALT)
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"  # as loopledger.ledger.store reads capped args

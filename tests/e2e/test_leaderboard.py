@@ -60,10 +60,8 @@ def test_follow_a_number_to_replay_at_the_halt(scored_server, page):
     listing.get_by_text("The sessions behind early: 1").wait_for(timeout=60_000)
     replay = listing.get_by_role("link", name="Replay at the halt")
     replay.wait_for(timeout=30_000)
-    with listing.context.expect_page() as opened2:
-        replay.click()
-    rp = opened2.value
-    rp.wait_for_load_state()
+    replay.click()  # Replay opens in this tab
+    rp = listing
     # task-2's halt under WINDOW is its 4th call: event seq 7 (user turn, then call/answer pairs).
     rp.wait_for_url(re.compile(r"/replay\?.*step=7(&|$)"), timeout=60_000)
     rp.get_by_text("▶ at the cursor").wait_for(timeout=60_000)

@@ -88,10 +88,10 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     href = link.get_attribute("href")
     q = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
     assert (q["session"], q["run"], q["step"]) == (str(sid), str(run), str(seq))
-    with page.context.expect_page() as opened:
-        link.click()
-    rp = opened.value
-    rp.wait_for_load_state()
+    link.click()  # Replay opens in this tab (the app's own navigation), not in a new one
+    rp = page
+    rp.wait_for_url(re.compile(rf"/replay\?.*step={seq}(&|$)"), timeout=60_000)
+    assert len(page.context.pages) == 1
     rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     _wait_metric(rp, "Verdict at this step", vocab.HALT)
     rp.get_by_text("▶ at the cursor").wait_for(timeout=30_000)
@@ -150,10 +150,10 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
     spec_a = PolicySpec.parse(parse_qs(urlparse(href_a).query)["policy"][0])
     outcome = {sp: next(r.outcome for r in tally(replay(events, sp)).runs if r.run == run) for sp in (spec, spec_a)}
     assert outcome[spec] != outcome[spec_a]
-    with page.context.expect_page() as opened:
-        open_b.click()
-    rp = opened.value
-    rp.wait_for_load_state()
+    open_b.click()  # in this tab
+    rp = page
+    rp.wait_for_url(re.compile(r"/replay\?"), timeout=60_000)
+    assert len(page.context.pages) == 1
     rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     assert urljoin(base + "/", href).split("?")[0].endswith("/replay")
     rp.get_by_text(f"Live policy: {spec.label}").first.wait_for(timeout=30_000)
