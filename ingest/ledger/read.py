@@ -467,14 +467,16 @@ def run_bounds(conn: Connection, session_id: int, run_idx: int) -> tuple[int, in
     return (row[0], row[1]) if row else None
 
 
-LABEL_COLUMNS = ["run_idx", "label", "loop_first", "loop_last", "note", "labelled_by", "created_at"]
+LABEL_COLUMNS = ["run_idx", "label", "loop_first", "loop_last", "note", "labelled_by", "by_user", "created_at"]
 
 
 def run_labels(conn: Connection, session_id: int) -> pd.DataFrame:
-    """The session's label (one row at most; run_idx: the run it was given from, -1 the whole session)."""
+    """The session's label (one row at most; run_idx: the run it was given from, -1 the whole
+    session); `who`: the person (by_user), else how it came (imported, dashboard)."""
     lb = t.labels.c
-    q = sa.select(*[lb[c] for c in LABEL_COLUMNS]).where(lb.session_id == session_id).order_by(lb.run_idx)
-    return pd.DataFrame(conn.execute(q).mappings().all(), columns=LABEL_COLUMNS)
+    q = (sa.select(*[lb[c] for c in LABEL_COLUMNS], sa.func.coalesce(lb.by_user, lb.labelled_by).label("who"))
+         .where(lb.session_id == session_id).order_by(lb.run_idx))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=[*LABEL_COLUMNS, "who"])
 
 
 LABELS = scoring.LABELS
@@ -489,13 +491,14 @@ def calls_per_run(conn: Connection, session_id: int) -> list[int]:
 
 def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "",
                 loop_first: int | None = None, loop_last: int | None = None,
-                labelled_by: str = scoring.DASHBOARD) -> None:
+                labelled_by: str = scoring.DASHBOARD, by_user: str | None = None) -> None:
     """A person's judgement of a session, replacing any earlier one (the latest wins); in the
     caller's transaction (the dashboard calls it through loopledger.ledger.writes.save_label).
 
     `run_idx` is the run it was given from (t.SESSION_LEVEL: the whole session). A loop label
     without its calls covers that run's calls. Raises ValueError for a label the session cannot
-    carry (unknown word, a range past its calls)."""
+    carry (unknown word, a range past its calls). `by_user`: who (an email, a local user name).
+    Whether they may is the caller's check (writes.save_label; the CLI's user may)."""
     label = scoring.normalize_label(label)
     if labelled_by not in scoring.LABELLED_BY:
         raise ValueError(f"labelled_by {labelled_by!r}: expected one of {scoring.LABELLED_BY}")
@@ -510,7 +513,7 @@ def write_label(conn: Connection, session_id: int, run_idx: int, label: str, not
     conn.execute(sa.delete(lb).where(lb.c.session_id == session_id))
     conn.execute(sa.insert(lb).values(session_id=session_id, run_idx=run_idx, label=label, note=note or None,
                                       loop_first=loop_first, loop_last=loop_last, labelled_by=labelled_by,
-                                      created_at=time.time()))
+                                      by_user=by_user, created_at=time.time()))
 
 
 # ── the guard leaderboard ─────────────────────────────────────────────────────────────────────
@@ -596,14 +599,15 @@ def sessions_brief(conn: Connection, session_ids: list[int]) -> pd.DataFrame:
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=BRIEF_COLUMNS)
 
 
-LABEL_LIST_COLUMNS = ["session_id", "path", "key", "label", "loop_calls", "note", "labelled_by", "labelled_at"]
+LABEL_LIST_COLUMNS = ["session_id", "path", "key", "label", "loop_calls", "note", "labelled_by", "by_user",
+                      "labelled_at"]
 
 
 def label_list(conn: Connection, labelled_by: str = "", limit: int = 200, offset: int = 0) -> pd.DataFrame:
     """Who labelled what: every label with its session, newest first."""
     lb, s, src = t.labels.c, t.sessions.c, t.sources.c
     q = (sa.select(lb.session_id, src.path, s.key, lb.label, lb.loop_first, lb.loop_last, lb.note, lb.labelled_by,
-                   lb.created_at)
+                   lb.by_user, lb.created_at)
          .select_from(t.labels.join(t.sessions, s.id == lb.session_id).join(t.sources, src.id == s.source_id))
          .order_by(lb.created_at.desc().nulls_last(), lb.session_id).limit(limit).offset(offset))
     if labelled_by:

@@ -197,8 +197,8 @@ def release_gone() -> list[str]:
     return gone
 
 
-def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
-    kept = _kept_one(path)
+def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool, keep: bool = True) -> LiveDB:
+    kept = _kept_one(path) if keep else None
     if kept is not None:
         return kept
     if not os.path.isfile(path):
@@ -221,9 +221,9 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
         from loopledger.ledger import migrate
 
         migrate.upgrade(url)
-        return _open_sqlite(url, path, busy_timeout_s, upgrade=False)
+        return _open_sqlite(url, path, busy_timeout_s, upgrade=False, keep=keep)
     live = LiveDB(raw, Dialect("sqlite", "qmark"), url)
-    if _kept is not None:
+    if _kept is not None and keep:
         st = os.stat(path)
         live.file_id = (st.st_dev, st.st_ino)
         while len(_kept) >= KEPT_MAX:
@@ -233,13 +233,18 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
 
 
 def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_S,
-            upgrade: bool = True) -> LiveDB:
+            upgrade: bool = True, keep: bool = True) -> LiveDB:
     """The ledger named by `db` (a path or URL; default as for every command), migrated to the
-    newest schema. A missing SQLite file is LedgerUnavailable: the live paths never create one."""
+    newest schema. A missing SQLite file is LedgerUnavailable: the live paths never create one.
+    `keep=False`: a connection of its own, outside what keep_open keeps (another thread's)."""
     url = resolve_url(db)
     path = sqlite_file(url)
     if path is not None:
-        return _open_sqlite(url, path, busy_timeout_s, upgrade)
+        return _open_sqlite(url, path, busy_timeout_s, upgrade, keep)
+    if not keep:
+        live = _open_postgresql(url, upgrade, None, keep=False)
+        live.lock_timeout_ms = max(1, int(busy_timeout_s * 1000))
+        return live
     kept = _kept_engines.pop(url, None) if _kept is not None else None
     live = None
     if kept is not None:
@@ -252,7 +257,7 @@ def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_
     return live
 
 
-def _open_postgresql(url: str, upgrade: bool, engine: Any) -> LiveDB:
+def _open_postgresql(url: str, upgrade: bool, engine: Any, keep: bool = True) -> LiveDB:
     from loopledger.ledger import migrate
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
@@ -265,7 +270,7 @@ def _open_postgresql(url: str, upgrade: bool, engine: Any) -> LiveDB:
     except (SQLAlchemyError, OSError) as exc:
         where = url.split("@")[-1]
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
-    if _kept is None:
+    if _kept is None or not keep:
         return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
     # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back).
     _kept_engines[url] = engine

@@ -9,7 +9,9 @@ request's stdin bytes, argv, working folder and environment (hook_client.SENT_*)
 at a time (so requests of a session, and os.environ / the working folder, are never shared by
 two at once). Kept between requests: imports and the open SQLite ledgers (loopledger.live.db.keep_open;
 reopened when the file is replaced or migrated; released, while idle, when it is removed or
-replaced). The ledger stays the source of truth: each
+replaced). While this member forwards to a team (loopledger.live.forward's settings file), a
+thread of its own sends the new live events to the team's receiver after each answer, never
+before it. The ledger stays the source of truth: each
 event runs in its own write transaction, loads the session's sealed state and writes its
 decision as a hook process does.
 
@@ -177,6 +179,8 @@ def serve(ident: bytes | None = None) -> int:
     idle = _idle_s()
     stamp = CodeStamp()
     live_db.keep_open()
+    forwarding = _forwarding()
+    forwarding.poke()
     last = time.monotonic()
     try:
         while True:
@@ -199,12 +203,23 @@ def serve(ident: bytes | None = None) -> int:
             finally:
                 conn.close()
                 last = time.monotonic()
+                forwarding.poke()  # after the answer is out: the new event goes to the team
     finally:
+        forwarding.stop()
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ino and stat.S_ISSOCK(os.stat(path).st_mode):
                 os.unlink(path)
         sock.close()
         os.close(lock)
+
+
+def _forwarding() -> Any:
+    """The team forwarder (loopledger.live.forward.Background), its log lines in the hook log."""
+    from loopledger.live import forward
+    from loopledger.live.hooks import ENV_LOG, default_log, log
+
+    path = os.environ.get(ENV_LOG) or default_log()  # read now: requests change os.environ
+    return forward.Background(lambda message: log(path, "forward", message))
 
 
 def main() -> None:
