@@ -13,11 +13,17 @@ from pathlib import Path
 
 from loopledger.cli.commands import EXIT_ERROR, EXIT_OK, EXIT_USAGE, err, open_existing_ledger, out, reading
 from loopledger.ledger import team
+from loopledger.printable import plain
 from rich.text import Text
 
 
 def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M") if ts else "—"
+
+
+def _line(*fields: str) -> None:
+    """One tab-separated line (for people and for `cut -f`), terminal-safe."""
+    print("\t".join(plain(f, 200) for f in fields), flush=True)
 
 
 def _fail(exc: Exception) -> int:
@@ -59,8 +65,8 @@ def run_members_list(db: str | None) -> int:
     if not rows:
         out.print(Text("No members yet: `loopledger members add EMAIL --role owner`."))
     for r in rows:
-        out.print(Text("\t".join([r["email"], r["role"], f"{r['tokens']} token(s)", f"added {_when(r['added_at'])}",
-                                  f"by {r['added_by'] or '—'}"])))
+        _line(r["email"], r["role"], f"{r['tokens']} token(s)", f"added {_when(r['added_at'])}",
+              f"by {r['added_by'] or '—'}")
     return EXIT_OK
 
 
@@ -86,9 +92,9 @@ def run_tokens_list(db: str | None) -> int:
     if not rows:
         out.print(Text("No tokens yet: `loopledger tokens create EMAIL`."))
     for r in rows:
-        out.print(Text("\t".join([str(r["id"]), r["email"], r["name"], r["prefix"] + "…",
-                                  f"created {_when(r['created_at'])}", f"last used {_when(r['last_used_at'])}",
-                                  f"revoked {_when(r['revoked_at'])}" if r["revoked_at"] else "live"])))
+        _line(str(r["id"]), r["email"], r["name"], r["prefix"] + "…", f"created {_when(r['created_at'])}",
+              f"last used {_when(r['last_used_at'])}",
+              f"revoked {_when(r['revoked_at'])}" if r["revoked_at"] else "live")
     return EXIT_OK
 
 
