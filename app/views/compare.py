@@ -17,7 +17,7 @@ from loopledger.app import charts_replay as charts
 from loopledger.app import cost_view, data, safe, when
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import NAMES, PARAMS, TEXT, PolicySpec
-from loopledger.ledger import read, read_live, store
+from loopledger.ledger import read, read_live, store, team
 from loopledger.live import enforce
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
@@ -370,10 +370,12 @@ if to_enforce is not None:
 else:
     chosen_s, label = None, "Enforce (pick a setting first)"
 if e2.button(label, key="cp_enforce", disabled=chosen_s is None):
-    with data._writer(data.url()).begin() as conn:
-        enforce.set_enforced(conn, chosen_s.spec, origin="compare")
-    st.success(f"Enforced {short.get(to_enforce, to_enforce)}: live agents are judged by this setting from their "
-               "next call.")
+    try:
+        data.enforce(chosen_s.spec, origin="compare")  # as the signed-in user: an owner's (team.Forbidden)
+        st.success(f"Enforced {short.get(to_enforce, to_enforce)}: live agents are judged by this setting from "
+                   "their next call.")
+    except team.Forbidden as exc:
+        safe.text(f"Not enforced: {exc}")
 with _conn() as conn:
     try:
         now = read_live.enforced_label(conn)

@@ -16,10 +16,10 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import scoring
-from loopledger.app import charts_scores, cost_view, data, safe, when
+from loopledger.app import charts_scores, cost_view, data, safe, team_view, when
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
-from loopledger.ledger import read
+from loopledger.ledger import read, team
 from loopledger.live import enforce
 
 COLUMN_TITLES = {"loops": "loops", scoring.CAUGHT: "caught", scoring.EARLY: "early", scoring.MISSED: "missed",
@@ -232,12 +232,12 @@ def main() -> None:
             label = f"Enforce it: halts {halted:,} of {runs:,} runs"
         if e2.button(label, key="lb_enforce", disabled=chosen is None):
             try:
-                with data._writer(data.url()).begin() as conn:
-                    enforce.set_enforced_id(conn, chosen, origin="leaderboard")
+                data.enforce(policy_id=chosen, origin="leaderboard")  # as the signed-in user: an owner's
                 st.success("Enforced: live agents are judged by this policy from their next call.")
                 safe.text(f"Enforced now: {names.get(chosen, chosen)}")
-            except enforce.NotRegistered as exc:  # a stored module:factory: looked up, never imported
+            except (enforce.NotRegistered, team.Forbidden) as exc:  # a module:factory is looked up, never imported
                 safe.text(f"Not enforced: {exc}")
+        team_view.enforcement_history()
 
     st.subheader("Who labelled what")
     by = st.radio("Labelled by", ("all", "imported", "dashboard"), horizontal=True, key="lb_by")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-from loopledger.app import charts, cost_view, data, safe, when
+from loopledger.app import access, charts, cost_view, data, safe, when
 from loopledger.app.label_form import label_form
 from loopledger.ledger import read
 
@@ -44,7 +44,7 @@ def _filters() -> read.SessionFilter:
         policies=() if set(chosen) == set(labels) else tuple(chosen), formats=tuple(fmts), source=source.strip(),
         date_from=date_from if isinstance(date_from, dt.date) else None,
         date_to=date_to if isinstance(date_to, dt.date) else None,
-        outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip())
+        outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip(), member=access.member_choice())
 
 
 def _file(path: str | None, keep: int = 2) -> str:

@@ -38,6 +38,7 @@ class SessionFilter:
     outcome: str = ""  # one of OUTCOME_FILTERS
     tool: str = ""  # sessions that called this tool
     text: str = ""  # substring of title or path, case-insensitive
+    member: str = ""  # the team member whose guard forwarded it (sessions.member)
 
 
 # ── policies and filter choices ───────────────────────────────────────────────────────────────
@@ -66,6 +67,12 @@ def tools(conn: Connection, limit: int = 200) -> list[str]:
     walk = walk.union_all(step.where(walk.c.tool.is_not(None)))
     q = sa.select(walk.c.tool).where(walk.c.tool.is_not(None)).limit(limit)
     return [r[0] for r in conn.execute(q)]
+
+
+def session_members(conn: Connection, limit: int = 500) -> list[str]:
+    """The members whose guards forwarded sessions (the Sessions page's member filter), by email."""
+    m = t.sessions.c.member
+    return [r[0] for r in conn.execute(sa.select(m).where(m.is_not(None)).group_by(m).order_by(m).limit(limit))]
 
 
 def date_bounds(conn: Connection) -> tuple[dt.date | None, dt.date | None]:
@@ -101,6 +108,8 @@ def _where(f: SessionFilter) -> list:
     if f.tool:
         # Through ix_calls_tool: only the calls of that tool are read, not every call.
         terms.append(s.id.in_(sa.select(t.calls.c.session_id).where(t.calls.c.tool == f.tool).distinct()))
+    if f.member:
+        terms.append(s.member == f.member)
     if f.text:
         needle = f.text.lower()
         terms.append(sa.or_(sa.func.lower(s.title).contains(needle, autoescape=True),
