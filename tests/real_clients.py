@@ -3,7 +3,8 @@ repository) for the tests that drive them end to end; a test skips, saying why, 
 is missing or the package cannot be installed (no network).
 
 The versions are pinned: the hook protocols were checked against these releases' bundled code
-(Claude Code 2.1.197's PostToolBatch, gemini-cli 0.61.0's trusted folders and tool results).
+(Claude Code 2.1.197's PostToolBatch, gemini-cli 0.61.0's trusted folders and tool results), and
+the dashboard's sign-in against oidc-provider 9.13.3.
 Set LOOPLEDGER_NPM_CACHE to choose the folder (default ~/.cache/loopledger-tests/npm).
 """
 
@@ -19,6 +20,8 @@ import pytest
 
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.197")
 GEMINI_CLI = ("@google/gemini-cli", "0.61.0")
+# The OpenID Connect provider the sign-in tests sign into (tests/oidc_provider.mjs, docs/team.md).
+OIDC_PROVIDER = ("oidc-provider", "9.13.3")
 
 
 def cache_root() -> Path:
