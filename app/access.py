@@ -40,7 +40,7 @@ def gate() -> None:
     are and the sign-out button in the sidebar."""
     if not signin.configured():
         return
-    if not st.user.is_logged_in:
+    if not st.user.get("is_logged_in"):
         st.title("LoopLedger")
         st.write("This ledger holds the team's agent sessions: sign in to see it.")
         st.button("Sign in", on_click=st.login, type="primary", key="ll_sign_in")

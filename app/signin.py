@@ -58,7 +58,7 @@ def admitted(email: str, allow: tuple[str, ...], members: set[str]) -> bool:
 
 def email() -> str | None:
     """The signed-in user's email as the provider gave it, lower case (None: not signed in, none given)."""
-    value = st.user.get("email") if st.user.is_logged_in else None
+    value = st.user.get("email") if st.user.get("is_logged_in") else None
     return value.strip().lower() if isinstance(value, str) and "@" in value else None
 
 
