@@ -10,15 +10,13 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.real_clients import OIDC_PROVIDER, npm_package
-from tests.team_support import free_port, wait_for
+from tests.team_support import free_port, wait_http
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).with_name("loopledger")
@@ -47,19 +45,8 @@ def provider(port: int, dashboard_port: int, client_secret: str, log: Path):
     with log.open("w") as out:
         proc = subprocess.Popen(["node", str(HERE / "oidc_provider.mjs"), str(pkg), str(port), CLIENT_ID, client_secret,
                                  f"http://127.0.0.1:{dashboard_port}/oauth2callback"], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/.well-known/openid-configuration"
-
-    def up():
-        if proc.poll() is not None:
-            raise AssertionError(f"oidc-provider exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
     try:
-        assert wait_for(up, 60), log.read_text()[-2000:]
+        wait_http(f"http://127.0.0.1:{port}/.well-known/openid-configuration", proc, log)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -78,18 +65,8 @@ def dashboard(ledger: str, port: int, secrets_file: Path, log: Path):
         proc = subprocess.Popen([str(BIN), "dashboard", "--db", ledger, "--port", str(port), "--secrets",
                                  str(secrets_file)], stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
-
-    def up():
-        if proc.poll() is not None:
-            raise AssertionError(f"the dashboard exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
     try:
-        assert wait_for(up, 120), log.read_text()[-2000:]
+        wait_http(f"{base}/_stcore/health", proc, log)
         yield base
     finally:
         proc.terminate()

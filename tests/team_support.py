@@ -44,6 +44,22 @@ def wait_for(predicate, timeout: float = 90.0, every: float = 0.25):
         time.sleep(every)
 
 
+def wait_http(url: str, proc: subprocess.Popen, log: Path, headers: dict | None = None, timeout: float = 120) -> None:
+    """Wait until `url` answers 200 (a server `proc` started, writing to `log`); fail if it exits."""
+    req = urllib.request.Request(url, headers=headers or {})
+
+    def up():
+        if proc.poll() is not None:
+            raise AssertionError(f"{proc.args[:3]} exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(req, timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    assert wait_for(up, timeout), log.read_text()[-2000:]
+
+
 def post(url: str, body: dict, token: str | None) -> tuple[int, dict]:
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
     req = urllib.request.Request(url + "/v1/live", data=json.dumps(body).encode(), headers=headers, method="POST")
@@ -71,18 +87,7 @@ class Receiver:
         with self.log.open("a") as out:
             self.proc = subprocess.Popen([str(BIN), "receive", "--db", self.db, "--port", str(self.port),
                                           "--spool", str(self.folder / "spool")], stdout=out, stderr=subprocess.STDOUT)
-        req = urllib.request.Request(self.url + "/health", headers={"Authorization": f"Bearer {token}"})
-
-        def up():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"receive exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(req, timeout=2) as r:
-                    return r.status == 200
-            except (urllib.error.URLError, OSError):
-                return False
-
-        assert wait_for(up, 90), self.log.read_text()[-2000:]
+        wait_http(self.url + "/health", self.proc, self.log, {"Authorization": f"Bearer {token}"})
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

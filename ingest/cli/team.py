@@ -31,29 +31,31 @@ def _fail(exc: Exception) -> int:
     return EXIT_USAGE
 
 
-def run_members_add(db: str | None, email: str, role: str) -> int:
+def _write(db: str | None, change):
+    """`change(conn)` in one transaction on an existing ledger, as its local user."""
     engine = open_existing_ledger(db)
     try:
         with engine.begin() as conn:
-            added = team.set_member(conn, email, role)
-    except team.TeamError as exc:
-        return _fail(exc)
+            return change(conn)
     finally:
         engine.dispose()
+
+
+def run_members_add(db: str | None, email: str, role: str) -> int:
+    try:
+        added = _write(db, lambda conn: team.set_member(conn, email, role))
+    except team.TeamError as exc:
+        return _fail(exc)
     email = team.normalize_email(email)
     out.print(Text(f"{'added' if added else 'changed'}: {email} is a {role}"))
     return EXIT_OK
 
 
 def run_members_remove(db: str | None, email: str) -> int:
-    engine = open_existing_ledger(db)
     try:
-        with engine.begin() as conn:
-            team.remove_member(conn, email)
+        _write(db, lambda conn: team.remove_member(conn, email))
     except team.TeamError as exc:
         return _fail(exc)
-    finally:
-        engine.dispose()
     out.print(Text(f"removed: {team.normalize_email(email)} (and their tokens)"))
     return EXIT_OK
 
@@ -71,14 +73,10 @@ def run_members_list(db: str | None) -> int:
 
 
 def run_tokens_create(db: str | None, email: str, name: str) -> int:
-    engine = open_existing_ledger(db)
     try:
-        with engine.begin() as conn:
-            tid, token = team.create_token(conn, email, name)
+        tid, token = _write(db, lambda conn: team.create_token(conn, email, name))
     except team.TeamError as exc:
         return _fail(exc)
-    finally:
-        engine.dispose()
     err.print(Text(f"token {tid} for {team.normalize_email(email)} (shown once; the ledger keeps only its digest):"))
     out.print(token, markup=False)
     return EXIT_OK
@@ -99,14 +97,10 @@ def run_tokens_list(db: str | None) -> int:
 
 
 def run_tokens_revoke(db: str | None, token_id: int) -> int:
-    engine = open_existing_ledger(db)
     try:
-        with engine.begin() as conn:
-            email = team.revoke_token(conn, token_id)
+        email = _write(db, lambda conn: team.revoke_token(conn, token_id))
     except team.TeamError as exc:
         return _fail(exc)
-    finally:
-        engine.dispose()
     out.print(Text(f"revoked: token {token_id} of {email} (the receiver refuses it from now on)"))
     return EXIT_OK
 
