@@ -169,3 +169,28 @@ def test_a_batch_that_is_not_one_is_a_400_and_stores_nothing(team):
         status, answer = post(receiver.url, body, tokens[ALICE])
         assert status == 400, answer
     assert _team_rows(url, ALICE)[0] == []
+
+
+def test_what_arrives_is_redacted_again_and_a_policy_id_is_the_receivers(team):
+    """A batch from outside passes the one redaction point on arrival, and the policy a decision
+    names gets the id of its spec here, whatever id the member's side had."""
+    url, receiver, tokens, members = team
+    args = json.dumps({"command": f"curl -H 'x-api-key: {SECRET}' https://api.example.com"}, sort_keys=True)
+    body = {"sessions": [{"key": "raw-1", "agent": "claude-code", "source": "0123456789abcdef", "from": 0,
+                          "events": [[0, "user", 1.0, None, None, None, f"my key is {SECRET}", None, None],
+                                     [1, "call", 2.0, "c1", "Bash", args, None, "d" * 32, None],
+                                     [2, "answer", 3.0, "c1", None, None, f"echo {SECRET}", "e" * 32, True]],
+                          "checks": [[1, "claude-code", "c1", "Bash", "allow", None, None, None, 2.0, 1.5,
+                                      "cycle", "{}", "cycle"]]}]}
+    status, answer = post(receiver.url, body, tokens[ALICE])
+    assert status == 200 and answer["accepted"][0]["events"] == 3
+    engine = make_engine(url, readonly=True)
+    with engine.connect() as conn:
+        texts = [v for r in conn.execute(sa.select(t.live_events.c.text, t.live_events.c.args)) for v in r if v]
+        policy = conn.execute(sa.select(t.enforced_checks.c.policy_id)).scalar_one()
+        calls = conn.execute(sa.select(t.calls.c.args)).scalars().all()
+    engine.dispose()
+    from loopledger.detectors.policy import PolicySpec
+
+    assert texts and all(SECRET not in x for x in texts + calls) and all("[REDACTED:" in x for x in texts)
+    assert policy == PolicySpec("cycle").id

@@ -282,7 +282,8 @@ class Forwarder:
 
 class Background:
     """The resident's forwarder thread: started once the settings file exists, woken after each
-    event the resident answers, stopped (after one last round) when the resident exits."""
+    event the resident answers, stopped when the resident exits (what it had not sent stays
+    queued: the next resident, or `loopledger forward`, sends it)."""
 
     def __init__(self, log: Any = None) -> None:
         self._path = config_path()  # read here, in the resident's own environment

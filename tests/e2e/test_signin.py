@@ -60,6 +60,15 @@ def _labels(url: str) -> list[tuple]:
         engine.dispose()
 
 
+def _members(url: str) -> list[tuple]:
+    engine = make_engine(url, readonly=True)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.select(t.members.c.email, t.members.c.role)).all()
+    finally:
+        engine.dispose()
+
+
 def _enforcements(url: str) -> list[tuple]:
     engine = make_engine(url, readonly=True)
     try:
@@ -97,6 +106,14 @@ def test_nothing_before_sign_in_then_the_user_and_sign_out_on_every_page(signed,
         side.get_by_text(f"Signed in as {OWNER}").wait_for(timeout=60_000)
         assert "Role: owner" in side.inner_text()
         assert side.get_by_role("button", name="Sign out").is_visible()
+    # The owner's Members page: adding someone is an owner's write.
+    page.goto(base + "/members")
+    form = page.get_by_test_id("stForm").filter(has_text="Email")
+    form.get_by_label("Email").fill("newbie@example.com", timeout=60_000)
+    form.get_by_role("button", name="Save").click()
+    page.get_by_text("Saved.").wait_for(timeout=60_000)
+    assert page.get_by_test_id("stException").count() == 0
+    assert ("newbie@example.com", "viewer") in _members(url)
     page.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
     # The provider asks whether to sign out of it too; either way the dashboard is closed again.
     for name in ("Yes, sign me out", "Yes"):
