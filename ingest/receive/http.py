@@ -354,6 +354,19 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
         return JSONResponse({"code": 16, "message": "missing or wrong bearer token"}, status_code=401,
                             headers={"WWW-Authenticate": 'Bearer realm="loopledger"'})
 
+    async def body_of(request: Request) -> bytes:
+        """The request's body, read no further than `max_body` bytes (TooLarge past it)."""
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > max_body:
+            raise TooLarge(f"the body ({length} bytes) is over the limit of {max_body} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                raise TooLarge(f"the body is over the limit of {max_body} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def read(body: bytes, ctype: str, encoding: str) -> list[spooling.Piece]:
         return prepare(decode(body, ctype, encoding, max_body), receiver.opts.redact)
 
@@ -363,17 +376,9 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
         ctype = request.headers.get("content-type", "")
         wants_pb = ctype.split(";")[0].strip().lower() == PROTOBUF
         try:
-            length = request.headers.get("content-length")
-            if length and length.isdigit() and int(length) > max_body:
-                raise TooLarge(f"the body ({length} bytes) is over the limit of {max_body} bytes")
-            chunks, size = [], 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > max_body:
-                    raise TooLarge(f"the body is over the limit of {max_body} bytes")
-                chunks.append(chunk)
+            body = await body_of(request)
             # Off the event loop: /health and other exporters stay answered meanwhile.
-            pieces = await run_in_threadpool(read, b"".join(chunks), ctype, request.headers.get("content-encoding", ""))
+            pieces = await run_in_threadpool(read, body, ctype, request.headers.get("content-encoding", ""))
         except BadRequest as e:
             receiver.stats.rejected += 1
             return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
@@ -410,13 +415,12 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
         if request.state.member is None:
             return JSONResponse({"code": 7, "message": "forwarding takes a member's token "
                                  "(`loopledger tokens create EMAIL` on the team ledger)"}, status_code=403)
-        body = await request.body()
-        if len(body) > max_body:
-            return JSONResponse({"code": 3, "message": f"the body is over the limit of {max_body} bytes"},
-                                status_code=413)
         try:
+            body = await body_of(request)
             answer = await run_in_threadpool(team.store, request.state.member,
                                              forwarded.bearer(request.headers.get("authorization")) or "", body)
+        except TooLarge as e:
+            return JSONResponse({"code": 3, "message": str(e)}, status_code=413)
         except forwarded.BadBatch as e:
             receiver.stats.rejected += 1
             return JSONResponse({"code": 3, "message": str(e)}, status_code=400)
