@@ -2,10 +2,12 @@
 
 One read-only engine per ledger URL (st.cache_resource) and one cached call per read-model query
 (st.cache_data with a short ttl: the live pages refresh every REFRESH_S and must see new rows).
-All SQL lives in ingest/ledger/read.py; this module only adds caching. The dashboard writes two
-things, both through loopledger.ledger.writes in short transactions on its own writer engine: a
-person's label on a run, and "Save as policies" on Compare (each session judged and stored in its
-own transaction, so a running watcher is never locked out for long).
+All SQL lives in ingest/ledger/read.py; this module only adds caching. The dashboard writes, in
+short transactions on its own writer engine: a person's label on a run (loopledger.ledger.writes),
+"Save as policies" on Compare (each session judged and stored in its own transaction, so a running
+watcher is never locked out for long), the enforced setting, and members (the Members page). Each
+write that a role governs is made as the signed-in user (app/signin.py; without sign-in, the
+local user) and refused by the write itself when their role may not (loopledger.ledger.team).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 import sqlalchemy as sa
 import streamlit as st
-from loopledger.ledger import read, read_cost, writes
+from loopledger.app import signin
+from loopledger.ledger import read, read_cost, team, writes
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
 
 REFRESH_S = 5  # how often the live pages (Sessions, Ingest health) re-read the ledger
@@ -74,8 +77,36 @@ def problem() -> str | None:
 
 def save_label(session_id: int, run_idx: int, label: str, note: str, loop_first: int | None = None,
                loop_last: int | None = None) -> None:
-    """A person's label on a session from the dashboard (ValueError: a label it cannot carry)."""
-    writes.save_label(_writer(url()), session_id, run_idx, label, note, loop_first, loop_last)
+    """A person's label on a session from the dashboard, recorded with who gave it (ValueError: a
+    label it cannot carry, or team.Forbidden, one: their role may not label)."""
+    writes.save_label(_writer(url()), session_id, run_idx, label, note, loop_first, loop_last,
+                      actor=signin.actor())
+
+
+def enforce(spec: Any = None, policy_id: str | None = None, origin: str = "compare") -> Any:
+    """Enforce a setting (specs) or a stored policy (its id) from the dashboard, recorded with who
+    chose it; team.Forbidden unless they are an owner (checked in the writing transaction)."""
+    from loopledger.live import enforce as live_enforce
+
+    with _writer(url()).begin() as conn:
+        if policy_id is not None:
+            return live_enforce.set_enforced_id(conn, policy_id, origin=origin, actor=signin.actor())
+        return live_enforce.set_enforced(conn, spec, origin=origin, actor=signin.actor())
+
+
+def fresh_team(name: str, *args: Any) -> Any:
+    """loopledger.ledger.team.<name>(conn, *args) uncached: roles change while people work."""
+    with reader(url()).connect() as conn:
+        return getattr(team, name)(conn, *args)
+
+
+def save_member(email: str, role: str | None) -> None:
+    """Add a member, change their role (role None: remove them); an owner's (team.Forbidden)."""
+    with _writer(url()).begin() as conn:
+        if role is None:
+            team.remove_member(conn, email, by=signin.actor())
+        else:
+            team.set_member(conn, email, role, by=signin.actor())
 
 
 def save_policies(specs, session_ids, progress=None) -> int:

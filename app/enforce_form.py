@@ -3,7 +3,8 @@
 A person picks a setting from a list that says what each would do (it is ordered by the page:
 best score first, or the detector's default first), chooses whether it REPLACES what is enforced
 now (the default set, until one is chosen) or is ADDED to it, and reads which before pressing.
-The write goes through loopledger.live.enforce; setting labels are spec text, shown as plain text.
+The write goes through app.data.enforce (loopledger.live.enforce, as the signed-in user: only an
+owner may, checked in the writing transaction); setting labels are spec text, shown as plain text.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 import streamlit as st
 from loopledger.app import data, safe
 from loopledger.detectors.policy import PolicySpec, default_set_words
-from loopledger.ledger import read_live
+from loopledger.ledger import read_live, team
 from loopledger.live import enforce
 
 REPLACE, ADD = "replace", "add"
@@ -87,11 +88,14 @@ def form(key: str, choices: Sequence[Choice], origin: str, on_done: Callable[[],
         # No setting name in a button (a label renders markdown; a name is spec text): the sentence above says it.
         label = ("Add it to the enforced set" if how == ADD else "Enforce it alone") + f": {choice.effect}"
     if st.button(label, key=f"{key}_go", disabled=not specs, type="primary"):
-        with data._writer(data.url()).begin() as conn:
-            enforce.set_enforced(conn, specs, origin=origin)
-        st.success("Enforced: live agents are judged by it from their next call.")
-        if on_done is not None:
-            on_done()
+        try:
+            data.enforce(specs, origin=origin)  # as the signed-in user: an owner's (team.Forbidden)
+        except team.Forbidden as exc:
+            safe.text(f"Not enforced: {exc}")
+        else:
+            st.success("Enforced: live agents are judged by it from their next call.")
+            if on_done is not None:
+                on_done()
     try:
         with data.connect() as conn:
             label_now = read_live.enforced_label(conn)

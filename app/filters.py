@@ -12,13 +12,13 @@ import datetime as dt
 from typing import Any
 
 import streamlit as st
-from loopledger.app import data
+from loopledger.app import access, data
 from loopledger.ledger import read
 
 ANY = "any"
 KEPT = "kept_filters"
 DRAWN_ON = "filters_drawn_on"  # the page that drew them last: a widget of another page starts anew
-KEYS = ("f_policies", "f_formats", "f_source", "f_dates", "f_outcome", "f_tool", "f_text")
+KEYS = ("f_policies", "f_formats", "f_source", "f_dates", "f_outcome", "f_tool", "f_text", "f_member")
 
 
 def _restore(valid: dict[str, Any], page: str) -> None:
@@ -61,7 +61,7 @@ def sidebar(page: str, policies: bool = True) -> read.SessionFilter:
     tools = ("", *data.q("tools"))
     formats = data.q("formats")
     _restore({"f_policies": list(labels), "f_formats": list(formats), "f_outcome": (ANY, *read.OUTCOME_FILTERS),
-              "f_tool": tools}, page)
+              "f_tool": tools, "f_member": ("", *data.q("session_members"))}, page)
     sb = st.sidebar
     sb.caption("Filters (kept while you move between pages; Compare sweeps the sessions they match)")
     chosen = list(labels)
@@ -76,6 +76,7 @@ def sidebar(page: str, policies: bool = True) -> read.SessionFilter:
     outcome = sb.selectbox("Outcome", (ANY, *read.OUTCOME_FILTERS), key="f_outcome")
     tool = sb.selectbox("Called tool", tools, key="f_tool", format_func=lambda t: t or "any tool")
     text = sb.text_input("Search titles and paths", key="f_text")
+    member = access.member_choice()  # a team's ledger: whose guard forwarded the session
     _keep()
     date_from = dates[0] if isinstance(dates, tuple | list) and len(dates) >= 1 else None
     date_to = dates[1] if isinstance(dates, tuple | list) and len(dates) == 2 else None
@@ -87,7 +88,7 @@ def sidebar(page: str, policies: bool = True) -> read.SessionFilter:
         policies=() if set(chosen) == set(labels) else tuple(chosen), formats=tuple(fmts), source=source.strip(),
         date_from=date_from if isinstance(date_from, dt.date) else None,
         date_to=date_to if isinstance(date_to, dt.date) else None,
-        outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip())
+        outcome="" if outcome == ANY else outcome, tool=tool, text=text.strip(), member=member)
 
 
 def describe(f: read.SessionFilter) -> str:

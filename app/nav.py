@@ -16,7 +16,10 @@ PAGES = Path(__file__).resolve().parent / "views"
 
 
 def pages() -> list:
-    """Sessions at / (the default), then the named pages at stable, deep-linkable paths."""
+    """Sessions at / (the default), then the named pages at stable, deep-linkable paths; with
+    sign-in on, the team's Members page too (app/signin.py)."""
+    from loopledger.app import signin
+
     return [
         st.Page(PAGES / "sessions.py", title="Sessions", default=True),
         st.Page(PAGES / "session.py", title="Session", url_path="session"),
@@ -24,6 +27,7 @@ def pages() -> list:
         st.Page(PAGES / "compare.py", title="Compare", url_path="compare"),
         st.Page(PAGES / "leaderboard.py", title="Guard leaderboard", url_path="leaderboard"),
         st.Page(PAGES / "health.py", title="Ingest health", url_path="health"),
+        *([st.Page(PAGES / "members.py", title="Members", url_path="members")] if signin.configured() else []),
     ]
 
 
@@ -39,9 +43,10 @@ def same_tab_link(container, label: str, link: str) -> None:
 
 
 def serve() -> None:
-    from loopledger.app import data
+    from loopledger.app import access, data
 
     st.set_page_config(page_title="LoopLedger", layout="wide")
+    access.gate()  # sign-in, when configured: nothing of the ledger is drawn before it
     current = st.navigation(pages())
     problem = data.problem()
     if problem:

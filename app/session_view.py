@@ -215,9 +215,18 @@ def label_rows(labels: pd.DataFrame) -> pd.DataFrame:
         "loop calls": [scoring.format_loop_calls(_opt(a), _opt(b)) or when.MISSING
                        for a, b in zip(labels["loop_first"], labels["loop_last"], strict=True)],
         "reason": [n if isinstance(n, str) and n else when.MISSING for n in labels["note"]],
-        "labelled by": [b if isinstance(b, str) and b else when.MISSING for b in labels["labelled_by"]],
+        "labelled by": [_who(u, b) for u, b in zip(labels.get("by_user", labels["labelled_by"]),
+                                                   labels["labelled_by"], strict=True)],
         "labelled": when.moments(labels["created_at"]),
     })
+
+
+def _who(user: Any, how: Any) -> str:
+    """The person who labelled (an email, a local user) and how (dashboard, imported)."""
+    how = how if isinstance(how, str) and how else ""
+    if isinstance(user, str) and user and user != how:
+        return f"{user} ({how})" if how else user
+    return how or when.MISSING
 
 
 def _opt(v: Any) -> int | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 SECTIONS = ("bench_detectors", "bench_readers", "bench_ingest", "bench_append", "bench_pages", "bench_replay",
             "bench_sweep", "bench_receive", "bench_scores",
-            "bench_live", "bench_live_clients", "bench_hostile", "bench_mutants")
+            "bench_live", "bench_live_clients", "bench_hostile", "bench_forward", "bench_mutants")
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -5,7 +5,8 @@ is missing or the package cannot be installed (no network).
 The versions are pinned: the hook protocols were checked against these releases' bundled code
 (Claude Code 2.1.197's PostToolBatch, gemini-cli 0.61.0's trusted folders and tool results) and,
 for Codex CLI 0.171.0 and OpenCode 1.18.33, against the clients themselves (their hooks.json /
-plugin events, driven in tests/test_live_codex.py and tests/test_live_opencode.py).
+plugin events, driven in tests/test_live_codex.py and tests/test_live_opencode.py); and the
+dashboard's sign-in against oidc-provider 9.13.3.
 Set LOOPLEDGER_NPM_CACHE to choose the folder (default ~/.cache/loopledger-tests/npm).
 """
 
@@ -23,6 +24,8 @@ CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.197")
 GEMINI_CLI = ("@google/gemini-cli", "0.61.0")
 CODEX_CLI = ("@openai/codex", "0.171.0")
 OPENCODE = ("opencode-ai", "1.18.33")
+# The OpenID Connect provider the sign-in tests sign into (tests/oidc_provider.mjs, docs/team.md).
+OIDC_PROVIDER = ("oidc-provider", "9.13.3")
 
 
 def cache_root() -> Path:

@@ -34,6 +34,8 @@ def _command_lines(text: str) -> list[str]:
     for block in _blocks("sh", text):
         for line in block.splitlines():
             line = line.split("  #")[0].strip()
+            # A line run in the background or into a file parses as the command alone.
+            line = re.sub(r"\s+(&|[12]?>.*)$", "", line)
             if line.startswith(".venv/bin/loopledger"):
                 lines.append(re.sub(r"\s*\[[^\]]*\]", "", line))
     return lines

@@ -16,7 +16,18 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 from loopledger.analysis import crossval, scoring
-from loopledger.app import charts_scores, cost_view, data, enforce_form, nav, safe, score_table, when, words
+from loopledger.app import (
+    charts_scores,
+    cost_view,
+    data,
+    enforce_form,
+    nav,
+    safe,
+    score_table,
+    team_view,
+    when,
+    words,
+)
 from loopledger.app import replay_view as rv
 from loopledger.app.label_form import label_form
 from loopledger.detectors.policy import DEFAULT_SPECS
@@ -291,6 +302,7 @@ def main() -> None:
         st.subheader("Label next")
         _label_next(ranked, names)
         _enforce(scoring.rank(ranked), names)  # best first, whatever the table's order
+        team_view.enforcement_history()
     _who_labelled()
 
 main()

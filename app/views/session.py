@@ -265,7 +265,7 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dic
 
 def _labels(session_id: int, run: int) -> None:
     labels = data.fresh("run_labels", session_id)
-    by = next((c for c in ("labelled_by", "by", "who") if c in labels.columns), None)
+    by = next((c for c in ("who", "labelled_by", "by") if c in labels.columns), None)
     if len(labels):
         name = labels[by].iloc[0] if by else None
         # A badge renders markdown: only plain name characters of who labelled it reach it.

@@ -59,6 +59,10 @@ def dashboard(
     db: DbOption = None,
     host: Annotated[str, typer.Option(help="Address to bind. Transcripts are private: loopback by default.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    secrets: Annotated[Path | None, typer.Option(
+        "--secrets", metavar="FILE", help="A secrets.toml with an [auth] section: every page then needs a signed-in "
+        "user of the allow-list (default: .streamlit/secrets.toml if it has [auth]; see docs/team.md).",
+        show_default=False)] = None,
 ) -> None:
     """Start the Streamlit dashboard on the ledger (http://127.0.0.1:8501 by default)."""
     from loopledger.cli.commands import refuse_missing_ledger, refuse_newer_ledger
@@ -79,8 +83,22 @@ def dashboard(
         # The same as .streamlit/config.toml, which Streamlit only reads from the current folder.
         "--client.toolbarMode", "minimal",
     ]
+    if secrets is not None:
+        import tomllib
+
+        try:
+            has_auth = "auth" in tomllib.loads(secrets.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            typer.echo(f"error: cannot read the secrets file {secrets}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if not has_auth:  # else the dashboard would serve without sign-in, wherever it is bound
+            typer.echo(f"error: {secrets} has no [auth] section (docs/team.md shows one)", err=True)
+            raise typer.Exit(2)
+        cmd += ["--secrets.files", str(secrets.resolve())]
     typer.echo(f"LoopLedger dashboard: http://{host}:{port}/  (ledger: {display_url(env['LOOPLEDGER_DATABASE_URL'])})")
-    if not _is_loopback(host):
+    if secrets is not None:
+        typer.echo(f"sign-in: the [auth] settings of {secrets}")
+    elif not _is_loopback(host):
         typer.echo(f"warning: --host {host} serves the dashboard beyond this machine, and it has no "
                    "authentication: anyone who reaches the port reads every transcript in the ledger.", err=True)
     # Run from the project folder: `python -m` puts the current folder first on sys.path, where a
@@ -581,6 +599,123 @@ def guard(
         typer.echo(f"error: unknown origin {origin!r}: {', '.join(DECIDED_FOR)}", err=True)
         raise typer.Exit(2)
     raise typer.Exit(run_guard(db, policy, no_ledger, origin))
+
+
+# ── a team: members · tokens · team join · forward (ingest/cli/team.py) ─────────────────────
+
+members_app = typer.Typer(
+    help="Who is on the team ledger and with which role: viewer (browse, investigate, compare), labeller (also "
+         "labels), owner (also enforces and manages members). Members may sign in to the dashboard; their tokens "
+         "forward their guards' decisions.",
+    no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(members_app, name="members")
+EmailArg = Annotated[str, typer.Argument(metavar="EMAIL", help="The member's email (as the sign-in provider gives it).",
+                                         show_default=False)]
+
+
+@members_app.command("add")
+def members_add(
+    email: EmailArg,
+    role: Annotated[str, typer.Option("--role", help="viewer, labeller or owner.")] = "viewer",
+    db: DbOption = None,
+) -> None:
+    """Add a member, or change a member's role (the change holds from their next action)."""
+    from loopledger.cli.team import run_members_add
+
+    raise typer.Exit(run_members_add(db, email, role))
+
+
+@members_app.command("list")
+def members_list(db: DbOption = None) -> None:
+    """Every member with their role, their live tokens, and when and by whom they were added."""
+    from loopledger.cli.team import run_members_list
+
+    raise typer.Exit(run_members_list(db))
+
+
+@members_app.command("remove")
+def members_remove(email: EmailArg, db: DbOption = None) -> None:
+    """Remove a member and their tokens (the sessions they forwarded keep their name)."""
+    from loopledger.cli.team import run_members_remove
+
+    raise typer.Exit(run_members_remove(db, email))
+
+
+tokens_app = typer.Typer(
+    help="Members' tokens for forwarding to the team's `loopledger receive`; the ledger stores only their digest.",
+    no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(tokens_app, name="tokens")
+
+
+@tokens_app.command("create")
+def tokens_create(
+    email: EmailArg,
+    name: Annotated[str, typer.Option("--name", help="What the token is for (a laptop's name).")] = "laptop",
+    db: DbOption = None,
+) -> None:
+    """Make a token for a member and print it once (on stdout; the ledger keeps only its SHA-256)."""
+    from loopledger.cli.team import run_tokens_create
+
+    raise typer.Exit(run_tokens_create(db, email, name))
+
+
+@tokens_app.command("list")
+def tokens_list(db: DbOption = None) -> None:
+    """Every token: its id, member, name, first characters, when created, last used, revoked."""
+    from loopledger.cli.team import run_tokens_list
+
+    raise typer.Exit(run_tokens_list(db))
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(
+    token_id: Annotated[int, typer.Argument(metavar="ID", help="The token's id (`loopledger tokens list`).")],
+    db: DbOption = None,
+) -> None:
+    """Revoke a token: the receiver refuses it (HTTP 401) from its next request."""
+    from loopledger.cli.team import run_tokens_revoke
+
+    raise typer.Exit(run_tokens_revoke(db, token_id))
+
+
+team_app = typer.Typer(help="This laptop as a member of a team: its guards forward to the team's receiver.",
+                       no_args_is_help=True, rich_markup_mode="rich")
+app.add_typer(team_app, name="team")
+
+
+@team_app.command("join")
+def team_join(
+    url: Annotated[str, typer.Argument(metavar="URL", help="The team's `loopledger receive`, e.g. http://ledger.internal:4318.",
+                                       show_default=False)],
+    token: Annotated[str, typer.Option("--token", envvar="LOOPLEDGER_TEAM_TOKEN", show_envvar=True,
+                                       help="Your token (`loopledger tokens create` on the team ledger).",
+                                       show_default=False)],
+    agent: Annotated[str, typer.Option("--agent", help="claude-code or gemini-cli.")] = "claude-code",
+    project: Annotated[Path | None, typer.Option(
+        "--project", metavar="DIR", help="Install the hook in DIR's settings only (default: your user settings).")] = None,
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="PATH|URL", help="This laptop's ledger, made if missing (default: "
+        "$XDG_DATA_HOME/loopledger/ledger.sqlite).", show_default=False)] = None,
+) -> None:
+    """Join a team in one line: the receiver checks the token, this laptop's ledger is made (it
+    follows what the team enforces), the URL and token are kept in ~/.config/loopledger/team.json
+    (0600), and the agent's hook is installed. The hook keeps deciding here, offline; the resident
+    guard forwards its decisions in the background."""
+    from loopledger.cli.team import run_team_join
+
+    raise typer.Exit(run_team_join(url, token, db, _agent(agent), project, False))
+
+
+@app.command()
+def forward(
+    once: Annotated[bool, typer.Option("--once", help="Send what is waiting now and exit (1 if the receiver "
+                                       "cannot be reached; nothing is lost).")] = False,
+) -> None:
+    """Send this laptop's live events and decisions to the team's receiver (what the resident guard
+    does in the background), batch by batch, until stopped; for setups without a resident."""
+    from loopledger.cli.team import run_forward
+
+    raise typer.Exit(run_forward(once))
 
 
 # Options whose value may be left out (click cannot say so through typer): `--project` alone

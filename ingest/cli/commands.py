@@ -328,7 +328,8 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
                 token: str | None = None, insecure: bool = False, keep_days: int = 1) -> int:
     from loopledger import receive
 
-    problem = receive.door_problem(host, token, insecure)
+    members = _has_member_tokens(db)  # members' tokens close the door as --token does
+    problem = receive.door_problem(host, token or members, insecure)
     if problem is not None:
         err.print(Text(f"error: {problem}", style="red"))
         return EXIT_USAGE
@@ -339,7 +340,8 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
         return EXIT_USAGE
     engine = open_ledger(db)
     folder = spool or receive.default_spool(resolve_url(db))
-    door = "bearer token required" if token else (
+    door = ("bearer token required" + (" (--token or a member's)" if token and members else
+                                       " (a member's token)" if members else "")) if token or members else (
         "NO TOKEN: anyone who reaches the port can write into the ledger" if not receive.is_loopback(host)
         else "loopback only, no token")
     try:
@@ -354,6 +356,24 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
     err.print(Text(f"received {stats.requests} request(s), {stats.spans} span(s) "
                    f"({stats.duplicates} already received, {stats.rejected} request(s) rejected)"))
     return EXIT_OK
+
+
+def _has_member_tokens(db: str | None) -> bool:
+    """Whether an existing ledger holds a member's token that is not revoked (nothing is created)."""
+    from loopledger.ledger import team
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if missing_ledger(db) is not None:
+        return False
+    try:
+        engine = make_engine(resolve_url(db), readonly=True)
+        try:
+            with engine.connect() as conn:
+                return team.any_token(conn)
+        finally:
+            engine.dispose()
+    except SQLAlchemyError:  # not migrated yet (no such table), or not reachable: open_ledger says why
+        return False
 
 
 def run_recheck(db: str | None, policy: Sequence[str], config: Path | None) -> int:
@@ -478,7 +498,8 @@ def enforced_line(now: dict) -> Text:
 
     labels = " + ".join(f"{label} (id {pid[:12]})" for label, pid in zip(now["labels"], now["ids"], strict=True))
     since = (f", since {dt.datetime.fromtimestamp(now['since'], dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
-             f" ({now['origin'] or 'unknown'})" if now["since"] is not None else "")
+             f" ({now['origin'] or 'unknown'}{', by ' + now['by'] if now.get('by') else ''})"
+             if now["since"] is not None else "")
     if not now["chosen"]:
         head = (f"ENFORCED on live agents: the default set, {labels} (the set ingest judges with; choose "
                 f"another with `loopledger enforce SPEC [SPEC...]` or Compare's \"Enforce this setting\"){since}")

@@ -13,7 +13,7 @@ from loopledger.cli.commands import (
     open_ledger,
     reading,
 )
-from loopledger.ledger import labels
+from loopledger.ledger import labels, team
 from rich.console import Console
 from rich.text import Text
 
@@ -29,7 +29,7 @@ def run_import(db: str | None, file: Path) -> int:
     engine = open_ledger(db)
     try:
         with engine.begin() as conn:
-            report = labels.import_file(conn, file)
+            report = labels.import_file(conn, file, by_user=team.local_actor().who)
     except labels.LabelFileError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return EXIT_ERROR

@@ -179,7 +179,7 @@ class Matcher:
 
 
 def import_rows(conn: Connection, rows: Iterable[LabelRow], name: str,
-                labelled_by: str = scoring.IMPORTED) -> ImportReport:
+                labelled_by: str = scoring.IMPORTED, by_user: str | None = None) -> ImportReport:
     """Store each row's label on its session(s), in the caller's transaction (a later row for the
     same session wins, as a later click does)."""
     report = ImportReport()
@@ -198,19 +198,20 @@ def import_rows(conn: Connection, rows: Iterable[LabelRow], name: str,
             before = conn.execute(sa.select(lb.labelled_by).where(lb.session_id == sid)).scalar()
             if before == scoring.DASHBOARD:
                 report.replaced_dashboard += 1
-            read.write_label(conn, sid, t.SESSION_LEVEL, row.label, row.reason, row.first, row.last, labelled_by)
+            read.write_label(conn, sid, t.SESSION_LEVEL, row.label, row.reason, row.first, row.last, labelled_by,
+                             by_user=by_user)
             report.labelled += 1
     return report
 
 
-def import_file(conn: Connection, path: Path) -> ImportReport:
-    """Parse and store a labels CSV (LabelFileError: the file is not one)."""
+def import_file(conn: Connection, path: Path, by_user: str | None = None) -> ImportReport:
+    """Parse and store a labels CSV (LabelFileError: the file is not one); `by_user`: who imports."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             rows, problems = parse(fh, str(path))
     except UnicodeDecodeError as exc:
         raise LabelFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    report = import_rows(conn, rows, str(path))
+    report = import_rows(conn, rows, str(path), by_user=by_user)
     report.rows += len(problems)
     report.problems = problems + report.problems
     return report

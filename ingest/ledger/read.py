@@ -38,6 +38,7 @@ class SessionFilter:
     outcome: str = ""  # one of OUTCOME_FILTERS
     tool: str = ""  # sessions that called this tool
     text: str = ""  # substring of title or path, case-insensitive
+    member: str = ""  # the team member whose guard forwarded it (sessions.member)
 
 
 # ── policies and filter choices ───────────────────────────────────────────────────────────────
@@ -66,6 +67,12 @@ def tools(conn: Connection, limit: int = 200) -> list[str]:
     walk = walk.union_all(step.where(walk.c.tool.is_not(None)))
     q = sa.select(walk.c.tool).where(walk.c.tool.is_not(None)).limit(limit)
     return [r[0] for r in conn.execute(q)]
+
+
+def session_members(conn: Connection, limit: int = 500) -> list[str]:
+    """The members whose guards forwarded sessions (the Sessions page's member filter), by email."""
+    m = t.sessions.c.member
+    return [r[0] for r in conn.execute(sa.select(m).where(m.is_not(None)).group_by(m).order_by(m).limit(limit))]
 
 
 def date_bounds(conn: Connection) -> tuple[dt.date | None, dt.date | None]:
@@ -101,6 +108,8 @@ def _where(f: SessionFilter) -> list:
     if f.tool:
         # Through ix_calls_tool: only the calls of that tool are read, not every call.
         terms.append(s.id.in_(sa.select(t.calls.c.session_id).where(t.calls.c.tool == f.tool).distinct()))
+    if f.member:
+        terms.append(s.member == f.member)
     if f.text:
         needle = f.text.lower()
         terms.append(sa.or_(sa.func.lower(s.title).contains(needle, autoescape=True),
@@ -454,14 +463,16 @@ def run_bounds(conn: Connection, session_id: int, run_idx: int) -> tuple[int, in
     return (row[0], row[1]) if row else None
 
 
-LABEL_COLUMNS = ["run_idx", "label", "loop_first", "loop_last", "note", "labelled_by", "created_at"]
+LABEL_COLUMNS = ["run_idx", "label", "loop_first", "loop_last", "note", "labelled_by", "by_user", "created_at"]
 
 
 def run_labels(conn: Connection, session_id: int) -> pd.DataFrame:
-    """The session's label (one row at most; run_idx: the run it was given from, -1 the whole session)."""
+    """The session's label (one row at most; run_idx: the run it was given from, -1 the whole
+    session); `who`: the person (by_user), else how it came (imported, dashboard)."""
     lb = t.labels.c
-    q = sa.select(*[lb[c] for c in LABEL_COLUMNS]).where(lb.session_id == session_id).order_by(lb.run_idx)
-    return pd.DataFrame(conn.execute(q).mappings().all(), columns=LABEL_COLUMNS)
+    q = (sa.select(*[lb[c] for c in LABEL_COLUMNS], sa.func.coalesce(lb.by_user, lb.labelled_by).label("who"))
+         .where(lb.session_id == session_id).order_by(lb.run_idx))
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=[*LABEL_COLUMNS, "who"])
 
 
 LABELS = scoring.LABELS
@@ -476,13 +487,14 @@ def calls_per_run(conn: Connection, session_id: int) -> list[int]:
 
 def write_label(conn: Connection, session_id: int, run_idx: int, label: str, note: str = "",
                 loop_first: int | None = None, loop_last: int | None = None,
-                labelled_by: str = scoring.DASHBOARD) -> None:
+                labelled_by: str = scoring.DASHBOARD, by_user: str | None = None) -> None:
     """A person's judgement of a session, replacing any earlier one (the latest wins); in the
     caller's transaction (the dashboard calls it through loopledger.ledger.writes.save_label).
 
     `run_idx` is the run it was given from (t.SESSION_LEVEL: the whole session). A loop label
     without its calls covers that run's calls. Raises ValueError for a label the session cannot
-    carry (unknown word, a range past its calls)."""
+    carry (unknown word, a range past its calls). `by_user`: who (an email, a local user name).
+    Whether they may is the caller's check (writes.save_label; the CLI's user may)."""
     label = scoring.normalize_label(label)
     if labelled_by not in scoring.LABELLED_BY:
         raise ValueError(f"labelled_by {labelled_by!r}: expected one of {scoring.LABELLED_BY}")
@@ -497,7 +509,7 @@ def write_label(conn: Connection, session_id: int, run_idx: int, label: str, not
     conn.execute(sa.delete(lb).where(lb.c.session_id == session_id))
     conn.execute(sa.insert(lb).values(session_id=session_id, run_idx=run_idx, label=label, note=note or None,
                                       loop_first=loop_first, loop_last=loop_last, labelled_by=labelled_by,
-                                      created_at=time.time()))
+                                      by_user=by_user, created_at=time.time()))
 
 
 # ── the guard leaderboard ─────────────────────────────────────────────────────────────────────
@@ -584,14 +596,15 @@ def sessions_brief(conn: Connection, session_ids: list[int]) -> pd.DataFrame:
     return pd.DataFrame(conn.execute(q).mappings().all(), columns=BRIEF_COLUMNS)
 
 
-LABEL_LIST_COLUMNS = ["session_id", "path", "key", "label", "loop_calls", "note", "labelled_by", "labelled_at"]
+LABEL_LIST_COLUMNS = ["session_id", "path", "key", "label", "loop_calls", "note", "labelled_by", "by_user",
+                      "labelled_at"]
 
 
 def label_list(conn: Connection, labelled_by: str = "", limit: int = 200, offset: int = 0) -> pd.DataFrame:
     """Who labelled what: every label with its session, newest first."""
     lb, s, src = t.labels.c, t.sessions.c, t.sources.c
     q = (sa.select(lb.session_id, src.path, s.key, lb.label, lb.loop_first, lb.loop_last, lb.note, lb.labelled_by,
-                   lb.created_at)
+                   lb.by_user, lb.created_at)
          .select_from(t.labels.join(t.sessions, s.id == lb.session_id).join(t.sources, src.id == s.source_id))
          .order_by(lb.created_at.desc().nulls_last(), lb.session_id).limit(limit).offset(offset))
     if labelled_by:

@@ -39,11 +39,12 @@ def enforced(conn: Connection, session_id: int, limit: int = 500) -> pd.DataFram
 
 def enforced_label(conn: Connection) -> str | None:
     """What is enforced now, as one line: the policy's label (a set's labels joined by " + "),
-    since when and from where, and any policy whose detector is not registered in this process
+    since when, from where and by whom, and any policy whose detector is not registered in this process
     (looked up, never imported: the live paths allow every call while it is enforced). None:
     none chosen, the default set applies."""
     e = t.enforcements.c
-    newest = conn.execute(sa.select(e.id, e.policy_id, e.set_at, e.origin).order_by(e.id.desc()).limit(1)).first()
+    newest = conn.execute(sa.select(e.id, e.policy_id, e.set_at, e.origin, e.by_user)
+                          .order_by(e.id.desc()).limit(1)).first()
     if newest is None or newest.policy_id is None:
         return None
     m, p = t.enforcement_policies.c, t.policies.c
@@ -52,8 +53,33 @@ def enforced_label(conn: Connection) -> str | None:
     if not rows:  # chosen before sets existed: the one policy
         rows = conn.execute(sa.select(p.label, p.detector).where(p.id == newest.policy_id)).all()
     when = dt.datetime.fromtimestamp(newest.set_at, dt.UTC).strftime("%Y-%m-%d %H:%M")  # the dashboard's one format
-    text = " + ".join(r.label for r in rows) + f" (since {when} UTC, from {newest.origin or 'unknown'})"
+    by = f", by {newest.by_user}" if newest.by_user else ""
+    text = " + ".join(r.label for r in rows) + f" (since {when} UTC, from {newest.origin or 'unknown'}{by})"
     missing = [r.label for r in rows if not registry.is_registered(r.detector)]
     if missing:
         text += f"; not registered here: allowed: {', '.join(missing)}"
     return text
+
+
+HISTORY_COLUMNS = ["when", "enforced", "from", "by"]
+
+
+def enforcement_history(conn: Connection, limit: int = 20) -> pd.DataFrame:
+    """Every change of the enforced setting, newest first: when (UTC), what (a set's labels
+    joined by " + "; "the default set" for a return to it), from where, by whom."""
+    e, m, p = t.enforcements.c, t.enforcement_policies.c, t.policies.c
+    newest = conn.execute(sa.select(e.id, e.policy_id, e.set_at, e.origin, e.by_user)
+                          .order_by(e.id.desc()).limit(limit)).all()
+    names: dict[int, list[str]] = {}
+    if newest:
+        for eid, label in conn.execute(sa.select(m.enforcement_id, p.label).select_from(
+                t.enforcement_policies.join(t.policies, p.id == m.policy_id))
+                .where(m.enforcement_id.in_([r.id for r in newest])).order_by(m.enforcement_id, m.position)):
+            names.setdefault(eid, []).append(label)
+        single = {r.policy_id for r in newest if r.policy_id and r.id not in names}
+        labels = dict(conn.execute(sa.select(p.id, p.label).where(p.id.in_(single)))) if single else {}
+    rows = [(dt.datetime.fromtimestamp(r.set_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+             " + ".join(names.get(r.id) or ([labels.get(r.policy_id, r.policy_id)] if r.policy_id else
+                                            ["the default set"])),
+             r.origin or "unknown", r.by_user or "unknown") for r in newest]
+    return pd.DataFrame(rows, columns=HISTORY_COLUMNS)

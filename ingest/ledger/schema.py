@@ -76,8 +76,11 @@ sessions = Table(
     Column("outcome", String(12)),
     Column("outcome_detail", Text),
     Column("outcome_run", Integer),  # the run it belongs to (the session's last run)
+    # The email of the team member whose guard forwarded it (migration 0012_team); NULL otherwise.
+    Column("member", Text),
     UniqueConstraint("source_id", "key", name="uq_sessions_source_key"),
 )
+Index("ix_sessions_member", sessions.c.member)
 
 runs = Table(
     "runs",
@@ -245,6 +248,7 @@ labels = Table(
     Column("loop_first", Integer),  # loop labels: 1-based positions of the loop's calls in the session
     Column("loop_last", Integer),
     Column("labelled_by", String(20), nullable=False, server_default="dashboard"),  # imported | dashboard
+    Column("by_user", Text),  # who: the signed-in email, or the local user of the CLI (0012_team)
     UniqueConstraint("session_id", "run_idx", name="uq_labels_run"),
 )
 Index("uq_labels_session", labels.c.session_id, unique=True)
@@ -289,7 +293,8 @@ enforcements = Table(
     Column("id", Integer, primary_key=True),
     Column("policy_id", String(32), ForeignKey("policies.id", ondelete="CASCADE")),
     Column("set_at", Float, nullable=False),
-    Column("origin", Text),  # compare | leaderboard | cli | api
+    Column("origin", Text),  # compare | leaderboard | cli | api | team
+    Column("by_user", Text),  # who: the signed-in email, the local user, or the team's (0012_team)
 )
 
 # The policies of one enforcement, in the order they were named (migration 0010_livepolicy): one
@@ -349,3 +354,42 @@ enforced_checks = Table(
     Column("elapsed_ms", Float),  # time the decision took inside the process
 )
 Index("ix_enforced_checks_call", enforced_checks.c.session_id, enforced_checks.c.call_id)
+
+# ── a team on one ledger (migration 0012_team) ───────────────────────────────────────────────
+
+# Who may sign in to the dashboard beside the allow-list, and with which role
+# (loopledger.ledger.team: viewer | labeller | owner).
+members = Table(
+    "members",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("email", Text, nullable=False, unique=True),  # lower case
+    Column("role", String(20), nullable=False),
+    Column("added_at", Float, nullable=False),
+    Column("added_by", Text),
+)
+
+# A member's tokens for forwarding to the team's `loopledger receive`: only the SHA-256 digest of
+# the token is kept (tokens are 256 random bits, so a plain digest cannot be reversed by guessing).
+member_tokens = Table(
+    "member_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("member_id", Integer, ForeignKey("members.id", ondelete="CASCADE"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("prefix", String(16), nullable=False),  # the token's first characters, to tell tokens apart
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+    Column("created_by", Text),
+    Column("revoked_at", Float),
+    Column("last_used_at", Float),
+)
+
+# On a member's own ledger: the next live event of each session the team's receiver has not
+# acknowledged yet (loopledger.live.forward; live_events itself is the outbox).
+forwarded = Table(
+    "forwarded",
+    metadata,
+    Column("session_id", Integer, ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, nullable=False),
+)

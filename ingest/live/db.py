@@ -203,8 +203,8 @@ def _read_only(path: str) -> bool:
     return not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
-def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> LiveDB:
-    kept = _kept_one(path, busy_timeout_s)
+def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool, keep: bool = True) -> LiveDB:
+    kept = _kept_one(path, busy_timeout_s) if keep else None
     if kept is not None:
         return kept
     if not os.path.isfile(path):
@@ -240,24 +240,29 @@ def _open_sqlite(url: str, path: str, busy_timeout_s: float, upgrade: bool) -> L
         from loopledger.ledger import migrate
 
         migrate.upgrade(url)
-        return _open_sqlite(url, path, busy_timeout_s, upgrade=False)
+        return _open_sqlite(url, path, busy_timeout_s, upgrade=False, keep=keep)
     live = LiveDB(raw, Dialect("sqlite", "qmark"), url)
-    if _kept is not None:
+    if _kept is not None and keep:
         st = os.stat(path)
         live.file_id = (st.st_dev, st.st_ino)  # kept from its close() on (_check_in)
     return live
 
 
 def open_db(db: str | None = None, *, busy_timeout_s: float = HOOK_BUSY_TIMEOUT_S,
-            upgrade: bool = True, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> LiveDB:
+            upgrade: bool = True, connect_timeout_s: float = CONNECT_TIMEOUT_S, keep: bool = True) -> LiveDB:
     """The ledger named by `db` (a path or URL; default as for every command), migrated to the
     newest schema. A missing SQLite file is LedgerUnavailable: the live paths never create one;
     so is a read-only one, one a newer LoopLedger wrote, and a server that does not answer
-    within `connect_timeout_s`."""
+    within `connect_timeout_s`. `keep=False`: a connection of its own, outside what keep_open
+    keeps (another thread's)."""
     url = resolve_url(db)
     path = sqlite_file(url)
     if path is not None:
-        return _open_sqlite(url, path, busy_timeout_s, upgrade)
+        return _open_sqlite(url, path, busy_timeout_s, upgrade, keep)
+    if not keep:
+        live = _open_postgresql(url, upgrade, None, connect_timeout_s, keep=False)
+        live.lock_timeout_ms = max(1, int(busy_timeout_s * 1000))
+        return live
     kept = _kept_engines.pop(url, None) if _kept is not None else None
     live = None
     if kept is not None:
@@ -283,7 +288,8 @@ def _pg_version(raw: Any) -> str | None:
     return row[0] if row else None
 
 
-def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: float) -> LiveDB:
+def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                     keep: bool = True) -> LiveDB:
     from loopledger.ledger.engine import make_engine
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -308,7 +314,7 @@ def _open_postgresql(url: str, upgrade: bool, engine: Any, connect_timeout_s: fl
         raise LedgerTooNew(f"{where}: {exc}") from None
     except (SQLAlchemyError, OSError, driver_error) as exc:
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {getattr(exc, 'orig', None) or exc}") from None
-    if _kept is None:
+    if _kept is None or not keep:
         return LiveDB(fairy.driver_connection, Dialect("postgresql", "format"), url, closer=engine.dispose)
     # Kept (the resident): the engine stays, its connection goes back to the pool (rolled back),
     # the engine back among the kept ones at close (checked out meanwhile: see _kept).

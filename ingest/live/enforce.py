@@ -28,13 +28,14 @@ import orjson
 from loopledger.detectors import registry
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
+from loopledger.ledger import team
 from loopledger.live.db import sql
 
 # What the live paths enforce until a person chooses: the scored default set ingest uses.
 LIVE_DEFAULT: tuple[PolicySpec, ...] = DEFAULT_SPECS
 # Where a person set an enforcement (enforcements.origin); not who a live decision was for
-# (loopledger.live.session.DECIDED_FOR).
-ENFORCED_FROM = ("compare", "leaderboard", "cli", "api")
+# (loopledger.live.session.DECIDED_FOR). team: a member's ledger following the team's.
+ENFORCED_FROM = ("compare", "leaderboard", "cli", "api", "team")
 
 
 class NotRegistered(LookupError):
@@ -75,34 +76,40 @@ def _as_specs(spec: PolicySpec | str | Sequence[PolicySpec | str] | None) -> tup
 
 
 def set_enforced(conn: Any, spec: PolicySpec | str | Sequence[PolicySpec | str] | None,
-                 origin: str = "api") -> None:
+                 origin: str = "api", actor: team.Actor | None = None) -> None:
     """Enforce `spec`: one policy or a set (None or an empty set: back to LIVE_DEFAULT). A spec
-    string is parsed (`DETECTOR[:NAME=VALUE,...]`, ConfigError on a bad one)."""
+    string is parsed (`DETECTOR[:NAME=VALUE,...]`, ConfigError on a bad one). Recorded with
+    who chose it: `actor`, default the local user; a signed-in actor must be an owner
+    (team.Forbidden otherwise, checked here, in the writing transaction)."""
+    actor = actor or team.local_actor()
+    if actor.signed_in:  # the local user may (and a LiveDB, the hook's fast path, never signs in)
+        team.require(conn, actor, team.ENFORCE)
     specs = _as_specs(spec)
     for sp in specs:
         ensure_policy(conn, sp)
-    eid = conn.exec_driver_sql(sql(conn, "INSERT INTO enforcements (policy_id, set_at, origin) VALUES (?, ?, ?) "
-                                         "RETURNING id"),
-                               (specs[0].id if specs else None, time.time(), origin)).fetchall()[0][0]
+    eid = conn.exec_driver_sql(sql(conn, "INSERT INTO enforcements (policy_id, set_at, origin, by_user) "
+                                         "VALUES (?, ?, ?, ?) RETURNING id"),
+                               (specs[0].id if specs else None, time.time(), origin, actor.who)).fetchall()[0][0]
     if specs:
         for pos, sp in enumerate(specs):
             conn.exec_driver_sql(sql(conn, "INSERT INTO enforcement_policies (enforcement_id, position, policy_id) "
                                            "VALUES (?, ?, ?)"), (eid, pos, sp.id))
 
 
-def set_enforced_id(conn: Any, policy_id: str, origin: str = "api") -> PolicySpec:
+def set_enforced_id(conn: Any, policy_id: str, origin: str = "api", actor: team.Actor | None = None) -> PolicySpec:
     """Enforce a policy the ledger stores, by its id (the leaderboard's rows); returns its spec.
-    KeyError when no such policy is stored, NotRegistered when its detector is not here."""
+    KeyError when no such policy is stored, NotRegistered when its detector is not here,
+    team.Forbidden as set_enforced."""
     row = conn.exec_driver_sql(sql(conn, "SELECT detector, params FROM policies WHERE id = ?"), (policy_id,)).fetchone()
     if row is None:
         raise KeyError(f"no stored policy {policy_id!r}")
     spec = spec_of_row(row[0], row[1])
-    set_enforced(conn, spec, origin)
+    set_enforced(conn, spec, origin, actor)
     return spec
 
 
-def _newest(conn: Any) -> tuple[int, str | None, float, str | None] | None:
-    return conn.exec_driver_sql("SELECT id, policy_id, set_at, origin FROM enforcements "
+def _newest(conn: Any) -> tuple[int, str | None, float, str | None, str | None] | None:
+    return conn.exec_driver_sql("SELECT id, policy_id, set_at, origin, by_user FROM enforcements "
                                 "ORDER BY id DESC LIMIT 1").fetchone()
 
 
@@ -166,21 +173,34 @@ def now(conn: Any) -> dict[str, Any]:
     """What is enforced now, for `loopledger policies` and the dashboard: `labels` (each policy's
     label), `chosen` (False: the default set), `since` (unix time it was chosen; None for a
     default never chosen), `origin`, and `missing`: the labels of policies whose detector is
-    not registered here (the live paths allow every call while such a policy is enforced)."""
+    not registered here (the live paths allow every call while such a policy is enforced), `by`:
+    who chose it."""
     newest = _newest(conn)
     if newest is None or newest[1] is None:
         return {"labels": [sp.label for sp in LIVE_DEFAULT], "ids": [sp.id for sp in LIVE_DEFAULT],
                 "chosen": False, "since": newest[2] if newest else None,
-                "origin": newest[3] if newest else None, "missing": []}
+                "origin": newest[3] if newest else None, "by": newest[4] if newest else None, "missing": []}
     rows = _member_rows(conn, newest[0], newest[1])
     return {"labels": [r[3] for r in rows], "ids": [r[0] for r in rows], "chosen": True, "since": newest[2],
-            "origin": newest[3], "missing": [r[3] for r in rows if not registry.is_registered(r[1])]}
+            "origin": newest[3], "by": newest[4], "missing": [r[3] for r in rows if not registry.is_registered(r[1])]}
 
 
 def history(conn: Any, limit: int = 50) -> list[dict[str, Any]]:
     """The newest choices first: when, which policy (the first of a set; None = back to the
-    default), from where."""
+    default), from where, by whom."""
     rows = conn.exec_driver_sql(sql(conn,
-        "SELECT e.set_at, e.policy_id, p.label, e.origin FROM enforcements e "
+        "SELECT e.set_at, e.policy_id, p.label, e.origin, e.by_user FROM enforcements e "
         "LEFT JOIN policies p ON p.id = e.policy_id ORDER BY e.id DESC LIMIT ?"), (limit,)).fetchall()
-    return [{"set_at": r[0], "policy_id": r[1], "label": r[2], "origin": r[3]} for r in rows]
+    return [{"set_at": r[0], "policy_id": r[1], "label": r[2], "origin": r[3], "by": r[4]} for r in rows]
+
+
+def chosen_rows(conn: Any) -> dict[str, Any]:
+    """What is enforced now as stored rows, for a member's ledger to follow (the team receiver's
+    answer, loopledger.live.forward): `policies` [(detector, params JSON, label)] in order ([] =
+    the default set), `by` who chose it, `since` when. Nothing is built or imported here: the
+    member's side looks each detector up among its own registered ones."""
+    newest = _newest(conn)
+    if newest is None or newest[1] is None:
+        return {"policies": [], "by": newest[4] if newest else None, "since": newest[2] if newest else None}
+    rows = _member_rows(conn, newest[0], newest[1])
+    return {"policies": [[r[1], r[2], r[3]] for r in rows], "by": newest[4], "since": newest[2]}

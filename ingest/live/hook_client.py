@@ -45,7 +45,7 @@ MAGIC = b"LLHOOK2\n"
 SENT_PREFIXES = ("LOOPLEDGER_", "XDG_", "PG")
 SENT_NAMES = ("HOME",)
 # Read once per process (at import, or cached): a resident serves only requests that agree.
-FIXED_ENV = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "LOOPLEDGER_STATE_KEY", "LOOPLEDGER_HOOK_BUSY_TIMEOUT",
+FIXED_ENV = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "LOOPLEDGER_STATE_KEY", "LOOPLEDGER_HOOK_BUSY_TIMEOUT",
              "LOOPLEDGER_BUSY_TIMEOUT_MS", "LOOPLEDGER_QUERY_TIMEOUT", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
              "PYTHONPYCACHEPREFIX")
 CONNECT_TIMEOUT_S = 0.25  # a Unix socket connects at once or not at all; this only bounds a full backlog

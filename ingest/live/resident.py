@@ -15,7 +15,9 @@ its socket: it answered itself), is dropped unjudged; and one stuck past it ends
 (Running's watchdog), its hooks answering themselves. Kept between requests: imports and the
 open SQLite ledgers (loopledger.live.db.keep_open, checked out by one request at a time;
 reopened when the file is replaced or migrated; released, while idle, when it is removed or
-replaced). The ledger stays the source of truth: each event runs in its own write transaction,
+replaced). While this member forwards to a team (loopledger.live.forward's settings file), a
+thread of its own sends the new live events to the team's receiver after each answer, never
+before it. The ledger stays the source of truth: each event runs in its own write transaction,
 loads the session's sealed state and writes its decision as a hook process does.
 
 Refused (the client then answers in its own process): a peer of another uid (SO_PEERCRED), a
@@ -276,6 +278,8 @@ def serve(ident: bytes | None = None) -> int:
     live_db.keep_open()
     running = Running()
     slots = threading.BoundedSemaphore(MAX_AT_ONCE)
+    forwarding = _forwarding()
+    forwarding.poke()
 
     def work(conn: Any) -> None:
         try:
@@ -287,6 +291,7 @@ def serve(ident: bytes | None = None) -> int:
         finally:
             conn.close()
             slots.release()
+            forwarding.poke()  # after the answer is out: the new event goes to the team
 
     checked = time.monotonic()
     try:
@@ -312,11 +317,21 @@ def serve(ident: bytes | None = None) -> int:
         running.wait_idle()
         return 0
     finally:
+        forwarding.stop()
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ino and stat.S_ISSOCK(os.stat(path).st_mode):
                 os.unlink(path)
         sock.close()
         os.close(lock)
+
+
+def _forwarding() -> Any:
+    """The team forwarder (loopledger.live.forward.Background), its log lines in the hook log."""
+    from loopledger.live import forward
+    from loopledger.live.hooks import ENV_LOG, default_log, log
+
+    path = os.environ.get(ENV_LOG) or default_log()  # read now: requests change os.environ
+    return forward.Background(lambda message: log(path, "forward", message))
 
 
 def main() -> None:

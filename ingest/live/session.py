@@ -227,18 +227,37 @@ class LiveSession:
 
     def replay(self, rows: Iterable[Sequence[Any]]) -> None:
         """Rebuild the state from stored live events (kind, call_id, tool, args, text, text_hash,
-        is_error[, at]), oldest first, without adding rows."""
-        for kind, call_id, tool, args, text, text_hash, is_error, *at in rows:
-            if kind == KIND_CALL:
-                call = Call(call_id, tool, _parse_args(args, text_hash))
-                if args is not None and text_hash and not is_capped(args):
-                    remember_key(call, args.encode("utf-8", "surrogatepass"), text_hash)
-                self._feed(Batch((call,), ts=at[0] if at else None))
-            elif kind == KIND_ANSWER:
-                self._feed(Answers((Answer(call_id, text or "", bool(is_error), None, text_hash or ""),)))
-            elif kind == KIND_USER:
-                self._feed(UserTurn(text or ""))
+        is_error), oldest first, without adding rows."""
+        for event in events_of(rows):
+            if event is not None:
+                self._feed(event)
             self.seq += 1
+
+
+def events_of(rows: Iterable[Sequence[Any]]) -> Iterable[Event | None]:
+    """The engine's events for stored live events (kind, call_id, tool, args, text, text_hash,
+    is_error[, at]), one per row (None for a kind it does not know): a call is a batch of one
+    call, an answer an Answers, a prompt a user turn; `at` (unix time), when given, their time.
+    The live state replays these; the team's receiver builds a forwarded session from them
+    (loopledger.receive.forwarded)."""
+    for kind, call_id, tool, args, text, text_hash, is_error, *at in rows:
+        ts = _iso(at[0]) if at and at[0] is not None else None
+        if kind == KIND_CALL:
+            call = Call(call_id, tool, _parse_args(args, text_hash))
+            if args is not None and text_hash and not is_capped(args):
+                remember_key(call, args.encode("utf-8", "surrogatepass"), text_hash)
+            yield Batch((call,), ts=ts)
+        elif kind == KIND_ANSWER:
+            yield Answers((Answer(call_id, text or "", bool(is_error), ts, text_hash or ""),))
+        elif kind == KIND_USER:
+            yield UserTurn(text or "", ts=ts)
+        else:
+            yield None
+
+
+def _iso(at: float) -> str:
+    """A unix time as the readers write times (ISO 8601 UTC, milliseconds)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at * 1000) % 1000:03d}Z"
 
 
 def _parse_args(args: str | None, digest: str | None) -> Any:

@@ -40,6 +40,7 @@ import orjson
 from loopledger import worker
 from loopledger.formats import otlp
 from loopledger.receive import flush as flushing
+from loopledger.receive import forwarded
 from loopledger.receive import spool as spooling
 from sqlalchemy.engine import Engine
 
@@ -327,9 +328,10 @@ def is_loopback(host: str) -> bool:
         return False  # a name: it may resolve beyond this machine
 
 
-def door_problem(host: str, token: str | None, insecure: bool) -> str | None:
+def door_problem(host: str, token: str | bool | None, insecure: bool) -> str | None:
     """Why the receiver must not start on `host`, or None: beyond loopback anyone who reaches
-    the port could write into the ledger, so that takes a token (or --insecure, said out loud)."""
+    the port could write into the ledger, so that takes a token — `--token`, or members' tokens in
+    the ledger (`token` True) — or --insecure, said out loud."""
     if is_loopback(host) or token or insecure:
         return None
     return (f"--host {host} accepts spans from beyond this machine, and without a token anyone who "
@@ -347,36 +349,48 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
     import contextlib
 
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    def denied(request: Request) -> Response | None:
-        if authorized(request.headers.get("authorization"), token):
+    team = _Team(receiver, token)
+
+    async def denied(request: Request) -> Response | None:
+        """None when the request may pass (request.state.member: the member's email, or None)."""
+        header = request.headers.get("authorization")
+        door = team.door()
+        ok, member = (await run_in_threadpool(door.check, header)) if door.needs_ledger(header) else door.check(header)
+        request.state.member = member
+        if ok:
             return None
         receiver.stats.unauthorized += 1
         return JSONResponse({"code": 16, "message": "missing or wrong bearer token"}, status_code=401,
                             headers={"WWW-Authenticate": 'Bearer realm="loopledger"'})
 
+    async def body_of(request: Request) -> bytes:
+        """The request's body, read no further than `max_body` bytes (TooLarge past it)."""
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > max_body:
+            raise TooLarge(f"the body ({length} bytes) is over the limit of {max_body} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                raise TooLarge(f"the body is over the limit of {max_body} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def read(body: bytes, ctype: str, encoding: str) -> list[spooling.Piece]:
         return prepare(decode(body, ctype, encoding, max_body), receiver.opts.redact)
 
     async def traces(request: Request) -> Response:
-        if (no := denied(request)) is not None:
+        if (no := await denied(request)) is not None:
             return no
         ctype = request.headers.get("content-type", "")
         wants_pb = ctype.split(";")[0].strip().lower() == PROTOBUF
         try:
-            length = request.headers.get("content-length")
-            if length and length.isdigit() and int(length) > max_body:
-                raise TooLarge(f"the body ({length} bytes) is over the limit of {max_body} bytes")
-            chunks, size = [], 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > max_body:
-                    raise TooLarge(f"the body is over the limit of {max_body} bytes")
-                chunks.append(chunk)
-            body = b"".join(chunks)
+            body = await body_of(request)
         except BadRequest as e:
             receiver.stats.rejected += 1
             return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
@@ -411,7 +425,7 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
         return JSONResponse({})
 
     async def health(request: Request) -> Response:
-        if (no := denied(request)) is not None:
+        if (no := await denied(request)) is not None:
             return no
         s, f = receiver.stats, receiver.flusher.stats
         return JSONResponse({"ok": True, "requests": s.requests, "spans": s.spans, "duplicates": s.duplicates,
@@ -425,8 +439,64 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
             on_ready()
         yield
 
-    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/health", health)],
-                     lifespan=lifespan)
+    async def live(request: Request) -> Response:
+        """A member's forwarded live events and decisions (loopledger.receive.forwarded)."""
+        if (no := await denied(request)) is not None:
+            return no
+        if request.state.member is None:
+            return JSONResponse({"code": 7, "message": "forwarding takes a member's token "
+                                 "(`loopledger tokens create EMAIL` on the team ledger)"}, status_code=403)
+        try:
+            body = await body_of(request)
+            answer = await run_in_threadpool(team.store, request.state.member,
+                                             forwarded.bearer(request.headers.get("authorization")) or "", body)
+        except TooLarge as e:
+            return JSONResponse({"code": 3, "message": str(e)}, status_code=413)
+        except forwarded.BadBatch as e:
+            receiver.stats.rejected += 1
+            return JSONResponse({"code": 3, "message": str(e)}, status_code=400)
+        except Exception as e:  # noqa: BLE001 — a busy or failing ledger: not acknowledged, the forwarder retries
+            return JSONResponse({"code": 14, "message": f"the ledger could not be written: {e}"}, status_code=503)
+        return JSONResponse(answer)
+
+    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/health", health),
+                             Route(forwarded_path, live, methods=["POST"])], lifespan=lifespan)
+
+
+forwarded_path = "/v1/live"
+
+
+class _Team:
+    """The team side of the receiver, made on first use: the token door (a read-only engine on
+    the ledger) and the writer of forwarded batches (an engine of its own: the flusher keeps its)."""
+
+    def __init__(self, receiver: Receiver, token: str | None) -> None:
+        self.receiver, self.token = receiver, token
+        self._door: forwarded.Door | None = None
+        self._writer: Engine | None = None
+        self._door_lock, self._lock = threading.Lock(), threading.Lock()
+
+    def _url(self) -> str:
+        return self.receiver.engine.url.render_as_string(hide_password=False)
+
+    def door(self) -> forwarded.Door:
+        if self._door is None:
+            from loopledger.ledger.engine import make_engine
+
+            with self._door_lock:
+                if self._door is None:
+                    self._door = forwarded.Door(self.token, make_engine(self._url(), readonly=True))
+        return self._door
+
+    def store(self, member: str, token: str, body: bytes) -> dict[str, Any]:
+        sessions = forwarded.parse(body)
+        with self._lock:
+            if self._writer is None:
+                from loopledger.ledger.engine import make_engine
+
+                self._writer = make_engine(self._url())
+            # One batch at a time: two members' batches never wait on each other's write lock.
+            return forwarded.store_batch(self._writer, member, token, sessions, self.receiver.opts)
 
 
 def default_spool(url: str) -> Path:
