@@ -10,9 +10,9 @@ where none of these holds the files.
 
 Counts made without loopledger (this module's `_independent`, reading the files itself):
 - Claude Code JSONL: the session is the file's `sessionId` (main sessions) or `agentId` (subagents);
-  its calls are the `tool_use` blocks of the assistant lines. One file (the general-tool-calls
+  its calls are the distinct `tool_use` ids of the assistant lines. One file (the general-tool-calls
   fixture) holds 110 such blocks with only 65 distinct ids: Claude Code copied the conversation
-  into the file again when the session was resumed, and the reader reads the copy as calls too.
+  into the file again when the session was resumed; the reader reads the copy once.
 - The session-share fixtures open with `//` comment lines (the fixture's source note), which are not
   JSON: the reader quarantines exactly those lines.
 - Aider chat histories: one session per `# aider chat started at` line, keyed 1, 2, ...
@@ -89,7 +89,7 @@ def _independent(path: Path, rel: str) -> tuple[dict[str, int], tuple[int, ...]]
     if rel.startswith(AIDER):
         starts = len(re.findall(r"(?m)^# aider chat started at", text))
         return {str(i): None for i in range(1, starts + 1)}
-    key, uses, comments = None, 0, []
+    key, uses, comments = None, set(), []
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("//"):
             comments.append(n)
@@ -98,8 +98,8 @@ def _independent(path: Path, rel: str) -> tuple[dict[str, int], tuple[int, ...]]
         key = key or (d.get("agentId") if d.get("isSidechain") else d.get("sessionId"))
         msg = d.get("message") if isinstance(d.get("message"), dict) else {}
         if d.get("type") == "assistant" and isinstance(msg.get("content"), list):
-            uses += sum(1 for b in msg["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
-    return {key: uses}, tuple(comments)
+            uses |= {b.get("id") for b in msg["content"] if isinstance(b, dict) and b.get("type") == "tool_use"}
+    return {key: len(uses)}, tuple(comments)
 
 
 def test_the_labels_cover_every_pinned_file_each_with_a_reason_and_no_loop_range_outside_loops():

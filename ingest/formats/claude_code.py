@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,6 +161,13 @@ def _copy_key(rec: dict) -> int | None:
     return xxhash.xxh64_intdigest(f"{rec['type']}|{ts}|{msg.get('id') or ''}|{'|'.join(parts)}".encode("utf-8", "surrogatepass"))
 
 
+def _instant(ts: str) -> str:
+    """An ISO-8601 UTC timestamp comparable as text: `…22Z` and `…22.121Z` both to milliseconds."""
+    if ts.endswith("Z") and "." not in ts[-8:]:
+        return ts[:-1] + ".000Z"
+    return ts
+
+
 def _skipped(rec: dict) -> bool:
     return bool(rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"))
 
@@ -235,7 +243,7 @@ def _info(path: Path, ident: Ident, first_key: str | None, done: list[bool] | No
                        parent, meta)
 
 
-_STATE = "claude-code/3"  # /3: the copy keys a resume writes again
+_STATE = "claude-code/4"  # /4: the lines' copy keys as bytes, and the newest timestamp
 
 
 class _Message:
@@ -244,7 +252,7 @@ class _Message:
     started. What a Checkpoint carries (`state`), and what `_session` reads each line into."""
 
     __slots__ = ("path", "ident", "open_id", "blocks", "first", "held", "held_line", "started", "usage", "carry",
-                 "seen", "info_final")
+                 "keys", "newest", "_lookup", "info_final")
 
     def __init__(self, path: Path, ident: Ident, resume: Checkpoint | None = None) -> None:
         self.path, self.ident = path, ident
@@ -256,25 +264,40 @@ class _Message:
         self.started = False
         self.usage: TurnUsage | None = None  # the open message's usage (each of its lines repeats it)
         self.carry: TurnUsage | None = None  # a message that made no event (thinking only): counted with the next
-        self.seen: set[int] = set()  # every line's _copy_key: the copy a resume writes is skipped
+        # Every line's _copy_key, 8 bytes each (an array, not a set: memory stays near flat), and the
+        # newest line's timestamp: only a line older than that can be a copy, looked up then.
+        self.keys = array("Q")
+        self.newest: str | None = None
+        self._lookup: set[int] | None = None  # built from keys at the first line older than newest
         if resume is not None:
             (_, self.ident, self.open_id, blocks, self.first, held, self.held_line, self.started, self.usage,
-             self.carry, seen) = resume.state
-            self.blocks, self.held, self.seen = list(blocks), list(held), set(seen)
+             self.carry, keys, self.newest) = resume.state
+            self.blocks, self.held = list(blocks), list(held)
+            self.keys.frombytes(keys)
         self.info_final = [resume is not None]  # a resumed session's info was final at its checkpoint
 
     def state(self) -> tuple:
         return (_STATE, self.ident, self.open_id, tuple(self.blocks), self.first, tuple(self.held),
-                self.held_line, self.started, self.usage, self.carry, frozenset(self.seen))
+                self.held_line, self.started, self.usage, self.carry, self.keys.tobytes(), self.newest)
 
     def copied(self, rec: dict) -> bool:
-        """Whether the line is one this session read already, written again by a resume."""
+        """Whether the line is one this session read already, written again by a resume (which
+        keeps the original timestamps: a copy is always older than the newest line read; lines of
+        parallel subagents written inline interleave their times too, so the key decides)."""
         key = _copy_key(rec)
         if key is None:
             return False
-        if key in self.seen:
-            return True
-        self.seen.add(key)
+        ts = _instant(rec["timestamp"])
+        if self.newest is not None and ts < self.newest:
+            if self._lookup is None:
+                self._lookup = set(self.keys)
+            if key in self._lookup:
+                return True
+        else:
+            self.newest = ts
+        self.keys.append(key)
+        if self._lookup is not None:
+            self._lookup.add(key)
         return False
 
     # Lists, not generators: these run for every line of the file.
