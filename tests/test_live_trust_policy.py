@@ -239,7 +239,7 @@ def test_point_7_enforce_a_set_names_it_and_the_earliest_verdict_wins(tmp_path):
     listed = subprocess.run([str(BIN), "policies", "--db", url], capture_output=True, text=True, timeout=600,
                             env={**os.environ, "COLUMNS": "300"}).stdout
     line = next(ln for ln in listed.splitlines() if "ENFORCED" in ln)
-    assert "the set" in line and "window" in line and "ladder" in line and "since" in line and "(cli)" in line
+    assert "the set" in line and "window" in line and "ladder" in line and "since" in line and "(cli, by " in line
 
 
 def test_point_7_policies_names_the_default_set_until_one_is_chosen(tmp_path):

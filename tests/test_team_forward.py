@@ -183,7 +183,7 @@ def test_what_arrives_is_redacted_again_and_a_policy_id_is_the_receivers(team):
                           "checks": [[1, "claude-code", "c1", "Bash", "allow", None, None, None, 2.0, 1.5,
                                       "cycle", "{}", "cycle"]]}]}
     status, answer = post(receiver.url, body, tokens[ALICE])
-    assert status == 200 and answer["accepted"][0]["events"] == 3
+    assert status == 200 and answer["accepted"][0]["events"] == 3, answer
     engine = make_engine(url, readonly=True)
     with engine.connect() as conn:
         texts = [v for r in conn.execute(sa.select(t.live_events.c.text, t.live_events.c.args)) for v in r if v]

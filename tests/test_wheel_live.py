@@ -116,6 +116,10 @@ def test_the_wheel_ships_and_installs_the_opencode_plugin(fresh_venv, tmp_path):
     ledger, project = tmp_path / "ledger.sqlite", tmp_path / "shop"
     project.mkdir()
     env = {"HOME": str(tmp_path), "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
+    # `enforce` chooses in an existing ledger only: the installed command makes one first.
+    (tmp_path / "none-yet").mkdir()
+    subprocess.run([str(exe), "ingest", str(tmp_path / "none-yet"), "--db", str(ledger)], check=True,
+                   capture_output=True, env=env)
     subprocess.run([str(exe), "enforce", "--default", "--db", str(ledger)], check=True, capture_output=True, env=env)
     proc = subprocess.run([str(exe), "hook", "install", "opencode", "--project", str(project), "--db", str(ledger)],
                           capture_output=True, text=True, env=env)

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from loopledger.detectors import registry
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
-from loopledger.ledger import team
 from loopledger.live.db import sql
+
+if TYPE_CHECKING:  # the hook's fast path reads what is enforced without the database toolkit
+    from loopledger.ledger import team
 
 # What the live paths enforce until a person chooses: the scored default set ingest uses.
 LIVE_DEFAULT: tuple[PolicySpec, ...] = DEFAULT_SPECS
@@ -81,6 +83,8 @@ def set_enforced(conn: Any, spec: PolicySpec | str | Sequence[PolicySpec | str] 
     string is parsed (`DETECTOR[:NAME=VALUE,...]`, ConfigError on a bad one). Recorded with
     who chose it: `actor`, default the local user; a signed-in actor must be an owner
     (team.Forbidden otherwise, checked here, in the writing transaction)."""
+    from loopledger.ledger import team  # only a write checks a role (it needs SQLAlchemy)
+
     actor = actor or team.local_actor()
     if actor.signed_in:  # the local user may (and a LiveDB, the hook's fast path, never signs in)
         team.require(conn, actor, team.ENFORCE)

@@ -180,7 +180,7 @@ def check_row(conn: Any, sid: int, raw: Any, where: str, policies: dict[tuple, s
         raise BadBatch(f"{where}: a decision names its policy's detector and parameters")
     if key not in policies:
         policies[key] = _policy_id(conn, *key)
-    origin = origin if origin in live.ORIGINS else "forwarded"
+    origin = origin if origin in live.DECIDED_FOR else "forwarded"
     return (sid, _num(seq, f"{where}: seq", int), policies[key], origin, _text(call_id, f"{where}: call_id", MAX_KEY),
             _text(tool, f"{where}: tool", MAX_KEY) or "", verdict, _num(count, f"{where}: count", int),
             _num(threshold, f"{where}: threshold", int), _text(reason, f"{where}: reason"),
