@@ -105,7 +105,7 @@ def test_nothing_before_sign_in_then_the_user_and_sign_out_on_every_page(signed,
         side = page.get_by_test_id("stSidebar")
         side.get_by_text(f"Signed in as {OWNER}").wait_for(timeout=60_000)
         assert "Role: owner" in side.inner_text()
-        assert side.get_by_role("button", name="Sign out").is_visible()
+        side.get_by_role("button", name="Sign out").wait_for(timeout=30_000)  # drawn just after the text
     # The owner's Members page: adding someone is an owner's write.
     page.goto(base + "/members")
     form = page.get_by_test_id("stForm").filter(has_text="Email")
@@ -150,7 +150,7 @@ def test_a_viewer_is_refused_by_the_server_when_labelling_or_enforcing(signed, p
 
     page.goto(base + "/leaderboard")
     page.get_by_text("Enforce on live agents").wait_for(timeout=60_000)
-    _pick_first(page, "Policy to enforce")
+    _pick_first(page, "Setting to enforce")
     page.get_by_role("button", name=re.compile("^Enforce it")).click()
     page.get_by_text(re.compile(r"Not enforced: vera@example\.org is a viewer")).wait_for(timeout=60_000)
     assert _enforcements(url) == before_enforced
