@@ -235,6 +235,37 @@ def test_a_format_error_repeated_is_halted():
     assert halt is not None and halt <= 1 + 5
 
 
+FORMAT_ERROR = "Please always provide EXACTLY ONE action in triple backticks, found {} actions."
+
+
+def _refused(s: Session, actions: int) -> None:
+    s.call(vocab.HARNESS_ERROR, FORMAT_ERROR.format(actions), error=True, reason="format_error", actions=actions)
+
+
+def test_replies_refused_again_and_again_with_a_command_slipping_through_are_halted():
+    # Four replies refused, two commands that ran, then refused again: nearly every reply is refused.
+    s = Session()
+    s.bash("ls", "README.md\nsrc")
+    for actions in (5, 3, 6, 2):
+        _refused(s, actions)
+    s.bash("printf 'print(1)' > repro.py", "")
+    s.bash("python3 repro.py", "1")
+    for actions in (2, 4, 3, 2):
+        _refused(s, actions)
+    halt, _ = judged(s)
+    assert halt is not None and 8 <= halt <= 9  # the 5th refusal among 7 replies (the 4th in a row is warned)
+
+
+def test_a_format_slip_now_and_then_between_real_work_is_not_halted():
+    # Every other reply refused once, the next one a new command that runs: the agent recovers each time.
+    s = Session()
+    for n in range(8):
+        _refused(s, 2 + n % 3)
+        s.bash(f"sed -n '{100 + 10 * n},{110 + 10 * n}p' app/models.py", f"class Model{n}:\n    pass")
+    halt, warned = judged(s)
+    assert halt is None and warned == []
+
+
 def test_the_same_write_made_again_and_again_is_halted_whatever_it_answers():
     s = Session()
     for n in range(1, 8):  # the same insertion, growing the file each time

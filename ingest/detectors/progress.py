@@ -35,7 +35,10 @@ volatile parts removed before answers are compared). What the detector believes,
    found nothing is an answer, not a failure (a sweep of searches is exploration), and a call the
    harness refused before it ran (`vocab.HARNESS_ERROR`: its arguments summarize a reply; Claude
    Code's `<tool_use_error>`: a precondition) is linked to a later attempt only while no call has
-   succeeded since: the agent may have done what it asked for.
+   succeeded since: the agent may have done what it asked for. Replies the harness refused as
+   unparseable (a format error) are counted among the last `same_failure_at` + 2 steps instead of
+   in a row: nearly every reply refused is stuck though a command slipped through between, while
+   a slip now and then, each followed by a command that runs, is not.
 
 A call is its action: the commentary written beside it (a shell command's `description`, a
 `thought`: canonical.action_args) is not part of what makes two calls the same.
@@ -573,6 +576,8 @@ class ProgressDetector:
 
     def _failure_run(self, same_tool: deque[Entry], entry: Entry) -> Count | None:
         """Rule 4: the tool's failures in a row with one signature, in agent steps."""
+        if entry.tool == vocab.HARNESS_ERROR:
+            return self._refusals(entry)
         lo = max(self._success, self._turn - 1, self._floor(entry.tool))
         head: Entry | None = None
         steps = 0
@@ -595,6 +600,32 @@ class ProgressDetector:
             return None
         return Count(FAILURES, steps + 1, self.same_failure_at, self.same_failure_at - 1,
                      f"{entry.tool} failed the same way {_times(steps)} in a row, whatever its arguments")
+
+    def _refusals(self, entry: Entry) -> Count | None:
+        """Rule 4 for replies the harness refused to run (a format error): nearly every reply
+        refused is stuck, though a command or two slipped through between — the refusals among
+        the last `same_failure_at` + 2 steps since the user spoke, whatever they quote."""
+        span = self.same_failure_at + 2
+        lo_step = entry.step - span
+        head: Entry | None = None
+        steps: set[int] = set()
+        for e in reversed(self._entries):
+            if e.step <= lo_step or e.position < self._turn:
+                break
+            if e.tool != vocab.HARNESS_ERROR or e.raw is None or not e.failed:
+                continue
+            if head is None:
+                head = e
+            elif self.failure_signature(e) != self.failure_signature(head):
+                continue
+            steps.add(e.step)
+        if not steps:
+            return None
+        n = len(steps)
+        # Warned only while refused in a row: a reply that ran just before is a recovery so far.
+        warn = self.same_failure_at - 1 if head is not None and head.step == entry.step - 1 else None
+        return Count(FAILURES, n + 1, self.same_failure_at, warn,
+                     f"the harness refused {_times(n)} of the last {span} replies the same way")
 
     def record_answer(self, answer: Any, is_error: bool = False, position: int | None = None) -> None:
         """Record the answer of the call at `position` (default: the call last checked).
