@@ -239,6 +239,33 @@ def test_point_1_a_hostile_web_page_as_a_webfetch_result_is_judged_and_stored_wi
     assert not any(frag in stored for frag in leaks(key))
 
 
+@pytest.mark.timeout(300)
+def test_point_1_every_adversarial_text_through_guard_is_answered_and_stored_without_its_secret(
+        tmp_path, sqlite_ledger):
+    """`loopledger guard` takes each of the adversarial texts (200 KB each) as a call's arguments
+    and as its answer: every call gets its verdict line (killed by the timeout otherwise), every
+    event is stored, and a key placed before each text is not."""
+    url, path = sqlite_ledger
+    key = SECRETS["anthropic-key"]
+    texts = adversarial(200_000)
+    lines = []
+    for i, (kind, text) in enumerate(sorted(texts.items())):
+        lines.append(json.dumps({"session": "hostile", "event": "call", "id": f"h{i}", "tool": "WebFetch",
+                                 "args": {"url": f"https://example.com/{kind}", "body": key + " " + text}}))
+        lines.append(json.dumps({"session": "hostile", "event": "answer", "id": f"h{i}",
+                                 "text": '{"k": "\\u003c' + key + '"}\n' + text}))
+    proc = subprocess.run([str(BIN), "guard", "--db", url], input=("\n".join(lines) + "\n").encode(),
+                          capture_output=True, timeout=280, env=_env(tmp_path, "0"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(verdicts) == len(texts) and all(v.get("verdict") for v in verdicts), verdicts[:3]
+    with sqlite3.connect(path) as conn:
+        stored = "\n".join(str(r) for r in conn.execute("SELECT * FROM live_events"))
+        n_calls = conn.execute("SELECT COUNT(*) FROM live_events WHERE kind = 'call'").fetchone()[0]
+    assert n_calls == len(texts) and "[REDACTED:anthropic-key]" in stored
+    assert not any(frag in stored for frag in leaks(key))
+
+
 # ── a newer or read-only ledger ──────────────────────────────────────────────────────────────
 
 NEWER = "this ledger was written by a newer LoopLedger (revision 9999_from_the_future); upgrade loopledger"
@@ -278,11 +305,11 @@ def test_point_5_a_newer_ledger_is_one_line_and_exit_2_from_every_command_and_on
     assert guard.returncode == 2 and guard.stderr.decode().strip().count("\n") == 0 and NEWER in guard.stderr.decode()
     log = tmp_path / "hook.log"
     for agent in ("claude-code", "gemini-cli", "codex"):
-        proc = run_hook({**PRE, "hook_event_name": "PreToolUse" if agent == "claude-code" else "BeforeTool"},
+        proc = run_hook({**PRE, "hook_event_name": "BeforeTool" if agent == "gemini-cli" else "PreToolUse"},
                         db_url, agent=agent, log=log, env=env)
         assert proc.returncode == 0 and proc.stderr == b""
     lines = _log_lines(log)
-    assert len(lines) == 2 and all(NEWER in line for line in lines), lines
+    assert len(lines) == 3 and all(NEWER in line for line in lines), lines  # one per agent's hook
 
 
 @pytest.mark.timeout(120)
