@@ -123,6 +123,8 @@ def one_run(tmp: Path, agent: str, runner: Callable, server: type, calls: int, p
     home.mkdir()
     project.mkdir()
     ledger = run_dir / "ledger.sqlite"
+    # `enforce` chooses in an existing ledger only: a new, empty one first.
+    subprocess.run([str(BIN), "ingest", str(home), "--db", str(ledger)], check=True, capture_output=True)
     subprocess.run([str(BIN), "enforce", OUT_OF_REACH, "--db", str(ledger)], check=True, capture_output=True)
     extra = {"LOOPLEDGER_HOOK_RESIDENT": "0"} if path == "in-process" else {}
     env = clean_env(home, LOOPLEDGER_HOOK_LOG=str(run_dir / "hook.log"), **extra)

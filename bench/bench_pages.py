@@ -271,7 +271,8 @@ def _compare_whole(reps: int) -> tuple[list[float], list[float], list[float], in
         background.append(time.perf_counter() - t0)
         if at.exception or any("First pass" in w.value for w in at.warning) or (job and job.error):
             raise RuntimeError(f"Compare did not draw the whole selection: {at.exception or (job and job.error)}")
-        n = next(int(m.group(1)) for c in at.caption if (m := re.match(r"(\d+) session\(s\) selected", c.value)))
+        n = next(int(m.group(1)) for c in [*at.caption, *at.text]
+                 if (m := re.match(r"(\d+) session\(s\) selected", c.value)))
         st.cache_data.clear()
         at = opened()
         at.button(key="cp_run").click()
