@@ -164,8 +164,19 @@ def test_the_same_harness_format_error_in_a_row_is_halted_at_the_fifth_reply():
     assert set(first_halts(harness_errors(4)).values()) == {None}  # four: not yet
 
 
-def test_a_success_between_harness_errors_ends_the_run():
-    events = harness_errors(4)
-    events += [Batch((Call("ok", "bash", {"command": "ls"}),)), Answers((Answer("ok", "parse.py"),))]
-    events += harness_errors(4)[1:]
+def _command(cid: str) -> list:
+    return [Batch((Call(cid, "bash", {"command": f"cat {cid}.py"}),)), Answers((Answer(cid, "print(1)"),))]
+
+
+def test_one_command_slipping_through_between_refusals_does_not_end_being_stuck():
+    # Four replies refused, one that ran, then refused again: the 5th refusal among the last 7
+    # replies (call 6) is halted — as a person labelled sphinx-10466 (4 refused, 2 ran, 3 refused).
+    events = harness_errors(4) + _command("ok") + harness_errors(4)[1:]
+    assert first_halts(events)["progress"] == 6
+
+
+def test_a_refusal_now_and_then_between_commands_that_run_is_never_halted():
+    events = harness_errors(1)
+    for i in range(8):
+        events += _command(f"c{i}") + harness_errors(1)[1:]
     assert set(first_halts(events).values()) == {None}

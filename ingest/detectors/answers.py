@@ -84,12 +84,28 @@ DEFAULT_ERROR_NAMES: tuple[str, ...] = tuple(n for n in ERROR_PATTERNS if n != "
 TRANSIENT = re.compile(r"\b(?:50[234]|429)\b|service unavailable|temporarily unavailable|rate.?limit|"
                        r"try again later|too many requests|connection refused",
                        re.IGNORECASE)
+# ... and the words, lower-cased, one of which every match of it holds (see _may_match).
+TRANSIENT_NEEDLES = ("502", "503", "504", "429", "unavailable", "limit", "try again later", "too many requests",
+                     "connection refused")
 # The thing asked about is not done yet: a status field, or words that say so, near the start.
 PENDING = re.compile(
     r"\bstatus\W{0,4}(?:running|in[_ ]progress|queued|pending|waiting|starting|requested|scheduled|"
     r"provisioning|creating|initializing|deploying|building)\b"
     r"|\b(?:in[_ ]progress|queued|pending|not (?:yet )?ready|no response|rejecting connections|"
     r"still (?:running|waiting|building|starting)|waiting for|containercreating)\b", re.IGNORECASE)
+PENDING_NEEDLES = ("status", "progress", "queued", "pending", "ready", "response", "rejecting", "still", "waiting",
+                   "containercreating")
+# The only characters that re.IGNORECASE matches to an ASCII letter (İ ı ſ K: i, i, s, k) — and
+# the only ones whose str.lower() holds one.
+_FOLDS_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
+
+
+def _may_match(text: str, needles: Sequence[str]) -> bool:
+    """False only when no case-insensitive match of a pattern whose every match holds one of
+    `needles` (ASCII, lower-case) can be in `text`: one substring test per needle instead of a
+    regular-expression attempt at every position."""
+    low = text.lower()
+    return any(n in low for n in needles) or any(c in text for c in _FOLDS_TO_ASCII)
 
 # A search program finding nothing exits 1 with no output: that is an answer, not a failure.
 SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git"})
@@ -168,27 +184,70 @@ def _alternation(patterns: Sequence[str]) -> re.Pattern[str] | None:
     return compile_one("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE | re.MULTILINE)
 
 
+# The named patterns that can only match at the answer's very start (each opens with \A and has
+# no alternative outside it): tried once, at position 0, instead of at every position.
+OPENING_ERRORS = frozenset(n for n in ERROR_PATTERNS if n != "test_summary")
+# Words, lower-cased, that every match of a named pattern searched anywhere contains: a text
+# holding none of them cannot match, and a substring test is far cheaper than the search.
+NEEDLES: dict[str, tuple[str, ...]] = {"test_summary": ("fail", "error collecting")}
+
+
+class _Search:
+    """A search for any of some patterns, skipped when the text holds none of their needles
+    (`needles` None: a pattern of the person's own, always searched)."""
+
+    __slots__ = ("pattern", "needles")
+
+    def __init__(self, patterns: Sequence[str], needles: tuple[str, ...] | None) -> None:
+        self.pattern = _alternation(patterns)
+        self.needles = needles
+
+    def __call__(self, text: str) -> bool:
+        if self.pattern is None or (self.needles is not None and not _may_match(text, self.needles)):
+            return False
+        return self.pattern.search(text) is not None
+
+
+def _search(names: Sequence[str], patterns: Sequence[str]) -> _Search:
+    needles: tuple[str, ...] | None = ()
+    for name in names:
+        if name in NEEDLES and needles is not None:
+            needles += NEEDLES[name]
+        else:
+            needles = None
+    return _Search(patterns, needles)
+
+
 class FailureReader:
     """Whether an answer is a failure, by the reader's flag or the `errors` patterns (names of
     ERROR_PATTERNS or `re:<expression>`), case-insensitive: patterns named in TAIL_ERRORS (and
-    none else) are also read at the end."""
+    none else) are also read at the end. The same reading as one search of all of them over the
+    answer's head, done cheaper: the named opening patterns are matched at position 0 only, the
+    rest searched only when the text holds a word they need."""
 
-    __slots__ = ("head", "tail", "items")
+    __slots__ = ("opening", "anywhere", "tail", "items")
 
     def __init__(self, items: Sequence[str] = DEFAULT_ERROR_NAMES) -> None:
         self.items = tuple(items)
         patterns = resolve("errors", self.items, ERROR_PATTERNS)
         # each checked on its own first, so a bad one is named
         compile_patterns("errors", patterns, re.IGNORECASE | re.MULTILINE)
-        self.head = _alternation(patterns)
-        self.tail = _alternation([ERROR_PATTERNS[n] for n in self.items if n in TAIL_ERRORS])
+        opening = [p for n, p in zip(self.items, patterns, strict=True) if n in OPENING_ERRORS]
+        rest = [(n, p) for n, p in zip(self.items, patterns, strict=True) if n not in OPENING_ERRORS]
+        self.opening = _alternation(opening)
+        self.anywhere = _search([n for n, _ in rest], [p for _, p in rest])
+        tail = [n for n in self.items if n in TAIL_ERRORS]
+        self.tail = _search(tail, [ERROR_PATTERNS[n] for n in tail])
 
     def __call__(self, text: str, is_error: bool = False) -> bool:
         if is_error:
             return True
-        if self.head is not None and self.head.search(text[:HEAD]):
+        head = text[:HEAD]
+        if self.opening is not None and self.opening.match(head):
             return True
-        return self.tail is not None and len(text) > HEAD and self.tail.search(text[-TAIL:]) is not None
+        if self.anywhere(head):
+            return True
+        return len(text) > HEAD and self.tail(text[-TAIL:])
 
 
 DEFAULT_FAILURES = FailureReader()
@@ -200,11 +259,13 @@ def is_failure(text: str, is_error: bool = False) -> bool:
 
 
 def is_transient(text: str) -> bool:
-    return TRANSIENT.search(text[:HEAD]) is not None
+    head = text[:HEAD]
+    return _may_match(head, TRANSIENT_NEEDLES) and TRANSIENT.search(head) is not None
 
 
 def is_pending(text: str) -> bool:
-    return PENDING.search(text[:STATUS_HEAD]) is not None
+    head = text[:STATUS_HEAD]
+    return _may_match(head, PENDING_NEEDLES) and PENDING.search(head) is not None
 
 
 def found_nothing(text: str, program: str | None) -> bool:
