@@ -97,15 +97,18 @@ PENDING_NEEDLES = ("status", "progress", "queued", "pending", "ready", "response
                    "containercreating")
 # The only characters that re.IGNORECASE matches to an ASCII letter (İ ı ſ K: i, i, s, k) — and
 # the only ones whose str.lower() holds one.
-_FOLDS_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
+_FOLDS_TO_ASCII = re.compile("[\u0130\u0131\u017f\u212a]")
 
 
 def _may_match(text: str, needles: Sequence[str]) -> bool:
     """False only when no case-insensitive match of a pattern whose every match holds one of
     `needles` (ASCII, lower-case) can be in `text`: one substring test per needle instead of a
-    regular-expression attempt at every position."""
+    regular-expression attempt at every position. (Loops, not any(): this runs per answer.)"""
     low = text.lower()
-    return any(n in low for n in needles) or any(c in text for c in _FOLDS_TO_ASCII)
+    for n in needles:
+        if n in low:
+            return True
+    return _FOLDS_TO_ASCII.search(text) is not None
 
 # A search program finding nothing exits 1 with no output: that is an answer, not a failure.
 SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git"})
