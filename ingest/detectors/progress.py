@@ -577,7 +577,7 @@ class ProgressDetector:
     def _failure_run(self, same_tool: deque[Entry], entry: Entry) -> Count | None:
         """Rule 4: the tool's failures in a row with one signature, in agent steps."""
         if entry.tool == vocab.HARNESS_ERROR:
-            return self._refusals(entry)
+            return self._refusals(same_tool, entry)
         lo = max(self._success, self._turn - 1, self._floor(entry.tool))
         head: Entry | None = None
         steps = 0
@@ -601,7 +601,7 @@ class ProgressDetector:
         return Count(FAILURES, steps + 1, self.same_failure_at, self.same_failure_at - 1,
                      f"{entry.tool} failed the same way {_times(steps)} in a row, whatever its arguments")
 
-    def _refusals(self, entry: Entry) -> Count | None:
+    def _refusals(self, refused: deque[Entry], entry: Entry) -> Count | None:
         """Rule 4 for replies the harness refused to run (a format error): nearly every reply
         refused is stuck, though a command or two slipped through between — the refusals among
         the last `same_failure_at` + 2 steps since the user spoke, whatever they quote."""
@@ -609,21 +609,21 @@ class ProgressDetector:
         lo_step = entry.step - span
         head: Entry | None = None
         steps: set[int] = set()
-        for e in reversed(self._entries):
+        for e in reversed(refused):  # this tool's entries: the harness's refusals
             if e.step <= lo_step or e.position < self._turn:
                 break
-            if e.tool != vocab.HARNESS_ERROR or e.raw is None or not e.failed:
+            if e.raw is None or not e.failed:
                 continue
             if head is None:
                 head = e
             elif self.failure_signature(e) != self.failure_signature(head):
                 continue
             steps.add(e.step)
-        if not steps:
+        if head is None:
             return None
         n = len(steps)
         # Warned only while refused in a row: a reply that ran just before is a recovery so far.
-        warn = self.same_failure_at - 1 if head is not None and head.step == entry.step - 1 else None
+        warn = self.same_failure_at - 1 if head.step == entry.step - 1 else None
         return Count(FAILURES, n + 1, self.same_failure_at, warn,
                      f"the harness refused {_times(n)} of the last {span} replies the same way")
 
