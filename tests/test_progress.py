@@ -1053,3 +1053,35 @@ def test_a_refused_edit_retried_after_the_read_it_asked_for_is_a_new_attempt():
     # and an error the tool itself gave (not a refusal) stays linked across a success
     fail = ("bash", {"command": "make"}, "Exit code 2\nmake: *** [all] Error 1", True)
     assert actions(ProgressDetector(), [fail, fail, ("bash", {"command": "ls"}, "Makefile"), fail])[-1] == "halt"
+
+
+# ── rule 4 for replies the harness refused: five of the last seven ──────────────────────────────
+
+REFUSED = "Please always provide EXACTLY ONE action in triple backticks, found {} actions."
+
+
+def _replies(pattern: str) -> list[str]:
+    """Feed a reply pattern to a fresh detector, R a refused reply and c a command that ran; the
+    action of each reply's check, in order."""
+    d = ProgressDetector()
+    actions = []
+    for i, kind in enumerate(pattern):
+        if kind == "R":
+            actions.append(d.check("harness_error", {"reason": "format_error", "actions": 2 + i % 3}).action)
+            d.record_answer(REFUSED.format(2 + i % 3), is_error=True)
+        else:
+            actions.append(d.check("bash", {"command": f"cat f{i}.py"}).action)
+            d.record_answer(f"line {i}")
+    return actions
+
+
+def test_the_fifth_refusal_within_seven_replies_halts_and_one_outside_them_does_not():
+    # RRRR cc R: the 7th reply's six before it hold four refusals — the fifth of seven halts.
+    assert _replies("RRRRccR")[-1] == "halt"
+    # RRRR ccc R: the first refusal is eight replies back — four of seven, not halted.
+    assert _replies("RRRRcccR")[-1] == "allow"
+
+
+def test_refusals_warn_only_while_in_a_row():
+    assert _replies("RRRR") == ["allow", "allow", "allow", "warn"]  # the 4th in a row: warned
+    assert _replies("RRRcR")[-1] == "allow"  # four of five, but a reply just ran: no warning yet
