@@ -154,16 +154,23 @@ def redact_value(value: Any, *, secrets: bool = True, max_depth: int | None = MA
         return value
     limit = max_depth if max_depth is not None else 1 << 62
     try:
-        # One C-speed serialization decides most values: no marker in it means no secret, and
-        # fewer brackets than MAX_DEPTH (brackets inside strings only overcount) means not too deep.
-        # (Searched as str: `in` on bytes costs a buffer acquisition per marker.)
         flat = orjson.dumps(value)
     except TypeError:  # deeper than orjson goes (255), non-string keys, huge ints, lone surrogates
         flat = None
-    if flat is not None and (len(flat) <= limit or flat.count(b"{") + flat.count(b"[") <= limit) and (
-            not secrets or not _may_hold_secret(flat.decode())):
+    if flat is not None and left_alone(flat, secrets, limit):
         return value
     return _walk(value, secrets, limit)
+
+
+def left_alone(flat: bytes, secrets: bool = True, limit: int = MAX_DEPTH) -> bool:
+    """Whether redact_value returns a value as it is, told from the value's `orjson.dumps`
+    (for a caller that serializes the value anyway: the spool's lines). When False it may still
+    be: a marker found in text the patterns then do not match."""
+    # One C-speed serialization decides most values: no marker in it means no secret, and
+    # fewer brackets than the limit (brackets inside strings only overcount) means not too deep.
+    # (Searched as str: `in` on bytes costs a buffer acquisition per marker.)
+    return (len(flat) <= limit or flat.count(b"{") + flat.count(b"[") <= limit) and (
+        not secrets or not _may_hold_secret(flat.decode()))
 
 
 def _walk(root: Any, secrets: bool, limit: int) -> Any:

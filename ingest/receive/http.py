@@ -98,19 +98,25 @@ def _inflate(body: bytes, max_body: int) -> bytes:
 
 def decode(body: bytes, content_type: str, encoding: str = "", max_body: int = DEFAULT_MAX_BODY) -> dict[str, Any]:
     """A request body as an OTLP JSON request (dict), whatever its wire encoding."""
+    return decoded(body, content_type, encoding, max_body)[0]
+
+
+def decoded(body: bytes, content_type: str, encoding: str = "",
+            max_body: int = DEFAULT_MAX_BODY) -> tuple[dict[str, Any], list[otlp.Span]]:
+    """`decode`, with the spans its validation read (`prepare` keeps those redaction leaves alone)."""
     if encoding.strip().lower() == "gzip":
         body = _inflate(body, max_body)
     elif encoding.strip() and encoding.strip().lower() != "identity":
         raise Unsupported(f"Content-Encoding {encoding!r} is not supported (gzip or none)")
     ctype = content_type.split(";")[0].strip().lower()
     if ctype == PROTOBUF:
-        from google.protobuf.json_format import MessageToDict
         from google.protobuf.message import DecodeError
+        from loopledger.receive import protobuf
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         try:
             msg = ExportTraceServiceRequest.FromString(body)
-            req = MessageToDict(msg)  # camelCase like OTLP JSON; ids base64 (the reader takes both)
+            req = protobuf.to_dict(msg)  # camelCase like OTLP JSON; ids base64 (the reader takes both)
         except (DecodeError, ValueError, RecursionError) as e:
             raise BadRequest(f"not a protobuf ExportTraceServiceRequest: {e or type(e).__name__}") from None
         req.setdefault("resourceSpans", [])
@@ -136,14 +142,14 @@ def decode(body: bytes, content_type: str, encoding: str = "", max_body: int = D
             if not value.strip("0"):
                 raise BadRequest(f"span {i} ({span.name or 'unnamed'!r}) has no {name}: OTLP requires a "
                                  "non-zero traceId and spanId on every span")
-    return req
+    return req, spans
 
 
-def prepare(req: dict[str, Any], redact: bool = True) -> list[spooling.Piece]:
+def prepare(req: dict[str, Any], redact: bool = True, spans: list[otlp.Span] | None = None) -> list[spooling.Piece]:
     """A decoded request's spool lines; a shape the reader took but the spooling cannot is a
-    bad request too (HTTP 400), never a server error."""
+    bad request too (HTTP 400), never a server error. `spans`: what `decoded` read of `req`."""
     try:
-        return spooling.pieces(req, redact)
+        return spooling.pieces(req, redact, spans)
     except (ValueError, TypeError, AttributeError, RecursionError, orjson.JSONEncodeError) as e:
         raise BadRequest(f"not an OTLP trace request: {type(e).__name__}: {e}") from None
 
@@ -382,7 +388,8 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
         return b"".join(chunks)
 
     def read(body: bytes, ctype: str, encoding: str) -> list[spooling.Piece]:
-        return prepare(decode(body, ctype, encoding, max_body), receiver.opts.redact)
+        req, spans = decoded(body, ctype, encoding, max_body)
+        return prepare(req, receiver.opts.redact, spans)
 
     async def traces(request: Request) -> Response:
         if (no := await denied(request)) is not None:

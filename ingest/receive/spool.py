@@ -54,10 +54,13 @@ def redacted(value: Any, secrets: bool = True) -> Any:
     return redact.redact_value(value, secrets=secrets)
 
 
-def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
+def pieces(req: dict[str, Any], redact_secrets: bool = True, spans: list[otlp.Span] | None = None) -> list[Piece]:
     """The request's spans, one spool line each, redacted. Pure. The request's depth was
-    checked when it was decoded (http.decode), so neither the redaction nor orjson can fail on it."""
+    checked when it was decoded (http.decode), so neither the redaction nor orjson can fail on it.
+    `spans`: `otlp.spans_of_request(req)`, when the caller has them (decoding validates with it):
+    a line the redaction leaves as it is keeps its span from there instead of reading it again."""
     out: list[Piece] = []
+    given = iter(spans or ())
     for rs in req.get("resourceSpans") or []:
         if not isinstance(rs, dict):
             continue
@@ -69,10 +72,24 @@ def pieces(req: dict[str, Any], redact_secrets: bool = True) -> list[Piece]:
             for sp in ss.get("spans") or []:
                 if not isinstance(sp, dict):
                     continue
+                span = next(given, None)
                 one = {"resourceSpans": [{"resource": resource, "scopeSpans": [{**scope, "spans": [sp]}]}]}
-                one = redacted(one, redact_secrets)
-                out.append(Piece(otlp._hex_id(sp.get("traceId")), otlp._hex_id(sp.get("spanId")),
-                                 orjson.dumps(one) + b"\n", tuple(otlp.spans_of_request(one))))
+                try:
+                    # The line is serialized anyway: the same bytes tell whether redaction would
+                    # change anything (mostly not), sparing its own serialization and walk.
+                    line = orjson.dumps(one)
+                except TypeError:
+                    line = None
+                if line is None or not redact.left_alone(line, redact_secrets):
+                    red = redacted(one, redact_secrets)
+                    if red is not one or line is None:
+                        one, line, span = red, orjson.dumps(red), None
+                trace_id, span_id = otlp._hex_id(sp.get("traceId")), otlp._hex_id(sp.get("spanId"))
+                if span is not None and (span.trace_id, span.span_id) == (trace_id, span_id):
+                    read: tuple[otlp.Span, ...] = (span,)
+                else:
+                    read = tuple(otlp.spans_of_request(one))
+                out.append(Piece(trace_id, span_id, line + b"\n", read))
     return out
 
 
