@@ -348,97 +348,16 @@ def door_problem(host: str, token: str | bool | None, insecure: bool) -> str | N
 
 def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Callable[[], None] | None = None,
              token: str | None = None, ack_deadline: float = ACK_DEADLINE_S):
-    """The Starlette app: POST /v1/traces, GET /health; `on_ready` once it is listening.
-    With `token`, both answer 401 unless the request carries `Authorization: Bearer <token>`.
-    A request not acknowledged within `ack_deadline` seconds is answered 503 (retry)."""
-    import asyncio
+    """The Starlette app: POST /v1/traces, GET /health, POST /v1/live; `on_ready` once it is
+    listening. With `token`, all answer 401 unless the request carries `Authorization: Bearer
+    <token>` (or a member's token, see forwarded.Door). A request not acknowledged within
+    `ack_deadline` seconds is answered 503 (retry)."""
     import contextlib
 
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    team = _Team(receiver, token)
-
-    async def denied(request: Request) -> Response | None:
-        """None when the request may pass (request.state.member: the member's email, or None)."""
-        header = request.headers.get("authorization")
-        door = team.door()
-        ok, member = (await run_in_threadpool(door.check, header)) if door.needs_ledger(header) else door.check(header)
-        request.state.member = member
-        if ok:
-            return None
-        receiver.stats.unauthorized += 1
-        return JSONResponse({"code": 16, "message": "missing or wrong bearer token"}, status_code=401,
-                            headers={"WWW-Authenticate": 'Bearer realm="loopledger"'})
-
-    async def body_of(request: Request) -> bytes:
-        """The request's body, read no further than `max_body` bytes (TooLarge past it)."""
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > max_body:
-            raise TooLarge(f"the body ({length} bytes) is over the limit of {max_body} bytes")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body:
-                raise TooLarge(f"the body is over the limit of {max_body} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def read(body: bytes, ctype: str, encoding: str) -> list[spooling.Piece]:
-        req, spans = decoded(body, ctype, encoding, max_body)
-        return prepare(req, receiver.opts.redact, spans)
-
-    async def traces(request: Request) -> Response:
-        if (no := await denied(request)) is not None:
-            return no
-        ctype = request.headers.get("content-type", "")
-        wants_pb = ctype.split(";")[0].strip().lower() == PROTOBUF
-        try:
-            body = await body_of(request)
-        except BadRequest as e:
-            receiver.stats.rejected += 1
-            return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
-
-        async def acknowledge() -> int:
-            # Off the event loop: /health and other exporters stay answered meanwhile. An executor
-            # future, not anyio's thread (whose cancellation waits for the thread): past the
-            # deadline the answer goes at once, and the decoding's result is dropped when it ends.
-            pieces = await asyncio.get_running_loop().run_in_executor(
-                None, read, body, ctype, request.headers.get("content-encoding", ""))
-            receiver.stats.requests += 1
-            # Shielded: the writer resolves this future whatever the answer was (a cancelled one
-            # would raise in its thread); spooled past the deadline, a retry is dropped by its ids.
-            return await asyncio.shield(asyncio.wrap_future(receiver.submit(pieces)))
-
-        try:
-            await asyncio.wait_for(acknowledge(), ack_deadline)
-        except BadRequest as e:
-            receiver.stats.rejected += 1
-            return JSONResponse({"code": 3, "message": str(e)}, status_code=e.status)
-        except TimeoutError:
-            log.warning("a request of %d bytes was not acknowledged within the %g s deadline: answered 503 "
-                        "(the exporter retries)", len(body), ack_deadline)
-            return JSONResponse({"code": 14, "message": f"not acknowledged within {ack_deadline:g} s; retry"},
-                                status_code=503)
-        except Exception as e:  # noqa: BLE001 — the disk failed us: not acknowledged, the client retries
-            return JSONResponse({"code": 14, "message": f"the spool could not be written: {e}"}, status_code=503)
-        if wants_pb:
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-            return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
-        return JSONResponse({})
-
-    async def health(request: Request) -> Response:
-        if (no := await denied(request)) is not None:
-            return no
-        s, f = receiver.stats, receiver.flusher.stats
-        return JSONResponse({"ok": True, "requests": s.requests, "spans": s.spans, "duplicates": s.duplicates,
-                             "rejected": s.rejected, "unauthorized": s.unauthorized, "ingests": s.ingests,
-                             "ingested_spans": f.ingested, "pending_spans": f.pending, "busy_flushes": f.busy,
-                             "last_error": s.last_error})
+    routes = _Routes(receiver, max_body, _Team(receiver, token), ack_deadline)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -446,28 +365,130 @@ def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Cal
             on_ready()
         yield
 
-    async def live(request: Request) -> Response:
+    return Starlette(routes=[Route("/v1/traces", routes.traces, methods=["POST"]), Route("/health", routes.health),
+                             Route(forwarded_path, routes.live, methods=["POST"])], lifespan=lifespan)
+
+
+def _error(code: int, message: str, status: int, **kw: Any) -> Any:
+    """An answer in OTLP's error shape (`code`: a gRPC status code, as exporters expect)."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"code": code, "message": message}, status_code=status, **kw)
+
+
+class _Routes:
+    """The app's handlers over one receiver (Starlette is imported where it is used: the CLI
+    imports this module without serving)."""
+
+    def __init__(self, receiver: Receiver, max_body: int, team: _Team, ack_deadline: float) -> None:
+        self.receiver, self.max_body, self.team, self.ack_deadline = receiver, max_body, team, ack_deadline
+
+    async def denied(self, request: Any) -> Any:
+        """None when the request may pass (request.state.member: the member's email, or None)."""
+        from starlette.concurrency import run_in_threadpool
+
+        header = request.headers.get("authorization")
+        door = self.team.door()
+        ok, member = (await run_in_threadpool(door.check, header)) if door.needs_ledger(header) else door.check(header)
+        request.state.member = member
+        if ok:
+            return None
+        self.receiver.stats.unauthorized += 1
+        return _error(16, "missing or wrong bearer token", 401, headers={"WWW-Authenticate": 'Bearer realm="loopledger"'})
+
+    async def body_of(self, request: Any) -> bytes:
+        """The request's body, read no further than `max_body` bytes (TooLarge past it)."""
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > self.max_body:
+            raise TooLarge(f"the body ({length} bytes) is over the limit of {self.max_body} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:
+                raise TooLarge(f"the body is over the limit of {self.max_body} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def read(self, body: bytes, ctype: str, encoding: str) -> list[spooling.Piece]:
+        req, spans = decoded(body, ctype, encoding, self.max_body)
+        return prepare(req, self.receiver.opts.redact, spans)
+
+    async def acknowledge(self, body: bytes, ctype: str, encoding: str) -> int:
+        import asyncio
+
+        # Off the event loop: /health and other exporters stay answered meanwhile. An executor
+        # future, not anyio's thread (whose cancellation waits for the thread): past the
+        # deadline the answer goes at once, and the decoding's result is dropped when it ends.
+        pieces = await asyncio.get_running_loop().run_in_executor(None, self.read, body, ctype, encoding)
+        self.receiver.stats.requests += 1
+        # Shielded: the writer resolves this future whatever the answer was (a cancelled one
+        # would raise in its thread); spooled past the deadline, a retry is dropped by its ids.
+        return await asyncio.shield(asyncio.wrap_future(self.receiver.submit(pieces)))
+
+    async def traces(self, request: Any) -> Any:
+        import asyncio
+
+        from starlette.responses import JSONResponse, Response
+
+        if (no := await self.denied(request)) is not None:
+            return no
+        ctype = request.headers.get("content-type", "")
+        try:
+            body = await self.body_of(request)
+        except BadRequest as e:
+            self.receiver.stats.rejected += 1
+            return _error(3, str(e), e.status)
+        try:
+            await asyncio.wait_for(self.acknowledge(body, ctype, request.headers.get("content-encoding", "")),
+                                   self.ack_deadline)
+        except BadRequest as e:
+            self.receiver.stats.rejected += 1
+            return _error(3, str(e), e.status)
+        except TimeoutError:
+            log.warning("a request of %d bytes was not acknowledged within the %g s deadline: answered 503 "
+                        "(the exporter retries)", len(body), self.ack_deadline)
+            return _error(14, f"not acknowledged within {self.ack_deadline:g} s; retry", 503)
+        except Exception as e:  # noqa: BLE001 — the disk failed us: not acknowledged, the client retries
+            return _error(14, f"the spool could not be written: {e}", 503)
+        if ctype.split(";")[0].strip().lower() == PROTOBUF:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+            return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
+        return JSONResponse({})
+
+    async def health(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        if (no := await self.denied(request)) is not None:
+            return no
+        s, f = self.receiver.stats, self.receiver.flusher.stats
+        return JSONResponse({"ok": True, "requests": s.requests, "spans": s.spans, "duplicates": s.duplicates,
+                             "rejected": s.rejected, "unauthorized": s.unauthorized, "ingests": s.ingests,
+                             "ingested_spans": f.ingested, "pending_spans": f.pending, "busy_flushes": f.busy,
+                             "last_error": s.last_error})
+
+    async def live(self, request: Any) -> Any:
         """A member's forwarded live events and decisions (loopledger.receive.forwarded)."""
-        if (no := await denied(request)) is not None:
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        if (no := await self.denied(request)) is not None:
             return no
         if request.state.member is None:
-            return JSONResponse({"code": 7, "message": "forwarding takes a member's token "
-                                 "(`loopledger tokens create EMAIL` on the team ledger)"}, status_code=403)
+            return _error(7, "forwarding takes a member's token (`loopledger tokens create EMAIL` on the team ledger)",
+                          403)
         try:
-            body = await body_of(request)
-            answer = await run_in_threadpool(team.store, request.state.member,
+            body = await self.body_of(request)
+            answer = await run_in_threadpool(self.team.store, request.state.member,
                                              forwarded.bearer(request.headers.get("authorization")) or "", body)
         except TooLarge as e:
-            return JSONResponse({"code": 3, "message": str(e)}, status_code=413)
+            return _error(3, str(e), 413)
         except forwarded.BadBatch as e:
-            receiver.stats.rejected += 1
-            return JSONResponse({"code": 3, "message": str(e)}, status_code=400)
+            self.receiver.stats.rejected += 1
+            return _error(3, str(e), 400)
         except Exception as e:  # noqa: BLE001 — a busy or failing ledger: not acknowledged, the forwarder retries
-            return JSONResponse({"code": 14, "message": f"the ledger could not be written: {e}"}, status_code=503)
+            return _error(14, f"the ledger could not be written: {e}", 503)
         return JSONResponse(answer)
-
-    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/health", health),
-                             Route(forwarded_path, live, methods=["POST"])], lifespan=lifespan)
 
 
 forwarded_path = "/v1/live"
