@@ -191,38 +191,12 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         conn.lock_session(sid)
         out: dict[str, Any] | None = None
         if kind == "call":
-            tool = payload.get("tool_name")
-            if not isinstance(tool, str) or not tool:
-                raise HookInputError(f"{event} without tool_name")
-            d = None
-            if redelivered_after is not None:
-                seq = live.recorded_since(conn, sid, redelivered_after, live.KIND_CALL, _call_id(payload),
-                                          tool=tool, args=payload.get("tool_input"))
-                d = live.decision_at(conn, sid, seq) if seq is not None else None
-            if d is None:
-                state = live.load(conn, sid)
-                d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
-                live.save(conn, sid, state, agent)
+            d = _on_call(conn, sid, agent, payload, started, redelivered_after)
             if d.refused:
                 out = _deny(agent, event, d)
             stopping = d.stops
         elif kind == "answer":
-            call_id = _call_id(payload)
-            if event == "PostToolUseFailure":
-                text, is_error = live._text(payload.get("error")), True
-            elif agent == "codex":
-                from loopledger.live.codex import answer_of
-
-                text, is_error = answer_of(payload.get("tool_response"))
-            else:
-                tool = payload.get("tool_name")
-                text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
-            if redelivered_after is None or live.recorded_since(conn, sid, redelivered_after, live.KIND_ANSWER,
-                                                                call_id, text=text, is_error=is_error) is None:
-                state = live.load(conn, sid)  # result-aware policies judge the answer: keep it in the state
-                state.answer(call_id, text, is_error)
-                live.save(conn, sid, state, agent)
-            d = live.decision_of(conn, sid, call_id, payload.get("tool_name"))
+            d = _on_answer(conn, sid, agent, payload, redelivered_after)
             if d is not None and d.verdict == "warn":
                 out = _context(event, d.message())
         elif kind == "batch":
@@ -243,6 +217,47 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
 
         interrupt(agent_pid)
     return out
+
+
+def _on_call(conn: Any, sid: int, agent: str, payload: dict[str, Any], started: float,
+             redelivered_after: float | None) -> Any:
+    """The decision on a call (judged and saved; a redelivered call's stored one when it has one)."""
+    from loopledger.live import session as live
+
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        raise HookInputError(f"{payload['hook_event_name']} without tool_name")
+    if redelivered_after is not None:
+        seq = live.recorded_since(conn, sid, redelivered_after, live.KIND_CALL, _call_id(payload),
+                                  tool=tool, args=payload.get("tool_input"))
+        if seq is not None and (d := live.decision_at(conn, sid, seq)) is not None:
+            return d
+    state = live.load(conn, sid)
+    d = state.call(tool, payload.get("tool_input"), _call_id(payload), started=started)
+    live.save(conn, sid, state, agent)
+    return d
+
+
+def _on_answer(conn: Any, sid: int, agent: str, payload: dict[str, Any], redelivered_after: float | None) -> Any:
+    """An answer kept in the session's state (result-aware policies judge it); the decision on its call."""
+    from loopledger.live import session as live
+
+    call_id = _call_id(payload)
+    if payload["hook_event_name"] == "PostToolUseFailure":
+        text, is_error = live._text(payload.get("error")), True
+    elif agent == "codex":
+        from loopledger.live.codex import answer_of
+
+        text, is_error = answer_of(payload.get("tool_response"))
+    else:
+        tool = payload.get("tool_name")
+        text, is_error = _answer_text(agent, payload.get("tool_response"), tool if isinstance(tool, str) else "")
+    if redelivered_after is None or live.recorded_since(conn, sid, redelivered_after, live.KIND_ANSWER,
+                                                        call_id, text=text, is_error=is_error) is None:
+        state = live.load(conn, sid)
+        state.answer(call_id, text, is_error)
+        live.save(conn, sid, state, agent)
+    return live.decision_of(conn, sid, call_id, payload.get("tool_name"))
 
 
 def _stop_after(conn: Any, sid: int, calls: Any) -> dict[str, Any] | None:

@@ -238,14 +238,8 @@ def _idle_s() -> float:
         return 600.0
 
 
-def serve(ident: bytes | None = None) -> int:
-    """Bind this install's socket and answer until idle; 0 also when another resident holds it."""
-    ident = ident or wire.identity()
-    folder = wire.socket_dir()
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    if not wire.private_dir(folder):
-        return 1  # not ours, or open to others: clients would not use it anyway
-    path = wire.socket_path(ident)
+def _lock(path: str) -> int | None:
+    """This install's resident lock (its pid written in it), or None when another holds it."""
     lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     for attempt in range(LOCK_TRIES):
         try:
@@ -256,10 +250,15 @@ def serve(ident: bytes | None = None) -> int:
             # finishing its requests (its serving loop wakes every WAKE_S): tried a little longer.
             if attempt == LOCK_TRIES - 1:
                 os.close(lock)
-                return 0
+                return None
             time.sleep(WAKE_S / 5)
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())
+    return lock
+
+
+def _bind(path: str) -> tuple[Any, int]:
+    """The listening socket at `path` (0600 from birth) and its inode (to remove only our own)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead resident's socket: we hold the lock, so no live one owns it
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -271,8 +270,22 @@ def serve(ident: bytes | None = None) -> int:
         os.umask(old)
         if fd is not None:
             os.close(fd)
-    ino = os.stat(path).st_ino
     sock.listen(64)
+    return sock, os.stat(path).st_ino
+
+
+def serve(ident: bytes | None = None) -> int:
+    """Bind this install's socket and answer until idle; 0 also when another resident holds it."""
+    ident = ident or wire.identity()
+    folder = wire.socket_dir()
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if not wire.private_dir(folder):
+        return 1  # not ours, or open to others: clients would not use it anyway
+    path = wire.socket_path(ident)
+    lock = _lock(path)
+    if lock is None:
+        return 0
+    sock, ino = _bind(path)
     idle = _idle_s()
     stamp = CodeStamp()
     live_db.keep_open()
