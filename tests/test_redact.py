@@ -133,3 +133,40 @@ def test_a_secret_right_after_a_json_escape_or_used_as_a_key_is_replaced(kind, s
     out = redact_value({"headers": {secret: "x"}, "n": 1})
     assert out == {"headers": {f"[REDACTED:{kind}]": "x"}, "n": 1}
     assert redact_text("C:\\new\\notes and risk-free\\ttask-list") == "C:\\new\\notes and risk-free\\ttask-list"
+
+
+def _scans(text: str) -> bool:
+    """The prefilter as plain scans of the lower-cased text: the oracle for its one-pass form."""
+    from loopledger import redact
+
+    low = text.lower()
+    return any(gate in low and any(mk in low for mk in markers) for gate, markers in redact._GROUPS)
+
+
+@given(st.text(min_size=1), st.text(alphabet=st.sampled_from("abkAKISsx_-:/@eEr RpPoOuUhHgGtzZ\\ſKİı"), max_size=60),
+       st.integers(0, 600))
+def test_the_one_pass_prefilter_on_long_text_says_yes_wherever_the_scans_do(filler, core, at):
+    from loopledger import redact
+
+    pad = (filler * (600 // len(filler) + 1))[:600]  # long enough for the one-pass form
+    text = pad[:at] + core + pad[at:]
+    assert len(text) >= redact._LONG
+    if _scans(text):
+        assert redact._may_hold_secret(text)
+
+
+@pytest.mark.parametrize("shape", _ALL_SHAPES)
+def test_a_secret_in_a_long_text_or_beside_a_lone_surrogate_is_still_found(shape):
+    from loopledger import redact
+
+    for text in ("lorem ipsum " * 60 + shape, "\ud800 " * 300 + shape, shape + " x" * 400):
+        assert len(text) >= redact._LONG
+        assert redact._may_hold_secret(text)
+        assert shape not in redact_text(text)
+
+
+def test_a_long_clean_text_is_seen_clean_by_the_one_pass_prefilter():
+    from loopledger import redact
+
+    text = "def test_ok():\n    assert parse('2024-01-01') == date(2024, 1, 1)\n" * 20
+    assert len(text) >= redact._LONG and not _scans(text) and not redact._may_hold_secret(text)
