@@ -86,8 +86,8 @@ _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 # From this many characters one RE2 pass over the markers beats lower() and a dozen `in` scans
-# (a 1.5 KB line: 4 µs against 13); short texts, a hook's arguments, keep the scans and never
-# import RE2 for them.
+# (a 1.5 KB line: 4 µs against 13); short texts keep the scans and import no RE2 (a hook process
+# whose event holds only short texts, the usual case, imports it only when one may hold a secret).
 _LONG = 512
 # The markers that do not hold their group's gate (`xox` without `-`, the URL's `:/` without `@`):
 # the one pass below cannot see the gate, so these stay scans behind it.
