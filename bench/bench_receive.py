@@ -268,8 +268,8 @@ def _throughput(tmp: Path, n_sessions: int, calls_per: int) -> str:
         "policies and rows, `file_ingest`), so its CPU alone is about `ingest`'s; the receiver adds the "
         "HTTP side, which must be done before a request is acknowledged. In one process the two share one "
         "interpreter lock, so the wall time is at least their CPU together; with the flusher in a process of "
-        "its own it would still be at least the flusher's own CPU (reading back the spool it is now handed "
-        "in memory added to it) after the first spans came: ≥ 1× is out of reach while the flusher costs what "
+        "its own it would still be at least the flusher's own CPU (plus reading back the spool, which it is "
+        "handed in memory now) after the first spans came: ≥ 1× is out of reach while the flusher costs what "
         "`ingest` costs.\n"
     )
 
