@@ -234,9 +234,19 @@ class Prior:
 NEW_ROW = {"byte_offset": 0, "content_hash": None, "status": "new", "size": 0, "mtime": None}
 
 
-def load_prior(conn: Connection, row: dict[str, Any] | None, opts: Options) -> Prior:
-    if row is None or row.get("id") is None:
+def read_whole(row: dict[str, Any] | None) -> bool:
+    """Whether any change of the file is read whole (changes.decide: never "appended" nor
+    "truncated"): a file never read, or one that failed or went missing. Its prior is then the
+    row alone: the stored keys, reader checkpoint and resume point serve appends only."""
+    return (row is None or row.get("id") is None or not row["byte_offset"]
+            or row["status"] in (STATUS_ERROR, STATUS_MISSING))
+
+
+def load_prior(conn: Connection | None, row: dict[str, Any] | None, opts: Options) -> Prior:
+    """What the ledger holds about the file; `conn` may be None when `read_whole(row)` (no query)."""
+    if read_whole(row):
         return Prior(dict(row or NEW_ROW))
+    assert conn is not None and row is not None
     prior = Prior(row, stored_keys(conn, row["id"]))
     if row["status"] not in (STATUS_OK, STATUS_QUARANTINED):
         return prior
@@ -488,16 +498,22 @@ _DROP_ERRORS = delete(s.ingest_errors).where(s.ingest_errors.c.source_id == bind
 def claim(conn: Connection, path: str, worker_id: str) -> dict[str, Any] | None:
     """Lock the file's source row for this transaction; None when another worker holds it."""
     now = time.time()
-    store.insert_ignore(conn, s.sources, [{"path": path, "size": 0, "byte_offset": 0, "status": "new"}])
+    new = [{"path": path, "size": 0, "byte_offset": 0, "status": "new"}]
     if conn.dialect.name == "postgresql":
+        store.insert_ignore(conn, s.sources, new)
         row = conn.execute(_SOURCE_BY_PATH_LOCKED, {"b_path": path}).mappings().first()
         if row is None:
             return None
         conn.execute(_SOURCE_BY_ID, {"b_sid": row["id"], "claimed_by": worker_id, "claimed_at": now})
         return dict(row)
     # SQLite: writing first takes the database write lock (waiting out another writer), so the
-    # row read next is current and nobody else can change it before this transaction ends.
-    conn.execute(_CLAIM_BY_PATH, {"b_path": path, "claimed_by": worker_id, "claimed_at": now})
+    # row read next is current and nobody else can change it before this transaction ends. The
+    # row is inserted only when the claim found none (register_sources made most rows already):
+    # a write statement takes the lock whether or not it matches a row.
+    claimed = {"b_path": path, "claimed_by": worker_id, "claimed_at": now}
+    if conn.execute(_CLAIM_BY_PATH, claimed).rowcount == 0:
+        store.insert_ignore(conn, s.sources, new)
+        conn.execute(_CLAIM_BY_PATH, claimed)
     return dict(conn.execute(_SOURCE_BY_PATH, {"b_path": path}).mappings().one())
 
 
@@ -784,8 +800,11 @@ def precompute(engine: Engine, path: Path, row: dict[str, Any] | None, opts: Opt
     big = path.stat().st_size > BIG_FILE_BYTES
     if big and opts.jobs <= 1:
         return None
-    with engine.connect() as conn:
-        prior = load_prior(conn, row, opts)
+    if read_whole(row):  # a new file (most files of a first ingest): no read transaction at all
+        prior = load_prior(None, row, opts)
+    else:
+        with engine.connect() as conn:
+            prior = load_prior(conn, row, opts)
     try:
         if not big:
             return compute(path, prior, opts, materialize=True)

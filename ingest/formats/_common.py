@@ -13,6 +13,7 @@
     as_text(value) -> str                                      any answer/output value as text
     head_text(head) -> str                                     sniff bytes as text, BOM/space gone
     head_records(head, limit=8) -> list[Any]                   the complete JSONL lines in a head
+    iter_head_records(head) -> Iterator[Any]                   the same, parsed as they are asked for
     str_or_none(value) -> str | None                           timestamps, ids: str or None
     first_line(path) -> value | None                           the first non-blank line, parsed
                                                                (None if it is not one JSON value)
@@ -24,6 +25,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -241,20 +243,27 @@ def head_text(head: bytes) -> str:
 
 def head_records(head: bytes, limit: int = 8) -> list[Any]:
     """The first `limit` parsable JSONL lines in `head`: what JSONL sniffers look at."""
+    return list(itertools.islice(iter_head_records(head), limit))
+
+
+def iter_head_records(head: bytes) -> Iterator[Any]:
+    """The parsable JSONL lines in `head`, parsed one at a time as they are asked for: every file
+    of an ingest is sniffed, by each sniffer in turn until one claims it, and a sniffer that
+    decides on the first line need not parse (nor split off) the rest of the head."""
     if head.startswith(_BOM):
         head = head[len(_BOM):]
-    out: list[Any] = []
+    start = 0
     # A last line cut off by the sniff limit fails to parse and is left out like any bad line.
-    for line in head.split(b"\n"):
+    while start >= 0:
+        end = head.find(b"\n", start)
+        line = head[start:] if end < 0 else head[start:end]
+        start = end if end < 0 else end + 1
         if not line.strip():
             continue
         try:
-            out.append(orjson.loads(line))
+            yield orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if len(out) >= limit:
-            break
-    return out
 
 
 def first_line(path: Path | str, max_bytes: int = 1024 * 1024) -> Any:

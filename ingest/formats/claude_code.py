@@ -22,6 +22,7 @@ reader). What this reader adds:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from array import array
 from collections import Counter
@@ -46,7 +47,7 @@ from loopledger.formats._common import (
     as_text,
     bad,
     content_text,
-    head_records,
+    iter_head_records,
     iter_jsonl,
     str_or_none,
     title_of,
@@ -95,9 +96,9 @@ def sniff(head: bytes) -> bool:
     """Look past any number of leading metadata lines (permission-mode, titles, snapshots…)
     to the first user/assistant line; a file of metadata only is claimed when those lines carry
     Claude Code's own keys. A line without a string `type` is not Claude Code."""
-    recs = head_records(head, limit=_SNIFF_RECORDS)
-    evidence = False
-    for rec in recs:
+    evidence = seen = False
+    for rec in itertools.islice(iter_head_records(head), _SNIFF_RECORDS):  # parsed as far as looked at
+        seen = True
         if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
             return False
         kind = rec["type"]
@@ -110,7 +111,7 @@ def sniff(head: bytes) -> bool:
         return True
     # A first line longer than the sniffed head (a pasted screenshot) parses as nothing:
     # recognise the envelope's own keys instead.
-    return not recs and head.lstrip().startswith(b"{") and all(
+    return not seen and head.lstrip().startswith(b"{") and all(
         k in head for k in (b'"parentUuid"', b'"sessionId"', b'"isSidechain"'))
 
 

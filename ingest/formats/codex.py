@@ -62,7 +62,7 @@ _INFO_LINES = 2000
 
 
 def sniff(head: bytes) -> bool:
-    recs = head_records(head, limit=3)
+    recs = head_records(head, limit=1)  # only the first record is looked at
     if not recs:
         # session_meta can outgrow the sniffed head (it embeds the instructions)
         return bool(_META_HEAD.match(head.lstrip()))

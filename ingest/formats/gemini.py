@@ -88,7 +88,11 @@ def sniff(head: bytes) -> bool:
     text = head_text(head)
     if not text.startswith("{"):
         return False
-    return bool(_SESSION.search(text) and _PROJECT.search(text)) or bool(_LOG_RECORD.search(text))
+    if _SESSION.search(text) and _PROJECT.search(text):
+        return True
+    # Every match holds a "$": a text without one (most files sniffed) skips the multi-line
+    # search, which tries each line start of the whole head (the dearest sniff of them all).
+    return "$" in text and bool(_LOG_RECORD.search(text))
 
 
 def read(path: Path | str) -> Iterator[Item]:
