@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import gc
 import os
+import queue as queue_mod
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import xxhash
 from loopledger import file_ingest
@@ -174,17 +176,42 @@ def _job_main(url: str, opts: Options, tasks, results, write_turn=None) -> None:
     engine = make_engine(url)
     gc.set_threshold(INGEST_GC_THRESHOLD, *gc.get_threshold()[1:])  # see fewer_collections
     try:
-        while (item := tasks.get()) is not None:
-            if os.getppid() != parent:  # the ingest that started us is gone: stop, do not orphan-write
-                return
+        while (item := _take(tasks, parent)) is not None:
             try:
                 report = _compute_or_ingest(engine, Path(item), opts)
             except Exception as exc:  # noqa: BLE001
                 report = FileReport(item, action="error", error=f"{item}: {type(exc).__name__}: {exc}")
-            results.put(report)
+            if not _hand(results, report, parent):
+                return
     finally:
-        results.put(None)
+        _hand(results, None, parent)
         engine.dispose()
+
+
+# How often a job waiting on its queues looks whether the ingest that started it is still there.
+PARENT_CHECK_S = 1.0
+
+
+def _take(tasks: Any, parent: int) -> str | None:
+    """The next path, or None: the sentinel, or the ingest that started us is gone (stop, do not
+    orphan-write). Waits in steps: a killed ingest may leave its paths unsent and this job alone."""
+    while os.getppid() == parent:
+        try:
+            return tasks.get(timeout=PARENT_CHECK_S)
+        except queue_mod.Empty:
+            continue
+    return None
+
+
+def _hand(results: Any, item: Any, parent: int) -> bool:
+    """Put `item` for the ingest process; False once it is gone (nobody reads a full queue then)."""
+    while os.getppid() == parent:
+        try:
+            results.put(item, timeout=PARENT_CHECK_S)
+            return True
+        except queue_mod.Full:
+            continue
+    return False
 
 
 # A changed file up to this size is computed by a job and written by the ingest process (its rows
@@ -216,7 +243,6 @@ def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
     slower (SQLite drops a connection's cache when another one wrote). A big file is written by
     its own job. Writers of a SQLite ledger take turns (file_ingest.WRITE_TURN)."""
     import multiprocessing as mp
-    import queue as queue_mod
 
     ctx = mp.get_context("spawn")  # not fork: a forked child would share this process's DB sockets
     # Bounded: computed files wait here at most a few deep, so a writer slower than the jobs holds

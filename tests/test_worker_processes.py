@@ -197,3 +197,41 @@ def test_jobs_that_cannot_start_fall_back_in_process(tmp_path, other):
         assert dump(eng) == dump(other)
     finally:
         eng.dispose()
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie nobody reaped, as in a container without an init, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["waiting-for-a-path", "waiting-to-report"])
+def test_a_job_whose_ingest_was_killed_stops_instead_of_waiting_forever(tmp_path, full):
+    """An ingest killed mid-run leaves its --jobs processes without the paths it had not sent
+    yet, or with a full results queue nobody reads: each job sees its ingest gone and exits."""
+    script = f"""
+import multiprocessing as mp, os
+from loopledger import jobs, worker
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    tasks, results = ctx.Queue(), ctx.Queue(maxsize=1)
+    if {full}:
+        results.put("taken")  # the one place: the job's sentinel cannot be put
+        tasks.put(None)
+    job = ctx.Process(target=jobs._job_main, args=({f"sqlite:///{tmp_path / 'l.sqlite'}"!r}, worker.Options(),
+                                                 tasks, results))
+    job.start()
+    open("job.pid", "w").write(str(job.pid))
+    import time; time.sleep(0.5)
+    os._exit(0)  # killed: no sentinel sent, nobody reads the results
+"""
+    # No pipes: the job would hold them open, and run() would wait for it.
+    subprocess.run([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=HANG, cwd=tmp_path, check=True)
+    pid = int((tmp_path / "job.pid").read_text())
+    deadline = time.monotonic() + 60  # only a bound on a job that never stops
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid), f"job {pid} still runs after its ingest was killed"
