@@ -4,8 +4,9 @@
 __delattr__ as source text and compiles it with exec(): some 120 compiles for the event,
 policy and ledger classes a hook imports (more than deciding the call). What this saves is
 measured by `make bench` in the same run (bench_live.bench_departures: the in-process hook with
-and without it): 254 M instructions against 319 M without it (a fifth of the path), 14-20% of
-its CPU time — the one departure from the standard library the hook keeps. The text for a class is the same in every process, so the
+and without it): 284 M instructions against 346 M without it (a sixth of the path), 12% of
+its CPU time (BENCHMARKS.md, the run on 3f98f4f) — the one departure from the standard library
+the hook keeps. The text for a class is the same in every process, so the
 code objects it compiles to are kept here, marshalled, beside the hook's bytecode
 ($XDG_CACHE_HOME/loopledger/pycache, loopledger.entry._keep_bytecode), and `dataclasses`'
 exec is given the kept code for a text it has seen: the same code object compile() makes of it
