@@ -160,14 +160,16 @@ def ingest_file_optimistic(engine: Engine, path: Path, opts: Options) -> FileRep
     return ingest_file(engine, path, opts)
 
 
-def _job_main(url: str, opts: Options, tasks, results, write_turn=None) -> None:
+def _job_main(url: str, opts: Options, tasks, results, write_turn=None, parent: int | None = None) -> None:
     """One --jobs process: its own engine; takes paths until the None sentinel. `write_turn`: the
-    lock the jobs of a SQLite ledger share for their writes (file_ingest.WRITE_TURN)."""
+    lock the jobs of a SQLite ledger share for their writes (file_ingest.WRITE_TURN). `parent`: the
+    ingest's pid, given by it (a job that asked os.getppid() itself, after an ingest killed while
+    the job started, would get its new parent and wait for it forever)."""
     from loopledger.ledger.engine import make_engine
 
     file_ingest.WRITE_TURN = write_turn
 
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     # The parent's policies, as the person gave them: a `module:factory` one is imported here too
     # (a spawned process starts with only the built-ins and the entry points registered).
     for spec in opts.specs:
@@ -255,7 +257,7 @@ def _ingest_parallel(engine: Engine, files: Sequence[Path], opts: Options,
     url = engine.url.render_as_string(hide_password=False)
     # SQLite has one writer: the jobs take turns (PostgreSQL writes rows of different files at once).
     turn = ctx.Lock() if engine.dialect.name == "sqlite" else None
-    procs = [ctx.Process(target=_job_main, args=(url, opts, tasks, results, turn), daemon=True)
+    procs = [ctx.Process(target=_job_main, args=(url, opts, tasks, results, turn, os.getpid()), daemon=True)
              for _ in range(opts.jobs)]
     for proc in procs:
         proc.start()

@@ -210,7 +210,8 @@ def _running(pid: int) -> bool:
 @pytest.mark.parametrize("full", [False, True], ids=["waiting-for-a-path", "waiting-to-report"])
 def test_a_job_whose_ingest_was_killed_stops_instead_of_waiting_forever(tmp_path, full):
     """An ingest killed mid-run leaves its --jobs processes without the paths it had not sent
-    yet, or with a full results queue nobody reads: each job sees its ingest gone and exits."""
+    yet, or with a full results queue nobody reads: each job sees its ingest gone and exits, also
+    when the ingest died before the job had started."""
     script = f"""
 import multiprocessing as mp, os
 from loopledger import jobs, worker
@@ -221,11 +222,10 @@ if __name__ == "__main__":
         results.put("taken")  # the one place: the job's sentinel cannot be put
         tasks.put(None)
     job = ctx.Process(target=jobs._job_main, args=({f"sqlite:///{tmp_path / 'l.sqlite'}"!r}, worker.Options(),
-                                                 tasks, results))
+                                                 tasks, results, None, os.getpid()))
     job.start()
     open("job.pid", "w").write(str(job.pid))
-    import time; time.sleep(0.5)
-    os._exit(0)  # killed: no sentinel sent, nobody reads the results
+    os._exit(0)  # killed, maybe before the job even started: no sentinel sent, nobody reads the results
 """
     # No pipes: the job would hold them open, and run() would wait for it.
     subprocess.run([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
