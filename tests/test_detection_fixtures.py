@@ -80,14 +80,13 @@ def set_halt(name: str | list) -> int | None:
 # ── issue 18: shapes beyond the shared corpus (each fails on the code before it) ─────────────
 
 
-def test_a_log_tail_waiting_on_a_worker_is_judged_by_how_long_it_waited():
+def test_a_log_tail_polled_without_waiting_is_halted_by_its_count_not_the_clock():
     # 20 polls of `tail; date`, the log saying "waiting for worker 2" each time, the same answer
-    # once the clock is removed: a wait. As recorded, the polls come a second apart: 19 s of
-    # waiting, never halted. Spread a minute apart (as `date` in the answers says they were), the
-    # wait passes 15 minutes unchanged at the 17th poll and is halted there.
-    assert set_halt("codex-log-tail-clock-poll.jsonl") is None
+    # once the clock is removed: a wait that asks for no wait of its own. Each poll is a model
+    # turn: halted at the 6th (wait_halt_at), whether the polls came a second or a minute apart.
+    assert set_halt("codex-log-tail-clock-poll.jsonl") == 6
     minute = _spread(session("codex-log-tail-clock-poll.jsonl"), 60)
-    assert set_halt(minute) == 17
+    assert set_halt(minute) == 6
 
 
 def _spread(events: list, seconds: int) -> list:

@@ -10,6 +10,8 @@ import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
+from loopledger.detectors.answers import is_pending
+from loopledger.detectors.workspace import asked_wait
 
 FAIL = "Error: flight HAT030 not available on date 2024-05-13"
 
@@ -841,40 +843,67 @@ def _poll(d: ProgressDetector, n: int, answer: str, *, every: float | None = Non
     return out
 
 
-def test_a_pending_poll_with_no_clock_halts_at_wait_halt_at():
+def test_a_quick_pending_poll_is_warned_at_its_fourth_poll_and_halted_at_wait_halt_at():
+    # every poll is a model turn: asked for no wait of its own, a pending answer again and again
+    # is a loop however few minutes it took (a Claude Code subagent polling BashOutput every 3 s)
     got = _poll(ProgressDetector(), 10, '{"status":"in_progress"}')
-    assert got[:8] == ["allow"] * 6 + ["warn", "halt"]
+    assert got[:6] == ["allow", "allow", "allow", "warn", "warn", "halt"]
+    assert _poll(ProgressDetector(wait_halt_at=8), 10, '{"status":"in_progress"}')[:8] == (
+        ["allow"] * 3 + ["warn"] * 4 + ["halt"])
 
 
-def test_a_pending_poll_is_judged_by_the_clock_where_there_is_one():
-    # polled every minute: waited 60·k seconds at the k-th; the limit is 900 s
-    got = _poll(ProgressDetector(), 20, '{"status":"queued"}', every=60)
+def test_a_quick_poll_is_halted_by_its_count_even_with_a_clock_that_says_minutes_passed():
+    # polled every 3 s (BashOutput of a hung job): 6 polls in 15 s are the loop, the clock is not
+    got = _poll(ProgressDetector(), 10, "<status>running</status>", every=3)
+    assert got.index("halt") == 5
+    # and a minute apart with no wait asked for: the same count, not the 15 minutes
+    assert _poll(ProgressDetector(), 20, '{"status":"queued"}', every=60).index("halt") == 5
+
+
+def test_a_sleeping_poll_is_judged_by_the_clock_where_there_is_one():
+    # `sleep 60 && gh run view`: the agent asked to wait; its minutes are judged (limit 900 s)
+    got = _poll(ProgressDetector(), 20, '{"status":"queued"}', every=60,
+                command=lambda k: "sleep 60 && gh run view 1 --json status")
     assert got.index("warn") == 15 and got.index("halt") == 16  # warned when the next poll would pass it
-    assert _poll(ProgressDetector(wait_limit=120), 5, '{"status":"queued"}', every=60)[:4] == [
-        "allow", "allow", "warn", "halt"]
+    assert _poll(ProgressDetector(wait_limit=120), 5, '{"status":"queued"}', every=60,
+                 command=lambda k: "sleep 60 && gh run view 1")[:4] == ["allow", "allow", "warn", "halt"]
 
 
-def test_a_sleeping_poll_is_one_wait_however_long_it_sleeps_and_counts_its_sleeps():
-    # no clock: the sleeps asked for are the time waited (30, 60, 90 … seconds)
-    got = _poll(ProgressDetector(), 12, '{"status":"in_progress"}',
-                command=lambda k: f"sleep {30 * (k + 1)} && gh run view 1 --json status")
-    assert got.index("warn") == 7 and got.index("halt") == 8  # 15·k·(k+1) > 900 first at k = 8
-
-
-def test_a_wait_whose_answer_moves_is_never_halted():
+def test_a_wait_the_tool_itself_makes_counts_as_asked_for():
+    # Codex's write_stdin waiting `yield_time_ms` for output, `kubectl wait --timeout=300s`
     d = ProgressDetector()
-    got = []
-    for k in range(30):
-        got.append(d.check("bash", {"command": "sleep 30 && gh run view 1"}).action)
-        d.record_answer(f'{{"status":"in_progress","jobs_done":{k // 3}}}')
-    assert "halt" not in got
+    out = []
+    for k in range(12):
+        v = d.check("write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 30000},
+                    at=1_764_000_000 + 31 * k)
+        out.append(v.action)
+        d.record_answer("Process running with session ID 7\nOutput:\n")
+    assert "halt" not in out  # 6 minutes of patient polling
+    assert asked_wait({"command": "kubectl wait --for=condition=ready pod/x --timeout=300s"}) == 300
+    assert asked_wait({"chars": "", "yield_time_ms": 1500}) == 1.5
+    assert asked_wait({"command": "sleep 2 && tail -3 build.log"}) == 2
+    assert asked_wait({"args": ["rollout", "status", "deployment/api", "--timeout=30s"]}) == 30
+
+
+def test_codex_process_running_is_a_pending_answer():
+    assert is_pending("Command: /bin/bash -lc ./run_tests.sh\nProcess running with session ID 52896\nOutput:\n")
+    assert not is_pending("Command: /bin/bash -lc ./run_tests.sh\nProcess exited with code 1\nOutput:\nFAIL")
+
+
+def test_an_edit_between_quick_polls_restarts_their_count():
+    d = ProgressDetector()
+    calls = []
+    for i in range(8):
+        calls += [("bash", {"command": f"sed -i 's/v{i}/v{i + 1}/' conf.py"}, ""),
+                  ("bash", {"command": "tail -3 /tmp/worker.log"}, "waiting for worker 2")]
+    assert "halt" not in actions(d, calls)
 
 
 def test_a_transient_failure_is_a_wait_and_never_a_retry_or_a_run_of_one_failure():
     d = ProgressDetector()
     got = run(d, [("get_order", {"id": "#W1"}, "Error: 503 Service Unavailable", True)] * 9)
-    assert [a for a, _, _ in got][:8] == ["allow"] * 6 + ["warn", "halt"]
-    assert {r for _, _, r in got[1:8]} == {"wait"}
+    assert [a for a, _, _ in got][:6] == ["allow", "allow", "allow", "warn", "warn", "halt"]
+    assert {r for _, _, r in got[1:6]} == {"wait"}
 
 
 # ── rule 3: the same error, retried without addressing it ─────────────────────────────────────
@@ -1022,7 +1051,14 @@ def test_a_wait_is_judged_by_the_batch_clock_in_a_replay():
         events += [Batch((Call(f"c{k}", "bash", {"command": "gh run view 1"}),), ts=ts),
                    Answers((Answer(f"c{k}", '{"status":"queued"}'),))]
     halts = [i for i, s in enumerate(replay(events, PolicySpec("progress"))) for c in s.checks if c.verdict == "halt"]
-    assert halts and halts[0] == 2 * 16  # the 17th poll, 16 minutes after the first
+    assert halts and halts[0] == 2 * 5  # the 6th poll: none of them asked to wait
+    events = []
+    for k in range(20):
+        ts = f"2026-11-30T09:{k:02d}:00Z"
+        events += [Batch((Call(f"c{k}", "bash", {"command": "sleep 55; gh run view 1"}),), ts=ts),
+                   Answers((Answer(f"c{k}", '{"status":"queued"}'),))]
+    halts = [i for i, s in enumerate(replay(events, PolicySpec("progress"))) for c in s.checks if c.verdict == "halt"]
+    assert halts and halts[0] == 2 * 16  # sleeping polls: the 17th, 16 minutes after the first
 
 
 def test_a_shell_command_run_again_with_another_description_is_the_same_call():

@@ -92,9 +92,11 @@ PENDING = re.compile(
     r"\bstatus\W{0,4}(?:running|in[_ ]progress|queued|pending|waiting|starting|requested|scheduled|"
     r"provisioning|creating|initializing|deploying|building)\b"
     r"|\b(?:in[_ ]progress|queued|pending|not (?:yet )?ready|no response|rejecting connections|"
-    r"still (?:running|waiting|building|starting)|waiting for|containercreating)\b", re.IGNORECASE)
+    r"still (?:running|waiting|building|starting)|waiting for|containercreating|"
+    # Codex CLI's answer to a command that has not exited yet (exec_command, write_stdin)
+    r"process running with session id)\b", re.IGNORECASE)
 PENDING_NEEDLES = ("status", "progress", "queued", "pending", "ready", "response", "rejecting", "still", "waiting",
-                   "containercreating")
+                   "containercreating", "process running")
 # The only characters that re.IGNORECASE matches to an ASCII letter (İ ı ſ K: i, i, s, k) — and
 # the only ones whose str.lower() holds one.
 _FOLDS_TO_ASCII = re.compile("[\u0130\u0131\u017f\u212a]")

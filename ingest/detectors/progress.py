@@ -16,13 +16,17 @@ volatile parts removed before answers are compared). What the detector believes,
    `rerun_halt_at` (an edit that did not touch the failure is an honest try, once). The same
    write made again and again back to back halts at `ok_halt_at` whatever it answers (the same
    insertion, growing the file each time).
-2. **Waiting on something outside is not a loop until it has waited longer than such a wait
-   takes.** A repeat is a wait when the call sleeps (`sleep 30 && gh run view …`: how long it
-   sleeps does not make it another call), its answer says the thing is not done (`in_progress`,
-   `queued`, `no response`), or it failed in a way that passes by itself (a 503, a rate limit).
-   A wait halts once its unchanged answers span more than `wait_limit` seconds — by the
-   transcript's clock, else by the sleeps the calls asked for — and, where neither tells the
-   time, at its `wait_halt_at`-th poll.
+2. **A poll is judged by what it costs and what it waited for.** A repeat is a wait when the call
+   sleeps (`sleep 30 && gh run view …`: how long it sleeps does not make it another call), its
+   answer says the thing is not done (`in_progress`, `queued`, `<status>running</status>`, Codex's
+   "Process running"), it failed in a way that passes by itself (a 503, a rate limit), or its
+   answers moved by themselves before (a log tailed while a build runs). Every poll is a model
+   turn: polls that ask for no wait of their own (no sleep, `--timeout` or `yield_time_ms`, under
+   `PATIENT_POLL` seconds each) are warned once three polls answered the same and halted at the
+   `wait_halt_at`-th, however few minutes they took (a subagent polling every 3 s); patient polls
+   are judged by the minutes their answers stay unchanged (`wait_limit`), by the transcript's
+   clock, else by the sleeps asked for. A new change of the agent's between polls restarts the
+   count.
 3. **The same error, retried without addressing it, is stale even when the arguments move.** The
    tool's trailing failures with the same error: an attempt is stale when it goes back to
    arguments already tried, or keeps every argument value the error names (a string or number of
@@ -52,7 +56,7 @@ carries the count and threshold of the rule nearest its halt, and a reason in pl
 repeated, how many times) that the model and a person read.
 
 Defaults (window 20, halt_at 3, ok_halt_at 4, rerun_halt_at 4, same_failure_at 5, wait_limit
-900 s, wait_halt_at 8, across_turns errors) are chosen by grouped cross-validation over every
+900 s, wait_halt_at 6, across_turns errors) are chosen by grouped cross-validation over every
 labelled set (docs/detection.md).
 """
 
@@ -86,7 +90,7 @@ from loopledger.detectors.canonical import action_args, action_key, canonical_by
 from loopledger.detectors.errors import ConfigError
 from loopledger.detectors.registry import Detector
 from loopledger.detectors.words import tool_words
-from loopledger.detectors.workspace import classify, last_program, sleeps
+from loopledger.detectors.workspace import asked_wait, classify, last_program, sleeps
 from loopledger.events import Batch, is_capped, text_digest
 
 if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors, not the reverse
@@ -102,9 +106,11 @@ DEFAULT_OK_HALT_AT = 4
 DEFAULT_RERUN_HALT_AT = 4
 DEFAULT_SAME_FAILURE_AT = 5
 DEFAULT_WAIT_LIMIT = 900.0  # seconds: a CI run, a rollout, a server coming up take minutes, not a quarter hour unchanged
-DEFAULT_WAIT_HALT_AT = 8
+DEFAULT_WAIT_HALT_AT = 6
 DEFAULT_ACROSS_TURNS = "errors"
 MAX_WINDOW = 10_000
+QUICK_POLL_WARN = 4  # polling without waiting is warned once three polls answered the same
+PATIENT_POLL = 5.0  # seconds of its own waiting per poll (a sleep, a --timeout) that make polling patient
 NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
 RETIRED = ("warn_at", "poll_span")  # earlier versions' parameters (a stored policy may name them)
 
@@ -508,10 +514,13 @@ class ProgressDetector:
         return Count(REPEAT, r + 1, halt, halt - 1 if halt - 1 >= 3 else None, said)
 
     def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count:
-        """Rule 2: a poll of something outside, judged by how long it has waited unchanged: a call
-        that sleeps, a pending answer (not one that names a new id each time: that call creates
-        something, a sent mail "queued" again and again), a transient failure, or a call whose
-        answers moved by themselves before (a log tailed while a build runs)."""
+        """Rule 2: a poll of something outside, judged by what it costs and how long it waited: a
+        call that sleeps, a pending answer (not one that names a new id each time: that call
+        creates something, a sent mail "queued" again and again), a transient failure, or a call
+        whose answers moved by themselves before (a log tailed while a build runs). Each poll is a
+        model turn: polls that ask for no wait of their own (no sleep between, no `--timeout`, no
+        `yield_time_ms`) halt at `wait_halt_at` unchanged answers, however few minutes they took;
+        patient polls are judged by the minutes they stay unchanged (`wait_limit`)."""
         r = len(run)
         now, first, newest = _seconds(entry.at), _seconds(run[-1].at), _seconds(run[0].at)
         if now is not None and first is not None:
@@ -520,12 +529,26 @@ class ProgressDetector:
         else:
             waited = sum(e.sleep for e in run)
             pace = run[0].sleep
+        oldest = run[-1].position
+        asked = sum(asked_wait(e.args) for e in self._entries if e.position >= oldest)
+        if asked >= PATIENT_POLL * r:
+            if waited > 0:
+                said = f"{what} has waited {_minutes(waited)} with the same answer ({_times(r)})"
+                return Count(WAIT, r + 1, None, None, said, halting=waited > self.wait_limit,
+                             warning=r >= 2 and waited + pace > self.wait_limit)
+            said = f"{what} was polled {_times(r)} with the same answer"
+            return Count(WAIT, r + 1, self.wait_halt_at, self.wait_halt_at - 1, said)
+        if not run[0].failed:
+            # the agent's own new change between polls is an experiment awaiting its answer
+            changed = self._fresh_write_after(oldest)
+            r = sum(1 for e in run if e.position > changed)
+            if not r:
+                return Count(WAIT, 1, self.wait_halt_at, None, "", halting=waited > self.wait_limit)
+        said = f"{what} was polled {_times(r)} with the same answer, without waiting between"
         if waited > 0:
-            said = f"{what} has waited {_minutes(waited)} with the same answer ({_times(r)})"
-            return Count(WAIT, r + 1, None, None, said, halting=waited > self.wait_limit,
-                         warning=r >= 2 and waited + pace > self.wait_limit)
-        said = f"{what} was polled {_times(r)} with the same answer"
-        return Count(WAIT, r + 1, self.wait_halt_at, self.wait_halt_at - 1, said)
+            said += f" ({_minutes(waited)})"
+        # Warned from the third poll on: the model reads it while a short wait can still pay off.
+        return Count(WAIT, r + 1, self.wait_halt_at, QUICK_POLL_WARN, said, halting=waited > self.wait_limit)
 
     def _same_write(self, entry: Entry) -> Count | None:
         """The same write made again and again back to back, whatever it answers."""
@@ -759,7 +782,8 @@ DETECTOR = Detector(
         Param("wait_limit", FLOAT, DEFAULT_WAIT_LIMIT, 1,
               "seconds a wait (a sleeping poll, a pending or transient answer) may stay unchanged"),
         Param("wait_halt_at", INT, DEFAULT_WAIT_HALT_AT, 3,
-              "halt a wait at this unchanged poll when no clock or sleep tells how long it waited"),
+              "halt a poll at this unchanged answer when the polls ask for no wait of their own "
+              "(no sleep, --timeout or yield_time_ms between)"),
         Param("across_turns", TEXT, DEFAULT_ACROSS_TURNS, 0,
               "what a user turn keeps: none | errors | all"),
         Param("volatile", NAMES, DEFAULT_VOLATILE_NAMES, 0,

@@ -228,6 +228,35 @@ def sleeps(args: Any) -> float:
     return total
 
 
+# A call's own waiting: `kubectl wait --timeout=300s`, `--wait-timeout 60`; a tool's wait in ms.
+_TIMEOUT_FLAG = re.compile(r"--(?:wait-)?timeout[= ](\d+(?:\.\d+)?)([smh]?)\b", re.IGNORECASE)
+_WAIT_MS_KEYS = ("yield_time_ms", "block_until_ms", "wait_ms", "wait_time_ms")
+_WAIT_S_KEYS = ("wait_seconds", "wait_time", "seconds")
+
+
+def asked_wait(args: Any) -> float:
+    """Seconds a call itself asks to wait before it answers: its sleeps, a `--timeout` it waits
+    up to, a tool's own wait (`yield_time_ms` of Codex's `write_stdin`, `block_until_ms`). What a
+    poll costs is a model turn each; what it asks to wait is what makes polling patient."""
+    total = sleeps(args)
+    if not isinstance(args, dict):
+        return total
+    for key in _WAIT_MS_KEYS:
+        v = args.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            total += v / 1000
+    for key in _WAIT_S_KEYS:
+        v = args.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            total += v
+    command = shell_text(args) or " ".join(
+        w for v in args.values() if isinstance(v, list) for w in v if isinstance(w, str))  # an argv
+    if command and "timeout" in command:
+        for m in _TIMEOUT_FLAG.finditer(command):
+            total += float(m.group(1)) * _UNIT[m.group(2).lower()]
+    return total
+
+
 def last_program(args: Any) -> str | None:
     """The program a shell command's last stage runs (`cd x && grep -r y .` → grep; `git grep` →
     git), or None for a call that is not a shell command."""
