@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
-from loopledger.events import Answer, Answers, Batch, Call, UserTurn
-from loopledger.replay import Replayer, replay
 from loopledger.detectors.answers import is_pending
 from loopledger.detectors.workspace import asked_wait
+from loopledger.events import Answer, Answers, Batch, Call, UserTurn
+from loopledger.replay import Replayer, replay
 
 FAIL = "Error: flight HAT030 not available on date 2024-05-13"
 
