@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import pytest
 from loopledger.detectors.answers import (
+    DEFAULT_VOLATILE_NAMES,
+    VOLATILE_PATTERNS,
     FailureReader,
+    Normalizer,
+    compile_patterns,
     found_nothing,
     is_failure,
     is_pending,
     is_transient,
+    resolve,
 )
 from loopledger.detectors.errors import ConfigError
 
@@ -103,3 +108,10 @@ def test_an_answer_that_says_it_is_not_done_yet_is_pending(text, pending):
 ])
 def test_a_failure_that_passes_by_itself_is_transient(text, transient):
     assert is_transient(text) is transient
+
+
+def test_claude_codes_rerun_handle_is_volatile():
+    # each shell call's output ends with a new handle: the same empty answer seven times over
+    normalize = Normalizer(compile_patterns("volatile", resolve("volatile", DEFAULT_VOLATILE_NAMES, VOLATILE_PATTERNS)))
+    assert normalize("[rerun: b25]") == normalize("[rerun: b31]")
+    assert normalize("exit: 0\n[rerun: b31]") != normalize("exit: 1\n[rerun: b31]")

@@ -12,7 +12,7 @@ from loopledger.detectors import (
     call_signature,
     canonical_json,
 )
-from loopledger.detectors.canonical import _walk, answer_key
+from loopledger.detectors.canonical import _walk, action_args, answer_key, command_core
 from loopledger.events import Answer, Call
 
 
@@ -132,3 +132,29 @@ def test_call_key_is_shared_by_identity_and_never_keeps_huge_arguments():
     big = Call("2", "t", {"s": "x" * (1024 * 1024)})
     canon, h = call_key(big)
     assert h == args_hash(big.args) and id(big) not in _CALL_CACHE
+
+
+# ── a shell command's decoration is not its action (progress keys on action_args) ─────────────
+
+
+@pytest.mark.parametrize("decorated", [
+    "docker compose down -v 2>&1 | tail -5",
+    "cd C:/Users/me/repo && docker compose down -v 2>&1 | tail -10",
+    'cd "/home/me/my repo" && docker compose down -v',
+    'docker compose down -v; echo "exit: $?"',
+    "docker compose down -v | head -n 20",
+])
+def test_a_command_line_without_its_decoration_is_the_same_action(decorated):
+    assert command_core(decorated) == "docker compose down -v"
+    assert action_args({"command": decorated, "description": "Tear down"}) == {"command": "docker compose down -v"}
+
+
+@pytest.mark.parametrize("command", [
+    "tail -5 /tmp/build.log; date",  # `date` is a second command, not decoration
+    "make && make test",
+    "cd repo",  # nothing left to run without the cd
+    "grep -n foo x.py | tail -3 | sort",  # a cut in the middle is part of the pipeline
+    "echo done",
+])
+def test_what_a_command_does_is_kept(command):
+    assert command_core(command) == command

@@ -293,3 +293,50 @@ def test_a_wait_says_how_long_it_waited():
         s.bash("sleep 60 && gh run view 1234 --json status", '{"status":"queued"}', after=62)
     said = reasons(s)[-1]
     assert "gh run view 1234" in said and re.search(r"waited 1[0-9] min", said), said
+
+
+# ── issue 35: the loops of coding agents (each fails on the code before it) ──────────────────
+
+
+def test_a_subagent_polling_a_background_job_every_3_seconds_is_halted_long_before_15_minutes():
+    s = Session().bash("python scripts/extract.py book.epub", "Command running in background with ID: b2f8b9")
+    for k in range(40):
+        s.call("BashOutput", f"<status>running</status>\n\n<timestamp>2025-12-01T04:48:{k:02d}.908Z</timestamp>",
+               after=3, bash_id="b2f8b9")
+    halt, warned = judged(s)
+    assert halt == 7  # the 6th poll of an unchanged answer, 18 s after the first
+    assert warned and warned[0] == 5  # the model is told once three polls answered the same
+
+
+def test_a_background_build_polled_while_its_output_moves_is_never_halted():
+    s = Session().bash("npm run build", "Command running in background with ID: 7c41e2")
+    for k in range(20):
+        s.call("BashOutput", f"<status>running</status>\n<stdout>built {k * 5} of 100 modules</stdout>",
+               after=3, bash_id="7c41e2")
+    assert judged(s) == (None, [])
+
+
+def test_a_teardown_sent_again_and_again_in_other_dress_is_halted():
+    # `docker compose down -v` seven times, each time decorated differently (a cd, a tail, an
+    # echoed exit status), each answered with nothing but Claude Code's rerun handle
+    s = Session()
+    for k, cmd in enumerate(["docker compose down -v 2>&1 | tail -5",
+                             "cd /home/me/repo && docker compose down -v 2>&1 | tail -5",
+                             "docker compose down -v 2>&1 | tail -5",
+                             "docker compose down -v 2>&1 | tail -10",
+                             "docker compose down -v",
+                             'docker compose down -v; echo "exit: $?"']):
+        s.bash(cmd, f"[rerun: b{25 + k}]")
+    halt, _ = judged(s)
+    assert halt is not None and halt <= 5
+
+
+def test_a_teardown_then_a_rebuild_then_a_teardown_is_work():
+    s = (Session().bash("docker compose down -v 2>&1 | tail -5", "[rerun: b1]")
+         .edit("Dockerfile", "RUN npm install", "RUN npm ci")
+         .bash("docker compose up --build -d", "Container api Started\n[rerun: b2]")
+         .bash("docker compose down -v", "[rerun: b3]")
+         .edit("Dockerfile", "RUN npm ci", "RUN npm ci --omit=dev")
+         .bash("docker compose up --build -d", "Container api Started\n[rerun: b4]")
+         .bash("cd /repo && docker compose down -v", "[rerun: b5]"))
+    assert judged(s) == (None, [])

@@ -46,6 +46,8 @@ VOLATILE_PATTERNS: dict[str, str] = {
     "hex_id": r"\b(?:0x)?(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b",
     # `/bin/bash: line 334:` — an interactive shell's command counter, one more on every call
     "shell_line": r"\b(?:ba|da|z|k)?sh: line \d+:",
+    # `[rerun: b25]` — the handle Claude Code gives each shell call's output, one more every call
+    "rerun_handle": r"\[rerun: \w+\]",
     # /tmp/pytest-of-me/pytest-3/x, /var/folders/…/T/tmpab12, C:\Users\me\AppData\Local\Temp\x
     # (a path's start: `/srv/job/tmp/step-1200` holds `/tmp/` but is not a temp path)
     "temp_path": r"(?<![\w.~/\\-])(?:/private)?/(?:tmp|var/folders|var/tmp)/[^\s'\"`<>:;,)\]}]*"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -108,14 +109,47 @@ _COMMANDS = frozenset({"command", "cmd", "prompt"})
 _ACTION_CACHE: dict[int, tuple[Any, Any, bytes, str]] = {}
 
 
+# What a shell command line carries beside its action: a `cd DIR &&` before it, stderr joined,
+# its output cut to a few lines, an exit status echoed after it. `docker compose down -v 2>&1 |
+# tail -5` and `cd repo && docker compose down -v; echo "exit: $?"` do the same thing.
+_DECORATION = re.compile(
+    r"^\s*cd\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*&&\s*"          # a leading cd DIR &&
+    r"|\s+2>&1(?=\s|$)"                                          # stderr joined
+    r"|\s*\|\s*(?:tail|head)(?:\s+-n)?(?:\s+-?\d+)?\s*$"          # output cut: | tail -5
+    r"|\s*(?:;|&&)\s*echo\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*$")      # ; echo "exit: $?"
+
+
+def command_core(command: str) -> str:
+    """A shell command line without its decoration (repeated until none is left)."""
+    while True:
+        core = _DECORATION.sub("", command).strip()
+        if core == command or not core:
+            return command if not core else core
+        command = core
+
+
 def action_args(args: Any) -> Any:
-    """The arguments without commentary (the same object when there is none)."""
+    """The arguments without commentary (the same object when there is none), a shell command
+    line without its decoration (`command_core`)."""
     if type(args) is not dict:
         return args
     drop = COMMENTARY.intersection(args)
     if not _COMMANDS.isdisjoint(args):
         drop |= BESIDE_COMMAND.intersection(args)
-    return {k: v for k, v in args.items() if k not in drop} if drop else args
+    core = None
+    for k in ("command", "cmd"):
+        v = args.get(k)
+        if type(v) is str:
+            c = command_core(v)
+            if c != v:
+                core = (k, c)
+            break
+    if not drop and core is None:
+        return args
+    out = {k: v for k, v in args.items() if k not in drop}
+    if core is not None:
+        out[core[0]] = core[1]
+    return out
 
 
 def action_key(call: Call) -> tuple[Any, bytes, str]:
