@@ -1121,3 +1121,42 @@ def test_the_fifth_refusal_within_seven_replies_halts_and_one_outside_them_does_
 def test_refusals_warn_only_while_in_a_row():
     assert _replies("RRRR") == ["allow", "allow", "allow", "warn"]  # the 4th in a row: warned
     assert _replies("RRRcR")[-1] == "allow"  # four of five, but a reply just ran: no warning yet
+
+
+# ── across_turns=answers (the default): a person speaking does not make a lookup new ─────────
+
+
+def test_a_lookup_answered_the_same_across_user_turns_halts_one_later():
+    # tau-bench: the same flight search, the simulated user saying something new between each pair
+    d = ProgressDetector()
+    search = ("search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"}, '[{"flight": "HAT069"}]')
+    got = []
+    for _ in range(3):
+        got += [a for a, _, _ in run(d, [search, search])]
+        d.user_turn()
+    assert got == ["allow", "allow", "allow", "warn", "halt", "halt"]  # the 5th: ok_halt_at + 1
+    # the mode before it forgot every success at a user turn: never halted
+    d = ProgressDetector(across_turns="errors")
+    got = []
+    for _ in range(3):
+        got += [a for a, _, _ in run(d, [search, search])]
+        d.user_turn()
+    assert "halt" not in got
+
+
+def test_a_change_asked_for_again_after_the_user_spoke_is_new():
+    # aider: the same file edited reply after reply, each reply a new request of the person's
+    d = ProgressDetector()
+    edit = ("edit", {"path": "backend/app.py"}, "Applied edit to backend/app.py")
+    got = []
+    for _ in range(6):
+        got += [a for a, _, _ in run(d, [edit])]
+        d.user_turn()
+    assert set(got) == {"allow"}
+
+
+def test_a_thought_is_what_a_think_call_does():
+    # the `think` tool's only argument is its thought: two thoughts are two calls
+    d = ProgressDetector()
+    calls = [("think", {"thought": f"The user now wants March {k}."}, "") for k in range(10, 16)]
+    assert set(actions(d, calls)) == {"allow"}

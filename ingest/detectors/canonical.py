@@ -146,6 +146,8 @@ def action_args(args: Any) -> Any:
             break
     if not drop and core is None:
         return args
+    if drop and len(drop) == len(args):
+        return args  # a note and nothing else (a `think` tool's thought): the note is what it does
     out = {k: v for k, v in args.items() if k not in drop}
     if core is not None:
         out[core[0]] = core[1]

@@ -51,12 +51,15 @@ An unknown answer (never came back) neither breaks a run nor joins it. A warning
 attempt before a halt, and only on evidence: two answers that did not change (a wait: when its
 next poll at this pace would pass the limit). A user turn forgets what `across_turns` does not
 keep: `none` forgets everything, `errors` keeps the failures (a retry after "try again" is still
-the same error), `all` keeps everything. The verdict is the most severe rule's; the check
+the same error), `answers` (the default) keeps every answer but a wait's — a lookup answered the
+same again after the person spoke halts one attempt later (`ok_halt_at` + 1), and a change asked
+for again after the person spoke is new (a write, or a tool every call of which writes:
+`WRITE_TOOLS`) —, `all` keeps everything. The verdict is the most severe rule's; the check
 carries the count and threshold of the rule nearest its halt, and a reason in plain words (what
 repeated, how many times) that the model and a person read.
 
 Defaults (window 20, halt_at 3, ok_halt_at 4, rerun_halt_at 4, same_failure_at 5, wait_limit
-900 s, wait_halt_at 6, across_turns errors) are chosen by grouped cross-validation over every
+900 s, wait_halt_at 6, across_turns answers) are chosen by grouped cross-validation over every
 labelled set (docs/detection.md).
 """
 
@@ -98,7 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover — the spec grammar imports the detectors
 
 ALLOW, WARN, HALT = "allow", "warn", "halt"
 REPEAT, WAIT, RETRY, FAILURES = "repeat", "wait", "retry", "failures"
-ACROSS_TURNS = ("none", "errors", "all")
+ACROSS_TURNS = ("none", "errors", "all", "answers")
 
 DEFAULT_WINDOW = 20
 DEFAULT_HALT_AT = 3
@@ -107,10 +110,13 @@ DEFAULT_RERUN_HALT_AT = 4
 DEFAULT_SAME_FAILURE_AT = 5
 DEFAULT_WAIT_LIMIT = 900.0  # seconds: a CI run, a rollout, a server coming up take minutes, not a quarter hour unchanged
 DEFAULT_WAIT_HALT_AT = 6
-DEFAULT_ACROSS_TURNS = "errors"
+DEFAULT_ACROSS_TURNS = "answers"
 MAX_WINDOW = 10_000
 QUICK_POLL_WARN = 4  # polling without waiting is warned once three polls answered the same
 PATIENT_POLL = 5.0  # seconds of its own waiting per poll (a sleep, a --timeout) that make polling patient
+# Tools whose every call is a change (Kilo Code's list): a change asked for again after the person
+# spoke is the person's request, whatever the reader could tell of its content.
+WRITE_TOOLS = frozenset({"edit", "multiedit", "write", "apply_patch"})
 NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
 RETIRED = ("warn_at", "poll_span")  # earlier versions' parameters (a stored policy may name them)
 
@@ -498,6 +504,8 @@ class ProgressDetector:
             # answered differently): a check that answers the same again is a new experiment
             # (this call's own changed answer is where its run restarts: kept)
             run = [e for e in run if e.position > changed and e.position >= self._moved]
+            if run and self.across_turns == "answers" and (entry.writes or entry.tool.lower() in WRITE_TOOLS):
+                run = [e for e in run if e.position >= self._turn]  # asked for again by the person
             if not run:
                 return None
         r = len(run)
@@ -505,6 +513,11 @@ class ProgressDetector:
             halt = self.rerun_halt_at if changed >= 0 else self.halt_at
             said = f"{what} ran {_times(r)} with the same failure" + (
                 ", though files were changed between" if changed >= 0 else "")
+        elif self.across_turns == "answers" and run[-1].position < self._turn:
+            # asked again after the person spoke: a new request until it has come back the same
+            # more often than a check with other calls between
+            halt = self.ok_halt_at + 1
+            said = f"{what} ran {_times(r)} with the same answer, though the user spoke between"
         elif self._quiet_since(run[-1].position, entry):
             halt = self.halt_at
             said = f"{what} ran {_times(r)} with the same answer, and nothing between could change it"
@@ -707,9 +720,11 @@ class ProgressDetector:
         self._turn = self._next  # a run of one failure never spans a user turn
         if self.across_turns == "all":
             return
-        if self.across_turns == "errors":
-            # a transient failure (503, rate limit) says nothing of a retry after the user spoke
-            kept = [e for e in self._entries if e.raw is not None and e.failed and not e.waits]
+        if self.across_turns in ("errors", "answers"):
+            # a transient failure (503, rate limit) says nothing of a retry after the user spoke;
+            # `answers` keeps every other answer too (a repeat across the turn halts later)
+            keep_all = self.across_turns == "answers"
+            kept = [e for e in self._entries if e.raw is not None and not e.waits and (keep_all or e.failed)]
             self._entries.clear()
             self._entries.extend(kept)
         else:
@@ -785,7 +800,8 @@ DETECTOR = Detector(
               "halt a poll at this unchanged answer when the polls ask for no wait of their own "
               "(no sleep, --timeout or yield_time_ms between)"),
         Param("across_turns", TEXT, DEFAULT_ACROSS_TURNS, 0,
-              "what a user turn keeps: none | errors | all"),
+              "what a user turn keeps: none | errors | answers (a repeat across it halts one later; "
+              "a change asked again is new) | all"),
         Param("volatile", NAMES, DEFAULT_VOLATILE_NAMES, 0,
               "removed before comparing: " + ", ".join(VOLATILE_PATTERNS) + " or re:<expression>"),
         Param("errors", NAMES, DEFAULT_ERROR_NAMES, 0,
