@@ -5,8 +5,9 @@ The fixtures are written from the event schema of Copilot CLI 1.0.x (session.sta
 producer "copilot-agent", copilotVersion, startTime, context.cwd}; assistant.message {content,
 toolRequests [{toolCallId, name, arguments, type}]}; tool.execution_start {toolCallId, toolName,
 arguments}; tool.execution_complete {toolCallId, success, result {content, detailedContent},
-error {message, code}}), as real events.jsonl lines quoted in public repositories show it; no
-licensed real session file was found to copy. wrapped-events.jsonl is events.jsonl with each
+error {message, code}}), as the Copilot SDK's session-events.schema.json (its generated types)
+defines them and real events.jsonl lines quoted in public repositories show them; no licensed
+real session file was found to copy. wrapped-events.jsonl is events.jsonl with each
 line wrapped."""
 
 from __future__ import annotations
