@@ -134,7 +134,9 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
             label_key = labelled[key]
             label, first, last = rows[(file, label_key)]
             if first is not None and last is not None and theirs is not None and label_key in theirs:
-                mapped = label_positions.map_span(theirs[label_key], label_positions.call_keys(events), first, last)
+                their_keys, their_ids = theirs[label_key]
+                mapped = label_positions.map_span(their_keys, label_positions.call_keys(events), first, last,
+                                                  their_ids, label_positions.call_ids(events))
                 first, last = mapped or (first, last)
             out.append(Labelled(file, label_key, label, first, last, list(events), groups.get(file, file),
                                 folder.name))

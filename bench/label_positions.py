@@ -5,8 +5,9 @@ sets' `stats.py --calls FILE KEY`), which can count calls differently from ours:
 add `harness_error` calls where a harness refused a reply, read each failed aider edit as a call,
 drop a tool call a log wrote twice. `map_span` moves a 1-based FIRST-LAST span from their list
 onto ours by aligning the two lists of (tool name, canonical arguments) with a sequence
-alignment (difflib): calls equal in name and arguments first, then, in the stretches between,
-calls of the same name. A position with a partner maps to it; one without maps to just after
+alignment: calls of the same id first where both lists carry the transcript's call ids, then
+(difflib) calls equal in name and arguments, then, in the stretches between, calls of the same
+name. A position with a partner maps to it; one without maps to just after
 the partner of the call before it (FIRST) or just before the partner of the call after it
 (LAST), so our calls between two aligned ones that lie inside the span stay inside it; a span
 from their first call starts at our first, one to their last call ends at our last (a harness's
@@ -58,37 +59,66 @@ def call_keys(events: Sequence[Any]) -> list[Key]:
     return [(c.name, canon(c.args)) for e in events if isinstance(e, Batch) for c in e.calls]
 
 
-def align(theirs: Sequence[Key], ours: Sequence[Key]) -> list[int | None]:
-    """For each of their calls (0-based), the index of our call it is, or None."""
+def call_ids(events: Sequence[Any]) -> list[str | None]:
+    """Our reader's call ids of one session, in call-position order."""
+    return [c.id for e in events if isinstance(e, Batch) for c in e.calls]
+
+
+def align(theirs: Sequence[Key], ours: Sequence[Key], their_ids: Sequence[str | None] | None = None,
+          our_ids: Sequence[str | None] | None = None) -> list[int | None]:
+    """For each of their calls (0-based), the index of our call it is, or None. Where both lists
+    carry call ids, a call of theirs is our first call of the same id (in order: the ids are the
+    transcript's own); the stretches between are aligned by name and arguments, then by name."""
     partner: list[int | None] = [None] * len(theirs)
+    if their_ids and our_ids:
+        first_of: dict[str, int] = {}
+        for j, cid in enumerate(our_ids):
+            if cid is not None:
+                first_of.setdefault(cid, j)
+        after = -1
+        for i, cid in enumerate(their_ids):
+            j = first_of.get(cid) if cid is not None else None
+            if j is not None and j > after:
+                partner[i], after = j, j
 
     def match(t0: int, t1: int, o0: int, o1: int, key: Callable[[Key], Any]) -> list[tuple[int, int, int]]:
         blocks = difflib.SequenceMatcher(None, [key(k) for k in theirs[t0:t1]], [key(k) for k in ours[o0:o1]],
                                          autojunk=False).get_matching_blocks()
         return [(t0 + a, o0 + b, n) for a, b, n in blocks if n]
 
-    exact = match(0, len(theirs), 0, len(ours), lambda k: k)
-    for a, b, n in exact:
-        for i in range(n):
-            partner[a + i] = b + i
-    # the stretches between exact matches, matched by tool name
-    bounds = [(0, 0)] + [(a + n, b + n) for a, b, n in exact]
-    ends = [(a, b) for a, b, _ in exact] + [(len(theirs), len(ours))]
-    for (t0, o0), (t1, o1) in zip(bounds, ends, strict=True):
-        if t1 > t0 and o1 > o0:
-            for a, b, n in match(t0, t1, o0, o1, lambda k: k[0]):
-                for i in range(n):
-                    partner[a + i] = b + i
+    def fill(t0: int, t1: int, o0: int, o1: int) -> None:
+        """Align their calls t0..t1-1 with ours o0..o1-1: equal calls, then equal names between."""
+        if t1 <= t0 or o1 <= o0:
+            return
+        exact = match(t0, t1, o0, o1, lambda k: k)
+        for a, b, n in exact:
+            for i in range(n):
+                partner[a + i] = b + i
+        bounds = [(t0, o0)] + [(a + n, b + n) for a, b, n in exact]
+        ends = [(a, b) for a, b, _ in exact] + [(t1, o1)]
+        for (s0, p0), (s1, p1) in zip(bounds, ends, strict=True):
+            if s1 > s0 and p1 > p0:
+                for a, b, n in match(s0, s1, p0, p1, lambda k: k[0]):
+                    for i in range(n):
+                        partner[a + i] = b + i
+
+    anchors = [(i, p) for i, p in enumerate(partner) if p is not None]
+    prev = (-1, -1)
+    for i, p in [*anchors, (len(theirs), len(ours))]:
+        fill(prev[0] + 1, i, prev[1] + 1, p)
+        prev = (i, p)
     return partner
 
 
-def map_span(theirs: Sequence[Key], ours: Sequence[Key], first: int, last: int) -> tuple[int, int] | None:
+def map_span(theirs: Sequence[Key], ours: Sequence[Key], first: int, last: int,
+             their_ids: Sequence[str | None] | None = None,
+             our_ids: Sequence[str | None] | None = None) -> tuple[int, int] | None:
     """Their 1-based span FIRST-LAST as a span of our calls; None when we have no call in it."""
     if list(theirs) == list(ours):
         return first, last
     if not ours:
         return None
-    partner = align(theirs, ours)
+    partner = align(theirs, ours, their_ids, our_ids)
     first, last = max(1, first), min(last, len(theirs))
     if first > last:
         return None
@@ -128,13 +158,21 @@ def load_stats(folder: Path) -> ModuleType | None:
     return module
 
 
-def their_calls(stats: ModuleType, path: Path) -> dict[str, list[Key]] | None:
-    """session key → stats.py's call list for `path` (None: stats.py cannot read it)."""
+def their_calls(stats: ModuleType, path: Path) -> dict[str, tuple[list[Key], list[str | None]]] | None:
+    """session key → stats.py's calls for `path` and their ids where it kept them (None: stats.py
+    cannot read the file)."""
     try:
         _fmt, sessions = stats.load(str(path))
     except Exception:  # noqa: BLE001 - an independent script's failure means "no positions of its own"
         return None
-    return {str(s.key): [(str(n), str(a)) for n, a in s.calls] for s in sessions}
+    out = {}
+    for s in sessions:
+        ids: list[str | None] = [None] * len(s.calls)
+        for cid, i in (getattr(s, "_by_id", None) or {}).items():  # stats.py's id → call index
+            if isinstance(i, int) and 0 <= i < len(ids):
+                ids[i] = str(cid)
+        out[str(s.key)] = ([(str(n), str(a)) for n, a in s.calls], ids)
+    return out
 
 
 def session_for(key: str, ours: dict[str, Any]) -> str | None:
@@ -151,14 +189,15 @@ def report(folder: Path) -> list[dict[str, Any]]:
     stats = load_stats(folder)
     with open(folder / "labels.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    cache: dict[str, tuple[dict[str, list[Key]] | None, dict[str, list[Key]]]] = {}
+    cache: dict[str, tuple[Any, dict[str, tuple[list[Key], list[str | None]]]]] = {}
     out = []
     for r in rows:
         path = folder / r["file"]
         if not path.exists():
             continue
         if r["file"] not in cache:
-            ours = {str(getattr(info, "key", None)): call_keys(events) for info, events, _ in sessions_of(read(path), path)}
+            ours = {str(getattr(info, "key", None)): (call_keys(events), call_ids(events))
+                    for info, events, _ in sessions_of(read(path), path)}
             cache[r["file"]] = (their_calls(stats, path) if stats else None, ours)
         theirs_by_key, ours = cache[r["file"]]
         key = session_for(r["session_key"], ours)
@@ -166,10 +205,11 @@ def report(folder: Path) -> list[dict[str, Any]]:
         span = scoring.parse_loop_calls(r.get("loop_calls"))
         mapped = None
         if span and key is not None:
-            mapped = map_span(theirs, ours[key], *span) if theirs is not None else span
+            mapped = (map_span(theirs[0], ours[key][0], *span, theirs[1], ours[key][1])
+                      if theirs is not None else span)
         out.append({"folder": folder.name, "file": r["file"], "key": r["session_key"], "our_key": key,
-                    "label": r["label"], "stats_calls": None if theirs is None else len(theirs),
-                    "our_calls": None if key is None else len(ours[key]),
+                    "label": r["label"], "stats_calls": None if theirs is None else len(theirs[0]),
+                    "our_calls": None if key is None else len(ours[key][0]),
                     "span": scoring.format_loop_calls(*(span or (None, None))),
                     "our_span": scoring.format_loop_calls(*(mapped or (None, None)))})
     return out

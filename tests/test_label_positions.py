@@ -52,6 +52,16 @@ def test_a_loop_to_their_last_call_runs_to_ours_and_one_from_their_first_starts_
     assert map_span(theirs, ours, 2, 2) == (4, 6)
 
 
+def test_call_ids_both_readers_kept_anchor_calls_whose_name_and_arguments_all_match():
+    """A tau-bench fork logs each call twice under its id: stats.py keeps one per id, our reader
+    both. Twenty identical `think` calls say nothing about which is which; their ids do."""
+    theirs = [k("think", "x")] * 4
+    ours = [k("think", "x")] * 8
+    ids = ["c1", "c2", "c3", "c4"]
+    assert map_span(theirs, ours, 2, 3, ids, [i for i in ids for _ in (0, 1)]) == (3, 6)
+    assert map_span(theirs, ours, 2, 3) == (2, 3)  # without ids: the first of ours
+
+
 def test_a_call_of_theirs_we_do_not_have_maps_between_its_neighbours():
     theirs = [k("bash", "a"), k("bash", "b"), k("bash", "c"), k("bash", "d")]
     ours = [k("bash", "a"), k("grep", "x"), k("bash", "d")]
