@@ -150,3 +150,13 @@ def test_released_single_session_files_keyed_0_are_found():
         (s,) = [s for s in labelled_sessions(folder) if s.file == rel]
         assert s.key == "0"
         assert sum(len(e.calls) for e in s.events if isinstance(e, Batch)) > 0
+
+
+def test_released_sources_group_sessions_by_repository():
+    """The released SOURCES.md name a file in a `local name` column (the other sets: `file`);
+    cross-validation holds out a repository, not a file."""
+    from bench.detection_scores import source_groups
+
+    groups = source_groups(_released("corpus_ho1"))
+    assert groups["claude-code-md-export/brain_explore-agent-bfa52189-bashoutput-poll.md"] == "goodsch/brain_explore"
+    assert groups["cline/cline-xray-ui_messages.json"] == "CoreGems/Cline-Xray"
