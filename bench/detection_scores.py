@@ -36,6 +36,8 @@ from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS, PolicySpec
 from loopledger.formats import read
 from loopledger.replay import replay_many
 
+from bench import label_positions
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" if (ROOT.parent / "shared").is_dir() else Path("/work/shared")
 CORPUS = SHARED / "corpus"
@@ -92,7 +94,7 @@ def source_groups(folder: Path) -> dict[str, str]:
             if set(line) <= set("|-: "):
                 continue
             row = dict(zip(columns, cells, strict=False))
-            file = _CELL.findall(row.get("file", ""))
+            file = _CELL.findall(row.get("file") or row.get("local name") or "")
             repo = row.get("repository") or row.get("source (repo : path)") or row.get("source") or ""
             repo = repo.split(" : ")[0].replace("`", "").split(" (")[0].strip()
             if file and repo:
@@ -101,7 +103,12 @@ def source_groups(folder: Path) -> dict[str, str]:
 
 
 def labelled_sessions(folder: Path) -> list[Labelled]:
-    """Every labelled session found in `folder`, with its events and its source's group."""
+    """Every labelled session found in `folder`, with its events and its source's group.
+
+    A folder holding a stats.py (the released sets) gives its loop positions in that reader's
+    call list: they are moved onto our reader's calls (`bench.label_positions.map_span`), and a
+    label keyed as stats.py keys a single-session file ("0") names the one session our reader
+    finds in it. The Labelled keeps the key labels.csv gives."""
     rows: dict[tuple[str, str], tuple[str, int | None, int | None]] = {}
     with open(folder / "labels.csv", newline="", encoding="utf-8") as f:
         for r in csv.DictReader(f):
@@ -109,17 +116,30 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
             rows[(r["file"], r["session_key"])] = (scoring.normalize_label(r["label"]),
                                                    *(span or (None, None)))
     groups = source_groups(folder)
+    stats = label_positions.load_stats(folder)
     out = []
     for file in sorted({f for f, _ in rows}):
         path = folder / file
         if not path.exists():
             continue
-        for info, events, _errors in sessions_of(read(path), path):
-            key = getattr(info, "key", None) if info is not None else None
-            if (file, key) in rows:
-                label, first, last = rows[(file, key)]
-                out.append(Labelled(file, key, label, first, last, list(events), groups.get(file, file),
-                                    folder.name))
+        sessions = [(str(getattr(info, "key", None)), events) for info, events, _ in sessions_of(read(path), path)]
+        ours = {key: events for key, events in sessions}
+        labelled = {label_positions.session_for(k, ours) if stats else k: k for f, k in rows if f == file}
+        theirs = None
+        if stats is not None and any(rows[(file, k)][1] is not None for k in labelled.values()):
+            theirs = label_positions.their_calls(stats, path)
+        for key, events in sessions:
+            if key not in labelled:
+                continue
+            label_key = labelled[key]
+            label, first, last = rows[(file, label_key)]
+            if first is not None and last is not None and theirs is not None and label_key in theirs:
+                their_keys, their_ids = theirs[label_key]
+                mapped = label_positions.map_span(their_keys, label_positions.call_keys(events), first, last,
+                                                  their_ids, label_positions.call_ids(events))
+                first, last = mapped or (first, last)
+            out.append(Labelled(file, label_key, label, first, last, list(events), groups.get(file, file),
+                                folder.name))
     return out
 
 

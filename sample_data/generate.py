@@ -27,6 +27,7 @@ from render_agents import (  # noqa: E402
     claude_export_md,
     codex_legacy_lines,
     codex_lines,
+    copilot_events,
     gemini_legacy,
     gemini_records,
     opencode_export,
@@ -47,6 +48,7 @@ from sessions_coding import (  # noqa: E402
     coding_clean,
     coding_period3,
     coding_subagent,
+    copilot_denied_push,
     long_refactor,
     mini_swe_scattered,
     oh_prodded,
@@ -193,6 +195,8 @@ def _agent_files(f: _Files) -> None:
         gemini_legacy(gemini_quiet_poll(), session_id="a41f03c9-55e2-4b1d-9e07-3c8f6a2d1b90",
                       project_hash=hashlib.sha256(b"/srv/exporter").hexdigest(),
                       model="gemini-2.5-flash"), indent=2)
+    put(COPILOT_FILE, copilot_events(copilot_denied_push(), session_id=COPILOT_SESSION, cwd="/home/dev/shop",
+                                     model="claude-sonnet-4.5"), "jsonl")
     f.text("claude_export/staging-deploy-export.md",
            claude_export_md(export_quiet_poll(), session_id=EXPORT_SESSION, project="/home/dev/platform/deploy"))
 
@@ -234,6 +238,12 @@ def _harness_files(f: _Files) -> None:
         put(f"{conv}/events/event-{i:05d}-{ev['id']}.json", ev, indent=2)
 
 
+COPILOT_SESSION = "c8d1f2a3-4b5e-4c6d-9e7f-0a1b2c3d4e5f"
+
+
+COPILOT_FILE = f"copilot_cli/{COPILOT_SESSION}/events.jsonl"
+
+
 OPENCODE_SESSION = "ses_3a9f0c1d2e4bQm7Lx2Vt8Rk5Wd"
 
 
@@ -265,6 +275,9 @@ SHOWS: dict[tuple[str, str], str] = {
     (OPENCODE_FILE, OPENCODE_SESSION):
         "harness errors: OpenCode reroutes an `edit` without `oldString` to its `invalid` tool "
         "4×, nothing runs and the same refusal comes back (`opencode export` JSON)",
+    (COPILOT_FILE, COPILOT_SESSION):
+        "identical failing call: a preToolUse hook denies `git push --force` and the agent sends "
+        "the same push 4× (GitHub Copilot CLI session events)",
     ("aider/.aider.chat.history.md", "1"):
         "clean: coding agent, 3 runs (edit blocks, a `/run`, a changelog edit)",
     ("anthropic/helpdesk_resend_email.json", "0"):

@@ -357,3 +357,59 @@ def gemini_legacy(s: Script, *, session_id: str, project_hash: str, model: str) 
     last = rows[-1]["$set"]["lastUpdated"]
     return {"sessionId": meta["sessionId"], "projectHash": meta["projectHash"],
             "startTime": meta["startTime"], "lastUpdated": last, "messages": list(msgs.values())}
+
+
+def copilot_events(s: Script, *, session_id: str, cwd: str, model: str, version: str = "1.0.63") -> list[dict]:
+    """GitHub Copilot CLI session events (~/.copilot/session-state/<id>/events.jsonl): one event
+    a line {type, data, id, timestamp, parentId}, as the SDK's session-events schema defines them;
+    a reply's calls are its toolRequests, each run as tool.execution_start / _complete."""
+    ids = Ids(s.name, s.start, step_s=2.0)
+    out: list[dict] = []
+    parent: str | None = None
+
+    def emit(kind: str, data: dict, ephemeral: bool = False) -> None:
+        nonlocal parent
+        eid = ids.uuid()
+        row: dict = {"type": kind, "data": data, "id": eid, "timestamp": ids.tick(), "parentId": parent}
+        if ephemeral:
+            row["ephemeral"] = True
+        out.append(row)
+        parent = eid
+
+    emit("session.start", {"sessionId": session_id, "version": 1, "producer": "copilot-agent",
+                           "copilotVersion": version, "startTime": ids.tick(0), "context": {"cwd": cwd},
+                           "alreadyInUse": False, "remoteSteerable": False})
+    emit("session.model_change", {"newModel": model, "reasoningEffort": None, "contextTier": None})
+    turn = 0
+    for ev in s.events:
+        if ev[0] == "user":
+            emit("user.message", {"content": ev[1], "transformedContent": f"<current_datetime>{ids.tick(0)}"
+                                  f"</current_datetime>\n\n{ev[1]}", "attachments": [],
+                                  "interactionId": ids.uuid()})
+            continue
+        emit("assistant.turn_start", {"turnId": str(turn)})
+        if ev[0] == "prose":
+            emit("assistant.message", {"messageId": ids.uuid(), "model": model, "content": ev[1],
+                                       "toolRequests": [], "turnId": str(turn), "outputTokens": 96})
+        else:
+            _, text, calls = ev
+            cids = ["toolu_vrtx_" + ids.hex(24) for _ in calls]
+            emit("assistant.message", {"messageId": ids.uuid(), "model": model, "content": text,
+                                       "toolRequests": [{"toolCallId": cid, "name": c.name, "arguments": c.args,
+                                                         "type": "function"} for cid, c in zip(cids, calls, strict=True)],
+                                       "turnId": str(turn), "outputTokens": 140})
+            for cid, c in zip(cids, calls, strict=True):
+                emit("tool.execution_start", {"toolCallId": cid, "toolName": c.name, "arguments": c.args,
+                                              "turnId": str(turn)})
+                if c.error:
+                    emit("tool.execution_complete", {"toolCallId": cid, "model": model, "turnId": str(turn),
+                                                     "success": False,
+                                                     "error": {"message": c.answer, "code": "denied"}})
+                else:
+                    emit("tool.execution_complete", {"toolCallId": cid, "model": model, "turnId": str(turn),
+                                                     "success": True,
+                                                     "result": {"content": c.answer, "detailedContent": c.answer}})
+        emit("assistant.turn_end", {"turnId": str(turn)})
+        turn += 1
+    emit("session.shutdown", {"shutdownType": "routine", "totalPremiumRequests": turn})
+    return out

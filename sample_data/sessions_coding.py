@@ -461,3 +461,29 @@ def long_refactor(target_calls: int = 2050) -> Script:
         calls += 1
         s.say(f"Ported {path}: {uses} log calls now use event names.")
     return s
+
+
+def copilot_denied_push() -> Script:
+    """The repository's preToolUse hook denies a force push; the agent sends the same push again."""
+    s = Script("copilot-denied-push", "2026-03-09T15:40:12")
+    s.user("Squash my last three commits on fix-cart-total into one and push the branch.")
+    s.calls(C("bash", {"command": "git log --oneline -4", "description": "recent commits"},
+              "9c1e2d4 fix rounding in cart total\n7b3a9f0 wip\n41d08c2 wip tests\n"
+              "e5f6a71 Merge pull request #212 from shop/catalog-cache\n<exited with exit code 0>"),
+            C("bash", {"command": "git status --short --branch", "description": "branch state"},
+              "## fix-cart-total...origin/fix-cart-total [ahead 0, behind 0]\n<exited with exit code 0>"),
+            text="Looking at the branch first.")
+    s.calls(C("bash", {"command": "git reset --soft HEAD~3 && git commit -m \"Fix rounding in cart total\"",
+                       "description": "squash three commits"},
+              "[fix-cart-total 3fe81b6] Fix rounding in cart total\n 3 files changed, 41 insertions(+), "
+              "9 deletions(-)\n<exited with exit code 0>"),
+            text="Squashing the three commits.")
+    push = {"command": "git push --force origin fix-cart-total", "description": "push the squashed branch"}
+    denied = "Denied by preToolUse hook: force pushes are blocked in this repository (.github/hooks/guard.json)"
+    for text in ("Pushing the rewritten branch.", "The push was denied; trying it again.",
+                 "Retrying the push.", "One more attempt at the push."):
+        s.calls(C("bash", push, denied, error=True), text=text)
+    s.say("I squashed the three commits locally into `3fe81b6`, but the repository's hook blocks "
+          "force pushes, so the branch on origin still has the old commits. Push it yourself with "
+          "`git push --force-with-lease` if you are allowed to, or open a new branch.")
+    return s

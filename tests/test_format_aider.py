@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from loopledger.analysis.replay_table import sessions_of
 from loopledger.events import Answers, Batch, ReadError, SessionStart, UserTurn
 from loopledger.formats import aider
 from reader_checks_b import (
@@ -61,7 +64,8 @@ def test_edit_blocks_and_shell_suggestions_become_calls():
 def test_failed_edit_is_an_error_answer():
     items = list(aider.read(FIX))
     answer = items[6].answers[0]
-    assert answer.is_error and "did not conform to the edit format" in answer.text
+    # aider's failed-to-match message (one line here) is the answer
+    assert answer.is_error and answer.text == "# 1 SEARCH/REPLACE block failed to match!"
     assert answer.call_id == items[5].calls[0].id
 
 
@@ -201,3 +205,146 @@ def test_a_reply_aider_could_not_parse_is_one_harness_error(tmp_path):
         "https://aider.chat/docs/troubleshooting/edit-errors.html",
         "Expected `>>>>>>> REPLACE` or `=======`"]
     assert not answers[cs[1].id].is_error
+
+
+# aider/coders/editblock_coder.py, apply_edits: the blocks that match are written; when any does
+# not, aider logs "The LLM did not conform…", then one message whose first line is a `>` line
+# ("# N SEARCH/REPLACE block(s) failed to match!") and whose other lines are bare (each failed
+# block quoted, "Did you mean…" listings, "The SEARCH section must exactly match…", and with
+# blocks that did apply "# The other N … were applied successfully. … Just reply with fixed
+# versions…"), closed by a markdown line break "  ". aider sends that message back to the model
+# (no `####` line), so the model's next text is a new attempt.
+_FAILED = ("> Tokens: 2.1k sent, 40 received.  \n"
+           "> The LLM did not conform to the edit format.  \n"
+           "> https://aider.chat/docs/troubleshooting/edit-errors.html  \n"
+           "> # 1 SEARCH/REPLACE block failed to match!\n\n"
+           "## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in app.py\n"
+           "<<<<<<< SEARCH\ndef foo():\n=======\ndef bar():\n>>>>>>> REPLACE\n\n"
+           "Did you mean to match some of these actual lines from app.py?\n\n```\n#### def  foo():\n```\n\n"
+           "The SEARCH section must exactly match an existing block of lines including all white space, "
+           "comments, indentation, docstrings, etc  \n")
+_ATTEMPT = "Here is the block.\n\napp.py\n```python\n<<<<<<< SEARCH\ndef foo():\n=======\ndef bar():\n>>>>>>> REPLACE\n```\n\n"
+
+
+def test_a_block_re_sent_after_failing_to_match_is_a_failing_edit_each_time(tmp_path):
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text("# aider chat started at 2026-03-01 10:00:00\n\n#### rename foo to bar in app.py  \n\n"
+                    + (_ATTEMPT + _FAILED) * 3
+                    + "Sorry, the function is spelt with two spaces.\n\napp.py\n```python\n<<<<<<< SEARCH\n"
+                      "def  foo():\n=======\ndef bar():\n>>>>>>> REPLACE\n```\n\n> Applied edit to app.py  \n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    cs = calls(items)
+    # four replies, four calls: the same edit three times, then the fixed one
+    assert [(c.name, c.args["edits"]) for c in cs] == [("edit", [["def foo():", "def bar():"]])] * 3 + [
+        ("edit", [["def  foo():", "def bar():"]])]
+    answers = {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+    failed = [answers[c.id] for c in cs[:3]]
+    assert all(a.is_error for a in failed)
+    # the answer is aider's failure message (the quoted block, the hint), not the model's words
+    assert failed[0].text.splitlines()[0] == "# 1 SEARCH/REPLACE block failed to match!"
+    assert "## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in app.py" in failed[0].text
+    assert failed[0].text.endswith("docstrings, etc")
+    assert failed[0].text == failed[1].text == failed[2].text
+    assert (answers[cs[3].id].is_error, answers[cs[3].id].text) == (False, "Applied edit to app.py")
+    # the "Did you mean" listing (a markdown file's "####" line in it) is aider's, not a user turn
+    assert [t.text for t in items if isinstance(t, UserTurn)] == ["rename foo to bar in app.py"]
+    assert [b.text.splitlines()[0] for b in items if isinstance(b, Batch)] == ["Here is the block."] * 3 + [
+        "Sorry, the function is spelt with two spaces."]
+
+
+def test_blocks_that_matched_beside_one_that_failed_are_applied(tmp_path):
+    path = tmp_path / "h.md"
+    path.write_text("#### rename foo to bar  \n\n"
+                    "a.py\n```python\n<<<<<<< SEARCH\nfoo()\n=======\nbar()\n>>>>>>> REPLACE\n```\n\n"
+                    "b.py\n```python\n<<<<<<< SEARCH\nimport foo\n=======\nimport bar\n>>>>>>> REPLACE\n```\n\n"
+                    "> The LLM did not conform to the edit format.  \n"
+                    "> # 1 SEARCH/REPLACE block failed to match!\n\n"
+                    "## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in a.py\n"
+                    "<<<<<<< SEARCH\nfoo()\n=======\nbar()\n>>>>>>> REPLACE\n\n"
+                    "The SEARCH section must exactly match an existing block of lines including all white space, "
+                    "comments, indentation, docstrings, etc\n\n"
+                    "# The other 1 SEARCH/REPLACE block were applied successfully.\nDon't re-send them.\n"
+                    "Just reply with fixed versions of the block above that failed to match.  \n"
+                    "> Commit 1619e93 rename  \n")
+    items = list(aider.read(path))
+    a_call, b_call = calls(items)
+    answers = {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+    assert answers[a_call.id].is_error and "lines in a.py" in answers[a_call.id].text
+    assert "# The other 1" in answers[a_call.id].text
+    assert (answers[b_call.id].is_error, answers[b_call.id].text) == (
+        False, "The other 1 SEARCH/REPLACE block were applied successfully.")
+
+
+def test_a_windows_path_aider_printed_is_the_edit_the_model_wrote(tmp_path):
+    """aider names the file as the OS spells it (backslashes on Windows): the model's
+    forward-slash edit is the one it applied, not a second edit beside a "not applied" one."""
+    path = tmp_path / "h.md"
+    path.write_text("#### add a line  \n\nsrc/app.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n"
+                    ">>>>>>> REPLACE\n```\n\n> Applied edit to src\\app.py  \n")
+    items = list(aider.read(path))
+    (call,) = calls(items)
+    assert call.args["path"] == "src/app.py"
+    assert [(a.is_error, a.text) for a in items[-1].answers] == [(False, "Applied edit to src\\app.py")]
+
+
+def test_watch_mode_requests_start_replies_of_their_own(tmp_path):
+    """aider --watch-files: an AI comment is a request logged as "> Processing your request...",
+    with no `####` line; the model's reply to it is its own batch."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix it  \n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```\n\n"
+                    "> Applied edit to a.py  \n> Processing your request...  \n\n"
+                    "a.py\n```python\n<<<<<<< SEARCH\nx = 2\n=======\nx = 3\n>>>>>>> REPLACE\n```\n\n"
+                    "> Applied edit to a.py  \n")
+    items = list(aider.read(path))
+    assert [len(b.calls) for b in items if isinstance(b, Batch)] == [1, 1]
+    assert [c.args["edits"] for c in calls(items)] == [[["x = 1", "x = 2"]], [["x = 2", "x = 3"]]]
+
+
+# Real histories (corpus_e, byte for byte as its SOURCES.md pins them; read where present):
+# AFI-Protocol/afi-core (MIT) and Aquaticat/Monochromatic (Apache-2.0), `.aider.chat.history.md`.
+_CORPUS_E = next((p for p in (Path(__file__).resolve().parent.parent.parent / "shared" / "corpus_e",
+                              Path("/work/shared/corpus_e")) if p.is_dir()), None)
+
+
+def _real(name: str) -> Path:
+    path = (_CORPUS_E or Path("/absent")) / "aider-chat-history-md" / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not here (../shared/corpus_e holds it where the lead placed it)")
+    return path
+
+
+def _edits_by_session(path: Path) -> dict[str, list[tuple[str, bool, str]]]:
+    out: dict[str, list[tuple[str, bool, str]]] = {}
+    for info, events, _ in sessions_of(aider.read(path), path):
+        answers = {a.call_id: a for e in events if isinstance(e, Answers) for a in e.answers}
+        out[info.key] = [(c.args["path"], answers[c.id].is_error, answers[c.id].text.splitlines()[0])
+                         for e in events if isinstance(e, Batch) for c in e.calls if c.name == "edit"]
+    return out
+
+
+def test_real_failed_edits_are_failing_edit_calls_one_per_attempt():
+    mono = _real("monochromatic.aider.chat.history.md")
+    text = mono.read_text(encoding="utf-8")
+    # counted with grep, not by the reader: 7 blocks failed to match in this history
+    assert len(re.findall(r"(?m)^## SearchReplaceNoExactMatch", text)) == 7
+    sessions = _edits_by_session(mono)
+    failed = [e for s in sessions.values() for e in s if e[2] == "# 1 SEARCH/REPLACE block failed to match!"]
+    assert len(failed) == 7 and all(is_error for _, is_error, _ in failed)
+    # session 19: the CONVENTIONS.md block failed, the model re-sent it fixed, it failed again
+    assert sessions["19"][:2] == [("CONVENTIONS.md", True, "# 1 SEARCH/REPLACE block failed to match!")] * 2
+    # session 16: iterable.filter.ts failed twice, then its third attempt applied
+    filt = [e for e in sessions["16"] if e[0].endswith("iterable.filter.ts")]
+    assert [e[1] for e in filt[:3]] == [True, True, False]
+    assert filt[2][2] == "Applied edit to packages\\module\\es\\src\\iterable.filter.ts"
+
+
+def test_real_partial_failure_answers_each_file_for_itself():
+    afi = _real("afi-core.aider.chat.history.md")
+    edits = _edits_by_session(afi)["6"]
+    # the reply at line 1019: validator_invoker.ts failed, the test file's two blocks applied;
+    # the fixed block is the next reply's own call, applied
+    at = edits.index(("cli_hooks/validator_invoker.ts", True, "# 1 SEARCH/REPLACE block failed to match!"))
+    assert edits[at + 1] == ("tests/poi_validator.test.ts", False,
+                             "The other 2 SEARCH/REPLACE blocks were applied successfully.")
+    assert edits[at + 2] == ("cli_hooks/validator_invoker.ts", False, "Applied edit to cli_hooks/validator_invoker.ts")

@@ -253,3 +253,36 @@ def test_tau_bench_v1_lists_are_not_claimed():
     openai_chat = Path(__file__).parent / "fixtures" / "formats" / "openai_chat" / "tau-bench-results.json"
     assert not tau2.sniff(openai_chat.read_bytes())
     assert sniff(openai_chat) == "openai-chat"
+
+
+def test_a_forks_single_simulation_with_run_info_is_tau2(tmp_path):
+    """codesque16/tau2-bench saves one simulation per task as {"task_id", "task", "run_info":
+    {simulation_id, termination_reason, …}, "reward_info", "messages"} (the shape of
+    ../shared/released/corpus_ho5/tau2-bench-sim): tau2 messages, tool_calls [{id, name,
+    arguments, requestor}] and tool messages answering by `id` with `error`. The general
+    OpenAI-chat reader took it before and read no call."""
+    doc = {"task_id": "34", "task": {"id": "34", "user_scenario": {"instructions": {"domain": "retail"}}},
+           "run_info": {"simulation_id": "sim-1", "timestamp": "2026-02-22T14:35:44", "duration_sec": 9.5,
+                        "termination_reason": "user_stop"},
+           "reward_info": {"reward": 0.0},
+           "messages": [
+               {"role": "assistant", "content": "Hi! How can I help you today?", "tool_calls": None, "turn_idx": 0},
+               {"role": "user", "content": "Where is order #789456123?", "tool_calls": None, "turn_idx": 1},
+               *[m for i in range(2) for m in (
+                   {"role": "assistant", "content": None, "turn_idx": 2 + 2 * i,
+                    "tool_calls": [{"id": f"call_{i}", "name": "get_order_details",
+                                    "arguments": {"order_id": "#789456123"}, "requestor": "assistant"}]},
+                   {"role": "tool", "content": "Error: Order not found", "id": f"call_{i}",
+                    "requestor": "assistant", "error": True, "turn_idx": 3 + 2 * i})]]}
+    path = tmp_path / "task_34.json"
+    path.write_text(json.dumps(doc, indent=2))
+    assert sniff(path) == "tau2-bench"
+    items = list(read(path))
+    assert not [i for i in items if isinstance(i, ReadError)]
+    assert [i.info.key for i in items if isinstance(i, SessionStart)] == ["task-34"]
+    calls = [c for i in items if isinstance(i, Batch) for c in i.calls]
+    assert [(c.id, c.name, c.args) for c in calls] == [
+        (f"call_{i}", "get_order_details", {"order_id": "#789456123"}) for i in range(2)]
+    answers = [a for i in items if isinstance(i, Answers) for a in i.answers]
+    assert [(a.call_id, a.is_error, a.text) for a in answers] == [
+        (f"call_{i}", True, "Error: Order not found") for i in range(2)]

@@ -35,7 +35,7 @@ FOLDER_FORMAT = {
     "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
     "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent", "otlp": "otlp",
     "cline": "cline", "claude_export": "claude-export", "openhands_v1": "openhands-v1", "opencode": "opencode",
-    "tau2": "tau2-bench",
+    "tau2": "tau2-bench", "copilot_cli": "copilot-cli",
 }
 CC_PARENT = "3f9c1e62-58a4-4d0b-9b7e-2a6d41c0e8f3"
 CC_MAIN = f"claude_code/{CC_PARENT}.jsonl"

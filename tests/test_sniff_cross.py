@@ -13,7 +13,7 @@ from loopledger.formats import SNIFF_BYTES, readers, sniff
 ROOT = Path(__file__).parent.parent
 GENERAL = ("openai-responses", "anthropic", "openai-chat")
 FOLDERS = {"aider": "aider", "anthropic": "anthropic", "atif": "atif", "claude_code": "claude-code",
-           "cline": "cline", "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
+           "copilot_cli": "copilot-cli", "cline": "cline", "codex": "codex", "gemini": "gemini-cli", "openai_chat": "openai-chat",
            "openai_responses": "openai-responses", "openhands": "openhands", "swe_agent": "swe-agent",
            "claude_export": "claude-export", "openhands_v1": "openhands-v1", "otlp": "otlp",
            "opencode": "opencode", "mini_swe_agent_v1": "openai-chat", "tau2": "tau2-bench"}

@@ -31,6 +31,7 @@ from loopledger.redact import redact_text
 READER_MODULES = (
     "claude_code",
     "codex",
+    "copilot_cli",
     "gemini",
     "opencode",
     "atif",

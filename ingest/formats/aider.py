@@ -18,7 +18,18 @@ format aider writes: one `edit` call per file per reply, however the edit was wr
 aider's own lines are the ground truth: an edit is answered by its "Applied edit" lines, by the
 failure lines naming it (or naming no file) as an error, and an edit shown in the reply that
 aider never reported applying is an error answer ("not applied"). No aider line after the reply
-at all (a history cut short) leaves the edits unanswered.
+at all (a history cut short) leaves the edits unanswered. A path aider prints with backslashes
+(Windows) is the same file as the model's forward-slash one.
+Failed edits: when a SEARCH block does not match, aider applies the blocks that did and logs one
+message, its first line quoted ("> # N SEARCH/REPLACE block(s) failed to match!"), the rest bare
+lines (each failed block under "## SearchReplaceNoExactMatch: … lines in FILE", "Did you mean"
+listings, "The SEARCH section must exactly match…", "# The other N … were applied
+successfully"), ended by a markdown line break; it sends that message back to the model. Each
+file's edit of that reply is then answered by the message's sections naming the file, as an
+error, or, for a file no section names, as applied. Nothing in the message is the model's or the
+person's (a `####` line quoted in it included), and the model's next text is a reply of its own:
+a block re-sent again and again is an `edit` call failing again and again. Watch mode's
+"> Processing your request..." (an AI comment in a file, no `####` line) starts a reply too.
 Shell commands — each line of a fenced ```bash / sh / shell / console block, and each
 `> Running CMD` line aider writes when it runs one — are `run` calls {"command": CMD}, answered
 by the `>` output lines after their "Running" line (a suggestion declined is unanswered).
@@ -79,6 +90,13 @@ _RETRYING = re.compile(r"^Retrying in [\d.]+ seconds")
 _RATE_LIMIT = re.compile(r"(?i)rate.?limit|overloaded|RateLimitError|APIError|ServiceUnavailable|timed? ?out|"
                          r"InternalServerError|APIConnectionError|\b429\b|\b529\b|\b50[023]\b")
 _PATHLIKE = re.compile(r"^[`*]{0,2}[\w./\\-]+\.[\w]+[`*]{0,2}$|^[`*]{0,2}[\w.-]*/[\w./\\-]+[`*]{0,2}$")
+_FAILED_TO_MATCH = re.compile(r"^# \d+ SEARCH/REPLACE blocks? failed to match!")
+_FAILED_IN = re.compile(r"^## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in (.+?)\s*$")
+_FAILURE_PART = re.compile(r"^(## SearchReplaceNoExactMatch|# The other \d+ SEARCH/REPLACE|The SEARCH section must|"
+                           r"Don't re-send them|Just reply with fixed versions)")
+_FAILURE_ENDS = ("The SEARCH section must exactly match", "Just reply with fixed versions of the block")
+_OTHERS_APPLIED = re.compile(r"^# The other \d+ SEARCH/REPLACE blocks? were applied successfully")
+_NEW_REQUEST = "Processing your request"  # watch mode: an AI comment in a file is a request
 _EDIT_FAILURES = ("did not conform", "malformed", "failed to apply", "failed to match", "did not apply edit", "searchreplacenoexactmatch",
                   "does not match", "doesn't match", "no exact match")
 
@@ -104,7 +122,15 @@ class _Reply:
     line: int
     text: list[tuple[int, str]] = field(default_factory=list)  # (file line, text)
     notes: list[tuple[int, str]] = field(default_factory=list)  # aider's `>` lines: (line, text)
-    last_note: int = 0  # file line of the last `>` line
+    last_note: int = 0  # file line of the last `>` line (or of a failure message's last line)
+    # aider's "# N SEARCH/REPLACE block(s) failed to match!" message: (line, text), its first
+    # line a `>` line, the rest bare lines; `failing` while it goes on
+    failure: list[tuple[int, str]] = field(default_factory=list)
+    failing: bool = False
+    # aider has handed something back to the model since this reply's text (its failed-to-match
+    # message, or a new request of watch mode, "Processing your request..."): text from here
+    # on is the model's next reply
+    closed: bool = False
 
 
 class _Chat:
@@ -123,6 +149,9 @@ class _Chat:
         self.reply: _Reply | None = None
         self.in_fence = False
         self.echo = ""
+
+    def failing(self) -> bool:
+        return self.reply is not None and self.reply.failing
 
     def flush(self) -> Iterator[Item]:
         if self.held is not None:
@@ -165,16 +194,34 @@ class _Chat:
         if self.reply is None:
             self.reply = _Reply(line_no)
         reply, in_fence = self.reply, self.in_fence
-        if not in_fence and (line.startswith("> ") or line == ">"):
-            reply.notes.append((line_no, line[2:].strip()))
+        if reply.failing:
+            # the failure message's bare lines (the failed blocks, "Did you mean" listings) are
+            # aider's words, not the model's, up to its closing line (ended by "  ", a markdown
+            # line break, as aider ends each message it logs)
+            reply.failure.append((line_no, line))
             reply.last_note = line_no
+            if line.endswith("  ") and line.lstrip().startswith(_FAILURE_ENDS):
+                reply.failing, reply.closed = False, True
+            return
+        if not in_fence and (line.startswith("> ") or line == ">"):
+            note = line[2:].strip()
+            reply.notes.append((line_no, note))
+            reply.last_note = line_no
+            if _FAILED_TO_MATCH.match(note) or (reply.failure and _FAILURE_PART.match(note)):
+                # (a history that quotes every line of the message has its parts as `>` lines)
+                reply.failure.append((line_no, note))
+                reply.closed = line.endswith("  ")  # a one-line message ends here
+                reply.failing = not reply.closed
+            elif note.startswith(_NEW_REQUEST):
+                reply.closed = True
             return
         if not in_fence and _WRAPPER.match(line):
             return
         if (not in_fence and line.strip() and reply.last_note > _last_text_line(reply)
-                and _refused([n for _, n in reply.notes])):
-            # aider sent its refusal back (no `####` line is logged for it): the text after
-            # it is the model's next reply, judged on its own
+                and (reply.closed or _refused([n for _, n in reply.notes]))):
+            # aider sent its refusal, or its failed-to-match message, back to the model (no
+            # `####` line is logged for it): the text after it is the model's next reply, a new
+            # attempt judged on its own
             yield from self.flush()
             reply = self.reply = _Reply(line_no)
         if _FENCE.match(line.strip()):
@@ -193,6 +240,11 @@ def read(path: Path | str) -> Iterator[Item]:
             line_no, line = item
             if chat.in_fence and _escapes_fence(line):
                 chat.in_fence = False  # an interrupted reply left its code block open
+            if chat.failing():
+                if not (_STARTED.match(line) or (line.startswith("#### ") and line.endswith("  "))):
+                    yield from chat.reply_line(line, line_no)
+                    continue
+                chat.reply.failing = False  # a failure message that never closed: aider's next line
             if not chat.in_fence:
                 match = _STARTED.match(line)
                 if match:
@@ -352,7 +404,8 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
         if name in applied and name not in edits:
             edits[name] = {"path": name, "content": content}
     for name in applied:
-        edits.setdefault(name, {"path": name})  # aider applied it: an edit, whatever we parsed
+        if not any(_same_path(name, p) for p in edits):
+            edits[name] = {"path": name}  # aider applied it: an edit, whatever we parsed
     runs = _runs(notes)
     refused = _refused(notes)
     if refused:
@@ -373,7 +426,11 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     calls = [Call(f"aider-{reply.line}-{n}", name, args) for n, (name, args) in enumerate(specs, 1)]
     if refused:
         calls.insert(0, Call(f"aider-{reply.line}-0", HARNESS_ERROR, {"reason": "malformed_edit"}))
-    answers = [a for a in (_edit_answer(c, notes, applied) for c in calls if c.name == "edit") if a]
+    failure = _failure(reply)
+    if failure is not None:
+        answers = [_failed_edit_answer(c, *failure, notes, applied) for c in calls if c.name == "edit"]
+    else:
+        answers = [a for a in (_edit_answer(c, notes, applied) for c in calls if c.name == "edit") if a]
     outputs = dict(runs)  # the last run of a command answers it
     answers += [Answer(c.id, outputs[c.args["command"]]) for c in calls
                 if c.name == "run" and c.args["command"] in outputs]
@@ -485,6 +542,54 @@ def _edit_blocks(body: list[str], edits: dict[str, dict], before: str | None) ->
     return None
 
 
+def _same_path(a: str, b: str) -> bool:
+    """aider prints a path as the OS spells it (backslashes on Windows), the model as it likes."""
+    def norm(p: str) -> str:
+        return p.strip("`*").replace("\\", "/").removeprefix("./")
+    return norm(a) == norm(b)
+
+
+def _failure(reply: _Reply) -> tuple[dict[str, str], str] | None:
+    """aider's failed-to-match message (editblock_coder.apply_edits), if the reply got one:
+    (path → its failure text: the message's first line, the sections naming that path, the
+    closing lines), and the words for the blocks that did apply (the message's "# The other N
+    ... were applied successfully", or "applied"). aider applies every block that matched and
+    writes no "Applied edit" line when any failed. None: no such message."""
+    if not reply.failure:
+        return None
+    lines = [t.rstrip() for _, t in reply.failure]
+    head, sections, tail = lines[0], {}, []
+    current: list[str] | None = None
+    for line in lines[1:]:
+        m = _FAILED_IN.match(line)
+        if m:
+            current = sections.setdefault(m.group(1), [])
+        elif line.lstrip().startswith(_FAILURE_ENDS[0]):
+            current = tail
+        if current is not None:
+            current.append(line)
+    others = next((ln for ln in tail if _OTHERS_APPLIED.match(ln)), "")
+    closing = "\n".join(tail).strip()
+    texts = {path: "\n".join([head, "", *body, closing]).strip() for path, body in sections.items()}
+    if not texts:
+        texts = {"": "\n".join(lines).strip()}  # no section names a file: the message stands for each
+    return texts, others.lstrip("# ").strip() or "applied"
+
+
+def _failed_edit_answer(call: Call, texts: dict[str, str], others: str, notes: list[str],
+                        applied: list[str]) -> Answer:
+    """One file's edit in a reply aider answered with its failed-to-match message: an error
+    answered by the sections naming the file (every file, when none is named), else applied
+    (by its "Applied edit" lines where aider wrote them, else by the message's own words)."""
+    path = call.args["path"]
+    mine = [t for p, t in texts.items() if _same_path(p, path)]
+    if mine or "" in texts:
+        return Answer(call.id, "\n\n".join(mine) or texts[""], True)
+    if any(_same_path(a, path) for a in applied):
+        return Answer(call.id, "\n".join(n for n in notes if (m := _APPLIED.match(n)) and _same_path(m.group(1), path)))
+    return Answer(call.id, others)
+
+
 def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | None:
     """aider's word on one file's edit: its "Applied edit to" lines; the failure lines naming
     it (or naming no file); or, when aider said something after the reply but never that it
@@ -492,12 +597,14 @@ def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | N
     if not notes:
         return None
     path = call.args["path"]
-    names = re.compile(rf"(^|\s){re.escape(path)}(\s|$|[.:,])")
+    spellings = "|".join(re.escape(p) for p in dict.fromkeys([path, path.replace("/", "\\")]))
+    names = re.compile(rf"(^|\s)({spellings})(\s|$|[.:,])")
     mine = [n for n in notes if names.search(n) and not _RUNNING.match(n)]
     failures = [n for n in notes if any(f in n.lower() for f in _EDIT_FAILURES)]
     named_failures = [n for n in failures if names.search(n)]
-    if named_failures or (failures and path not in applied):
+    done = any(_same_path(a, path) for a in applied)
+    if named_failures or (failures and not done):
         return Answer(call.id, "\n".join(dict.fromkeys(failures + mine)), True)
-    if path in applied:
+    if done:
         return Answer(call.id, "\n".join(mine))
     return Answer(call.id, f"not applied: aider did not report an edit to {path}", True)

@@ -3,7 +3,8 @@
 - a results file `{"timestamp", "info", "tasks", "simulations": [...]}`, one session per
   simulation, streamed simulation by simulation (ijson): memory holds one simulation, whatever
   the file's size;
-- a single simulation file (the "dir" format: `results.json` beside `simulations/<id>.json`),
+- a single simulation file (the "dir" format: `results.json` beside `simulations/<id>.json`;
+  or, as some forks save one, {"task_id", "task", "run_info", "reward_info", "messages"}),
   one session. Its `results.json` holds no conversation (metadata and an index): it reads as no
   session.
 
@@ -70,13 +71,17 @@ AGENT = "tau2-bench"
 _RESULTS = (re.compile(rb'"num_trials"\s*:'), re.compile(rb'"user_info"\s*:'), re.compile(rb'"agent_info"\s*:'))
 _SIMULATION = (re.compile(rb'"task_id"\s*:'), re.compile(rb'"termination_reason"\s*:'),
                re.compile(rb'"start_time"\s*:'))
+# A single simulation as some forks save it: {"task_id", "task", "run_info": {simulation_id,
+# termination_reason, …}, "reward_info", "messages"}.
+_RUN_SIMULATION = (re.compile(rb'"task_id"\s*:'), re.compile(rb'"run_info"\s*:'),
+                   re.compile(rb'"termination_reason"\s*:'))
 _SKIPPED_ROLES = ("system",)
 
 
 def sniff(head: bytes) -> bool:
     if not head_text(head).startswith("{"):
         return False
-    return all(p.search(head) for p in _RESULTS) or all(p.search(head) for p in _SIMULATION)
+    return any(all(p.search(head) for p in kind) for kind in (_RESULTS, _SIMULATION, _RUN_SIMULATION))
 
 
 class _Survey:
