@@ -176,6 +176,9 @@ class _Driver:
                 self.run += 1
                 self.in_run = 0
             results = self._judge()
+            said = getattr(self.policy, "user_said", None)  # a policy that reads what was said
+            if said is not None:
+                said(event.text)
             self.policy.user_turn()
             self.halted = False
         elif isinstance(event, Retry):

@@ -1160,3 +1160,37 @@ def test_a_thought_is_what_a_think_call_does():
     d = ProgressDetector()
     calls = [("think", {"thought": f"The user now wants March {k}."}, "") for k in range(10, 16)]
     assert set(actions(d, calls)) == {"allow"}
+
+
+def test_a_call_the_person_asks_for_again_by_its_values_is_a_new_request():
+    # tau2: "#12345 and #67890. Check again." — the same lookups fail again, at the person's word
+    d = ProgressDetector()
+    lookups = [("get_order_details", {"order_id": "#12345"}, "Error: Order not found", True),
+               ("get_order_details", {"order_id": "#67890"}, "Error: Order not found", True)]
+    got = [a for a, _, _ in run(d, lookups)]
+    for text in ("#12345 and #67890. Check again.", "I told you: 12345 and 67890!"):
+        d.user_said(text)
+        d.user_turn()
+        got += [a for a, _, _ in run(d, lookups)]
+    assert "halt" not in got
+    # without being asked, the third identical failure halts as before
+    d = ProgressDetector()
+    got = [a for a, _, _ in run(d, lookups)]
+    for _ in range(2):
+        d.user_said("Why can't you find them?")
+        d.user_turn()
+        got += [a for a, _, _ in run(d, lookups)]
+    assert "halt" in got
+
+
+def test_a_value_the_person_mentions_beside_others_does_not_make_a_call_theirs():
+    # "my user ID is aarav_1177, please book it" before the same failing booking again
+    d = ProgressDetector()
+    book = ("book_reservation", {"user_id": "aarav_1177", "flight": "HAT063", "payment_id": "card_7815826"},
+            "Error: Payment method card_7815826 not found", True)
+    got = []
+    for _ in range(3):
+        got += [a for a, _, _ in run(d, [book])]
+        d.user_said("Yes, my user ID is aarav_1177. Please go ahead and book that flight.")
+        d.user_turn()
+    assert got[-1] == "halt"

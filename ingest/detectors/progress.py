@@ -117,6 +117,7 @@ PATIENT_POLL = 5.0  # seconds of its own waiting per poll (a sleep, a --timeout)
 # Tools whose every call is a change (Kilo Code's list): a change asked for again after the person
 # spoke is the person's request, whatever the reader could tell of its content.
 WRITE_TOOLS = frozenset({"edit", "multiedit", "write", "apply_patch"})
+SAID_HEAD = 20_000  # characters of a user turn searched for the values a call repeats
 NAMED_MIN_LEN = 4  # shorter values (ids like 1, words like "yes") are named by chance
 RETIRED = ("warn_at", "poll_span")  # earlier versions' parameters (a stored policy may name them)
 
@@ -315,7 +316,8 @@ class ProgressDetector:
 
     __slots__ = ("window", "halt_at", "ok_halt_at", "across_turns", "same_failure_at", "rerun_halt_at",
                  "wait_limit", "wait_halt_at", "volatile", "errors", "is_failure", "normalize", "_entries",
-                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "_moved", "_polls", "last")
+                 "_by_tool", "_next", "_step", "_answered", "_answered_at", "_turn", "_success", "_moved", "_polls", "last",
+                 "_said", "_asked")
 
     def __init__(self, window: int = DEFAULT_WINDOW, halt_at: int = DEFAULT_HALT_AT,
                  ok_halt_at: int = DEFAULT_OK_HALT_AT, across_turns: str = DEFAULT_ACROSS_TURNS,
@@ -343,6 +345,8 @@ class ProgressDetector:
         self._step = 0  # agent steps: a check after an answer was recorded starts the next one
         self._answered = True
         self._turn = 0  # position of the first call after the latest user turn
+        self._said = ""  # what the person said in the latest user turn (a bounded head)
+        self._asked = False  # the call being judged repeats values the person just gave
         self._success = -1  # position of the newest call answered by a success (-1: none)
         self._answered_at: dict[str, int] = {}  # tool -> position of its newest answered call
         self._moved = -1  # the newest call (not a write) whose repeat was answered differently, no new change between
@@ -410,6 +414,7 @@ class ProgressDetector:
             self._step += 1
             self._answered = False
         entry = Entry(position, name, args_digest, match, args, at, sleep, self._step)
+        self._asked = bool(self._said) and self._quotes_user(args)
         same_tool = self._by_tool.get(name)
         if same_tool is None:
             if len(self._by_tool) >= 4 * self.window:  # keep it bounded: drop tools out of the window
@@ -448,6 +453,8 @@ class ProgressDetector:
         # A harness refusal's arguments are the harness's summary of a reply it would not run
         # ("found 2 actions"), not an action the agent chose: refusals are one repeated call only
         # while no call has succeeded since (the agent acting in between makes the next one new).
+        if self._asked:
+            return self._turn - 1  # asked for by the person: a new request from their turn on
         return self._success if tool == vocab.HARNESS_ERROR else -1
 
     def _stale_refusal(self, e: Entry) -> bool:
@@ -716,6 +723,20 @@ class ProgressDetector:
                         self._polls[entry.match] = position
                     break
 
+    def user_said(self, text: str) -> None:
+        """What the person said in the user turn that comes next (before `user_turn`)."""
+        self._said = (text or "")[:SAID_HEAD]
+
+    def _quotes_user(self, args: Any) -> bool:
+        """Every argument value of the call (of 4+ characters) is one the person gave in their
+        latest turn ("#12345 and #67890. Check again."): the person asked for this very call,
+        whatever it answered before. A value they merely mention (their user id beside a booking
+        of many values) does not make a call theirs."""
+        said = self._said
+        values = leaves(args)
+        return bool(values) and all(
+            v in said or (v[:1] in "#@" and len(v) > NAMED_MIN_LEN and v[1:] in said) for v in values)
+
     def user_turn(self) -> None:
         self._turn = self._next  # a run of one failure never spans a user turn
         if self.across_turns == "all":
@@ -769,6 +790,9 @@ class ProgressPolicy(PerCallAnswers):
         super().__init__(spec)
         self.detector = _detector(spec.params)
         self._at: Any = None
+
+    def user_said(self, text: str) -> None:
+        self.detector.user_said(text)
 
     def check(self, batch: Batch) -> list[Check]:
         self._at = batch.ts  # a wait is judged by the transcript's clock
