@@ -381,6 +381,7 @@ STARTED = re.compile(r"^# aider chat started at ")
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)\s*$")
 HEAD = re.compile(r"^<{5,9} (SEARCH|ORIGINAL)\s*$")
 TAIL = re.compile(r"^>{5,9} (REPLACE|UPDATED)\s*$")
+NOMATCH = re.compile(r"^## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in (.+?)\s*$")
 
 
 def r_aider(text):
@@ -397,6 +398,7 @@ def r_aider(text):
     reply = []
     pending = []  # (index in cur.calls, file) of the last reply's edits still without a verdict
     skip = ""     # "echo" while inside aider's unquoted echo of failed blocks, "tail" just after it
+    nomatch = set()  # files named in the echo ("... failed to exactly match lines in FILE")
 
     def flush():
         nonlocal reply, pending
@@ -468,10 +470,19 @@ def r_aider(text):
                         cur.results[k] = ("failed: " + body) if not cur.results[k] else cur.results[k] + " / " + body
                 if "failed to match" in body:
                     skip = "echo"
+                    nomatch = set()
             continue
         if skip == "echo":
+            # the echo names each file whose block failed; the reply's other blocks were applied
+            m = NOMATCH.match(ln)
+            if m:
+                nomatch.add(m.group(1).strip().replace("\\", "/"))
             if ln.startswith("The SEARCH section must exactly match"):
                 skip = "tail"
+                if nomatch:
+                    for k, pf in pending:
+                        if pf.replace("\\", "/") not in nomatch and cur.results[k].startswith("failed"):
+                            cur.results[k] = "applied (its block matched; another block of the reply failed)"
             continue
         if skip == "tail":
             if not ln.strip() or ln.startswith(("# The other", "Don't re-send", "Just reply with fixed")):
