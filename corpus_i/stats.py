@@ -425,7 +425,8 @@ def r_aider(text):
                     j = i + 1
                     body = []
                     while j < len(lines) and not lines[j].startswith(m.group(1)):
-                        body.append(lines[j]); j += 1
+                        body.append(lines[j])
+                        j += 1
                     if not any(HEAD.match(b) for b in body):
                         cur.calls.append(("shell", canon({"command": "\n".join(body).strip()})))
                         cur.results.append("")
@@ -440,13 +441,19 @@ def r_aider(text):
 
     for ln in text.splitlines():
         if STARTED.match(ln):
-            flush(); pending = []; skip = ""
-            cur = Session(str(len(sessions) + 1)); sessions.append(cur)
+            flush()
+            pending = []
+            skip = ""
+            cur = Session(str(len(sessions) + 1))
+            sessions.append(cur)
             continue
         if cur is None:
-            cur = Session("1"); sessions.append(cur)
+            cur = Session("1")
+            sessions.append(cur)
         if ln.startswith("####"):
-            flush(); pending = []; skip = ""
+            flush()
+            pending = []
+            skip = ""
             continue
         if ln.startswith("> ") or ln == ">":
             skip = ""
@@ -583,7 +590,7 @@ def main(argv):
             if len(argv) > 2 and s.key != argv[2]:
                 continue
             print(f"## session {s.key} ({fmt}, {len(s.calls)} calls)")
-            for i, ((name, args), res) in enumerate(zip(s.calls, s.results), 1):
+            for i, ((name, args), res) in enumerate(zip(s.calls, s.results, strict=False), 1):
                 r = " ".join(str(res).split())[:160]
                 print(f"{i:4d} {name} {args[:220]}\n       -> {r}")
         return
