@@ -11,8 +11,17 @@ the gap between the two is how much the choice fits what it has seen.
 
 The choice puts precision first, as design.md asks (a false halt stops good work): fewest normal
 sessions halted, then most loops halted inside the loop, then fewest halts before the loop; a tie
-goes to the candidate listed first (list the shipped default first). Warnings are reported, not
-chosen on: a handful of warnings more or less on a few dozen sessions is noise a choice would fit. The unit is the session, as labels are given.
+goes to the candidate listed first (list the shipped default first); among candidates that
+tie on all three, the one that saves more of the calls spent inside loops. Warnings are reported,
+not chosen on: a handful of warnings more or less on a few dozen sessions is noise a choice would
+fit. The unit is the session, as labels are given.
+
+Beside the sessions, each tally counts in the user's currency (loopledger.analysis.scoring's
+`calls_saved`, `calls_lost`, `flagged_inside`): the calls inside labelled loops its halts saved,
+of all calls spent inside them (with a session-bootstrap interval); the calls of normal sessions
+after a false halt, of all their calls; the loops whose first warn, block or halt came inside
+them. Every tally is also kept per family (loopledger.analysis.families: coding agents,
+harnesses, other) — in sample, and held out pooled over the folds.
 
 Pure: candidates are any hashable names, and what each did to each session (`Verdicts`) is
 computed by the caller (the bench replays them; `loopledger score --cv` reads the ledger).
@@ -33,10 +42,16 @@ from loopledger.analysis.scoring import (
     NORMAL,
     Judged,
     any_of,
+    bootstrap_ratio,
+    calls_lost,
+    calls_saved,
+    flagged_inside,
     interval_text,
+    loop_length,
     outcome,
     rank,
     score,
+    share_text,
     wilson,
 )
 
@@ -52,15 +67,24 @@ class Case:
     label: str
     first: int | None = None  # the labelled loop's calls, 1-based (loop only)
     last: int | None = None
+    calls: int = 0  # the session's tool calls (what a false halt's calls lost are counted against)
+    family: str = ""  # loopledger.analysis.families.family of the session ("": not told)
 
 
 @dataclass(frozen=True, slots=True)
 class Verdicts:
-    """What one setting did to one session: its first halt (a 1-based call position, None: never)
-    and how many warnings it gave before that halt (all of them when it never halted)."""
+    """What one setting did to one session: its first halt (a 1-based call position, None: never),
+    how many warnings it gave before that halt (all of them when it never halted), and where it
+    first warned, blocked or halted (None: never; the halt when not told)."""
 
     halt_at: int | None = None
     warnings: int = 0
+    flag_at: int | None = None
+
+    @property
+    def first_flag(self) -> int | None:
+        known = [p for p in (self.flag_at, self.halt_at) if p is not None]
+        return min(known) if known else None
 
 
 NEVER = Verdicts()
@@ -78,6 +102,15 @@ class Tally:
     false_halts: int = 0  # normal sessions halted
     normal_warned: int = 0  # normal sessions given any warning
     warnings: int = 0  # warnings on normal sessions, in all
+    flagged: int = 0  # loop sessions whose first warn, block or halt fell inside the loop
+    saved: int = 0  # calls inside labelled loops after a halt inside them …
+    loop_calls: int = 0  # … of the calls spent inside the loops (last − first + 1, summed)
+    lost: int = 0  # calls of normal sessions after a false halt …
+    normal_calls: int = 0  # … of the normal sessions' calls
+    # (saved, loop calls) per loop session and (lost, calls) per normal one: what the bootstrap
+    # intervals resample
+    loop_pairs: list[tuple[int, int]] = field(default_factory=list)
+    normal_pairs: list[tuple[int, int]] = field(default_factory=list)
 
     def add(self, case: Case, v: Verdicts) -> None:
         o = outcome(case.label, case.first, case.last, v.halt_at)
@@ -89,19 +122,28 @@ class Tally:
                 self.early += 1
             else:
                 self.missed += 1
+            self.flagged += flagged_inside(case.first, case.last, v.first_flag)
+            saved, spent = calls_saved(case.label, case.first, case.last, v.halt_at), loop_length(case.first, case.last)
+            self.saved += saved
+            self.loop_calls += spent
+            self.loop_pairs.append((saved, spent))
         elif case.label == NORMAL:
             self.normal += 1
             self.false_halts += o == FALSE_HALT
             self.normal_warned += v.warnings > 0
             self.warnings += v.warnings
+            lost = calls_lost(case.label, v.halt_at, case.calls)
+            self.lost += lost
+            self.normal_calls += case.calls
+            self.normal_pairs.append((lost, case.calls))
 
     def merge(self, other: Tally) -> None:
         for name in self.__slots__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def rank_key(self) -> tuple[int, ...]:
-        """Smaller is better: precision first (see the module docstring)."""
-        return self.false_halts, -self.caught, self.early
+        """Smaller is better: precision first (see the module docstring), then calls saved."""
+        return self.false_halts, -self.caught, self.early, -self.saved
 
     @property
     def caught_interval(self) -> tuple[float, float] | None:
@@ -122,6 +164,31 @@ class Tally:
                 f"{self.false_halts}/{self.normal} {interval_text(self.false_halt_interval)}",
                 f"{self.normal_warned}/{self.normal} {interval_text(self.warned_interval)}"
                 + (f", {self.warnings} warnings" if self.warnings else ""))
+
+    @property
+    def flagged_interval(self) -> tuple[float, float] | None:
+        return wilson(self.flagged, self.loops)
+
+    @property
+    def saved_interval(self) -> tuple[float, float] | None:
+        """Session-bootstrap 95% interval of saved / loop_calls (scoring.bootstrap_ratio)."""
+        return bootstrap_ratio(self.loop_pairs)
+
+    @property
+    def lost_interval(self) -> tuple[float, float] | None:
+        return bootstrap_ratio(self.normal_pairs)
+
+    def currency_cells(self) -> tuple[str, str, str, str, str, str]:
+        """The figures in the user's currency, in CURRENCY_HEADS' order: loops halted inside,
+        flagged inside, calls saved, normal sessions halted, calls lost, normal sessions warned."""
+        caught, halted, warned = self.cells()
+        return (caught, f"{self.flagged}/{self.loops} {interval_text(self.flagged_interval)}",
+                share_text(self.saved, self.loop_calls, self.saved_interval), halted,
+                share_text(self.lost, self.normal_calls, self.lost_interval), warned)
+
+
+CURRENCY_HEADS = ("loops halted inside", "flagged inside", "calls saved", "normal halted", "calls lost",
+                  "normal warned")
 
 
 def tally(cases: Iterable[Case], verdicts: Mapping[Hashable, Verdicts]) -> Tally:
@@ -164,6 +231,9 @@ class CrossValidated(Generic[C]):
     in_sample: Tally  # that choice scored on the sessions it was chosen on
     held_out: Tally = field(default_factory=Tally)  # pooled over the folds
     folds: list[Fold[C]] = field(default_factory=list)
+    # the same two tallies per family (Case.family), in the order the families first appear
+    in_sample_by: dict[str, Tally] = field(default_factory=dict)
+    held_out_by: dict[str, Tally] = field(default_factory=dict)
 
     @property
     def stable(self) -> bool:
@@ -181,9 +251,12 @@ def cross_validate(candidates: Sequence[C], cases: Sequence[Case],
     cases = [c for c in cases if c.label in (LOOP, NORMAL)]
     chosen, in_sample = choose(candidates, cases, table, margin)
     result = CrossValidated(chosen, in_sample)
+    families = list(dict.fromkeys(c.family for c in cases))
+    result.in_sample_by = {f: tally([c for c in cases if c.family == f], table[chosen]) for f in families}
     groups = list(dict.fromkeys(c.group for c in cases))
     if len(groups) < 2:
         return result
+    result.held_out_by = {f: Tally() for f in families}
     for g in groups:
         train = [c for c in cases if c.group != g]
         test = [c for c in cases if c.group == g]
@@ -191,6 +264,8 @@ def cross_validate(candidates: Sequence[C], cases: Sequence[Case],
         held = tally(test, table[pick])
         result.folds.append(Fold(g, pick, held))
         result.held_out.merge(held)
+        for f in families:
+            result.held_out_by[f].merge(tally([c for c in test if c.family == f], table[pick]))
     return result
 
 
