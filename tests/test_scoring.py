@@ -248,7 +248,7 @@ def test_score_counts_every_early_miss_and_false_halt_and_skips_unknown_policies
             a.saved, a.loop_calls, a.lost, a.flagged) == ("A", "policy a", 4, 0, 2, 2, 2, 2, 5, 0, 16, 12, 0)
     assert a.row() == {"policy_id": "A", "policy": "policy a", "loops": 4, "caught": 0, "early": 2, "missed": 2,
                        "normal": 2, "false_halts": 2, "precision": 0.0, "recall": 0.0, "saved": 0,
-                       "loop_calls": 16, "lost": 12, "flagged": 0, "into_loop": []}
+                       "loop_calls": 16, "lost": 12, "normal_calls": 15, "flagged": 0, "into_loop": []}
 
 
 def test_a_rows_into_loop_is_sorted_and_ratios_print_two_places():

@@ -34,6 +34,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from loopledger.analysis.families import FAMILIES as FAMILY_ORDER
 from loopledger.analysis.scoring import (
     CAUGHT,
     EARLY,
@@ -292,17 +293,20 @@ def group_of(path: str, fmt: str | None, by: str = "folder") -> str:
     raise ValueError(f"group by {by!r}: expected one of {', '.join(GROUP_BY)}")
 
 
-def from_judged(judged: Iterable[Judged], groups: Mapping[int, str]) -> tuple[list[Case], dict[str, dict]]:
+def from_judged(judged: Iterable[Judged], groups: Mapping[int, str],
+                families: Mapping[int, str] | None = None) -> tuple[list[Case], dict[str, dict]]:
     """Cases and verdicts (policy id → session id → Verdicts) from judged rows; a session without
-    a group is its own."""
+    a group is its own; `families`: session id → its family (loopledger.analysis.families)."""
     cases: dict[int, Case] = {}
     table: dict[str, dict] = {}
+    families = families or {}
     for j in judged:
         if j.label not in (LOOP, NORMAL):
             continue
         cases.setdefault(j.session_id, Case(j.session_id, groups.get(j.session_id, f"session {j.session_id}"),
-                                            j.label, j.first, j.last))
-        table.setdefault(j.policy_id, {})[j.session_id] = Verdicts(j.halt_at, j.warnings)
+                                            j.label, j.first, j.last, j.calls or 0,
+                                            families.get(j.session_id, "")))
+        table.setdefault(j.policy_id, {})[j.session_id] = Verdicts(j.halt_at, j.warnings, j.flag_at)
     return list(cases.values()), table
 
 
@@ -310,7 +314,8 @@ DEFAULT_SET = "the default set"
 
 
 def leaderboard_choices(judged: list[Judged], order: Sequence[tuple[str, str]], groups: Mapping[int, str],
-                        default_ids: Sequence[str]) -> list[tuple[str, CrossValidated]]:
+                        default_ids: Sequence[str],
+                        families: Mapping[int, str] | None = None) -> list[tuple[str, CrossValidated]]:
     """The choices a person makes from a leaderboard, each scored by grouped cross-validation:
     its top (every policy a candidate, in ranking order), the best setting of each detector with
     several stored, and the default set as shipped (its policies as one guard, when all are
@@ -318,7 +323,7 @@ def leaderboard_choices(judged: list[Judged], order: Sequence[tuple[str, str]], 
     labels = dict(order)
     if default_ids and all(pid in labels for pid in default_ids):
         judged = judged + any_of(judged, list(default_ids), DEFAULT_SET)
-    cases, table = from_judged(judged, groups)
+    cases, table = from_judged(judged, groups, families)
     ranked = [s.policy_id for s in rank(score(judged, list(labels.items()))) if s.policy_id in table]
     rows: list[tuple[str, CrossValidated]] = []
     if ranked:
@@ -331,6 +336,23 @@ def leaderboard_choices(judged: list[Judged], order: Sequence[tuple[str, str]], 
     if DEFAULT_SET in table:
         rows.append((f"{DEFAULT_SET} (as shipped)", fixed(DEFAULT_SET, cases, table)))
     return rows
+
+
+def family_tallies(judged: Iterable[Judged], policy_ids: Sequence[str],
+                   families: Mapping[int, str]) -> dict[str, dict[str, Tally]]:
+    """In sample, per family present (in loopledger.analysis.families' order) and per policy (in
+    the order given), its Tally over the sessions of that family it judged: the leaderboard's and
+    `loopledger score`'s tables in the user's currency. `families`: session id → family."""
+    judged = list(judged)
+    cases, table = from_judged(judged, {}, families)
+    present = [f for f in FAMILY_ORDER if any(c.family == f for c in cases)]
+    present += sorted({c.family for c in cases} - set(present))
+    out: dict[str, dict[str, Tally]] = {}
+    for fam in present:
+        mine = [c for c in cases if c.family == fam]
+        out[fam] = {pid: tally([c for c in mine if c.session in table.get(pid, {})], table.get(pid, {}))
+                    for pid in policy_ids}
+    return out
 
 
 def group_count(cases_groups: Mapping[int, str], judged: Iterable[Judged]) -> int:

@@ -269,7 +269,8 @@ class PolicyScore:
     halted: int = 0  # scored sessions it halted at all (precision's denominator)
     saved: int = 0  # calls inside labelled loops after its halts (calls_saved) …
     loop_calls: int = 0  # … of the calls spent inside them
-    lost: int = 0  # calls of normal sessions after its false halts (calls_lost)
+    lost: int = 0  # calls of normal sessions after its false halts (calls_lost) …
+    normal_calls: int = 0  # … of the normal sessions' calls (those whose count is known)
     flagged: int = 0  # loop sessions whose first warn, block or halt falls inside the loop
     into_loop: list[int] = field(default_factory=list)
 
@@ -302,7 +303,8 @@ class PolicyScore:
         return {"policy_id": self.policy_id, "policy": self.policy, "loops": self.loops, CAUGHT: self.caught,
                 EARLY: self.early, MISSED: self.missed, NORMAL: self.normal, "false_halts": self.false_halts,
                 "precision": self.precision, "recall": self.recall, "saved": self.saved,
-                "loop_calls": self.loop_calls, "lost": self.lost, "flagged": self.flagged,
+                "loop_calls": self.loop_calls, "lost": self.lost, "normal_calls": self.normal_calls,
+                "flagged": self.flagged,
                 "into_loop": sorted(self.into_loop)}
 
 
@@ -337,6 +339,7 @@ def score(judged: Iterable[Judged], policies: Mapping[str, str] | Sequence[tuple
                 ps.missed += 1
         else:
             ps.normal += 1
+            ps.normal_calls += j.calls or 0
             if o == FALSE_HALT:
                 ps.false_halts += 1
                 ps.lost += j.lost
