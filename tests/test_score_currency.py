@@ -92,3 +92,24 @@ def test_calls_saved_get_a_session_bootstrap_interval_with_a_fixed_seed():
 ])
 def test_a_sessions_family_is_told_by_its_agent_then_its_format(fmt, agent, family):
     assert families.family(fmt, agent) == family
+
+
+def test_the_bench_prints_a_table_per_family_with_the_hand_counted_figures(tmp_path):
+    """bench/detection_scores on score_support's folder (six tau-bench sessions: harnesses), its
+    labels.csv beside them: the figures worked out in score_support, as the bench replays them."""
+    from score_support import FILE, LABELS_CSV, LADDER, WINDOW, write_transcripts
+
+    from bench.detection_scores import folder_report, labelled_sessions
+
+    write_transcripts(tmp_path)
+    (tmp_path / "labels.csv").write_text(LABELS_CSV, encoding="utf-8")
+    sessions = labelled_sessions(tmp_path)
+    assert {s.family for s in sessions} == {HARNESS} and {s.file for s in sessions} == {FILE}
+    lines = folder_report(tmp_path, [[WINDOW], [LADDER]])
+    assert "\nharnesses: 3 loop and 2 normal sessions, 13 calls inside the loops\n" in lines
+    assert not any(line.startswith("coding agents") for line in lines)
+    assert (f"| `{LADDER.label}` | 2/3 [0.21, 0.94] | 1/3 [0.06, 0.79] | 0/13 (0%) [0.00, 0.00] | 0/2 [0.00, 0.66] "
+            "| 0/10 (0%) [0.00, 0.00] | 0/2 [0.00, 0.66] | 0 | 0 | 1 |") in lines
+    window = next(line for line in lines if line.startswith(f"| `{WINDOW.label}`"))
+    assert window.startswith(f"| `{WINDOW.label}` | 2/3 [0.21, 0.94] | 2/3 [0.21, 0.94] | 1/13 (8%) [0.00, ")
+    assert window.endswith("| 1/2 [0.09, 0.91] | 0/10 (0%) [0.00, 0.00] | 0/2 [0.00, 0.66] | 1 | 0 | 0 |")
