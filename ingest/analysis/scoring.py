@@ -34,12 +34,12 @@ setting should see how much the labels can tell.
 from __future__ import annotations
 
 import math
-import random
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from loopledger import vocab
 from loopledger.events import Batch, Event
 
@@ -96,20 +96,13 @@ def bootstrap_ratio(pairs: Sequence[tuple[int, int]], reps: int = BOOTSTRAP_REPS
     independent draws, so a Wilson interval on calls would be far too narrow. Sessions are
     resampled instead, `reps` times with a fixed seed (the same labels print the same interval);
     a resample with no call in its denominator is skipped."""
-    pairs = [(int(a), int(b)) for a, b in pairs]
-    if not pairs or sum(b for _, b in pairs) <= 0:
+    arr = np.asarray([(int(a), int(b)) for a, b in pairs], dtype=np.int64).reshape(-1, 2)
+    if not len(arr) or arr[:, 1].sum() <= 0:
         return None
-    rng = random.Random(seed)
-    n, ratios = len(pairs), []
-    for _ in range(reps):
-        part = whole = 0
-        for _ in range(n):
-            a, b = pairs[rng.randrange(n)]
-            part += a
-            whole += b
-        if whole:
-            ratios.append(part / whole)
-    ratios.sort()
+    # every resample at once (a page draws dozens of these): reps × n draws of a session
+    draws = np.random.default_rng(seed).integers(0, len(arr), size=(reps, len(arr)))
+    part, whole = arr[draws, 0].sum(axis=1), arr[draws, 1].sum(axis=1)
+    ratios = sorted((part[whole > 0] / whole[whole > 0]).tolist())
     lo = ratios[int(0.025 * (len(ratios) - 1))]
     hi = ratios[int(math.ceil(0.975 * (len(ratios) - 1)))]
     return lo, hi
