@@ -52,6 +52,7 @@ import time
 from typing import Any
 
 from loopledger import folders
+from loopledger.live import busy_marks
 from loopledger.live.hook_flags import parse_flags
 
 AGENTS = ("claude-code", "gemini-cli", "codex")
@@ -172,7 +173,6 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
     hook's parent (Codex: a halted `codex exec` is interrupted once the decision is committed)."""
     from loopledger.live import db as live_db
     from loopledger.live import deadline as due
-    from loopledger.live import session as live
 
     event = payload["hook_event_name"]
     kind = ("call" if event in CALL_EVENTS[agent] else "answer" if event in ANSWER_EVENTS[agent]
@@ -182,8 +182,44 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         return None  # an event we were not installed for: nothing to judge
     session = payload["session_id"]
     transcript = payload.get("transcript_path") if isinstance(payload.get("transcript_path"), str) else None
-    conn = live_db.open_db(db, busy_timeout_s=due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S),
-                           connect_timeout_s=due.wait_s(deadline, live_db.CONNECT_TIMEOUT_S))
+    # A busy ledger costs a tool call one wait in all (loopledger.live.busy_marks): a later event
+    # of a call that already waited in vain tries once, without waiting.
+    calls = busy_marks.calls_of(agent, kind, payload)
+    again = kind in ("answer", "batch") and busy_marks.waited(agent, session, calls)
+    last = kind == "batch" or (kind == "answer" and not BATCH_EVENTS[agent])  # the call's last event
+    wait = 0.0 if again else due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S)
+    try:
+        out, stopping = _decide(agent, kind, event, payload, db, session, transcript, started, redelivered_after,
+                                wait, deadline)
+    except Exception as exc:
+        if not live_db.is_busy(exc):
+            raise
+        if again:
+            raise live_db.LedgerBusy("the ledger is busy (another writer holds it), and this call already waited "
+                                     "for it at an earlier event: not waited for again") from None
+        if not last:
+            busy_marks.note(agent, session, calls)
+        raise live_db.LedgerBusy(f"the ledger is busy: another writer held it past the {wait:g} s wait "
+                                 f"(${live_db.ENV_BUSY})") from None
+    finally:
+        if again and last:
+            busy_marks.clear(agent, session, calls)
+    if stopping and agent == "codex":
+        from loopledger.live.codex import interrupt
+
+        interrupt(agent_pid, out.get("systemMessage") if out else None)
+    return out
+
+
+def _decide(agent: str, kind: str, event: str, payload: dict[str, Any], db: str | None, session: str,
+            transcript: str | None, started: float, redelivered_after: float | None, wait: float,
+            deadline: float | None) -> tuple[dict[str, Any] | None, bool]:
+    """One event's transaction: (the output, whether the agent must stop)."""
+    from loopledger.live import db as live_db
+    from loopledger.live import deadline as due
+    from loopledger.live import session as live
+
+    conn = live_db.open_db(db, busy_timeout_s=wait, connect_timeout_s=due.wait_s(deadline, live_db.CONNECT_TIMEOUT_S))
     stopping = False
     try:
         conn.begin_write()
@@ -212,11 +248,7 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         raise
     finally:
         conn.close()
-    if stopping and agent == "codex":
-        from loopledger.live.codex import interrupt
-
-        interrupt(agent_pid)
-    return out
+    return out, stopping
 
 
 def _on_call(conn: Any, sid: int, agent: str, payload: dict[str, Any], started: float,
@@ -332,6 +364,6 @@ def _reason(exc: Exception) -> str:
     """The log's words for why a call was not judged (one line, as people read it)."""
     from loopledger.live import db as live_db
 
-    if isinstance(exc, live_db.LedgerUnavailable):
+    if isinstance(exc, live_db.LedgerUnavailable | live_db.LedgerBusy):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
