@@ -28,10 +28,10 @@ Codex CLI (loopledger.live.codex): Claude Code's field names and answers, except
 carries no `continue`/`stopReason` (Codex rejects them on PreToolUse and runs the call) and a
 halted `codex exec` run is interrupted instead.
 
-Never in the agent's way: malformed input, a missing ledger, a busy database, an enforced
-stored policy whose detector is not registered here (a ledger row never names code to import:
-loopledger.live.enforce.NotRegistered), no decision within the deadline (loopledger.live.deadline)
-or any internal error allows the call (exit 0, nothing refused) and says why in one line of the
+Never in the agent's way: malformed input, a missing ledger, a busy database (waited for once per
+tool call: loopledger.live.busy_marks), an enforced stored policy whose detector is not registered
+here (a ledger row never names code to import: loopledger.live.enforce.NotRegistered), no
+decision within the deadline (loopledger.live.deadline) or any internal error allows the call (exit 0, nothing refused) and says why in one line of the
 log file ($LOOPLEDGER_HOOK_LOG, default ~/.local/state/loopledger/hook.log).
 
 Flags: the hook command's flags are the CLI's (`loopledger hook claude-code --help`). Only the
