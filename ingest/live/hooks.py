@@ -63,11 +63,15 @@ def default_log() -> str:
     return folders.state_dir("hook.log")
 
 
-def log(path: str | None, agent: str, message: str) -> None:
+def log(path: str | None, agent: str, message: str, redact: bool = True) -> None:
     """One line per problem, secrets redacted (a message may quote the event), in a file only its
     owner reads (0600; its folder 0700 when we create it); a log that cannot be written is not
-    the agent's problem either."""
-    from loopledger.redact import redact_text
+    the agent's problem either. `redact=False`: a fixed text of ours, logged without importing
+    the redaction code (the deadline's handler may run while the main thread imports it)."""
+    if redact:
+        from loopledger.redact import redact_text
+    else:
+        redact_text = str
 
     try:
         path = path or os.environ.get(ENV_LOG) or default_log()
@@ -195,11 +199,11 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         if not live_db.is_busy(exc):
             raise
         if again:
-            raise live_db.LedgerBusy("the ledger is busy (another writer holds it), and this call already waited "
+            raise live_db.LedgerBusy("the ledger is busy (another writer holds its lock), and this call already waited "
                                      "for it at an earlier event: not waited for again") from None
         if not last:
             busy_marks.note(agent, session, calls)
-        raise live_db.LedgerBusy(f"the ledger is busy: another writer held it past the {wait:g} s wait "
+        raise live_db.LedgerBusy(f"the ledger is busy: another writer held its lock past the {wait:g} s wait "
                                  f"(${live_db.ENV_BUSY})") from None
     finally:
         if again and last:
@@ -320,7 +324,7 @@ def expired(agent: str, argv: list[str]) -> None:
 
     opts = parse_flags(argv) or {}
     log(opts.get("log"), agent, f"allowed without judging: no decision within the {due.seconds():g} s deadline "
-        f"(${due.ENV})")
+        f"(${due.ENV})", redact=False)
     if agent == "gemini-cli":
         os.write(1, b"{}\n")  # Gemini CLI parses stdout as JSON: an empty object allows
 
