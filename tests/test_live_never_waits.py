@@ -353,3 +353,92 @@ def test_point_14_the_real_gemini_cli_runs_unguarded_when_the_hooks_virtualenv_i
     assert len(results) == 3 and all(r["status"] == "success" for r in results), results
     assert n_requests == 4  # three calls, each result read by the model, then the stand-in ends
     assert _stored(ledger, "gemini-cli") == {} and resident_pids(home) == []
+
+
+# ── the real clients ───────────────────────────────────────────────────────────────────────────
+
+
+def test_point_15_the_real_claude_code_waits_for_a_busy_ledger_once_per_tool_call(tmp_path):
+    """Claude Code 2.1.197 itself, another writer holding the ledger for its whole run: each tool
+    call's PreToolUse waits the busy timeout once, its PostToolUse and PostToolBatch not again
+    (before: three waits a call). The session's start and the prompt wait their own (no call)."""
+    from tests.real_clients import claude_code, clean_env, stop_residents
+    from tests.stand_in_models import AnthropicServer
+
+    claude = claude_code()
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(ledger)
+    project, home = tmp_path / "shop", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    inst = subprocess.run([str(BIN), "hook", "install", "claude-code", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr
+    log = tmp_path / "hook.log"
+    calls = 3
+    try:
+        with AnthropicServer(tool_input={"command": "echo hello", "description": "Say hello"},
+                             max_turns=calls) as model:
+            env = clean_env(home, ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-stand-in",
+                            LOOPLEDGER_HOOK_LOG=str(log), LOOPLEDGER_HOOK_BUSY_TIMEOUT=BUSY_S)
+            holder = _hold(ledger)
+            try:
+                proc = subprocess.run([*claude, "-p", "Say hello", "--output-format", "stream-json", "--verbose",
+                                       "--include-hook-events", "--allowedTools", "Bash", "--model",
+                                       "claude-sonnet-4-5"], cwd=project, env=env, capture_output=True, text=True,
+                                      timeout=600)
+            finally:
+                holder.rollback()
+            n_requests = len(model.recorded.requests)
+    finally:
+        stop_residents(home)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert n_requests == calls + 1  # every call ran, its result read by the model
+    lines = log.read_text().splitlines()
+    # SessionStart and UserPromptSubmit one wait each; each call one (PreToolUse), then two skipped.
+    assert _busy_lines(lines) == (2 + calls, 2 * calls), lines
+    assert _stored(ledger, "claude-code") == {}  # nothing judged: the ledger was never free
+
+
+def test_point_12_the_real_opencode_runs_at_once_when_its_guard_cannot_start(tmp_path):
+    """OpenCode 1.18.33 itself with the plugin whose loopledger was moved away: every call runs,
+    and the plugin gave up on the guard once (OpenCode's log), not once per call."""
+    from tests.real_clients import clean_env, npm_cache, opencode
+    from tests.stand_in_models import ChatCompletionsServer
+
+    oc = opencode()
+    ledger = tmp_path / "ledger.sqlite"
+    make_ledger(ledger)
+    project, home = tmp_path / "shop", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    env = clean_env(home, OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
+                    npm_config_cache=str(npm_cache()))
+    inst = subprocess.run([str(BIN), "hook", "install", "opencode", "--project", "--db", str(ledger)],
+                          cwd=project, capture_output=True, text=True, env=env)
+    assert inst.returncode == 0, inst.stderr
+    plugin = project / ".opencode" / "plugins" / "loopledger.js"
+    plugin.write_text(plugin.read_text().replace(json.dumps(str(BIN)),
+                                                 json.dumps(str(tmp_path / "moved-venv" / "bin" / "loopledger"))))
+    assert str(BIN) not in plugin.read_text()
+    calls = 3
+    with ChatCompletionsServer(command="echo hello", max_turns=calls) as model:
+        folder = home / ".config" / "opencode"
+        folder.mkdir(parents=True)
+        (folder / "opencode.json").write_text(json.dumps({
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {"standin": {"npm": "@ai-sdk/openai-compatible", "name": "Stand-in",
+                                     "options": {"baseURL": f"{model.url}/v1", "apiKey": "stand-in"},
+                                     "models": {"loop-model": {"name": "Loop", "tool_call": True}}}},
+            "model": "standin/loop-model", "autoupdate": False, "share": "disabled"}))
+        proc = subprocess.run([*oc, "run", "--print-logs", "--log-level", "WARN", "--format", "json", "--auto",
+                               "Say hello"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        n_requests = len(model.recorded.requests)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert n_requests == calls + 1
+    said = proc.stdout + proc.stderr
+    tools = [json.loads(ln)["part"]["state"] for ln in proc.stdout.splitlines()
+             if ln.startswith("{") and json.loads(ln).get("type") == "tool_use"]
+    assert len(tools) == calls and all(t["status"] == "completed" for t in tools), tools
+    assert said.count("did not start") == 1, said[-3000:]
+    assert "no verdict" not in said
