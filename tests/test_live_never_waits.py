@@ -442,3 +442,59 @@ def test_point_12_the_real_opencode_runs_at_once_when_its_guard_cannot_start(tmp
     assert len(tools) == calls and all(t["status"] == "completed" for t in tools), tools
     assert said.count("did not start") == 1, said[-3000:]
     assert "no verdict" not in said
+
+
+def test_point_15_the_real_gemini_cli_and_codex_cli_wait_for_a_busy_ledger_once_per_tool_call(tmp_path):
+    """gemini-cli 0.61.0 and Codex CLI 0.171.0 themselves, another writer holding the ledger for
+    the whole run: each tool call waits once (BeforeTool / PreToolUse), its AfterTool /
+    PostToolUse not again (before: two waits a call); the start and the prompt wait their own."""
+    from tests.real_clients import clean_env, codex_cli, gemini_cli, stop_residents
+    from tests.stand_in_models import GeminiServer, ResponsesServer
+    from tests.test_live_codex import _codex_home
+
+    gemini, codex = gemini_cli(), codex_cli()
+    calls = 2
+    for agent in ("gemini-cli", "codex"):
+        folder = tmp_path / agent
+        ledger = folder / "ledger.sqlite"
+        project, home = folder / "shop", folder / "home"
+        project.mkdir(parents=True)
+        home.mkdir()
+        make_ledger(ledger)
+        log = folder / "hook.log"
+        env = clean_env(home, LOOPLEDGER_HOOK_LOG=str(log), LOOPLEDGER_HOOK_BUSY_TIMEOUT=BUSY_S)
+        if agent == "gemini-cli":
+            (home / ".gemini").mkdir()
+            (home / ".gemini" / "settings.json").write_text(json.dumps(
+                {"security": {"auth": {"selectedType": "gemini-api-key"}}, "model": {"disableLoopDetection": True}}))
+            (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+            server = GeminiServer(tool_input={"command": "echo hello", "description": "Say hello"}, max_turns=calls)
+        else:
+            server = ResponsesServer(command="echo hello", max_turns=calls)
+        inst = subprocess.run([str(BIN), "hook", "install", agent, "--project", "--db", str(ledger)],
+                              cwd=project, capture_output=True, text=True, env=env)
+        assert inst.returncode == 0, inst.stderr
+        try:
+            with server as model:
+                if agent == "gemini-cli":
+                    env.update(GOOGLE_GEMINI_BASE_URL=model.url, GEMINI_API_KEY="stand-in")
+                    args = [*gemini, "-p", "Say hello", "--output-format", "stream-json", "--yolo",
+                            "-m", "gemini-2.5-flash"]
+                else:
+                    _codex_home(home, model.url, project)
+                    env.update(STANDIN_API_KEY="stand-in")
+                    args = [*codex, "exec", "--json", "--skip-git-repo-check", "-s", "danger-full-access",
+                            "--dangerously-bypass-hook-trust", "Say hello"]
+                holder = _hold(ledger)
+                try:
+                    proc = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+                finally:
+                    holder.rollback()
+                n_requests = len(model.recorded.requests)
+        finally:
+            stop_residents(home)
+        assert proc.returncode == 0, (agent, proc.stderr[-2000:])
+        assert n_requests == calls + 1, agent
+        lines = log.read_text().splitlines()
+        assert _busy_lines(lines) == (2 + calls, calls), (agent, lines)
+        assert _stored(ledger, agent) == {}
