@@ -135,11 +135,11 @@ class Guard:
             if not live_db.is_busy(exc):
                 raise
             if waited:
-                raise live_db.LedgerBusy(f"the ledger is busy (another writer holds its lock); call {call_id} already "
+                raise live_db.LedgerBusy(f"the ledger is busy (another writer keeps it locked); call {call_id} already "
                                          "waited for it: its answer is not waited for again") from None
             if kind == "call" and call_id is not None:
                 self.note_waited(key, call_id)
-            raise live_db.LedgerBusy(f"the ledger is busy: another writer held its lock past {wait:g} s "
+            raise live_db.LedgerBusy(f"the ledger is busy: another writer kept it locked past {wait:g} s "
                                      f"(${live_db.ENV_BUSY})") from None
         self.sessions[key] = (sid, state)
         return out

@@ -199,11 +199,11 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         if not live_db.is_busy(exc):
             raise
         if again:
-            raise live_db.LedgerBusy("the ledger is busy (another writer holds its lock), and this call already waited "
+            raise live_db.LedgerBusy("the ledger is busy (another writer keeps it locked), and this call already waited "
                                      "for it at an earlier event: not waited for again") from None
         if not last:
             busy_marks.note(agent, session, calls)
-        raise live_db.LedgerBusy(f"the ledger is busy: another writer held its lock past the {wait:g} s wait "
+        raise live_db.LedgerBusy(f"the ledger is busy: another writer kept it locked past the {wait:g} s wait "
                                  f"(${live_db.ENV_BUSY})") from None
     finally:
         if again and last:
