@@ -110,6 +110,7 @@ def test_the_real_codex_cli_is_guarded_as_its_rollout_replays(tmp_path, agent_ho
     # The halt ends the run: the halted call was the last one the model asked for.
     assert len(requests) == got.halt, [r[-200:] for r in outputs]
     assert proc.returncode == 1 and "turn.completed" not in {m.get("type") for m in _stream(proc.stdout)}
+    assert "LoopLedger halted the agent" in proc.stderr, proc.stderr[-2000:]  # the person reads why
     # `loopledger watch` read the rollout meanwhile: each decision beside the same policy's replayed check.
     assert [(c, e) for c, e, _ in side] == [(c, v) for c, v, _ in live]
     assert all(e == r for _, e, r in side), side
@@ -234,6 +235,8 @@ def test_a_halt_interrupts_codex_exec_only(tmp_path, fresh_db, argv0, subcommand
         verdict = enforced(Path(fresh_db.removeprefix("sqlite:///")))[-1][1]
         assert said["code"] == 0
         assert said["sigint"] is (interrupted and verdict == vocab.HALT), (i, verdict, said)
+        # The person running `codex exec` reads why (Codex drops the hook's systemMessage as it aborts).
+        assert ("LoopLedger halted the agent" in proc.stderr) is (interrupted and verdict == vocab.HALT), proc.stderr
         if verdict == vocab.HALT:
             assert output(subprocess.CompletedProcess([], 0, said["stdout"].encode(), b""))[
                 "hookSpecificOutput"]["permissionDecision"] == "deny"

@@ -531,7 +531,7 @@ def _write_hook(agent: str, path: Path, folder: Path | None, db: str | None):
         return opencode_plugin.install(path, opencode_plugin.render(command), shlex.join(command))
     if agent == "codex":
         codex_settings.configs(folder)  # a config.toml Codex cannot read: refused before anything is written
-    return hs.install(agent, path, hs.hook_command(agent, db))
+    return hs.install(agent, path, hs.agent_command(agent, db))
 
 
 def _hook_notes(agent: str, path: Path, folder: Path | None) -> list[str]:

@@ -73,19 +73,41 @@ def exec_run(pid: int, depth: int = 4) -> int | None:
     return None
 
 
-def interrupt(agent_pid: int | None) -> bool:
+def interrupt(agent_pid: int | None, reason: str | None = None) -> bool:
     """End a halted headless run as Ctrl-C does: SIGINT to its `codex exec` process (Codex then
     aborts the turn it awaits this hook in: no further model request). False when there is none
-    to signal (the TUI, an unknown parent), which leaves the refusal alone to stop the model."""
+    to signal (the TUI, an unknown parent), which leaves the refusal alone to stop the model.
+    `reason` is first written to that process's stderr: aborting the turn, Codex drops the
+    hook's answer unread, so its systemMessage would never reach the person, who would see only
+    "turn interrupted"."""
     target = exec_run(agent_pid) if agent_pid else None
     if target is None:
         return False
     import signal
 
+    if reason:
+        tell(target, reason)
     try:
         os.kill(target, signal.SIGINT)
     except OSError:
         return False
+    return True
+
+
+def tell(pid: int, text: str) -> bool:
+    """One line of `text` on the stderr of process `pid` (its terminal, or the pipe or file a
+    script reads it from), through /proc; never blocking (a full pipe loses the line)."""
+    line = (" ".join(text.split()) + "\n").encode("utf-8", "replace")
+    try:
+        fd = os.open(f"/proc/{pid}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        os.write(fd, line)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     return True
 
 

@@ -23,7 +23,8 @@ from loopledger.ledger.urls import CONNECT_TIMEOUT_S, resolve_url, sqlite_file
 # A hook waits this long for another writer (an ingest) before it gives up and allows the call:
 # an agent must not hang behind a long ingest transaction (and never past its deadline:
 # loopledger.live.deadline cuts every wait to what is left).
-HOOK_BUSY_TIMEOUT_S = float(os.environ.get("LOOPLEDGER_HOOK_BUSY_TIMEOUT", "5"))
+ENV_BUSY = "LOOPLEDGER_HOOK_BUSY_TIMEOUT"
+HOOK_BUSY_TIMEOUT_S = float(os.environ.get(ENV_BUSY, "5"))
 # A long-lived process (the resident guard, loopledger.live.resident) keeps its SQLite ledgers
 # open between events (keep_open): closing a WAL database's last connection checkpoints it and
 # its next commit restarts the WAL, together most of an event's time. None: each open_db is a
@@ -47,6 +48,19 @@ class LedgerUnavailable(Exception):
 
 class LedgerTooNew(LedgerUnavailable):
     """A newer LoopLedger wrote the ledger (revisions.NewerLedger): only an upgrade mends it."""
+
+
+class LedgerBusy(Exception):
+    """Another writer held the ledger past the wait for it (or the wait was not made again)."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """`exc` is a wait for another writer's lock that ran out: SQLite's "database is locked"
+    (busy_timeout), PostgreSQL's lock_not_available (lock_timeout, SQLSTATE 55P03)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc)
+        return "database is locked" in text or "database is busy" in text
+    return getattr(exc, "sqlstate", None) == "55P03"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,14 @@ class LiveDB:
         cur = self.raw.cursor()
         cur.execute(statement, params)
         return cur
+
+    def busy_wait(self, seconds: float) -> None:
+        """From the next transaction on, wait at most `seconds` for a lock another writer holds
+        (0: try once): SQLite's busy_timeout, PostgreSQL's lock_timeout."""
+        if self.dialect.name == "sqlite":
+            self.raw.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        else:
+            self.lock_timeout_ms = max(1, int(seconds * 1000))
 
     def begin_write(self) -> None:
         """Start a transaction that holds the database write lock (SQLite) from its first

@@ -17,7 +17,15 @@ every call not decided within the deadline (loopledger.live.deadline, $LOOPLEDGE
 a PostgreSQL server gone silent, say); the ledger is then reopened at the next call.
 
 Optional fields: `transcript` (the agent's transcript file: decisions land in the session the
-transcript reader gives it) and `format` on any event of a session.
+transcript reader gives it) and `format` on any event of a session; `deadline` on a call (unix
+time, seconds: when the caller stops waiting for its verdict). A call not decided by its
+deadline is answered "allow" without being judged or stored (`"judged": false`): every wait is
+cut to it, and a call read after it is not judged at all, so a call its caller let run is never
+recorded as refused afterwards.
+
+Behind a busy ledger a tool call costs its caller one wait at most: once its call waited the
+busy timeout in vain, its answer is tried without waiting (it would otherwise hold up the next
+call's verdict for as long again).
 
 Sessions stay in memory while the process runs (a verdict costs no reload); each event is
 written to the ledger in its own transaction, under the same lock the hooks take. A session
@@ -40,6 +48,7 @@ from loopledger.live.enforce import LIVE_DEFAULT, enforced_or_default
 from loopledger.redact import redact_text
 
 ORIGIN = "guard"
+WAITED_MAX = 4096
 
 
 class Guard:
@@ -56,6 +65,9 @@ class Guard:
         self.origin = origin
         self.sessions: dict[str, tuple[int | None, live.LiveSession]] = {}
         self.last: live.LiveSession | None = None
+        # (session, call id) of calls that waited for a busy ledger in vain: their answers do not
+        # wait again. Bounded: an answer takes its call out; the oldest go first past WAITED_MAX.
+        self.waited: dict[tuple[str, str], None] = {}
 
     def _spec(self) -> tuple[PolicySpec, ...]:
         """`--policy`, else what the ledger enforces (read at every event: a choice made on the
@@ -66,7 +78,10 @@ class Guard:
             return LIVE_DEFAULT
         return enforced_or_default(self.db)
 
-    def event(self, msg: dict[str, Any], started: float) -> dict[str, Any] | None:
+    def event(self, msg: dict[str, Any], started: float, deadline: float | None = None,
+              stored: Callable[[], None] | None = None) -> dict[str, Any] | None:
+        """The verdict line for `msg` (None for an answer or a turn), decided by `deadline`
+        (a time.time() value: every wait is cut to it); `stored()` is called once it is committed."""
         key = msg.get("session")
         kind = msg.get("event")
         if not isinstance(key, str) or not key:
@@ -88,8 +103,12 @@ class Guard:
             self.last = state
             return self._apply(state, kind, msg, call_id, started)
         db = self.db
-        db.begin_write()
+        # An answer whose call waited for a busy ledger in vain is tried once, without waiting.
+        waited = kind == "answer" and call_id is not None and self.waited.pop((key, call_id), 0) is None
+        wait = 0.0 if waited else due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S)
+        db.busy_wait(wait)
         try:
+            db.begin_write()
             transcript = msg.get("transcript") if isinstance(msg.get("transcript"), str) else None
             fmt = msg.get("format") if isinstance(msg.get("format"), str) else None
             known = self.sessions.get(key)
@@ -103,17 +122,34 @@ class Guard:
             self.last = state
             live.save(db, sid, state, self.origin)  # type: ignore[arg-type]
             db.commit()
+            if stored is not None:
+                stored()
         except due.Expired:
             self.sessions.pop(key, None)
             self.db = None  # in an unknown state, maybe on a silent server: dropped, reopened next call
             db.release()
             raise
-        except BaseException:
+        except BaseException as exc:
             db.rollback()
             self.sessions.pop(key, None)  # rebuilt from the ledger next time
-            raise
+            if not live_db.is_busy(exc):
+                raise
+            if waited:
+                raise live_db.LedgerBusy(f"the ledger is busy (another writer keeps it locked); call {call_id} already "
+                                         "waited for it: its answer is not waited for again") from None
+            if kind == "call" and call_id is not None:
+                self.note_waited(key, call_id)
+            raise live_db.LedgerBusy(f"the ledger is busy: another writer kept it locked past {wait:g} s "
+                                     f"(${live_db.ENV_BUSY})") from None
         self.sessions[key] = (sid, state)
         return out
+
+    def note_waited(self, session: str, call_id: str) -> None:
+        """This call was allowed without being stored (a busy ledger, its deadline): its answer
+        does not wait for the ledger."""
+        self.waited[(session, call_id)] = None
+        while len(self.waited) > WAITED_MAX:
+            self.waited.pop(next(iter(self.waited)))
 
     @staticmethod
     def _apply(state: live.LiveSession, kind: str, msg: dict[str, Any], call_id: str | None,
@@ -143,8 +179,17 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
             msg = orjson.loads(line)
             if not isinstance(msg, dict):
                 raise ValueError(f"expected a JSON object, got {type(msg).__name__}")
-            with due.within(due.at()):
-                out = guard.event(msg, started)
+            deadline = _deadline(msg)
+            if deadline is not None and due.left(deadline) <= due.MARGIN_S:
+                out = _unjudged(msg, "read after its caller stopped waiting for it")
+                if isinstance(msg.get("session"), str) and msg.get("id") is not None:
+                    guard.note_waited(msg["session"], str(msg["id"]))
+                if log is not None:
+                    print(f"loopledger guard: line {n}: {out['error']}", file=log, flush=True)
+            else:
+                with due.within(deadline or due.at()) as timer:
+                    # Once stored, the verdict is answered whatever the clock says then.
+                    out = guard.event(msg, started, deadline, timer.stop)
         except Exception as exc:  # noqa: BLE001  (one bad line must not end the agent's guard)
             bad += 1
             # The message may quote the line: redacted, as everything the live paths print or store.
@@ -158,6 +203,24 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
             stdout.write(orjson.dumps(out).decode() + "\n")
             stdout.flush()
     return bad
+
+
+def _deadline(msg: dict[str, Any]) -> float | None:
+    """A call's decision deadline: its caller's `deadline`, never past the guard's own."""
+    if msg.get("event") != "call":
+        return None
+    own = due.at()
+    theirs = msg.get("deadline")
+    if isinstance(theirs, int | float) and not isinstance(theirs, bool):
+        return min(own, float(theirs))
+    return own
+
+
+def _unjudged(msg: dict[str, Any], why: str) -> dict[str, Any]:
+    """The verdict line of a call allowed without being judged or stored."""
+    tool = msg.get("tool")
+    return {"session": msg.get("session"), "id": msg.get("id"), "tool": tool if isinstance(tool, str) else None,
+            "verdict": "allow", "judged": False, "error": redact_text(f"not judged: {why}")}
 
 
 def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool, origin: str = ORIGIN) -> int:

@@ -85,6 +85,17 @@ def hook_command(agent: str, db: str | None) -> str:
     return f"{prefix} hook {agent} --db {shlex.quote(target)}"
 
 
+def agent_command(agent: str, db: str | None) -> str:
+    """hook_command as written into the agent's settings. Gemini CLI (0.61.0, its hook runner)
+    reads any exit status but 0 and 1 as a refusal with the hook's stderr as the reason, so a
+    hook that cannot start — the shell's 127 for a virtualenv moved or deleted, an interpreter
+    gone, a process killed — would refuse every prompt and call: `|| exit 1` makes each of those
+    its non-blocking error (it shows the shell's message as a warning and runs the call). Claude
+    Code and Codex CLI already read every status but 2 so, and LoopLedger's hook never exits 2."""
+    command = hook_command(agent, db)
+    return f"{command} || exit 1" if agent == "gemini-cli" and os.name != "nt" else command
+
+
 def install_notes(command: str) -> list[str]:
     """What `hook install` tells the person before the agent's first call: the resident guard the
     hook will start, and that the command names this installation's files (a virtualenv moved

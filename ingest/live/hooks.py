@@ -28,10 +28,10 @@ Codex CLI (loopledger.live.codex): Claude Code's field names and answers, except
 carries no `continue`/`stopReason` (Codex rejects them on PreToolUse and runs the call) and a
 halted `codex exec` run is interrupted instead.
 
-Never in the agent's way: malformed input, a missing ledger, a busy database, an enforced
-stored policy whose detector is not registered here (a ledger row never names code to import:
-loopledger.live.enforce.NotRegistered), no decision within the deadline (loopledger.live.deadline)
-or any internal error allows the call (exit 0, nothing refused) and says why in one line of the
+Never in the agent's way: malformed input, a missing ledger, a busy database (waited for once per
+tool call: loopledger.live.busy_marks), an enforced stored policy whose detector is not registered
+here (a ledger row never names code to import: loopledger.live.enforce.NotRegistered), no
+decision within the deadline (loopledger.live.deadline) or any internal error allows the call (exit 0, nothing refused) and says why in one line of the
 log file ($LOOPLEDGER_HOOK_LOG, default ~/.local/state/loopledger/hook.log).
 
 Flags: the hook command's flags are the CLI's (`loopledger hook claude-code --help`). Only the
@@ -52,6 +52,7 @@ import time
 from typing import Any
 
 from loopledger import folders
+from loopledger.live import busy_marks
 from loopledger.live.hook_flags import parse_flags
 
 AGENTS = ("claude-code", "gemini-cli", "codex")
@@ -62,11 +63,15 @@ def default_log() -> str:
     return folders.state_dir("hook.log")
 
 
-def log(path: str | None, agent: str, message: str) -> None:
+def log(path: str | None, agent: str, message: str, redact: bool = True) -> None:
     """One line per problem, secrets redacted (a message may quote the event), in a file only its
     owner reads (0600; its folder 0700 when we create it); a log that cannot be written is not
-    the agent's problem either."""
-    from loopledger.redact import redact_text
+    the agent's problem either. `redact=False`: a fixed text of ours, logged without importing
+    the redaction code (the deadline's handler may run while the main thread imports it)."""
+    if redact:
+        from loopledger.redact import redact_text
+    else:
+        redact_text = str
 
     try:
         path = path or os.environ.get(ENV_LOG) or default_log()
@@ -172,7 +177,6 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
     hook's parent (Codex: a halted `codex exec` is interrupted once the decision is committed)."""
     from loopledger.live import db as live_db
     from loopledger.live import deadline as due
-    from loopledger.live import session as live
 
     event = payload["hook_event_name"]
     kind = ("call" if event in CALL_EVENTS[agent] else "answer" if event in ANSWER_EVENTS[agent]
@@ -182,8 +186,44 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         return None  # an event we were not installed for: nothing to judge
     session = payload["session_id"]
     transcript = payload.get("transcript_path") if isinstance(payload.get("transcript_path"), str) else None
-    conn = live_db.open_db(db, busy_timeout_s=due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S),
-                           connect_timeout_s=due.wait_s(deadline, live_db.CONNECT_TIMEOUT_S))
+    # A busy ledger costs a tool call one wait in all (loopledger.live.busy_marks): a later event
+    # of a call that already waited in vain tries once, without waiting.
+    calls = busy_marks.calls_of(agent, kind, payload)
+    again = kind in ("answer", "batch") and busy_marks.waited(agent, session, calls)
+    last = kind == "batch" or (kind == "answer" and not BATCH_EVENTS[agent])  # the call's last event
+    wait = 0.0 if again else due.wait_s(deadline, live_db.HOOK_BUSY_TIMEOUT_S)
+    try:
+        out, stopping = _decide(agent, kind, event, payload, db, session, transcript, started, redelivered_after,
+                                wait, deadline)
+    except Exception as exc:
+        if not live_db.is_busy(exc):
+            raise
+        if again:
+            raise live_db.LedgerBusy("the ledger is busy (another writer keeps it locked), and this call already waited "
+                                     "for it at an earlier event: not waited for again") from None
+        if not last:
+            busy_marks.note(agent, session, calls)
+        raise live_db.LedgerBusy(f"the ledger is busy: another writer kept it locked past the {wait:g} s wait "
+                                 f"(${live_db.ENV_BUSY})") from None
+    finally:
+        if again and last:
+            busy_marks.clear(agent, session, calls)
+    if stopping and agent == "codex":
+        from loopledger.live.codex import interrupt
+
+        interrupt(agent_pid, out.get("systemMessage") if out else None)
+    return out
+
+
+def _decide(agent: str, kind: str, event: str, payload: dict[str, Any], db: str | None, session: str,
+            transcript: str | None, started: float, redelivered_after: float | None, wait: float,
+            deadline: float | None) -> tuple[dict[str, Any] | None, bool]:
+    """One event's transaction: (the output, whether the agent must stop)."""
+    from loopledger.live import db as live_db
+    from loopledger.live import deadline as due
+    from loopledger.live import session as live
+
+    conn = live_db.open_db(db, busy_timeout_s=wait, connect_timeout_s=due.wait_s(deadline, live_db.CONNECT_TIMEOUT_S))
     stopping = False
     try:
         conn.begin_write()
@@ -212,11 +252,7 @@ def handle(agent: str, payload: dict[str, Any], db: str | None, started: float,
         raise
     finally:
         conn.close()
-    if stopping and agent == "codex":
-        from loopledger.live.codex import interrupt
-
-        interrupt(agent_pid)
-    return out
+    return out, stopping
 
 
 def _on_call(conn: Any, sid: int, agent: str, payload: dict[str, Any], started: float,
@@ -288,7 +324,7 @@ def expired(agent: str, argv: list[str]) -> None:
 
     opts = parse_flags(argv) or {}
     log(opts.get("log"), agent, f"allowed without judging: no decision within the {due.seconds():g} s deadline "
-        f"(${due.ENV})")
+        f"(${due.ENV})", redact=False)
     if agent == "gemini-cli":
         os.write(1, b"{}\n")  # Gemini CLI parses stdout as JSON: an empty object allows
 
@@ -332,6 +368,6 @@ def _reason(exc: Exception) -> str:
     """The log's words for why a call was not judged (one line, as people read it)."""
     from loopledger.live import db as live_db
 
-    if isinstance(exc, live_db.LedgerUnavailable):
+    if isinstance(exc, live_db.LedgerUnavailable | live_db.LedgerBusy):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"

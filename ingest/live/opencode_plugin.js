@@ -5,7 +5,10 @@
 // applies the verdict. allow: nothing. warn: the call runs and a notice is added to its result.
 // block: the call is refused (the model reads why). halt: refused, and the session's run is
 // aborted (no model request after it); the next message of the person starts a fresh run.
-// Anything going wrong here (no guard, no answer in time) allows the call.
+// Anything going wrong here (no guard, no answer in time) allows the call, at once where it can:
+// a guard that cannot start (a moved virtualenv, loopledger uninstalled) or ends before answering
+// answers every call waiting on it, and is not started again before a back-off (30 s, doubling up
+// to 10 min) has passed; meanwhile every call is allowed without waiting.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
@@ -16,6 +19,11 @@ const CONFIG = /* loopledger:config */ { command: ["loopledger", "guard", "--ori
 // The notice is wrapped so LoopLedger's OpenCode reader can take it off the stored result again
 // (loopledger.formats.opencode): a replay then reads the answer the guard judged.
 const NOTICE = (text) => `\n\n<loopledger_notice>\n${text}\n</loopledger_notice>`;
+// A call carries the time this plugin stops waiting for its verdict, less this reserve: the guard
+// answers a call it could not decide by then "allow" without judging or storing it, so a call
+// this plugin let run is never recorded as refused after it ran.
+const RESERVE_MS = 1000;
+const BACKOFF_MS = [30000, 600000]; // first, longest wait before a guard that failed is started again
 
 export const LoopLedger = async ({ client, project }) => {
   let guard = null;
@@ -45,18 +53,31 @@ export const LoopLedger = async ({ client, project }) => {
     return existsSync(file) ? file : undefined;
   };
 
+  let retryAt = 0; // no guard is started before this time (Date.now()), after one failed
+  let backoff = BACKOFF_MS[0];
+
+  // The guard is gone (it could not start, or it ended): every call waiting on it is allowed now.
+  // One that never answered anything is not started again before the back-off has passed.
+  const gone = (child, why) => {
+    if (child.gone) return; // "error" and "exit" may both come
+    child.gone = true;
+    if (guard === child) guard = null;
+    for (const resolve of waiting.values()) resolve(null);
+    waiting.clear();
+    if (child.answered) {
+      backoff = BACKOFF_MS[0];
+      return; // it worked until now: the next call starts a fresh one
+    }
+    retryAt = Date.now() + backoff;
+    log(`loopledger guard ${why}: every call is allowed without judging; tried again in ${backoff / 1000} s`);
+    backoff = Math.min(backoff * 2, BACKOFF_MS[1]);
+  };
+
   const start = () => {
     const [cmd, ...args] = CONFIG.command;
     const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"] });
-    child.on("error", (err) => {
-      log(`loopledger guard did not start (${err.message}): every call is allowed`);
-      if (guard === child) guard = null;
-    });
-    child.on("exit", () => {
-      if (guard === child) guard = null;
-      for (const resolve of waiting.values()) resolve(null);
-      waiting.clear();
-    });
+    child.on("error", (err) => gone(child, `did not start (${err.message})`));
+    child.on("exit", (code, signal) => gone(child, `ended before answering (${signal ?? `exit status ${code}`})`));
     readline.createInterface({ input: child.stderr }).on("line", (line) => log(line));
     readline.createInterface({ input: child.stdout }).on("line", (line) => {
       let verdict;
@@ -65,6 +86,7 @@ export const LoopLedger = async ({ client, project }) => {
       } catch {
         return;
       }
+      child.answered = true;
       const key = `${verdict.session}\0${verdict.id}`;
       const resolve = waiting.get(key);
       if (resolve) {
@@ -76,15 +98,21 @@ export const LoopLedger = async ({ client, project }) => {
     return child;
   };
 
+  // False: no guard now (one failed, its back-off has not passed); nothing was sent.
   const send = (event) => {
-    guard = guard ?? start();
+    if (!guard) {
+      if (Date.now() < retryAt) return false;
+      guard = start();
+    }
     const session = event.session;
     guard.stdin.write(JSON.stringify({ ...event, transcript: transcript(session), format: "opencode" }) + "\n");
+    return true;
   };
 
   const ask = (event) =>
     new Promise((resolve) => {
       const key = `${event.session}\0${event.id}`;
+      const deadline = (Date.now() + Math.max(CONFIG.timeoutMs - RESERVE_MS, CONFIG.timeoutMs / 2)) / 1000;
       const timer = setTimeout(() => {
         waiting.delete(key);
         log(`no verdict from loopledger guard within ${CONFIG.timeoutMs} ms: ${event.tool} allowed`);
@@ -95,7 +123,7 @@ export const LoopLedger = async ({ client, project }) => {
         resolve(v);
       });
       try {
-        send(event);
+        if (!send({ ...event, deadline })) throw new Error("no guard");
       } catch (err) {
         waiting.delete(key);
         clearTimeout(timer);
