@@ -301,6 +301,129 @@ def test_watch_mode_requests_start_replies_of_their_own(tmp_path):
     assert [c.args["edits"] for c in calls(items)] == [[["x = 1", "x = 2"]], [["x = 2", "x = 3"]]]
 
 
+def _answers(items) -> dict:
+    return {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+
+
+def test_a_failure_message_quoted_line_by_line_ends_at_the_models_next_reply(tmp_path):
+    """aider 0.50 quotes every line of its failed-to-match message (`> `, no closing line
+    break): the model's retry after it is a reply of its own, not more of the message, and the
+    person's next line (written without the line break) is theirs again."""
+    path = tmp_path / "h.md"
+    path.write_text("# aider chat started at 2024-08-20 14:08:19\n\n#### make it purple\n\n"
+                    "app.css\n```css\n<<<<<<< SEARCH\n:root { --a: red; }\n=======\n:root { --a: purple; }\n"
+                    ">>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 10,332 sent, 439 received.  \n"
+                    "> The LLM did not conform to the edit format.  \n"
+                    "> # 1 SEARCH/REPLACE block failed to match!\n>\n"
+                    "> ## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in app.css\n"
+                    "> <<<<<<< SEARCH  \n> :root { --a: red; }  \n> =======  \n> :root { --a: purple; }  \n"
+                    "> > > > > > > > REPLACE\n>\n"
+                    "> The SEARCH section must exactly match an existing block of lines including all white space, "
+                    "comments, indentation, docstrings, etc\n\n"
+                    "Sorry, the file has other variables.\n\n"
+                    "app.css\n```css\n<<<<<<< SEARCH\n:root {\n  --b: 1px;\n}\n=======\n:root {\n  --a: purple;\n}\n"
+                    ">>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 7,919 sent, 413 received.  \n> Applied edit to app.css\n\n#### next step\n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    first, second = calls(items)
+    answers = _answers(items)
+    assert answers[first.id].is_error
+    assert answers[first.id].text.splitlines()[0] == "# 1 SEARCH/REPLACE block failed to match!"
+    assert "lines in app.css" in answers[first.id].text
+    assert second.args["edits"] == [[":root {\n  --b: 1px;\n}", ":root {\n  --a: purple;\n}"]]
+    assert (answers[second.id].is_error, answers[second.id].text) == (False, "Applied edit to app.css")
+    assert [t.text for t in items if isinstance(t, UserTurn)] == ["make it purple", "next step"]
+
+
+_LINT = ("> Applied edit to {f}  \n> Commit 761ec31 fix: import Memgraph  \n>  \n"
+         "> # Fix any errors below, if possible.  \n>  \n"
+         "> ## Running: python3 -m flake8 --select=E9,F821 --show-source --isolated {f}  \n>  \n"
+         "> {f}:30:16: F821 undefined name 'Memgraph'  \n> except Memgraph.ClientError as e:  \n>  \n"
+         "> ## See relevant line below marked with █.  \n>  \n> {f}:  \n> ...⋮...  \n"
+         "> 30█        except Memgraph.ClientError as e:  \n>  \n"
+         "> Attempt to fix lint errors? (Y)es/(N)o [Yes]: {yes}  \n")
+_WHOLE = "store.py\n```\nimport json\nfrom memgraph import Memgraph\n```\n\n> Tokens: 12k sent, 349 received.  \n"
+
+
+def test_a_lint_report_after_an_edit_is_that_edits_failure_and_the_fix_a_reply_of_its_own(tmp_path):
+    """aider lints each file it edited; errors are reported ("# Fix any errors below") and,
+    when the person agrees, sent back to the model, whose fix (no `####` line) is a reply of
+    its own. Each edit is answered by aider's "Applied edit" line and the lint report naming its
+    file, as an error; a file the report does not name is applied."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix the import  \n\nHere it is.\n\n" + _WHOLE.replace("> Tokens", "config.py\n```\nX = 1\n```\n\n> Tokens")
+                    + "> Applied edit to config.py  \n" + _LINT.format(f="store.py", yes="y")
+                    + "\nThe import was missing.\n\n" + _WHOLE + _LINT.format(f="store.py", yes="y")
+                    + "\nTry again.\n\n" + _WHOLE + _LINT.format(f="store.py", yes="n")
+                    + "> You can use /undo to undo and discard each aider commit.  \n\n#### thanks  \n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    batches = [b for b in items if isinstance(b, Batch)]
+    assert [[c.args["path"] for c in b.calls] for b in batches] == [["store.py", "config.py"], ["store.py"], ["store.py"]]
+    assert [b.text.splitlines()[0] for b in batches] == ["Here it is.", "The import was missing.", "Try again."]
+    answers = _answers(items)
+    stores = [b.calls[0] for b in batches]
+    for call in stores:
+        a = answers[call.id]
+        assert a.is_error and "Applied edit to store.py" in a.text
+        assert "store.py:30:16: F821 undefined name 'Memgraph'" in a.text
+    config = answers[batches[0].calls[1].id]
+    assert (config.is_error, config.text) == (False, "Applied edit to config.py")
+    assert [t.text for t in items if isinstance(t, UserTurn)] == ["fix the import", "thanks"]
+
+
+def test_failed_tests_after_an_edit_are_its_failure(tmp_path):
+    """--auto-test: aider runs the tests after applying the edits; their output goes to the
+    terminal, the history keeps aider's words, and the model's fix is a reply of its own."""
+    path = tmp_path / "h.md"
+    path.write_text("#### add bar  \n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 1k sent, 50 received.  \n> Applied edit to a.py  \n> Commit 1a2b3c4 feat: bar  \n"
+                    "> Added 12 lines of output to the chat.  \n> Attempt to fix test errors? (Y)es/(N)o [Yes]: y  \n\n"
+                    "The test expects 3.\n\na.py\n```python\n<<<<<<< SEARCH\nx = 2\n=======\nx = 3\n>>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 1k sent, 40 received.  \n> Applied edit to a.py  \n")
+    items = list(aider.read(path))
+    first, second = calls(items)
+    answers = _answers(items)
+    assert answers[first.id].is_error and "Attempt to fix test errors?" in answers[first.id].text
+    assert "Added 12 lines of output to the chat." in answers[first.id].text
+    assert (answers[second.id].is_error, answers[second.id].text) == (False, "Applied edit to a.py")
+
+
+def test_the_models_reply_after_files_it_asked_for_is_a_reply_of_its_own(tmp_path):
+    """The model names files it needs; aider asks to add them ("Add file to the chat? y") and
+    sends the model its request again with them: the edit that follows is a second reply."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix the bug  \n\nI need to see a.py.\n\n> Tokens: 1k sent, 20 received.  \n> a.py  \n"
+                    "> Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y  \n\n"
+                    "Now I can fix it.\n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 2k sent, 40 received.  \n> Applied edit to a.py  \n")
+    items = list(aider.read(path))
+    assert [type(i).__name__ for i in items if not isinstance(i, SessionStart)] == ["UserTurn", "Prose", "Batch", "Answers"]
+    assert items[-2].text.startswith("Now I can fix it.")
+
+
+def test_a_commit_message_of_several_lines_is_aiders_not_a_reply(tmp_path):
+    """A weak model's commit message can run over many lines (a code fence in it); aider quotes
+    its first line and writes the rest bare up to a line ended by "  ". It is neither the
+    model's next reply nor does its fence swallow the lint report after it."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix it  \n\n" + _WHOLE.replace("12k", "17k")
+                    + _LINT.format(f="store.py", yes="y").replace(
+                        "> Commit 761ec31 fix: import Memgraph  \n",
+                        '> Commit 4461fd3 ```json\n{\n  "response": "I can\'t assist with that request."\n}\n```  \n')
+                    + "\nThe import was missing.\n\n" + _WHOLE + "> Applied edit to store.py  \n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    assert [type(i).__name__ for i in items if not isinstance(i, SessionStart)] == [
+        "UserTurn", "Batch", "Answers", "Batch", "Answers"]
+    first, second = calls(items)
+    answers = _answers(items)
+    assert answers[first.id].is_error and "F821" in answers[first.id].text
+    assert not answers[second.id].is_error
+
+
 # Real histories (corpus_e, byte for byte as its SOURCES.md pins them; read where present):
 # AFI-Protocol/afi-core (MIT) and Aquaticat/Monochromatic (Apache-2.0), `.aider.chat.history.md`.
 _CORPUS_E = next((p for p in (Path(__file__).resolve().parent.parent.parent / "shared" / "corpus_e",

@@ -97,6 +97,14 @@ _FAILURE_PART = re.compile(r"^(## SearchReplaceNoExactMatch|# The other \d+ SEAR
 _FAILURE_ENDS = ("The SEARCH section must exactly match", "Just reply with fixed versions of the block")
 _OTHERS_APPLIED = re.compile(r"^# The other \d+ SEARCH/REPLACE blocks? were applied successfully")
 _NEW_REQUEST = "Processing your request"  # watch mode: an AI comment in a file is a request
+_COMMIT = re.compile(r"^Commit [0-9a-f]{7,} ")
+_TOKENS = "Tokens: "  # aider's usage line, written once the model's reply is complete
+_LINT_HEAD = "# Fix any errors below, if possible."  # each file's lint report (linter.lint) opens so
+_LINT_CONTEXT = re.compile(r"^## See relevant lines? below marked with")
+_LINT_RUNNING = re.compile(r"^## Running: .*?(\S+)\s*$")
+_LINT_LOCATION = re.compile(r"^(\S+?):\d+(:\d+)?:? ")
+_FIX_ASKED = re.compile(r"^Attempt to fix (lint|test) errors\?")
+_REPORT_ENDS = re.compile(r"^(Attempt to fix (lint|test) errors\?|Tokens: |Applied edit to |Run shell commands?\?|Running )")
 _EDIT_FAILURES = ("did not conform", "malformed", "failed to apply", "failed to match", "did not apply edit", "searchreplacenoexactmatch",
                   "does not match", "doesn't match", "no exact match")
 
@@ -127,6 +135,12 @@ class _Reply:
     # line a `>` line, the rest bare lines; `failing` while it goes on
     failure: list[tuple[int, str]] = field(default_factory=list)
     failing: bool = False
+    # whether the message quotes every line (`> `, aider 0.50 and others): it then ends at the
+    # first line that is neither quoted nor blank; None until its first line after the head
+    quoted: bool | None = None
+    # a commit message of several lines (a weak model's musings): aider quotes its first line
+    # ("> Commit 1a2b3c4 ...") and writes the rest bare, up to a line ended by "  "
+    committing: bool = False
     # aider has handed something back to the model since this reply's text (its failed-to-match
     # message, or a new request of watch mode, "Processing your request..."): text from here
     # on is the model's next reply
@@ -152,6 +166,20 @@ class _Chat:
 
     def failing(self) -> bool:
         return self.reply is not None and self.reply.failing
+
+    def failure_ends_at(self, line: str) -> bool:
+        """A quoted failure message ends at the first line neither quoted nor blank (the
+        model's next reply, or a `####` line aider wrote without its line break)."""
+        reply = self.reply
+        if reply is None or not reply.failing or not line.strip():
+            return False
+        quoted = line.startswith("> ") or line == ">"
+        if reply.quoted is None:
+            reply.quoted = quoted
+        if reply.quoted and not quoted:
+            reply.failing, reply.closed = False, True
+            return True
+        return False
 
     def flush(self) -> Iterator[Item]:
         if self.held is not None:
@@ -195,16 +223,24 @@ class _Chat:
             self.reply = _Reply(line_no)
         reply, in_fence = self.reply, self.in_fence
         if reply.failing:
-            # the failure message's bare lines (the failed blocks, "Did you mean" listings) are
+            # the failure message's lines (the failed blocks, "Did you mean" listings) are
             # aider's words, not the model's, up to its closing line (ended by "  ", a markdown
-            # line break, as aider ends each message it logs)
-            reply.failure.append((line_no, line))
+            # line break, as aider ends each message it logs); quoted ones to their last `>` line
+            text = line[2:] if reply.quoted and line.startswith("> ") else "" if reply.quoted and line == ">" else line
+            reply.failure.append((line_no, text))
             reply.last_note = line_no
-            if line.endswith("  ") and line.lstrip().startswith(_FAILURE_ENDS):
+            if line.endswith("  ") and text.lstrip().startswith(_FAILURE_ENDS):
                 reply.failing, reply.closed = False, True
             return
+        if reply.committing:
+            if not (line.startswith("> ") or line == ">"):
+                reply.last_note = line_no
+                reply.committing = not line.endswith("  ")
+                return
+            reply.committing = False
         if not in_fence and (line.startswith("> ") or line == ">"):
             note = line[2:].strip()
+            reply.committing = bool(_COMMIT.match(note)) and not line.endswith("  ")
             reply.notes.append((line_no, note))
             reply.last_note = line_no
             if _FAILED_TO_MATCH.match(note) or (reply.failure and _FAILURE_PART.match(note)):
@@ -212,7 +248,12 @@ class _Chat:
                 reply.failure.append((line_no, note))
                 reply.closed = line.endswith("  ")  # a one-line message ends here
                 reply.failing = not reply.closed
-            elif note.startswith(_NEW_REQUEST):
+            elif note.startswith(_NEW_REQUEST) or note.startswith(_LINT_HEAD) or _FIX_ASKED.match(note) or (
+                    note.startswith(_TOKENS) and _last_text_line(reply)):
+                # the model's reply is over (aider's usage line), or aider hands something back
+                # to it: a watch-mode request, a lint or test report ("Attempt to fix lint
+                # errors? y"), files it mentioned ("Add file to the chat? y"); its next text,
+                # with no `####` line before it, is a reply of its own
                 reply.closed = True
             return
         if not in_fence and _WRAPPER.match(line):
@@ -240,7 +281,7 @@ def read(path: Path | str) -> Iterator[Item]:
             line_no, line = item
             if chat.in_fence and _escapes_fence(line):
                 chat.in_fence = False  # an interrupted reply left its code block open
-            if chat.failing():
+            if chat.failing() and not chat.failure_ends_at(line):
                 if not (_STARTED.match(line) or (line.startswith("#### ") and line.endswith("  "))):
                     yield from chat.reply_line(line, line_no)
                     continue
@@ -376,7 +417,8 @@ def _fenced(reply: _Reply) -> Iterator[tuple[int, str, list[str], str | None]]:
 
 def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[ReadError]]:
     """One `edit` call per file (first-appearance order) however the reply wrote it, then one
-    `run` call per shell command; with the answers aider's own output gives them."""
+    `run` call per shell command (aider applies the edits, then offers to run the commands);
+    with the answers aider's own output gives them."""
     edits: dict[str, dict] = {}
     shells: list[str] = []
     errors: list[ReadError] = []
@@ -427,10 +469,11 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     if refused:
         calls.insert(0, Call(f"aider-{reply.line}-0", HARNESS_ERROR, {"reason": "malformed_edit"}))
     failure = _failure(reply)
+    reports, notes = _reports(notes)
     if failure is not None:
         answers = [_failed_edit_answer(c, *failure, notes, applied) for c in calls if c.name == "edit"]
     else:
-        answers = [a for a in (_edit_answer(c, notes, applied) for c in calls if c.name == "edit") if a]
+        answers = [a for a in (_edit_answer(c, notes, applied, reports) for c in calls if c.name == "edit") if a]
     outputs = dict(runs)  # the last run of a command answers it
     answers += [Answer(c.id, outputs[c.args["command"]]) for c in calls
                 if c.name == "run" and c.args["command"] in outputs]
@@ -590,10 +633,56 @@ def _failed_edit_answer(call: Call, texts: dict[str, str], others: str, notes: l
     return Answer(call.id, others)
 
 
-def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | None:
-    """aider's word on one file's edit: its "Applied edit to" lines; the failure lines naming
-    it (or naming no file); or, when aider said something after the reply but never that it
-    applied this file, an error. No word at all (a history cut short) is no answer."""
+def _reports(notes: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The lint and test reports aider wrote after applying the reply's edits (path → the
+    report's sections naming it; "" → sections naming no file, or a failed test run, which
+    stand for every file), and the other notes. aider lints each edited file
+    (base_coder.lint_edited; each file's report opens "# Fix any errors below, if possible." and
+    names the file in its "## See relevant lines" listing, its "## Running: CMD FILE" line or
+    its "FILE:LINE:" errors), then runs the tests; it asks "Attempt to fix lint/test errors?"
+    and, answered yes, sends the report back to the model."""
+    reports: dict[str, list[str]] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(notes):
+        if not notes[i].startswith(_LINT_HEAD):
+            test = _FIX_ASKED.match(notes[i])
+            if test and test.group(1) == "test":
+                # the test output went to the terminal only: aider's own words are the report
+                start = max((k + 1 for k, n in enumerate(notes[:i]) if _APPLIED.match(n) or n.startswith("Commit ")),
+                            default=i)
+                reports.setdefault("", []).append("\n".join(n for n in notes[start:i + 1] if n.strip()))
+            rest.append(notes[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(notes) and not notes[j].startswith(_LINT_HEAD) and not _REPORT_ENDS.match(notes[j]):
+            j += 1
+        section = notes[i:j]
+        reports.setdefault(_reported_file(section), []).append("\n".join(section).strip())
+        i = j
+    return {path: "\n\n".join(texts) for path, texts in reports.items()}, rest
+
+
+def _reported_file(section: list[str]) -> str:
+    """The file one lint report names ("" where it names none)."""
+    for k, line in enumerate(section):
+        if _LINT_CONTEXT.match(line):
+            name = next((n for n in section[k + 1:] if n.strip()), "")
+            if name.endswith(":"):
+                return name[:-1].strip()
+    for line in section:
+        m = _LINT_RUNNING.match(line) or _LINT_LOCATION.match(line)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def _edit_answer(call: Call, notes: list[str], applied: list[str], reports: dict[str, str] | None = None) -> Answer | None:
+    """aider's word on one file's edit: its "Applied edit to" lines, with the lint report naming
+    the file (or the failed test run) as an error; the failure lines naming it (or naming no
+    file); or, when aider said something after the reply but never that it applied this file,
+    an error. No word at all (a history cut short) is no answer."""
     if not notes:
         return None
     path = call.args["path"]
@@ -606,5 +695,8 @@ def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | N
     if named_failures or (failures and not done):
         return Answer(call.id, "\n".join(dict.fromkeys(failures + mine)), True)
     if done:
+        found = [t for p, t in (reports or {}).items() if p == "" or _same_path(p, path)]
+        if found:
+            return Answer(call.id, "\n".join(["\n".join(mine), *found]).strip(), True)
         return Answer(call.id, "\n".join(mine))
     return Answer(call.id, f"not applied: aider did not report an edit to {path}", True)
