@@ -424,6 +424,21 @@ def test_a_commit_message_of_several_lines_is_aiders_not_a_reply(tmp_path):
     assert not answers[second.id].is_error
 
 
+def test_a_command_aider_quotes_over_two_lines_is_not_a_reply(tmp_path):
+    """aider asks to run a reply's commands, quoting the first line of a two-line block and
+    writing the second bare: the commands are the reply's, answered by their "Running" output,
+    not a reply of their own."""
+    path = tmp_path / "h.md"
+    path.write_text("#### commit it  \n\nRun:\n\n```bash\ngit add a.py\ngit commit -m x\n```\n\n"
+                    "> Tokens: 4.7k sent, 81 received.  \n> git add a.py \ngit commit -m x  \n"
+                    "> Run shell commands? (Y)es/(N)o/(D)on't ask again [Yes]: y  \n"
+                    "> Running git add a.py  \n> Running git commit -m x  \n"
+                    "> Add command output to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: n  \n")
+    items = list(aider.read(path))
+    assert [type(i).__name__ for i in items if not isinstance(i, SessionStart)] == ["UserTurn", "Batch", "Answers"]
+    assert [c.args["command"] for c in calls(items)] == ["git add a.py", "git commit -m x"]
+
+
 # Real histories (corpus_e, byte for byte as its SOURCES.md pins them; read where present):
 # AFI-Protocol/afi-core (MIT) and Aquaticat/Monochromatic (Apache-2.0), `.aider.chat.history.md`.
 _CORPUS_E = next((p for p in (Path(__file__).resolve().parent.parent.parent / "shared" / "corpus_e",
@@ -471,3 +486,76 @@ def test_real_partial_failure_answers_each_file_for_itself():
     assert edits[at + 1] == ("tests/poi_validator.test.ts", False,
                              "The other 2 SEARCH/REPLACE blocks were applied successfully.")
     assert edits[at + 2] == ("cli_hooks/validator_invoker.ts", False, "Applied edit to cli_hooks/validator_invoker.ts")
+
+
+# Real histories (corpus_i, labelled for issue 35; its README lists them with repository, commit and
+# sha256; the repositories carry no licence, so the files are restored locally and never committed).
+_CORPUS_I = Path(__file__).resolve().parent.parent / "corpus_i" / "aider-chat-history-md"
+
+
+def _labelled(name: str) -> Path:
+    path = _CORPUS_I / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not here (corpus_i/SOURCES.md says how to restore it)")
+    return path
+
+
+def _session(path: Path, key: str) -> list[tuple[str, str, bool | None, str]]:
+    """(tool, path or command, answered as an error, the answer) of each call of session `key`."""
+    for info, events, _ in sessions_of(aider.read(path), path):
+        if info.key == key:
+            answers = {a.call_id: a for e in events if isinstance(e, Answers) for a in e.answers}
+            return [(c.name, c.args.get("path") or c.args.get("command") or "",
+                     answers[c.id].is_error if c.id in answers else None,
+                     answers[c.id].text if c.id in answers else "")
+                    for e in events if isinstance(e, Batch) for c in e.calls]
+    raise AssertionError(f"no session {key} in {path.name}")
+
+
+def test_real_sessions_are_keyed_as_aider_starts_them():
+    """aider writes a blank line before each "# aider chat started at" line, so a history file
+    begins with one: session N is the one its Nth start line opens."""
+    for name in ("inversity-snapswap.aider.chat.history.md", "pdf-ingestion.aider.chat.history.md"):
+        path = _labelled(name)
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("\n")
+        starts = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("# aider chat started at ")]
+        got = [(i.info.key, i.line) for i in aider.read(path) if isinstance(i, SessionStart)]
+        assert got == [(str(k), line) for k, line in enumerate(starts, 1)]
+
+
+def test_real_re_sent_blocks_are_one_failing_edit_per_attempt():
+    """inversity-snapswap, aider's 36th session (labels.csv: stats.py's 37, loop 8-10): the
+    119-line block for client/src/App.js fails to match three times, once per reply."""
+    path = _labelled("inversity-snapswap.aider.chat.history.md")
+    text = path.read_text(encoding="utf-8").splitlines()
+    starts = [n for n, line in enumerate(text) if line.startswith("# aider chat started at ")]
+    session = text[starts[35]:starts[36]]
+    assert sum(line.startswith("> # 1 SEARCH/REPLACE block failed to match!") for line in session) == 3
+    edits = [c for c in _session(path, "36") if c[0] == "edit"]
+    failing = [c for c in edits if c[2]]
+    assert [(c[1], c[3].splitlines()[0]) for c in failing] == [
+        ("client/src/App.js", "# 1 SEARCH/REPLACE block failed to match!")] * 3
+    assert edits[-3:] == failing
+
+
+def test_real_quoted_failure_message_does_not_swallow_the_session():
+    """brejlator (aider 0.50) quotes its failure message line by line: the model's retry is an
+    edit of its own, and the session goes on (its 21 replies with edits, counted by hand)."""
+    path = _labelled("brejlator.aider.chat.history.md")
+    calls = _session(path, "1")
+    assert calls[0][:3] == ("edit", "app/styles/app.css", True)
+    assert calls[1][:3] == ("edit", "app/styles/app.css", False)
+    assert len([c for c in calls if c[0] == "edit"]) >= 21
+
+
+def test_real_lint_reflections_are_failing_edits_each():
+    """pdf-ingestion, aider's 30th session (labels.csv: stats.py's 31, loop 3-5): after each of
+    three edits of store.py flake8 reports the same undefined name; each reply is an edit
+    answered by that report as an error; config.py, which the report does not name, applied."""
+    path = _labelled("pdf-ingestion.aider.chat.history.md")
+    calls = _session(path, "30")
+    assert [(c[0], c[1], c[2]) for c in calls] == [("edit", "src/pdf_ingestion/store.py", True),
+                                                    ("edit", "src/core/config.py", False)] + [
+        ("edit", "src/pdf_ingestion/store.py", True)] * 3
+    assert all("F821 undefined name 'Memgraph'" in c[3] for c in calls if c[2])

@@ -28,8 +28,20 @@ successfully"), ended by a markdown line break; it sends that message back to th
 file's edit of that reply is then answered by the message's sections naming the file, as an
 error, or, for a file no section names, as applied. Nothing in the message is the model's or the
 person's (a `####` line quoted in it included), and the model's next text is a reply of its own:
-a block re-sent again and again is an `edit` call failing again and again. Watch mode's
-"> Processing your request..." (an AI comment in a file, no `####` line) starts a reply too.
+a block re-sent again and again is an `edit` call failing again and again. aider 0.50 and
+others quote every line of the message (`> `): it then ends at the first line neither quoted
+nor blank. Every attempt of the model is a reply of its own: a reply ends at aider's usage line
+("> Tokens: ..."), so the model's text after it with no `####` line — its fix after a lint
+report, its reply once the files it asked for were added ("Add file to the chat? y") — is the
+next reply; watch mode's "> Processing your request..." (an AI comment in a file) starts one too.
+Lint and tests: aider lints each file it edited and, finding errors, writes a report per file
+("# Fix any errors below, if possible.", the file named in its "## See relevant lines" listing),
+asks "Attempt to fix lint errors?" and sends the report back to the model; such a file's edit
+is answered by its "Applied edit" line and that report, as an error (the edit took effect and
+aider says it left errors; the same with "Attempt to fix test errors?" for every edit of the
+reply). A message aider writes over several lines quotes the first only ("> Commit 1a2b3c4 ..."
+of a rambling commit message, "> git add a" of a two-line command) and goes on in bare lines up
+to one ended by a markdown line break: those lines are aider's, not a reply.
 Shell commands — each line of a fenced ```bash / sh / shell / console block, and each
 `> Running CMD` line aider writes when it runs one — are `run` calls {"command": CMD}, answered
 by the `>` output lines after their "Running" line (a suggestion declined is unanswered).
@@ -138,8 +150,11 @@ class _Reply:
     # whether the message quotes every line (`> `, aider 0.50 and others): it then ends at the
     # first line that is neither quoted nor blank; None until its first line after the head
     quoted: bool | None = None
-    # a commit message of several lines (a weak model's musings): aider quotes its first line
-    # ("> Commit 1a2b3c4 ...") and writes the rest bare, up to a line ended by "  "
+    # aider's message of several lines (a shell command, a commit message) quotes its first
+    # line only and goes on in bare lines up to one ended by "  " (a markdown line break):
+    # `open_note` is the last line of such a message still open (0: none), a bare line right
+    # after it goes on; a commit message (a weak model's musings) goes on across blank lines
+    open_note: int = 0
     committing: bool = False
     # aider has handed something back to the model since this reply's text (its failed-to-match
     # message, or a new request of watch mode, "Processing your request..."): text from here
@@ -163,6 +178,7 @@ class _Chat:
         self.reply: _Reply | None = None
         self.in_fence = False
         self.echo = ""
+        self.breaks = False
 
     def failing(self) -> bool:
         return self.reply is not None and self.reply.failing
@@ -232,15 +248,22 @@ class _Chat:
             if line.endswith("  ") and text.lstrip().startswith(_FAILURE_ENDS):
                 reply.failing, reply.closed = False, True
             return
-        if reply.committing:
-            if not (line.startswith("> ") or line == ">"):
+        bare = not (line.startswith("> ") or line == ">")
+        if bare and not in_fence and (reply.committing or (line.strip() and reply.open_note == line_no - 1)):
+            # (aider writes a blank line before the model's text: a bare line right after its
+            # own is its own)
+            if line.strip():
                 reply.last_note = line_no
-                reply.committing = not line.endswith("  ")
-                return
-            reply.committing = False
-        if not in_fence and (line.startswith("> ") or line == ">"):
+                reply.open_note = 0 if line.endswith("  ") else line_no
+                reply.committing = reply.committing and not line.endswith("  ")
+            return
+        reply.committing = reply.committing and bare
+        if not in_fence and not bare:
             note = line[2:].strip()
-            reply.committing = bool(_COMMIT.match(note)) and not line.endswith("  ")
+            reply.open_note = 0 if line.endswith("  ") else line_no
+            reply.committing = self.breaks and bool(_COMMIT.match(note)) and not line.endswith("  ")
+            if note.startswith(_TOKENS) and line.endswith("  "):
+                self.breaks = True  # this history ends aider's lines with a line break
             reply.notes.append((line_no, note))
             reply.last_note = line_no
             if _FAILED_TO_MATCH.match(note) or (reply.failure and _FAILURE_PART.match(note)):
