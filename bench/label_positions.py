@@ -7,13 +7,18 @@ drop a tool call a log wrote twice. `map_span` moves a 1-based FIRST-LAST span f
 onto ours by aligning the two lists of (tool name, canonical arguments) with a sequence
 alignment: calls of the same id first where both lists carry the transcript's call ids, then
 (difflib) calls equal in name and arguments, then, in the stretches between, calls of the same
-name. A position with a partner maps to it; one without maps to just after
-the partner of the call before it (FIRST) or just before the partner of the call after it
+name. Our calls are compared as stats.py writes them (`as_theirs`: its name for the tool, only
+the arguments it keeps), with the outcome where stats.py gives one ("failed: ..." / "applied",
+its aider reader), and a reply's calls in its order (its aider reader lists a reply's shell
+blocks before its edits). Its aider reader keys the sessions of a history that begins with a
+blank line from 2 (`key_offset`): aider's Nth session is its N+1.
+A position with a partner maps to it; one without maps to just after the partner of the call
+before it (FIRST) or just before the partner of the call after it
 (LAST), so our calls between two aligned ones that lie inside the span stay inside it; a span
 from their first call starts at our first, one to their last call ends at our last (a harness's
 refusals after the model's last action are calls of ours, none of theirs); and a LAST that
-aligns extends over our calls of its tool right after it that align with none of theirs (our
-aider reader reads each failed attempt of an edit as a call; stats.py counts the file once).
+aligns extends over our calls of its tool right after it that align with none of theirs (a
+reader that counts a repeated call once beside ours that counts each).
 
     python -m bench.label_positions FOLDER ...   the alignment report: every labelled session,
                                                  found by our readers or not, its calls beside

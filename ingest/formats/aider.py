@@ -45,9 +45,10 @@ to one ended by a markdown line break: those lines are aider's, not a reply.
 Shell commands — each line of a fenced ```bash / sh / shell / console block, and each
 `> Running CMD` line aider writes when it runs one — are `run` calls {"command": CMD}, answered
 by the `>` output lines after their "Running" line (a suggestion declined is unanswered).
-Architect mode logs the architect's reply, then hands it to the editor model as a message with
-the person's `####` prefix: that echo is not a user turn, and the editor's reply is a reply of
-its own. Rate-limit / overload retries ("Retrying in N seconds...") are Retry events with the
+Architect mode ("Model: ... with architect edit format") logs the architect's reply, then hands
+it to the editor model as a message with the person's `####` prefix: that echo is not a user
+turn, and the editor's reply is a reply of its own. The architect's reply is a plan: blocks or
+diffs in it that aider did not apply are not edits (the editor's are). Rate-limit / overload retries ("Retrying in N seconds...") are Retry events with the
 error line before them, never calls.
 A reply with calls is a Batch (its prose as the text), one without is Prose.
 
@@ -109,6 +110,7 @@ _FAILURE_PART = re.compile(r"^(## SearchReplaceNoExactMatch|# The other \d+ SEAR
 _FAILURE_ENDS = ("The SEARCH section must exactly match", "Just reply with fixed versions of the block")
 _OTHERS_APPLIED = re.compile(r"^# The other \d+ SEARCH/REPLACE blocks? were applied successfully")
 _NEW_REQUEST = "Processing your request"  # watch mode: an AI comment in a file is a request
+_MODEL = re.compile(r"^> (?:Main model|Model): .+? with (\S+) edit format")
 _COMMIT = re.compile(r"^Commit [0-9a-f]{7,} ")
 _TOKENS = "Tokens: "  # aider's usage line, written once the model's reply is complete
 _LINT_HEAD = "# Fix any errors below, if possible."  # each file's lint report (linter.lint) opens so
@@ -156,6 +158,9 @@ class _Reply:
     # after it goes on; a commit message (a weak model's musings) goes on across blank lines
     open_note: int = 0
     committing: bool = False
+    # architect mode: this is the architect's reply, a plan aider hands to the editor model;
+    # its edit blocks are not edits (the editor's are)
+    plan: bool = False
     # aider has handed something back to the model since this reply's text (its failed-to-match
     # message, or a new request of watch mode, "Processing your request..."): text from here
     # on is the model's next reply
@@ -179,6 +184,8 @@ class _Chat:
         self.in_fence = False
         self.echo = ""
         self.breaks = False
+        self.architect = False  # the session runs the architect edit format
+        self.plan_next = False  # the next reply is the architect's (after the person's message)
 
     def failing(self) -> bool:
         return self.reply is not None and self.reply.failing
@@ -211,6 +218,7 @@ class _Chat:
     def new_session(self, line_no: int, started_at: str | None = None) -> SessionStart:
         self.session += 1
         self.started = True
+        self.architect = False
         return SessionStart(SessionInfo(key=str(self.session), format=NAME, agent="aider", started_at=started_at),
                             line_no)
 
@@ -230,13 +238,17 @@ class _Chat:
 
     def reply_line(self, line: str, line_no: int) -> Iterator[Item]:
         """Any other line: the model's reply text, or aider's `>` output about it."""
+        model = _MODEL.match(line)
+        if model:
+            self.architect = model.group(1) == "architect"
         if self.user:
+            self.plan_next = self.architect and not _is_echo(self.user, self.echo)
             yield from _user_event(self.user, self.user_line, self.echo)
             self.user = []
         if not self.started:
             return  # preamble before the first session or user message
         if self.reply is None:
-            self.reply = _Reply(line_no)
+            self.reply = _Reply(line_no, plan=self.plan_next)
         reply, in_fence = self.reply, self.in_fence
         if reply.failing:
             # the failure message's lines (the failed blocks, "Did you mean" listings) are
@@ -287,7 +299,7 @@ class _Chat:
             # `####` line is logged for it): the text after it is the model's next reply, a new
             # attempt judged on its own
             yield from self.flush()
-            reply = self.reply = _Reply(line_no)
+            reply = self.reply = _Reply(line_no, plan=reply.plan)
         if _FENCE.match(line.strip()):
             self.in_fence = not in_fence
         reply.text.append((line_no, line))
@@ -374,15 +386,16 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+def _is_echo(user: list[str], echo: str) -> bool:
+    """Architect mode: aider passes the architect's reply to the editor model as a message of
+    its own, logged with the person's #### prefix. It is not the person speaking."""
+    return bool(echo) and _words("\n".join(user).strip().replace("<blank>", "")) == echo
+
+
 def _user_event(user: list[str], line: int, echo: str = "") -> Iterator[Item]:
-    if not user:
+    if not user or _is_echo(user, echo):
         return
-    text = "\n".join(user).strip()
-    if echo and _words(text.replace("<blank>", "")) == echo:
-        # Architect mode: aider passes the architect's reply to the editor model as a message
-        # of its own, logged with the person's #### prefix. It is not the person speaking.
-        return
-    yield UserTurn(text, None, line)
+    yield UserTurn("\n".join(user).strip(), None, line)
 
 
 def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
@@ -468,6 +481,8 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     for name, content in wholes:
         if name in applied and name not in edits:
             edits[name] = {"path": name, "content": content}
+    if reply.plan and not applied and not reply.failure:
+        edits, errors = {}, []  # the architect's plan: the editor model writes the edits
     for name in applied:
         if not any(_same_path(name, p) for p in edits):
             edits[name] = {"path": name}  # aider applied it: an edit, whatever we parsed
