@@ -40,8 +40,10 @@ MEASURE_HELP = {
     "strikes": "repeated batches whose answers did not change (run-length's strikes), summed over the chosen policies",
     "warnings": "checks that said warn, summed over the chosen policies",
     "blocks": "checks that said block (the call was refused), summed over the chosen policies",
-    "halts": "halted runs, counted once per policy that halted them (a run two policies halted counts 2)",
-    "saved": "tool calls that would not have run after the halts (calls left in each halted run), summed",
+    "halts": "halted runs: the runs the chosen policies, as one guard, halted (a run two of them halted counts once)",
+    "halts_per_policy": "halts, counted once per policy that halted a run (a run two policies halted counts 2)",
+    "saved": "tool calls that would not have run: in each halted run, the calls after the chosen policies' earliest "
+             "halt — what they save together as one guard, not a sum over policies",
     "calls": "tool calls in the session",
 }
 

@@ -42,7 +42,7 @@ def score_rows(ranked: Sequence[scoring.PolicyScore], link: Callable[[str, str, 
         # A score with nothing to score (no halt: no precision) reads "—", never None.
         row |= {"precision": when.number(s.precision), "precision 95% CI": scoring.interval_text(s.precision_interval),
                 "recall": when.number(s.recall), "recall 95% CI": scoring.interval_text(s.recall_interval),
-                "saved": s.saved, "into loop (median)": when.number(s.into_loop_median, "{:g}"),
+                "saved": scoring.share_text(s.saved, s.loop_calls), "into loop (median)": when.number(s.into_loop_median, "{:g}"),
                 "into loop (each catch)": ", ".join(map(str, sorted(s.into_loop))), "policy_id": s.policy_id}
         rows.append(row)
     return pd.DataFrame(rows, columns=["policy", *scoring.COUNT_COLUMNS, "precision", "precision 95% CI", "recall",
@@ -55,7 +55,10 @@ def titles() -> dict[str, tuple[str, str]]:
     return COUNTS | {
         "precision": ("precision", "caught / sessions halted (loop and normal ones)"),
         "recall": ("recall", "caught / loop sessions"),
-        "saved": ("calls saved", "tool calls the first halts would have skipped, over the scored sessions"),
+        "saved": ("calls saved", "calls spent inside the labelled loops that the first halts saved (those after "
+                  "the halt, up to the loop's last call), of all the calls spent inside them"),
+        "flagged": ("flagged inside", "loop sessions whose first warn, block or halt fell inside the labelled loop"),
+        "lost": ("calls lost", "calls normal sessions made after a false halt, of all their calls"),
         "into loop (median)": ("calls into the loop (median)", "calls into the labelled loop when a catch came"),
         "into loop (each catch)": ("calls into the loop (each catch)", "one number per caught session"),
     }

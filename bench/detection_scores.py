@@ -17,20 +17,25 @@ set, per folder.
 repository held out at a time (`loopledger.analysis.crossval`): the default set's parameters
 are chosen from `GRID` inside the training folds only, each peer is scored at its upstream
 defaults, and in-sample and held-out figures are printed side by side — loops halted inside,
-normal sessions halted, normal sessions warned — with Wilson 95% intervals.
+normal sessions halted, normal sessions warned — with Wilson 95% intervals; then the same per
+family of session (coding agents, harnesses: `loopledger.analysis.families`) in the user's
+currency: loops halted inside, flagged inside, calls saved inside loops, normal sessions
+halted, calls lost to them, normal sessions warned (calls with a session-bootstrap interval).
+Per folder, without --cv, one such table per family.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopledger.analysis import crossval, scoring
+from loopledger.analysis import crossval, families, scoring
 from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS, PolicySpec
 from loopledger.formats import read
@@ -44,14 +49,34 @@ CORPUS = SHARED / "corpus"
 
 
 def default_folders() -> list[Path]:
-    """Every labelled set here: ../shared/corpus*, then the repository's corpus*/ whose files
-    are present and not the same set as a shared one (same labels.csv)."""
+    """Every labelled set here: ../shared/corpus*, the released ../shared/released/corpus*
+    whose files are present, then the repository's corpus*/ whose files are present and not the
+    same set as a shared one (same labels.csv)."""
     found = sorted(p.parent for p in SHARED.glob("corpus*/labels.csv"))
+    found += sorted(p.parent for p in SHARED.glob("released/corpus*/labels.csv") if _has_data(p.parent))
     shared_labels = {(p / "labels.csv").read_bytes() for p in found}
     for p in sorted(ROOT.glob("corpus*/labels.csv")):
         if p.read_bytes() not in shared_labels and _has_data(p.parent):
             found.append(p.parent)
     return found
+
+
+def pooled(folders: Iterable[Path]) -> list[Labelled]:
+    """Every labelled session of `folders`, a file present in two sets (the same bytes) counted
+    once: where it was labelled first, in the folders' order."""
+    out: list[Labelled] = []
+    seen: set[tuple[str, str]] = set()
+    digests: dict[Path, str] = {}
+    for folder in folders:
+        for s in labelled_sessions(folder):
+            path = folder / s.file
+            if path not in digests:
+                digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+            key = (digests[path], str(s.key))
+            if key not in seen:
+                seen.add(key)
+                out.append(s)
+    return out
 
 
 def _has_data(folder: Path) -> bool:
@@ -69,6 +94,11 @@ class Labelled:
     events: list
     group: str  # the source repository (or agent) the session came from
     folder: str = ""
+    family: str = families.OTHER  # coding agents, harnesses or other (loopledger.analysis.families)
+
+    @property
+    def calls(self) -> int:
+        return scoring.n_calls(self.events)
 
 
 _CELL = re.compile(r"`([^`]*)`")
@@ -122,13 +152,14 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
         path = folder / file
         if not path.exists():
             continue
-        sessions = [(str(getattr(info, "key", None)), events) for info, events, _ in sessions_of(read(path), path)]
-        ours = {key: events for key, events in sessions}
+        sessions = [(str(getattr(info, "key", None)), info, events)
+                    for info, events, _ in sessions_of(read(path), path)]
+        ours = {key: events for key, _, events in sessions}
         theirs = label_positions.their_calls(stats, path) if stats is not None else None
         offset = label_positions.key_offset(theirs, ours)
         failed = label_positions.their_failed(stats, path) if theirs is not None else {}
         labelled = {label_positions.session_for(k, ours, offset) if stats else k: k for f, k in rows if f == file}
-        for key, events in sessions:
+        for key, info, events in sessions:
             if key not in labelled:
                 continue
             label_key = labelled[key]
@@ -141,33 +172,38 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
                                                   label_positions.call_batches(events))
                 first, last = mapped or (first, last)
             out.append(Labelled(file, label_key, label, first, last, list(events), groups.get(file, file),
-                                folder.name))
+                                folder.name, families.family(info.format, info.agent)))
     return out
 
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """What one policy did to one session: its first halt and the calls it warned before it."""
+    """What one policy did to one session: its first halt, the calls it warned before it, and
+    its first warn, block or halt."""
 
     halt_at: int | None
     warned: frozenset[int]
+    flag_at: int | None = None
 
 
 def replay_seen(events: list, specs: Sequence[PolicySpec]) -> list[Seen]:
     """Each spec's first halt (1-based call position, None: never) and warned call positions."""
     halts: list[int | None] = [None] * len(specs)
+    flags: list[int | None] = [None] * len(specs)
     warned: list[set[int]] = [set() for _ in specs]
     for steps in replay_many(events, list(specs)):
         for i, step in enumerate(steps):
             if halts[i] is not None:
                 continue
             for c in step.checks:
+                if c.verdict in scoring.FLAGS and flags[i] is None:
+                    flags[i] = scoring.call_position(events, step.seq, c.idx)
                 if c.verdict == "halt":
                     halts[i] = scoring.call_position(events, step.seq, c.idx)
                     break
                 if c.verdict == "warn":
                     warned[i].add(scoring.call_position(events, step.seq, c.idx))
-    return [Seen(h, frozenset(w)) for h, w in zip(halts, warned, strict=True)]
+    return [Seen(h, frozenset(w), f) for h, w, f in zip(halts, warned, flags, strict=True)]
 
 
 def set_verdicts(seen: Iterable[Seen]) -> crossval.Verdicts:
@@ -177,7 +213,8 @@ def set_verdicts(seen: Iterable[Seen]) -> crossval.Verdicts:
     hs = [s.halt_at for s in seen if s.halt_at is not None]
     h = min(hs) if hs else None
     warned = set().union(*(s.warned for s in seen)) if seen else set()
-    return crossval.Verdicts(h, sum(1 for p in warned if h is None or p < h))
+    flags = [s.flag_at for s in seen if s.flag_at is not None]
+    return crossval.Verdicts(h, sum(1 for p in warned if h is None or p < h), min(flags) if flags else None)
 
 
 def replay_table(sessions: Sequence[Labelled], specs: Sequence[PolicySpec]) -> dict[PolicySpec, dict]:
@@ -190,19 +227,26 @@ def replay_table(sessions: Sequence[Labelled], specs: Sequence[PolicySpec]) -> d
     return out
 
 
-def score(sessions, groups: Sequence[Sequence[PolicySpec]]) -> list[dict]:
-    """One row per group of specs (a group halts where any of its specs first halts)."""
-    table = replay_table(sessions, [s for g in groups for s in g])
+def case_of(s: Labelled) -> crossval.Case:
+    return crossval.Case((s.folder, s.file, s.key), s.group, s.label, s.first, s.last, s.calls, s.family)
+
+
+def score(sessions, groups: Sequence[Sequence[PolicySpec]], table: dict | None = None) -> list[dict]:
+    """One row per group of specs (a group halts where any of its specs first halts); `tally`:
+    its crossval.Tally (calls saved, lost, flagged inside). `table`: replay_table's, when the
+    caller has it (scoring a subset of the sessions it was made on)."""
+    table = table or replay_table(sessions, [s for g in groups for s in g])
     rows = []
     for g in groups:
         row = {"caught": 0, "early": 0, "late": 0, "missed": 0, "loops": 0, "normal": 0, "false": 0,
-               "warned": 0, "warnings": 0, "detail": []}
+               "warned": 0, "warnings": 0, "detail": [], "tally": crossval.Tally()}
         for s in sessions:
             v = set_verdicts(table[spec][(s.folder, s.file, s.key)] for spec in g)
             h = v.halt_at
             out = scoring.outcome(s.label, s.first, s.last, h)
             if out is None:
                 continue
+            row["tally"].add(case_of(s), v)
             if s.label == "loop":
                 row["loops"] += 1
                 if out == "missed" and h is not None:
@@ -253,8 +297,7 @@ def grid_candidates(grid: dict[str, tuple] | None = None) -> list[tuple[PolicySp
 
 def cross_validated(sessions: Sequence[Labelled], candidates: Sequence[tuple[PolicySpec, ...]],
                     table: dict, margin: int = 0) -> crossval.CrossValidated:
-    cases = [crossval.Case((s.folder, s.file, s.key), s.group, s.label, s.first, s.last) for s in sessions
-             if s.label in ("loop", "normal")]
+    cases = [case_of(s) for s in sessions if s.label in ("loop", "normal")]
     verdicts = {c: {k: set_verdicts(table[spec][k] for spec in c) for k in table[c[0]]} for c in candidates}
     return crossval.cross_validate(list(candidates), cases, verdicts, margin)
 
@@ -277,6 +320,7 @@ def cv_report(sessions: Sequence[Labelled], detail: bool = False) -> str:
     rows += [(f"`{p[0].label}`", cross_validated(sessions, [p], table)) for p in peers]
     for name, cv in rows:
         lines.append(f"| {name} | " + " | ".join(cv.in_sample.cells()) + " | " + " | ".join(cv.held_out.cells()) + " |")
+    lines += family_tables(rows)
     tuned = rows[1][1]
     lines.append("")
     lines.append("chosen on every session: " + " + ".join(s.label for s in tuned.chosen))
@@ -297,6 +341,50 @@ def cv_report(sessions: Sequence[Labelled], detail: bool = False) -> str:
     return "\n".join(lines)
 
 
+def family_tables(rows: Sequence[tuple[str, crossval.CrossValidated]]) -> list[str]:
+    """One Markdown table per family (coding agents, harnesses, other: those with sessions), each
+    guard's figures in the user's currency in sample, then held out."""
+    present = [f for f in families.FAMILIES if any(f in cv.in_sample_by for _, cv in rows)]
+    lines = []
+    heads = crossval.CURRENCY_HEADS
+    for fam in present:
+        first = rows[0][1].in_sample_by.get(fam, crossval.Tally())
+        lines += ["", f"{fam}: {first.loops} loop and {first.normal} normal sessions, "
+                      f"{first.loop_calls} calls spent inside the loops\n",
+                  "| guard | " + " | ".join(f"in sample: {h}" for h in heads) + " | "
+                  + " | ".join(f"held out: {h}" for h in heads) + " |",
+                  "|---" * (1 + 2 * len(heads)) + "|"]
+        for name, cv in rows:
+            inside = cv.in_sample_by.get(fam, crossval.Tally())
+            held = cv.held_out_by.get(fam, crossval.Tally())
+            lines.append(f"| {name} | " + " | ".join(inside.currency_cells()) + " | "
+                         + " | ".join(held.currency_cells()) + " |")
+    return lines
+
+
+def folder_report(folder: Path, groups: Sequence[Sequence[PolicySpec]], detail: bool = False) -> list[str]:
+    """A folder's sessions, one table per family present: each group of specs in the user's currency."""
+    sessions = labelled_sessions(folder)
+    lines = [f"\n{folder}: {len(sessions)} labelled sessions"]
+    table = replay_table(sessions, [s for g in groups for s in g])
+    for fam in families.FAMILIES:
+        mine = [s for s in sessions if s.family == fam]
+        if not any(s.label in ("loop", "normal") for s in mine):
+            continue
+        rows = score(mine, groups, table)
+        t = rows[0]["tally"]
+        lines += [f"\n{fam}: {t.loops} loop and {t.normal} normal sessions, {t.loop_calls} calls inside the loops\n",
+                  "| policy | " + " | ".join(crossval.CURRENCY_HEADS) + " | early | late | missed |",
+                  "|---" * (4 + len(crossval.CURRENCY_HEADS)) + "|"]
+        for g, row in zip(groups, rows, strict=True):
+            name = " + ".join(s.label for s in g) if len(g) < 4 else "set: " + " + ".join(s.detector for s in g)
+            cells = row["tally"].currency_cells()
+            lines.append(f"| `{name}` | " + " | ".join(cells) + f" | {row['early']} | {row['late']} | {row['missed']} |")
+            if detail:
+                lines += [f"    {d}" for d in row["detail"]]
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folders", nargs="*", type=Path)
@@ -307,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     a = ap.parse_args(argv)
     folders = a.folders or default_folders()
     if a.cv:
-        sessions = [s for folder in folders for s in labelled_sessions(folder)]
+        sessions = pooled(folders)
         print(cv_report(sessions, a.detail))
         return
     groups: list[list[PolicySpec]] = [[PolicySpec.parse(s)] for s in a.spec]
@@ -315,17 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not groups:
         groups = [[s] for s in BUILTIN_SPECS] + [list(DEFAULT_SPECS)]
     for folder in folders:
-        sessions = labelled_sessions(folder)
-        print(f"\n{folder}: {len(sessions)} labelled sessions\n")
-        print("| policy | loops halted inside | early | late | missed | normal halted | normal warned |")
-        print("|---|---|---|---|---|---|---|")
-        for g, row in zip(groups, score(sessions, groups), strict=True):
-            name = " + ".join(s.label for s in g) if len(g) < 4 else "set: " + " + ".join(s.detector for s in g)
-            print(f"| `{name}` | {row['caught']}/{row['loops']} | {row['early']} | {row['late']} | {row['missed']} | "
-                  f"{row['false']}/{row['normal']} | {row['warned']}/{row['normal']} ({row['warnings']}) |")
-            if a.detail:
-                for d in row["detail"]:
-                    print(f"    {d}")
+        print("\n".join(folder_report(folder, groups, a.detail)))
 
 
 if __name__ == "__main__":

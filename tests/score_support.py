@@ -20,9 +20,20 @@ After a halt the run's later calls are "saved". X = the same failing `edit`, Y =
     task-6   X X X X                  unclear         (left out)           (left out)
 
     WINDOW: loops 3, caught 2, early 1, missed 0, normal 2, false halts 1, halted 4 →
-            precision 2/4 = 0.50, recall 2/3 = 0.67, saved 2+4+1 = 7, calls into loop 3 and 5
+            precision 2/4 = 0.50, recall 2/3 = 0.67, calls into loop 3 and 5
     LADDER: loops 3, caught 2, early 0, missed 1, normal 2, false halts 0, halted 2 →
-            precision 1.00, recall 0.67, saved 1, calls into loop 4 and 4
+            precision 1.00, recall 0.67, calls into loop 4 and 4
+
+"saves" above is the ledger's count (the run's calls after the halt). The score counts the calls
+saved *inside the labelled loop* (up to its last call) of the 4 + 4 + 5 = 13 calls spent inside
+loops, and the calls a false halt cost a normal session (4 + 6 = 10 calls in all):
+
+    WINDOW: task-1 halted at 5 of 3-6 saves 6 (1); task-2's early halt saves none of its loop;
+            task-3 halted on its loop's last call saves none → 1/13. task-5 halted on its last
+            call loses none → 0/10. Flagged inside (window halts without warning): tasks 1, 3 → 2/3.
+    LADDER: halted on the last call of both loops it catches → 0/13; no false halt → 0/10.
+            Flagged inside: it warns on the 2nd identical call in a row — task-1 at call 4
+            (inside 3-6); task-2 at call 4, the 2nd Y, before its loop 5-8; task-3 never → 1/3.
 """
 
 from __future__ import annotations
@@ -66,11 +77,15 @@ LABELS_CSV = f"""file,session_key,label,loop_calls,reason
 #        → (0.473565 / 2.280486, 2.140255 / 2.280486) = (0.208, 0.939)
 #   2/2: p 1, the lower bound is n / (n + z²) = 2 / 5.841459 = 0.342, the upper 1
 
-# (loops, caught, early, missed, normal, false halts, precision, recall, saved, calls into loop)
+# (loops, caught, early, missed, normal, false halts, precision, recall, calls saved inside loops,
+# calls into loop)
 EXPECTED = {
-    WINDOW.id: (3, 2, 1, 0, 2, 1, "0.50", "0.67", 7, "4 (3, 5)"),
-    LADDER.id: (3, 2, 0, 1, 2, 0, "1.00", "0.67", 1, "4 (4, 4)"),
+    WINDOW.id: (3, 2, 1, 0, 2, 1, "0.50", "0.67", 1, "4 (3, 5)"),
+    LADDER.id: (3, 2, 0, 1, 2, 0, "1.00", "0.67", 0, "4 (4, 4)"),
 }
+LOOP_CALLS, NORMAL_CALLS = 13, 10
+# (calls lost, loops flagged inside)
+CURRENCY = {WINDOW.id: (0, 2), LADDER.id: (0, 1)}
 # (precision interval, recall interval), as the tables print them
 INTERVALS = {
     WINDOW.id: ("[0.15, 0.85]", "[0.21, 0.94]"),  # precision 2/4, recall 2/3

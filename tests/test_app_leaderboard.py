@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from app_support import app, charts, ledger_env, markdown_texts
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
-from score_support import EXPECTED, INTERVALS, LADDER, WINDOW, build
+from score_support import CURRENCY, EXPECTED, INTERVALS, LADDER, LOOP_CALLS, WINDOW, build
 
 PAGE = "views/leaderboard.py"
 COUNTS = ("loops", "caught", "early", "missed", "normal", "false_halts")
@@ -51,7 +51,7 @@ def test_the_table_shows_the_hand_counted_numbers(ledger):
         pid = parse_qs(urlparse(row.loops).query)["policy"][0]
         # Scores are written for people ("0.67"; "—" when there is nothing to score), never None.
         got[pid] = (*[_n(getattr(row, c)) for c in COUNTS], row.precision, row.recall,
-                    int(row.saved), f"{row[table.columns.get_loc('into loop (median)')]} "
+                    int(row.saved.split("/")[0]), f"{row[table.columns.get_loc('into loop (median)')]} "
                     f"({row[table.columns.get_loc('into loop (each catch)')]})")
     assert got == EXPECTED
     # Ranked: both catch 2, LADDER has no false halt.
@@ -70,7 +70,28 @@ def test_sorting_by_a_column(ledger):
     at = app(PAGE)
     at.selectbox(key="lb_sort").set_value("saved").run()
     assert not at.exception, at.exception
-    assert list(_frame(at, "false_halts")["saved"]) == [7, 1]
+    assert list(_frame(at, "false_halts")["saved"]) == ["1/13 (8%)", "0/13 (0%)"]  # WINDOW, then LADDER
+
+
+def test_the_table_shows_flagged_inside_calls_saved_and_lost_then_a_table_per_family(ledger):
+    """score_support's hand count: WINDOW flags 2 of 3 loops inside, saves 1 of the 13 calls spent
+    inside loops, loses none of the normal sessions' 10; LADDER 1 of 3, 0 of 13, 0 of 10. Every
+    session is tau-bench's: one family table, harnesses."""
+    at = app(PAGE)
+    assert not at.exception, at.exception
+    table = _frame(at, "false_halts")
+    cols = list(table.columns)
+    assert cols.index("flagged") < cols.index("saved") < cols.index("lost") < cols.index("tokens saved")
+    got = {parse_qs(urlparse(r.loops).query)["policy"][0]: (r.flagged, r.saved, r.lost)
+           for r in table.itertuples(index=False)}
+    assert LOOP_CALLS == 13 and CURRENCY == {WINDOW.id: (0, 2), LADDER.id: (0, 1)}
+    assert got == {WINDOW.id: ("2/3", "1/13 (8%)", "0/10 (0%)"), LADDER.id: ("1/3", "0/13 (0%)", "0/10 (0%)")}
+    assert any(t.value == "harnesses" for t in at.text) and not any(t.value == "coding agents" for t in at.text)
+    family = _frame(at, "calls lost")
+    ladder = family[family.policy == LADDER.label].iloc[0]
+    # Wilson: 2/3 → [0.21, 0.94], 1/3 → [0.06, 0.79], 0/2 → [0.00, 0.66]; no call saved or lost: the point 0
+    assert list(ladder)[1:] == ["2/3 [0.21, 0.94]", "1/3 [0.06, 0.79]", "0/13 (0%) [0.00, 0.00]", "0/2 [0.00, 0.66]",
+                                "0/10 (0%) [0.00, 0.00]", "0/2 [0.00, 0.66]"]
 
 
 def test_a_number_lists_its_sessions_and_each_opens_replay_at_the_halt(ledger):

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from app_support import app, charts, ledger_env, make_ledger, markdown_texts, metrics, read_model
 from loopledger.app import charts as charts_mod
 from loopledger.ledger import read
+from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
 
 from bench.gen_ledger import HOSTILE, generate
@@ -34,12 +35,52 @@ def test_home_shows_headline_metrics_for_all_default_policies(ledger):
     expect = read_model(url, "headline", read.SessionFilter())
     assert m["Sessions"] == f"{written['sessions']:,}"
     assert m["Tool calls"] == f"{written['calls']:,}"
-    assert m["Halts"] == f"{expect['halts']:,}" and expect["halts"] == written["halts"]
+    # Halts: runs the default policies halted, a run halted by several of them once (counted here in
+    # plain SQL, apart from the read model).
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        ro, p = t.run_outcomes.c, t.policies.c
+        halted_runs = conn.execute(
+            sa.select(sa.func.count()).select_from(
+                sa.select(ro.session_id, ro.run_idx).where(ro.outcome == "halted", ro.policy_id.in_(
+                    sa.select(p.id).where(p.is_default))).distinct().subquery())).scalar_one()
+    eng.dispose()
+    assert m["Halts"] == f"{expect['halts']:,}" and expect["halts"] == halted_runs <= written["halts"]
     assert m["Calls saved"] == f"{expect['saved']:,}"
-    # Every measure says what it counts where it is shown; "halts" means what the Session page means.
+    # Every measure says what it counts where it is shown.
     helps = {x.label: x.proto.help for x in at.metric}
-    assert helps["Halts"] == charts_mod.MEASURE_HELP["halts"] and "counted once per policy" in helps["Halts"]
-    assert "would not have run" in helps["Calls saved"]
+    assert helps["Halts"] == charts_mod.MEASURE_HELP["halts"] and "counts once" in helps["Halts"]
+    assert "would not have run" in helps["Calls saved"] and "not a sum over policies" in helps["Calls saved"]
+
+
+def test_a_run_halted_by_two_policies_counts_once_and_saves_what_one_guard_would(tmp_path):
+    """score_support's six sessions under WINDOW and LADDER (both default there), one run each:
+
+        session  calls  WINDOW halts at, saves     LADDER halts at, saves    as one guard
+        task-1   7      5, calls 6-7: 2            6, call 7: 1              halted once, saves 2
+        task-2   8      4, calls 5-8: 4            8: 0                      once, 4
+        task-3   7      6, call 7: 1               never                     once, 1
+        task-4   4      never                      never                     —
+        task-5   6      6: 0                       never                     once, 0
+        task-6   4      3, call 4: 1               4: 0                      once, 1
+
+    Halts 5 (not 5 + 3 = 8), calls saved 8 (not 8 + 1 = 9); each policy alone in the expander."""
+    from score_support import LADDER, WINDOW, build
+
+    url, _ = build(tmp_path)
+    with ledger_env(url):
+        at = app()
+        assert not at.exception, at.exception
+        m = metrics(at)
+        assert (m["Halts"], m["Calls saved"]) == ("5", "8")
+        assert any("as one guard" in c.value for c in at.caption)
+        table = _table(at)
+        assert dict(zip(table.title.str[:6], table.halts, strict=True))["Task 1"] == 1  # halted by both: once
+        assert dict(zip(table.title.str[:6], table.saved, strict=True))["Task 1"] == 2  # WINDOW's earlier halt
+        per = next(d.value for d in at.dataframe if "sessions_halted" in d.value.columns)
+        assert dict(zip(per.policy, zip(per.halts, per.saved, strict=True), strict=True)) == {
+            WINDOW.label: (5, 8), LADDER.label: (3, 1)}
+    assert read_model(url, "headline", read.SessionFilter(policies=(LADDER.id,)))["saved"] == 1
 
 
 def test_table_lists_sessions_most_halted_first_with_links(ledger):
@@ -208,7 +249,14 @@ def test_pages_on_both_backends(db_url):
     with ledger_env(db_url):
         at = app()
         assert not at.exception
-        assert metrics(at)["Sessions"] == "12" and metrics(at)["Halts"] == f"{written['halts']:,}"
+        eng = make_engine(db_url, readonly=True)
+        with eng.connect() as conn:  # halted runs, each once however many default policies halted it
+            halted = conn.execute(sa.text(
+                "SELECT count(*) FROM (SELECT DISTINCT c.session_id, c.run_idx FROM checks c JOIN policies p "
+                "ON p.id = c.policy_id WHERE c.verdict = 'halt' AND p.is_default) AS r")).scalar()
+        eng.dispose()
+        assert metrics(at)["Sessions"] == "12" and metrics(at)["Halts"] == f"{halted:,}"
+        assert 0 < halted <= written["halts"]
         top = int(_table(at).id.iloc[0])
         at = app("views/session.py", session=str(top))
         assert not at.exception

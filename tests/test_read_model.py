@@ -32,10 +32,16 @@ def test_headline_matches_plain_sql(ledger):
         h = read.headline(conn, read.SessionFilter())
         assert h["sessions"] == written["sessions"] == 40
         assert h["calls"] == written["calls"] == _scalar(conn, "SELECT count(*) FROM calls")
-        assert h["halts"] == _scalar(conn, "SELECT count(*) FROM checks WHERE verdict = 'halt'")
+        # every policy as one guard: a run several of them halted is one halted run, and it saves
+        # the calls after the earliest halt — the most any of them saved in it
+        assert h["halts"] == _scalar(conn, "SELECT count(*) FROM (SELECT DISTINCT session_id, run_idx FROM checks "
+                                           "WHERE verdict = 'halt') AS r")
+        assert h["halts"] < _scalar(conn, "SELECT count(*) FROM checks WHERE verdict = 'halt'")  # runs halted twice
         assert h["warnings"] == _scalar(conn, "SELECT count(*) FROM checks WHERE verdict = 'warn'")
         assert h["runs"] == _scalar(conn, "SELECT count(*) FROM runs")
-        assert h["saved"] == _scalar(conn, "SELECT sum(saved) FROM session_stats")
+        assert h["saved"] == _scalar(conn, "SELECT sum(m) FROM (SELECT max(saved) AS m FROM run_outcomes "
+                                           "GROUP BY session_id, run_idx) AS r")
+        assert h["saved"] < _scalar(conn, "SELECT sum(saved) FROM session_stats")  # not a sum over policies
 
 
 def test_policy_choice_narrows_the_counters(ledger):

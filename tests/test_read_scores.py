@@ -8,7 +8,7 @@ from loopledger.analysis import scoring
 from loopledger.ledger import read, store
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay, tally
-from score_support import EXPECTED, LADDER, WINDOW, build
+from score_support import CURRENCY, EXPECTED, LADDER, LOOP_CALLS, NORMAL_CALLS, WINDOW, build
 
 
 def test_judged_rows_score_as_counted_by_hand(db_url, tmp_path):
@@ -37,3 +37,5 @@ def test_judged_rows_score_as_counted_by_hand(db_url, tmp_path):
         got = (*[r[c] for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision), scoring.ratio(s.recall),
                s.saved, scoring.into_loop_text(s.into_loop))
         assert got == EXPECTED[s.policy_id]
+        # calls saved inside loops of the loops' calls, calls lost of the normal sessions' calls
+        assert (s.loop_calls, s.normal_calls, s.lost, s.flagged) == (LOOP_CALLS, NORMAL_CALLS, *CURRENCY[s.policy_id])

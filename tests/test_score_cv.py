@@ -74,10 +74,13 @@ def _ledger(root: Path) -> str:
 
 
 def _cv_rows(text: str) -> dict[str, list[str]]:
-    """The cross-validation table's rows (after its title), keyed by the choice."""
+    """The first cross-validation table's rows (after its title, up to the next one), keyed by the choice."""
     rows, inside = {}, False
     for line in text.splitlines():
-        inside = inside or line.startswith("Cross-validated")
+        if line.startswith("Cross-validated"):
+            if inside:
+                break
+            inside = True
         if inside and line.startswith("│"):
             cells = [c.strip() for c in line.strip("│").split("│")]
             if cells[0]:
@@ -94,6 +97,26 @@ def test_score_cv_shows_in_sample_beside_held_out_worked_by_hand(tmp_path):
     assert top[0] == W5.label
     assert top[1:4] == ["0/2 [0.00, 0.66]", "0/2 [0.00, 0.66]", "0/2 [0.00, 0.66]"]  # in sample
     assert top[4:7] == ["1/2 [0.09, 0.91]", "1/2 [0.09, 0.91]", "0/2 [0.00, 0.66]"]  # held out
+
+
+def test_score_cv_shows_the_users_currency_per_family_worked_by_hand(tmp_path):
+    """Both files are tau-bench's: one family, harnesses. In sample W5 halts nothing: none of the
+    3 + 4 calls inside the loops saved, none of the normal sessions' 3 + 4 lost. Held out: on
+    alpha W5 (nothing), on beta W3: halted at call 3 of beta/task-1's loop 1-4 (saves call 4) and
+    at call 3 of beta/task-2 (loses call 4). Calls saved 1/7, from (0 of 3, 1 of 4) by session: a
+    resample is both alpha (0/6, one time in four), one of each (1/7) or both beta (2/8, one in
+    four), so the 95% interval is [0, 0.25]; calls lost likewise."""
+    url = _ledger(tmp_path)
+    out = subprocess.run([str(BIN), "score", "--db", url, "--cv"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Cross-validated, harnesses: in the user's currency" in out.stdout
+    assert "Cross-validated, coding agents" not in out.stdout
+    family = out.stdout[out.stdout.index("Cross-validated, harnesses"):]
+    top = _cv_rows(family)["the top of this leaderboard"]
+    none = "0/2 [0.00, 0.66]"
+    assert top[:6] == [none, none, "0/7 (0%) [0.00, 0.00]", none, "0/7 (0%) [0.00, 0.00]", none]  # in sample
+    half = "1/2 [0.09, 0.91]"
+    assert top[6:] == [half, half, "1/7 (14%) [0.00, 0.25]", half, "1/7 (14%) [0.00, 0.25]", none]  # held out
 
 
 def test_score_cv_with_one_folder_says_what_to_hold_out_instead(tmp_path):
@@ -122,6 +145,12 @@ def test_the_leaderboard_page_shows_the_same_cross_validated_figures(tmp_path):
         assert top["chosen on every session"] == W5.label
         assert (top["in sample: loops halted inside"], top["held out: loops halted inside"],
                 top["held out: normal halted"]) == ("0/2 [0.00, 0.66]", "1/2 [0.09, 0.91]", "1/2 [0.09, 0.91]")
+        # the harnesses' table in the user's currency: the same figures as the CLI's, worked above
+        assert any(t.value == "harnesses, in the user's currency" for t in at.text)
+        fam = next(d.value for d in at.dataframe if "held out: calls saved" in d.value.columns)
+        top = fam[fam["choice"] == "the top of this leaderboard"].iloc[0]
+        assert (top["in sample: calls saved"], top["held out: calls saved"], top["held out: calls lost"]) == (
+            "0/7 (0%) [0.00, 0.00]", "1/7 (14%) [0.00, 0.25]", "1/7 (14%) [0.00, 0.25]")
         at.radio(key="lb_cv_by").set_value("agent").run(timeout=60)
         assert not at.exception
         assert any("nothing to hold out" in i.value for i in at.info)

@@ -34,8 +34,10 @@ def test_scores_worked_by_hand():
     # Policy A on 4 loops (calls 3-6, 10-12, 2-2, 7-9), 3 normal, 1 unclear:
     #   caught at 4 (2 calls in) and at 2 (1 call in), early at 8 on 10-12, missed 7-9;
     #   one false halt; the unclear halt is ignored.  → loops 4, caught 2, early 1, missed 1,
-    #   normal 3, false halts 1, halted 4 → precision 2/4, recall 2/4, saved 5+1+7+4 = 17
-    #   (unclear's 100 is left out).
+    #   normal 3, false halts 1, halted 4 → precision 2/4, recall 2/4; calls saved inside loops:
+    #   6 − 4 = 2 on 3-6, none on 2-2 (halted on its last call), none for the early halt or the
+    #   miss → 2 of 4 + 3 + 1 + 3 = 11 loop calls (the ledger's saved counts, 5, 1, 7 and the
+    #   unclear's 100, are not this figure); flagged inside: the catches at 4 and 2 → 2.
     # Policy B: halts only after the loops (missed) and never on normal: precision 0/1.
     a = [Judged("A", 1, LOOP, 3, 6, 4, 5), Judged("A", 2, LOOP, 10, 12, 8, 1), Judged("A", 3, LOOP, 2, 2, 2, 7),
          Judged("A", 4, LOOP, 7, 9, None, 0), Judged("A", 5, NORMAL, None, None, 3, 4),
@@ -43,13 +45,13 @@ def test_scores_worked_by_hand():
     b = [Judged("B", 1, LOOP, 3, 6, 7, 2), Judged("B", 5, NORMAL)]
     sa, sb, sc = scoring.score(a + b, [("A", "policy a"), ("B", "policy b"), ("C", "never ran")])
     assert (sa.loops, sa.caught, sa.early, sa.missed, sa.normal, sa.false_halts) == (4, 2, 1, 1, 3, 1)
-    assert (sa.precision, sa.recall, sa.saved) == (0.5, 0.5, 17)
+    assert (sa.precision, sa.recall, sa.saved, sa.loop_calls, sa.flagged) == (0.5, 0.5, 2, 11, 2)
     assert sorted(sa.into_loop) == [1, 2] and sa.into_loop_median == 1.5
     assert (sb.loops, sb.caught, sb.missed, sb.normal, sb.false_halts, sb.precision, sb.recall) == (1, 0, 1, 1, 0, 0.0, 0.0)
     assert (sc.loops, sc.normal, sc.precision, sc.recall, sc.policy) == (0, 0, None, None, "never ran")
     # precision first: A's false halt ranks it below B and C (neither halts a normal session);
-    # B and C tie on catches and early halts, and B saved 2 calls
-    assert [s.policy_id for s in scoring.rank([sb, sc, sa])] == ["B", "C", "A"]
+    # B's halt after the loop saves none of it: B and C tie on everything and go by name
+    assert [s.policy_id for s in scoring.rank([sb, sc, sa])] == ["C", "B", "A"]
     assert [s.policy_id for s in scoring.rank([sa, sb], "missed")] == ["A", "B"]  # 1 vs 1: A→Z
     assert [s.policy_id for s in scoring.rank([sa, sb, sc], "recall")] == ["A", "B", "C"]
     assert scoring.into_loop_text(sa.into_loop) == "1.5 (1, 2)" and scoring.into_loop_text([3]) == "3"
@@ -103,6 +105,10 @@ def test_judge_replay_places_the_first_halt():
     steps[4] = steps[4]._replace(checks=(Check(0, "warn"),))
     j = scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps, saved=1)
     assert (j.halt_at, j.halt_run, j.halt_seq, j.outcome, j.into_loop, j.saved) == (5, 1, 6, CAUGHT, 2, 1)
+    # six calls; the warning on call 3 is its first flag, before the loop (4-6): not flagged inside;
+    # the halt on call 5 saves call 6 of the loop
+    assert (j.calls, j.flag_at, j.loop_saved) == (6, 3, 1)
+    assert not scoring.flagged_inside(j.first, j.last, j.first_flag)
     clean = scoring.judge_replay("P", 9, NORMAL, None, None, EVENTS, steps[:5], saved=0)
     assert (clean.halt_at, clean.outcome) == (None, CLEAN)
 
@@ -234,12 +240,15 @@ def test_score_counts_every_early_miss_and_false_halt_and_skips_unknown_policies
     js = [Judged("Z", 1, LOOP, 3, 6, 4),  # a policy not asked about, first in the rows
           Judged("A", 1, LOOP, 3, 6, 1), Judged("A", 2, LOOP, 3, 6, 2),  # early ×2
           Judged("A", 3, LOOP, 3, 6, None), Judged("A", 4, LOOP, 3, 6, 9),  # missed ×2
-          Judged("A", 5, NORMAL, None, None, 1, 3), Judged("A", 6, NORMAL, None, None, 2, 4)]  # false halts ×2
+          Judged("A", 5, NORMAL, None, None, 1, 3, calls=10),  # false halts ×2: calls 2-10 lost (9) …
+          Judged("A", 6, NORMAL, None, None, 2, 4, calls=5)]  # … and calls 3-5 (3)
     (a,) = scoring.score(js, {"A": "policy a"})  # policies as a mapping
+    # no catch saves nothing of the 4 × 4 loop calls (the ledger's saved, 3 and 4, is another count)
     assert (a.policy_id, a.policy, a.loops, a.caught, a.early, a.missed, a.normal, a.false_halts, a.halted,
-            a.saved) == ("A", "policy a", 4, 0, 2, 2, 2, 2, 5, 7)
+            a.saved, a.loop_calls, a.lost, a.flagged) == ("A", "policy a", 4, 0, 2, 2, 2, 2, 5, 0, 16, 12, 0)
     assert a.row() == {"policy_id": "A", "policy": "policy a", "loops": 4, "caught": 0, "early": 2, "missed": 2,
-                       "normal": 2, "false_halts": 2, "precision": 0.0, "recall": 0.0, "saved": 7, "into_loop": []}
+                       "normal": 2, "false_halts": 2, "precision": 0.0, "recall": 0.0, "saved": 0,
+                       "loop_calls": 16, "lost": 12, "normal_calls": 15, "flagged": 0, "into_loop": []}
 
 
 def test_a_rows_into_loop_is_sorted_and_ratios_print_two_places():
@@ -275,9 +284,10 @@ def test_judge_replay_keeps_the_session_and_the_label_with_or_without_a_halt():
 
     steps = [Step(s, 0 if s < 5 else 1, ev) for s, ev in enumerate(EVENTS)]
     steps[6] = steps[6]._replace(checks=(Check(1, "halt"),))
-    assert scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps, saved=1) == Judged("P", 9, LOOP, 4, 6, 5, 1, 1, 6)
+    assert (scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps, saved=1)
+            == Judged("P", 9, LOOP, 4, 6, 5, 1, 1, 6, 0, 6, 5))  # six calls; the halt is its first flag
     assert (scoring.judge_replay("P", 9, LOOP, 4, 6, EVENTS, steps[:6], saved=2)
-            == Judged("P", 9, LOOP, 4, 6, None, 2, None, None))
+            == Judged("P", 9, LOOP, 4, 6, None, 2, None, None, 0, 6, None))
 
 
 

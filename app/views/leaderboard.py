@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
-from loopledger.analysis import crossval, scoring
+from loopledger.analysis import crossval, families, scoring
 from loopledger.app import (
     charts_scores,
     cost_view,
@@ -152,9 +152,42 @@ def _label_counts(totals: dict) -> None:
 
 def board_table(ranked: list[scoring.PolicyScore], spend: dict[str, tuple[str, str]]) -> pd.DataFrame:
     """The leaderboard's table, pure: score_table's rows (each count a link to its sessions) with
-    tokens and $ saved beside the calls saved (`spend`: cost_view.saved_spend_on_labelled). More
-    columns (cross-validated scores) join this frame the same way."""
-    return cost_view.with_saved_spend(score_table.score_rows(ranked, cell_link), spend)
+    loops flagged inside before the calls saved, calls lost after them, then tokens and $ saved
+    (`spend`: cost_view.saved_spend_on_labelled). More columns (cross-validated scores) join this
+    frame the same way."""
+    rows = cost_view.with_saved_spend(score_table.score_rows(ranked, cell_link), spend)
+    at = list(rows.columns).index("saved")
+    rows.insert(at, "flagged", [f"{s.flagged}/{s.loops}" for s in ranked])
+    rows.insert(at + 2, "lost", [scoring.share_text(s.lost, s.normal_calls) for s in ranked])
+    return rows
+
+
+FAMILY_COLUMNS = ("policy", *crossval.CURRENCY_HEADS)
+
+
+def family_frames(judged: list[scoring.Judged], ranked: list[scoring.PolicyScore],
+                  fams: dict[int, str]) -> dict[str, pd.DataFrame]:
+    """Per family present (coding agents, harnesses, other), each policy in the leaderboard's
+    order in the user's currency, in sample (pure: crossval.family_tallies)."""
+    out = {}
+    for fam, tallies in crossval.family_tallies(judged, [s.policy_id for s in ranked], fams).items():
+        out[fam] = pd.DataFrame([(s.policy, *tallies[s.policy_id].currency_cells()) for s in ranked],
+                                columns=list(FAMILY_COLUMNS))
+    return out
+
+
+def _families(judged: list[scoring.Judged], ranked: list[scoring.PolicyScore], fams: dict[int, str]) -> None:
+    st.subheader("In the user's currency, per family")
+    st.caption("Coding agents (Claude Code, Codex CLI, Copilot CLI, Cline/Roo/Kilo, Aider, OpenCode, Gemini CLI) "
+               "and harnesses (tau-bench, tau2-bench, mini-swe-agent, OpenHands, SWE-agent, plain OpenAI/Anthropic "
+               "logs) loop differently: each is scored apart. Calls saved: the calls inside labelled loops after "
+               "the halt, up to the loop's last call, of all calls spent inside loops; calls lost: the calls a "
+               "normal session made after a false halt. Calls have a session-bootstrap 95% interval, sessions "
+               "a Wilson one.")
+    for fam, frame in family_frames(judged, ranked, fams).items():
+        safe.text(fam)
+        safe.table(frame, key=f"lb_family_{fam}", column_config={
+            "policy": st.column_config.TextColumn("policy", width="medium")})
 
 
 def _board(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
@@ -164,10 +197,10 @@ def _board(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
     link_cols = {c: st.column_config.LinkColumn(heads[c][0], help=heads[c][1], display_text=r"n=(\d+)$")
                  for c in scoring.COUNT_COLUMNS}
     text_cols = {c: st.column_config.TextColumn(heads[c][0], help=heads[c][1])
-                 for c in ("precision", "recall", "into loop (median)", "into loop (each catch)")}
+                 for c in ("precision", "recall", "flagged", "saved", "lost", "into loop (median)",
+                           "into loop (each catch)")}
     safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | text_cols | {
-        "policy": st.column_config.TextColumn("policy", width="medium"),
-        "saved": st.column_config.NumberColumn(heads["saved"][0], help=heads["saved"][1])})
+        "policy": st.column_config.TextColumn("policy", width="medium")})
     st.caption(score_table.CAPTION)
     # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
     by_id = {s.policy_id: s for s in ranked}
@@ -196,6 +229,25 @@ def cv_frame(rows: list[tuple[str, crossval.CrossValidated]], names: dict[str, s
                          for name, cv in rows], columns=list(CV_COLUMNS))
 
 
+def cv_family_frames(rows: list[tuple[str, crossval.CrossValidated]], names: dict[str, str]
+                     ) -> dict[str, pd.DataFrame]:
+    """Per family present, each cross-validated choice in the user's currency, in sample beside
+    held out (pure)."""
+    names = {**names, crossval.DEFAULT_SET: crossval.DEFAULT_SET}
+    present = [f for f in families.FAMILIES if any(f in cv.in_sample_by for _, cv in rows)]
+    heads = ["choice", "chosen on every session", *(f"in sample: {h}" for h in crossval.CURRENCY_HEADS),
+             *(f"held out: {h}" for h in crossval.CURRENCY_HEADS)]
+    return {fam: pd.DataFrame([(name, names.get(cv.chosen, str(cv.chosen)),
+                                *cv.in_sample_by.get(fam, crossval.Tally()).currency_cells(),
+                                *cv.held_out_by.get(fam, crossval.Tally()).currency_cells())
+                               for name, cv in rows], columns=heads) for fam in present}
+
+
+def session_families(frame: pd.DataFrame) -> dict[int, str]:
+    """labelled_sources' rows → session id → family (loopledger.analysis.families)."""
+    return {int(r.session_id): families.family(r.format, r.agent) for r in frame.itertuples(index=False)}
+
+
 def _cross_validated(judged: list[scoring.Judged], names: dict[str, str]) -> None:
     st.subheader("What to expect on sessions nobody tuned on")
     st.caption("The table above scores each setting on the very sessions you would choose it by, which "
@@ -210,9 +262,13 @@ def _cross_validated(judged: list[scoring.Judged], names: dict[str, str]) -> Non
         st.info(f"The labelled sessions come from {n} {HOLD_OUT[by]}: there is nothing to hold out. "
                 "Hold out one file instead, or label sessions from another project.")
         return
-    rows = crossval.leaderboard_choices(judged, list(names.items()), groups, [s.id for s in DEFAULT_SPECS])
+    fams = session_families(frame)
+    rows = crossval.leaderboard_choices(judged, list(names.items()), groups, [s.id for s in DEFAULT_SPECS], fams)
     st.caption(f"{n} groups, one {HOLD_OUT[by]} held out at a time.")
     safe.table(cv_frame(rows, names), key="lb_cv")
+    for fam, table in cv_family_frames(rows, names).items():
+        safe.text(f"{fam}, in the user's currency")
+        safe.table(table, key=f"lb_cv_family_{fam}")
 
 
 def _two_policies(ids: list[str], by_policy: dict[str, list[scoring.Judged]], names: dict[str, str]) -> None:
@@ -297,6 +353,7 @@ def main() -> None:
                             help="rank: precision first — fewest false halts, then most loops caught, fewest early halts.")
         ranked = scoring.rank(scoring.score(judged, list(names.items())), sort)
         _board(ranked, names)
+        _families(judged, ranked, session_families(data.fresh("labelled_sources")))
         _cross_validated(judged, names)
         _two_policies([s.policy_id for s in ranked], by_policy, names)
         st.subheader("Label next")

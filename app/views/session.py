@@ -50,7 +50,7 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     cols[0].metric("Runs", head["n_runs"], help=charts.MEASURE_HELP["runs"])
     cols[1].metric("Tool calls", head["n_calls"], help=charts.MEASURE_HELP["calls"])
     cols[2].metric("Duration", _duration(head["duration_s"]))
-    cols[3].metric("Halts", len(halts), help=charts.MEASURE_HELP["halts"])
+    cols[3].metric("Halts", len(halts), help=charts.MEASURE_HELP["halts_per_policy"])
     cols[4].metric("Halted runs", halts["run_idx"].nunique(), help="runs at least one policy halted")
     ending = sv.ending_text(head)
     if ending:

@@ -52,6 +52,10 @@ def _live(f: read.SessionFilter) -> None:
     cols = st.columns(len(METRICS))
     for col, (key, label) in zip(cols, METRICS, strict=True):
         col.metric(label, f"{head[key]:,}", help=charts.MEASURE_HELP.get(key, None))
+    n = len(f.policies) if f.policies else len(data.q("policies"))
+    st.caption(f"Halts and calls saved are what the {n} chosen polic{'y' if n == 1 else 'ies'} (sidebar) deliver "
+               "together, as one guard: a run several of them halted counts once, and saves the calls after the "
+               "earliest halt. Per policy, each on its own: the expander below.")
     if head["sessions"] == 0:
         st.info("No session matches these filters.")
         return
@@ -79,7 +83,10 @@ def _live(f: read.SessionFilter) -> None:
         safe.table(data.q("per_policy", f).drop(columns=["policy_id"]), key="per_policy", column_config={
             "sessions_halted": st.column_config.NumberColumn("sessions halted", help="sessions with a halt"),
             **{m: st.column_config.NumberColumn(words.title(m), help=charts.MEASURE_HELP.get(m, ""))
-               for m in read.MEASURES}})
+               for m in read.MEASURES},
+            "halts": st.column_config.NumberColumn("halts", help=charts.MEASURE_HELP["halts_per_policy"]),
+            "saved": st.column_config.NumberColumn("calls saved", help="calls after this policy's own halts, "
+                                                   "each halted run's calls after its halt")})
     st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
                "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
                                                        if head["sessions"] > top_n else ""))

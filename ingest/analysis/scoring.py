@@ -12,8 +12,19 @@ batch-level halt: the batch's first call; a halt on a prose turn: the next call 
     unclear:        left out.
 
 Per policy: precision = caught / sessions it halted (loop and normal ones), recall = caught /
-loops, calls saved = the ledger's saved counts over the scored sessions, and for each catch how
-many calls into the loop it came (halt position − first + 1).
+loops, and for each catch how many calls into the loop it came (halt position − first + 1). In
+the user's currency, calls (`calls_saved`, `calls_lost`, `flagged_inside`):
+
+    calls saved:    a loop session caught at call h saves the loop's calls after it, last − h (a
+                    halt on the loop's last call saves none; an early halt saves none of the loop:
+                    it is counted apart, as early); out of the calls spent inside loops, the sum
+                    of last − first + 1
+    calls lost:     a normal session halted at call h loses the calls it made after, n − h (n: its
+                    calls); out of the normal sessions' calls
+    flagged inside: a loop session whose first warn, block or halt falls inside [first, last]
+
+"After the halt" is what the ledger's per-run `saved` counts too (the calls of the halted run
+after its halting call): the same count, ended at the loop's last call instead of the run's.
 
 Each ratio comes with its Wilson 95% interval (`wilson`): 11 loops caught out of 11 is a recall
 of 1.00 that a true recall of 0.74 would also produce often enough, and a person choosing a
@@ -28,6 +39,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from loopledger import vocab
 from loopledger.events import Batch, Event
 
@@ -70,6 +82,37 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     low = centre - half if successes else 0.0
     high = centre + half if successes < n else 1.0
     return low, high
+
+
+BOOTSTRAP_SEED, BOOTSTRAP_REPS = 20261206, 2000
+
+
+def bootstrap_ratio(pairs: Sequence[tuple[int, int]], reps: int = BOOTSTRAP_REPS,
+                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """A 95% percentile-bootstrap interval for sum(part) / sum(whole) over `pairs` (part, whole),
+    one pair per session (None without a call to count).
+
+    Calls saved is a ratio of calls, not of sessions: the calls of one long loop are not
+    independent draws, so a Wilson interval on calls would be far too narrow. Sessions are
+    resampled instead, `reps` times with a fixed seed (the same labels print the same interval);
+    a resample with no call in its denominator is skipped."""
+    arr = np.asarray([(int(a), int(b)) for a, b in pairs], dtype=np.int64).reshape(-1, 2)
+    if not len(arr) or arr[:, 1].sum() <= 0:
+        return None
+    # every resample at once (a page draws dozens of these): reps × n draws of a session
+    draws = np.random.default_rng(seed).integers(0, len(arr), size=(reps, len(arr)))
+    part, whole = arr[draws, 0].sum(axis=1), arr[draws, 1].sum(axis=1)
+    ratios = sorted((part[whole > 0] / whole[whole > 0]).tolist())
+    lo = ratios[int(0.025 * (len(ratios) - 1))]
+    hi = ratios[int(math.ceil(0.975 * (len(ratios) - 1)))]
+    return lo, hi
+
+
+def share_text(part: int, whole: int, bounds: tuple[float, float] | None = None) -> str:
+    """`500/594 (84%) [0.80, 0.88]`; `0/0` without a call to count."""
+    if not whole:
+        return f"{part}/{whole}"
+    return f"{part}/{whole} ({100 * part / whole:.0f}%)" + (f" {interval_text(bounds)}" if bounds else "")
 
 
 def interval_text(bounds: tuple[float, float] | None) -> str:
@@ -121,6 +164,37 @@ def check_label(label: str, first: int | None, last: int | None, n_calls: int | 
         raise ValueError(f"only a loop label has loop calls (this one is {label!r})")
 
 
+def calls_after(halt_at: int | None, end: int | None) -> int:
+    """Calls after a halt at call `halt_at` up to call `end` (both 1-based, inclusive end): what
+    the halt saved of them. 0 without a halt, or when the halt comes at or after `end`."""
+    if halt_at is None or end is None:
+        return 0
+    return max(0, end - halt_at)
+
+
+def calls_saved(label: str, first: int | None, last: int | None, halt_at: int | None) -> int:
+    """The loop's calls a halt saved: after a halt inside the labelled loop, up to its last call
+    (a halt before the loop, after it, or on a normal session saves none of a loop)."""
+    if outcome(label, first, last, halt_at) != CAUGHT:
+        return 0
+    return calls_after(halt_at, last)
+
+
+def calls_lost(label: str, halt_at: int | None, n_calls: int | None) -> int:
+    """The calls a false halt cost a normal session: those it made after the halt."""
+    return calls_after(halt_at, n_calls) if label == NORMAL else 0
+
+
+def loop_length(first: int | None, last: int | None) -> int:
+    """Calls spent inside a labelled loop (0: no loop)."""
+    return 0 if first is None or last is None else last - first + 1
+
+
+def flagged_inside(first: int | None, last: int | None, flag_at: int | None) -> bool:
+    """The first warn, block or halt (call `flag_at`) falls inside the labelled loop."""
+    return flag_at is not None and first is not None and last is not None and first <= flag_at <= last
+
+
 def outcome(label: str, first: int | None, last: int | None, halt_at: int | None) -> str | None:
     """One session's outcome for one policy (None: unclear, left out of the score)."""
     if label == LOOP:
@@ -146,10 +220,28 @@ class Judged:
     halt_run: int | None = None  # where Replay should open (the halting run and event seq)
     halt_seq: int | None = None
     warnings: int = 0  # warning checks the policy gave in the session
+    calls: int | None = None  # the session's tool calls (None: not known)
+    flag_at: int | None = None  # 1-based call position of its first warn, block or halt
 
     @property
     def outcome(self) -> str | None:
         return outcome(self.label, self.first, self.last, self.halt_at)
+
+    @property
+    def loop_saved(self) -> int:
+        """Calls inside the labelled loop after the halt (`calls_saved`)."""
+        return calls_saved(self.label, self.first, self.last, self.halt_at)
+
+    @property
+    def lost(self) -> int:
+        """Calls of a normal session after a false halt (`calls_lost`)."""
+        return calls_lost(self.label, self.halt_at, self.calls)
+
+    @property
+    def first_flag(self) -> int | None:
+        """Its first warn, block or halt (the halt, when no warning position is known)."""
+        known = [p for p in (self.flag_at, self.halt_at) if p is not None]
+        return min(known) if known else None
 
     @property
     def into_loop(self) -> int | None:
@@ -168,7 +260,11 @@ class PolicyScore:
     normal: int = 0
     false_halts: int = 0
     halted: int = 0  # scored sessions it halted at all (precision's denominator)
-    saved: int = 0
+    saved: int = 0  # calls inside labelled loops after its halts (calls_saved) …
+    loop_calls: int = 0  # … of the calls spent inside them
+    lost: int = 0  # calls of normal sessions after its false halts (calls_lost) …
+    normal_calls: int = 0  # … of the normal sessions' calls (those whose count is known)
+    flagged: int = 0  # loop sessions whose first warn, block or halt falls inside the loop
     into_loop: list[int] = field(default_factory=list)
 
     @property
@@ -200,6 +296,8 @@ class PolicyScore:
         return {"policy_id": self.policy_id, "policy": self.policy, "loops": self.loops, CAUGHT: self.caught,
                 EARLY: self.early, MISSED: self.missed, NORMAL: self.normal, "false_halts": self.false_halts,
                 "precision": self.precision, "recall": self.recall, "saved": self.saved,
+                "loop_calls": self.loop_calls, "lost": self.lost, "normal_calls": self.normal_calls,
+                "flagged": self.flagged,
                 "into_loop": sorted(self.into_loop)}
 
 
@@ -218,11 +316,13 @@ def score(judged: Iterable[Judged], policies: Mapping[str, str] | Sequence[tuple
         o = j.outcome
         if o is None:
             continue
-        ps.saved += j.saved
         if j.halt_at is not None:
             ps.halted += 1
         if j.label == LOOP:
             ps.loops += 1
+            ps.saved += j.loop_saved
+            ps.loop_calls += loop_length(j.first, j.last)
+            ps.flagged += flagged_inside(j.first, j.last, j.first_flag)
             if o == CAUGHT:
                 ps.caught += 1
                 ps.into_loop.append(j.into_loop)
@@ -232,8 +332,10 @@ def score(judged: Iterable[Judged], policies: Mapping[str, str] | Sequence[tuple
                 ps.missed += 1
         else:
             ps.normal += 1
+            ps.normal_calls += j.calls or 0
             if o == FALSE_HALT:
                 ps.false_halts += 1
+                ps.lost += j.lost
     return list(out.values())
 
 
@@ -322,16 +424,41 @@ def first_halt(steps: Iterable) -> tuple[int, int, int] | None:
     return None
 
 
+FLAGS = (vocab.WARN, vocab.BLOCK, vocab.HALT)  # what "flagged" means: the model or the person was told
+
+
+def first_flag(steps: Iterable) -> tuple[int, int] | None:
+    """(seq, idx) of a replay's first warn, block or halt check, or None."""
+    for step in steps:
+        for c in step.checks:
+            if c.verdict in FLAGS:
+                return step.seq, c.idx
+    return None
+
+
 def judge_replay(policy_id: str, session_id: int, label: str, first: int | None, last: int | None,
                  events: Sequence[Event], steps: Sequence, saved: int) -> Judged:
     """A Judged row from a replay (`steps` from loopledger.replay, `saved` from its tally)."""
+    steps = list(steps)
     fh = first_halt(steps)
     warned = sum(1 for s in steps for c in s.checks if c.verdict == vocab.WARN)
+    ff = first_flag(steps)
+    flag_at = call_position(events, *ff) if ff else None
     if fh is None:
-        return Judged(policy_id, session_id, label, first, last, None, saved, warnings=warned)
+        return Judged(policy_id, session_id, label, first, last, None, saved, warnings=warned, calls=n_calls(events),
+                      flag_at=flag_at)
     run, seq, idx = fh
     return Judged(policy_id, session_id, label, first, last, call_position(events, seq, idx), saved, run, seq,
-                  warned)
+                  warned, n_calls(events), flag_at)
+
+
+def _calls_in(ev: Event) -> int:
+    return len(ev.calls) if isinstance(ev, Batch) else 0
+
+
+def n_calls(events: Sequence[Event]) -> int:
+    """The session's tool calls."""
+    return sum(_calls_in(ev) for ev in events)
 
 
 # ── runs (the dashboard labels from a run) ──────────────────────────────────
@@ -393,7 +520,9 @@ def any_of(judged: Iterable[Judged], policy_ids: Sequence[str], combined_id: str
         halted = [j for j in js if j.halt_at is not None]
         first = min(halted, key=lambda j: j.halt_at) if halted else js[0]
         # without a halt `first` is a row whose halt_at is None already
+        flags = [j.flag_at for j in js if j.flag_at is not None]
         out.append(Judged(combined_id, sid, first.label, first.first, first.last, first.halt_at,
                           first.saved if halted else 0, first.halt_run if halted else None,
-                          first.halt_seq if halted else None, sum(j.warnings for j in js)))
+                          first.halt_seq if halted else None, sum(j.warnings for j in js),
+                          next((j.calls for j in js if j.calls is not None), None), min(flags) if flags else None))
     return out

@@ -76,6 +76,7 @@ class Setting:
     # session → the 1-based call position of its first halt, as labels and the leaderboard count
     # calls (scoring.call_position); None: never halted
     first_halt_at: dict[int, int | None] = field(default_factory=dict)
+    calls: dict[int, int] = field(default_factory=dict)  # session → its tool calls (what a false halt loses of)
 
     @property
     def sessions_halted(self) -> int:
@@ -287,6 +288,7 @@ def _add_session(setting: Setting, session_id: int, t: SessionTally) -> None:
         setting.totals[name] += n
     setting.first_halt[session_id] = t.first_halt
     setting.first_halt_at[session_id] = t.first_halt_at
+    setting.calls[session_id] = t.totals[TOTALS.index("calls")]
     for run, row in t.runs:
         setting.runs[(session_id, run)] = row
 
@@ -408,7 +410,9 @@ def judged(setting: Setting, labels: Mapping[int, tuple[str, int | None, int | N
     """The setting on each labelled session it swept, as the guard leaderboard judges a stored
     policy (scoring.Judged: its first halt's call position against the label's loop calls), so
     Compare and the leaderboard count the same unit — the session, as labels are given — and give
-    the same precision and recall for the same setting. `labels`: session → (label, first, last)."""
+    the same precision and recall for the same setting. `labels`: session → (label, first, last).
+    A sweep keeps no warning position: "flagged inside" counts its halts only (Compare does not
+    show it; the leaderboard, from the ledger's checks, does)."""
     saved: dict[int, int] = {}
     halt_run: dict[int, int] = {}
     for (sid, run), row in setting.runs.items():
@@ -417,7 +421,7 @@ def judged(setting: Setting, labels: Mapping[int, tuple[str, int | None, int | N
             halt_run[sid] = run
     pid = setting.spec.id if setting.spec is not None else ""
     return [scoring.Judged(pid, sid, label, first, last, setting.first_halt_at.get(sid), saved.get(sid, 0),
-                           halt_run.get(sid), setting.first_halt.get(sid))
+                           halt_run.get(sid), setting.first_halt.get(sid), calls=setting.calls.get(sid))
             for sid, (label, first, last) in sorted(labels.items()) if sid in setting.first_halt]
 
 

@@ -434,7 +434,10 @@ def score(
     Per labelled session a policy's first halt is placed at a call: on a loop session inside the
     labelled loop it is caught, before it early (it stopped good work), after it or none missed;
     any halt on a normal session is a false halt; unclear sessions are left out. Precision and
-    recall come with their Wilson 95% intervals: how much so few labels can tell."""
+    recall come with their Wilson 95% intervals: how much so few labels can tell. In calls: loops
+    flagged inside (first warn, block or halt inside the loop), calls saved (inside labelled loops
+    after the halt, of all calls spent inside them) and calls lost (after a false halt), then a
+    table per family, coding agents and harnesses."""
     from loopledger.cli.score import run_score
 
     raise typer.Exit(run_score(db, policy, sort, format, cv, group_by))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from loopledger.analysis import crossval, pricing, scoring
+from loopledger.analysis import crossval, families, pricing, scoring
 from loopledger.cli.commands import EXIT_OK, EXIT_USAGE, reading
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec
 from loopledger.ledger import read, read_cost, store
@@ -26,8 +26,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 HEADERS = {"policy": "policy", "loops": "loops", "caught": "caught", "early": "early", "missed": "missed",
            "normal": "normal", "false_halts": "false halts", "precision": "prec.", "precision_ci": "prec. 95% CI",
-           "recall": "recall", "recall_ci": "recall 95% CI",
-           "saved": "saved", "tokens_saved": "tokens saved", "usd_saved": "$ saved", "into_loop": "calls into loop"}
+           "recall": "recall", "recall_ci": "recall 95% CI", "flagged": "flagged inside",
+           "saved": "calls saved", "lost": "calls lost", "tokens_saved": "tokens saved", "usd_saved": "$ saved",
+           "into_loop": "calls into loop"}
 
 
 def replay_judged(conn: Connection, specs: Sequence[PolicySpec]) -> list[scoring.Judged]:
@@ -65,14 +66,54 @@ def leaderboard(conn: Connection, specs: Sequence[PolicySpec] = ()) -> list[scor
     return scoring.score(judged, order)
 
 
+def session_families(conn: Connection) -> dict[int, str]:
+    """Each labelled session's family (coding agents, harnesses, other), told by its format and agent."""
+    frame = read.labelled_sources(conn)
+    return {int(r.session_id): families.family(r.format, r.agent) for r in frame.itertuples(index=False)}
+
+
 def cross_validated(conn: Connection, judged: list[scoring.Judged], order: Sequence[tuple[str, str]],
                     group_by: str) -> tuple[list[tuple[str, crossval.CrossValidated]], int]:
     """The leaderboard's choices scored by grouped cross-validation (crossval.leaderboard_choices),
     and the number of groups."""
     frame = read.labelled_sources(conn)
     groups = {int(r.session_id): crossval.group_of(r.path, r.format, group_by) for r in frame.itertuples(index=False)}
-    rows = crossval.leaderboard_choices(judged, order, groups, [s.id for s in DEFAULT_SPECS])
+    rows = crossval.leaderboard_choices(judged, order, groups, [s.id for s in DEFAULT_SPECS], session_families(conn))
     return rows, crossval.group_count(groups, judged)
+
+
+def family_cv_tables(rows: Sequence[tuple[str, crossval.CrossValidated]], labels: dict[str, str]) -> list[Table]:
+    """Per family, each cross-validated choice in the user's currency, in sample beside held out."""
+    present = [f for f in families.FAMILIES if any(f in cv.in_sample_by for _, cv in rows)]
+    tables = []
+    for fam in present:
+        table = Table(title=f"Cross-validated, {fam}: in the user's currency (calls: session-bootstrap 95% "
+                            "intervals; sessions: Wilson)", title_justify="left")
+        for head in ("choice", *(f"in sample: {h}" for h in crossval.CURRENCY_HEADS),
+                     *(f"held out: {h}" for h in crossval.CURRENCY_HEADS)):
+            table.add_column(head, overflow="fold")
+        for name, cv in rows:
+            table.add_row(Text(name), *cv.in_sample_by.get(fam, crossval.Tally()).currency_cells(),
+                          *cv.held_out_by.get(fam, crossval.Tally()).currency_cells())
+        tables.append(table)
+    return tables
+
+
+def family_tables(judged: Sequence[scoring.Judged], ranked: Sequence[scoring.PolicyScore],
+                  fams: dict[int, str]) -> list[Table]:
+    """Per family, each policy (in the leaderboard's order) in the user's currency, in sample."""
+    by_family = crossval.family_tallies(judged, [s.policy_id for s in ranked], fams)
+    tables = []
+    for fam, tallies in by_family.items():
+        first = next(iter(tallies.values()), crossval.Tally())
+        table = Table(title=f"{fam}: {first.loops} loop and {first.normal} normal session(s), in the user's currency "
+                            "(calls: session-bootstrap 95% intervals; sessions: Wilson)", title_justify="left")
+        for head in ("policy", *crossval.CURRENCY_HEADS):
+            table.add_column(head, overflow="fold")
+        for s in ranked:
+            table.add_row(Text(s.policy), *tallies[s.policy_id].currency_cells())
+        tables.append(table)
+    return tables
 
 
 def cv_table(rows: Sequence[tuple[str, crossval.CrossValidated]], labels: dict[str, str], n_groups: int,
@@ -118,7 +159,8 @@ def cells(s: scoring.PolicyScore, spend: Saved | None = None) -> list[str]:
     tokens, usd = (spend or {}).get(s.policy_id, (pricing.UNKNOWN, pricing.UNKNOWN))
     return [s.policy, *[str(r[c]) for c in scoring.COUNT_COLUMNS], scoring.ratio(s.precision),
             scoring.interval_text(s.precision_interval), scoring.ratio(s.recall),
-            scoring.interval_text(s.recall_interval), str(s.saved), tokens, usd, scoring.into_loop_text(s.into_loop)]
+            scoring.interval_text(s.recall_interval), f"{s.flagged}/{s.loops}", scoring.share_text(s.saved, s.loop_calls),
+            scoring.share_text(s.lost, s.normal_calls), tokens, usd, scoring.into_loop_text(s.into_loop)]
 
 
 def markdown_table(scores: Sequence[scoring.PolicyScore], spend: Saved | None = None) -> str:
@@ -150,6 +192,7 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
         judged, order = judged_policies(conn, specs)
         scores = scoring.score(judged, order)
         spend = saved_spend(conn)
+        fams = session_families(conn)
         cv_rows, n_groups = cross_validated(conn, judged, order, group_by) if cv else ([], 0)
     if not totals["loop"] + totals["normal"]:
         err.print(Text("no session is labelled loop or normal yet: import labels with "
@@ -165,10 +208,15 @@ def run_score(db: str | None, policy: Sequence[str], sort: str = "rank", fmt: st
         w.writerows([s.policy_id, *cells(s, spend)] for s in ranked)
     else:
         out.print(table_of(ranked, totals, spend))
+        for table in family_tables(judged, ranked, fams):
+            out.print(table)
     if cv:
         if n_groups < 2:
             err.print(Text(f"cross-validation needs labelled sessions from two {group_by}s or more (found {n_groups}): "
                            "try --group-by file to hold out one file at a time", style="yellow"))
         else:
-            out.print(cv_table(cv_rows, {**dict(order), crossval.DEFAULT_SET: crossval.DEFAULT_SET}, n_groups, group_by))
+            labels = {**dict(order), crossval.DEFAULT_SET: crossval.DEFAULT_SET}
+            out.print(cv_table(cv_rows, labels, n_groups, group_by))
+            for table in family_cv_tables(cv_rows, labels):
+                out.print(table)
     return EXIT_OK

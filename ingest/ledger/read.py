@@ -117,13 +117,42 @@ def _where(f: SessionFilter) -> list:
     return terms
 
 
+COUNTED = ("strikes", "warnings", "blocks")  # summed over the chosen policies, each policy's its own
+SET_MEASURES = ("halts", "saved")  # the chosen policies as one guard: what one setting delivers
+
+
+def _set_runs(f: SessionFilter):
+    """One row per run any chosen policy judged: whether the chosen policies, as one guard, halted
+    it (a run two of them halted is one halted run) and the calls that guard saves in it — those
+    after the earliest of their halts, up to the run's end (scoring.calls_after), which is the
+    largest of their per-run `saved` counts since each counts the calls after its own halt.
+    Grouping run_outcomes by its primary key's prefix (session, run) walks it in order."""
+    ro = t.run_outcomes.c
+    q = (sa.select(ro.session_id, ro.run_idx,
+                   sa.func.max(sa.case((ro.outcome == vocab.HALTED, 1), else_=0)).label("halted"),
+                   sa.func.max(ro.saved).label("saved"))
+         .group_by(ro.session_id, ro.run_idx))
+    if f.policies:
+        q = q.where(ro.policy_id.in_(f.policies))
+    return q.subquery("set_runs")
+
+
 def _stats(f: SessionFilter):
-    """session_stats summed per session over the chosen policies (walks the primary key in order)."""
+    """Per session over the chosen policies: strikes, warnings and blocks summed (session_stats,
+    walked in primary-key order), halts and calls saved as one guard (_set_runs)."""
     st = t.session_stats.c
-    q = sa.select(st.session_id, *[sa.func.sum(getattr(st, m)).label(m) for m in MEASURES]).group_by(st.session_id)
+    q = sa.select(st.session_id, *[sa.func.sum(getattr(st, m)).label(m) for m in COUNTED]).group_by(st.session_id)
     if f.policies:
         q = q.where(st.policy_id.in_(f.policies))
-    return q.subquery("stats")
+    counts = q.subquery("counts")
+    runs = _set_runs(f)
+    per_run = (sa.select(runs.c.session_id, sa.func.sum(runs.c.halted).label("halts"),
+                         sa.func.sum(runs.c.saved).label("saved"))
+               .group_by(runs.c.session_id).subquery("set_sessions"))
+    return (sa.select(counts.c.session_id, *[counts.c[m] for m in COUNTED],
+                      *[sa.func.coalesce(per_run.c[m], 0).label(m) for m in SET_MEASURES])
+            .select_from(counts.outerjoin(per_run, per_run.c.session_id == counts.c.session_id))
+            .subquery("stats"))
 
 
 def _outcome(f: SessionFilter, sums: dict) -> list:
@@ -168,22 +197,31 @@ def count_sessions(conn: Connection, f: SessionFilter) -> int:
 
 
 def headline(conn: Connection, f: SessionFilter) -> dict[str, int]:
-    """Sessions, runs, calls and the chosen policies' counters over every matching session.
+    """Sessions, runs, calls and the chosen policies' counters over every matching session:
+    strikes, warnings and blocks summed over the policies; halts (halted runs) and calls saved
+    as the chosen policies would deliver them together, as one guard — a run two of them halted
+    counts once, and its calls saved are those after the earliest halt (_set_runs), never a sum
+    over policies that no one setting could save.
 
-    Two flat aggregates (sessions; session_stats) instead of one per-session GROUP BY: the
-    home page shows this on every view, so it must stay cheap on 10k sessions.
+    Three flat aggregates (sessions; session_stats; run_outcomes by run) instead of one
+    per-session GROUP BY: the home page shows this on every view, so it must stay cheap on 10k sessions.
     """
     s, st = t.sessions.c, t.session_stats.c
     ids = _matching_ids(f)
     sess = sa.select(sa.func.count().label("sessions"), sa.func.coalesce(sa.func.sum(s.n_runs), 0).label("runs"),
                      sa.func.coalesce(sa.func.sum(s.n_calls), 0).label("calls"))
-    stats = sa.select(*[sa.func.coalesce(sa.func.sum(getattr(st, m)), 0).label(m) for m in MEASURES])
+    stats = sa.select(*[sa.func.coalesce(sa.func.sum(getattr(st, m)), 0).label(m) for m in COUNTED])
+    runs = _set_runs(f)
+    as_one = sa.select(*[sa.func.coalesce(sa.func.sum(runs.c[m]), 0).label(h)
+                         for m, h in (("halted", "halts"), ("saved", "saved"))])
     if ids is not None:
         sess = sess.where(s.id.in_(ids))
         stats = stats.where(st.session_id.in_(ids))
+        as_one = as_one.where(runs.c.session_id.in_(ids))
     if f.policies:
         stats = stats.where(st.policy_id.in_(f.policies))
-    out = dict(conn.execute(sess).one()._mapping) | dict(conn.execute(stats).one()._mapping)
+    out = (dict(conn.execute(sess).one()._mapping) | dict(conn.execute(stats).one()._mapping)
+           | dict(conn.execute(as_one).one()._mapping))
     return {k: int(v) for k, v in out.items()}
 
 
@@ -526,25 +564,41 @@ def label_totals(conn: Connection) -> dict[str, int]:
 
 
 JUDGED_COLUMNS = ["policy_id", "session_id", "label", "loop_first", "loop_last", "halt_at", "saved", "halt_run",
-                  "halt_seq", "warnings"]
+                  "halt_seq", "warnings", "calls", "flag_at"]
 
 
 def judged(conn: Connection, policy_ids: tuple[str, ...] = ()) -> pd.DataFrame:
     """One row per stored policy × session labelled loop or normal that the policy judged: the
-    label, the 1-based call position of the policy's first halt (None: never halted), calls saved.
+    label, the 1-based call position of the policy's first halt (None: never halted), calls saved
+    after its halts (the ledger's count), the session's calls, and the call position of its first
+    warn, block or halt (`flag_at`).
 
-    Labelled sessions are a person's work, so this is small; the halt's call position is one
-    count over the session's calls through their primary key. loopledger.analysis.scoring does the rest."""
-    lb, st, ro, c = t.labels.c, t.session_stats.c, t.run_outcomes.c, t.calls.c
-    halt_idx = sa.case((ro.halt_idx < 0, 0), else_=ro.halt_idx)
-    before = (sa.select(sa.func.count()).select_from(t.calls)
-              .where(c.session_id == st.session_id,
-                     sa.or_(c.seq < ro.halt_seq, sa.and_(c.seq == ro.halt_seq, c.idx < halt_idx)))
-              .scalar_subquery())
-    halt_at = sa.case((ro.halt_seq.is_(None), None), else_=before + 1)
+    Labelled sessions are a person's work, so this is small; a call position is one count over
+    the session's calls through their primary key. loopledger.analysis.scoring does the rest."""
+    lb, st, ro, c, s = t.labels.c, t.session_stats.c, t.run_outcomes.c, t.calls.c, t.sessions.c
+
+    def position(seq, idx):
+        """1-based call position of a check at (seq, idx): the calls before it, plus one."""
+        idx = sa.case((idx < 0, 0), else_=idx)
+        before = (sa.select(sa.func.count()).select_from(t.calls)
+                  .where(c.session_id == st.session_id, sa.or_(c.seq < seq, sa.and_(c.seq == seq, c.idx < idx)))
+                  .scalar_subquery())
+        return before + 1
+
+    halt_at = sa.case((ro.halt_seq.is_(None), None), else_=position(ro.halt_seq, ro.halt_idx))
+    fl, fl2 = t.checks.alias("first_flag"), t.checks.alias("first_flag_idx")
+    flag_seq = (sa.select(sa.func.min(fl.c.seq))
+                .where(fl.c.session_id == st.session_id, fl.c.policy_id == st.policy_id,
+                       fl.c.verdict.in_(scoring.FLAGS)).correlate(t.session_stats).scalar_subquery())
+    flag_idx = (sa.select(sa.func.min(fl2.c.idx))
+                .where(fl2.c.session_id == st.session_id, fl2.c.policy_id == st.policy_id, fl2.c.seq == flag_seq,
+                       fl2.c.verdict.in_(scoring.FLAGS)).correlate(t.session_stats).scalar_subquery())
+    flag_at = sa.case((flag_seq.is_(None), None), else_=position(flag_seq, flag_idx))
     q = (sa.select(st.policy_id, st.session_id, lb.label, lb.loop_first, lb.loop_last, halt_at.label("halt_at"),
-                   st.saved, ro.run_idx.label("halt_run"), ro.halt_seq, st.warnings)
+                   st.saved, ro.run_idx.label("halt_run"), ro.halt_seq, st.warnings, s.n_calls.label("calls"),
+                   flag_at.label("flag_at"))
          .select_from(t.session_stats.join(t.labels, lb.session_id == st.session_id)
+                      .join(t.sessions, s.id == st.session_id)
                       .outerjoin(t.run_outcomes, sa.and_(ro.session_id == st.session_id, ro.policy_id == st.policy_id,
                                                          ro.outcome == vocab.HALTED,
                                                          ro.halt_seq == st.first_halt_seq)))
@@ -562,7 +616,7 @@ def judged_rows(frame: pd.DataFrame) -> list[scoring.Judged]:
 
     return [scoring.Judged(r.policy_id, int(r.session_id), r.label, opt(r.loop_first), opt(r.loop_last),
                            opt(r.halt_at), int(r.saved or 0), opt(r.halt_run), opt(r.halt_seq),
-                           int(r.warnings or 0))
+                           int(r.warnings or 0), opt(r.calls), opt(r.flag_at))
             for r in frame.itertuples(index=False)]
 
 
@@ -669,13 +723,14 @@ def ingest_errors(conn: Connection, limit: int = 200, offset: int = 0) -> pd.Dat
 
 
 def labelled_sources(conn: Connection) -> pd.DataFrame:
-    """Each session labelled loop or normal with its source file's path and its format: what
-    cross-validation groups them by (loopledger.analysis.crossval.group_of)."""
+    """Each session labelled loop or normal with its source file's path, its format and its agent:
+    what cross-validation groups them by (loopledger.analysis.crossval.group_of) and what tells
+    their family (loopledger.analysis.families.family)."""
     lb, s, src = t.labels.c, t.sessions.c, t.sources.c
-    q = (sa.select(lb.session_id, src.path, s.format)
+    q = (sa.select(lb.session_id, src.path, s.format, s.agent)
          .select_from(t.labels.join(t.sessions, s.id == lb.session_id).join(t.sources, src.id == s.source_id))
          .where(lb.label.in_((scoring.LOOP, scoring.NORMAL))).order_by(lb.session_id))
-    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["session_id", "path", "format"])
+    return pd.DataFrame(conn.execute(q).mappings().all(), columns=["session_id", "path", "format", "agent"])
 
 
 def scored_labels(conn: Connection) -> pd.DataFrame:
