@@ -155,10 +155,10 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
         sessions = [(str(getattr(info, "key", None)), info, events)
                     for info, events, _ in sessions_of(read(path), path)]
         ours = {key: events for key, _, events in sessions}
-        labelled = {label_positions.session_for(k, ours) if stats else k: k for f, k in rows if f == file}
-        theirs = None
-        if stats is not None and any(rows[(file, k)][1] is not None for k in labelled.values()):
-            theirs = label_positions.their_calls(stats, path)
+        theirs = label_positions.their_calls(stats, path) if stats is not None else None
+        offset = label_positions.key_offset(theirs, ours)
+        failed = label_positions.their_failed(stats, path) if theirs is not None else {}
+        labelled = {label_positions.session_for(k, ours, offset) if stats else k: k for f, k in rows if f == file}
         for key, info, events in sessions:
             if key not in labelled:
                 continue
@@ -167,7 +167,9 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
             if first is not None and last is not None and theirs is not None and label_key in theirs:
                 their_keys, their_ids = theirs[label_key]
                 mapped = label_positions.map_span(their_keys, label_positions.call_keys(events), first, last,
-                                                  their_ids, label_positions.call_ids(events))
+                                                  their_ids, label_positions.call_ids(events),
+                                                  failed.get(label_key), label_positions.call_failed(events),
+                                                  label_positions.call_batches(events))
                 first, last = mapped or (first, last)
             out.append(Labelled(file, label_key, label, first, last, list(events), groups.get(file, file),
                                 folder.name, families.family(info.format, info.agent)))

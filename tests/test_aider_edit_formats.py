@@ -156,3 +156,20 @@ def test_rate_limit_retries_are_events_not_calls(tmp_path):
     assert retries[0].text.startswith("The API provider has rate limited you") or "RateLimitError" in retries[0].text
     assert retries[0].text.endswith("Retrying in 0.2 seconds...")
     assert [c.name for c in calls(items)] == ["edit"]
+
+
+def test_architect_plan_written_as_diffs_is_not_an_edit(tmp_path):
+    """An architect that writes its plan as diffs: aider hands them to the editor model, which
+    writes the edits aider applies. The plan's diffs are not edits (nor failed ones); the
+    editor's are, one per file."""
+    plan = ("Change the greeting:\n\n```diff\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n"
+            "-print('hi')\n+print('hello')\n```")
+    items = read(tmp_path, "architect", (
+        "#### make the greeting longer  \n\n" + plan + "\n\n"
+        "> Tokens: 1.2k sent, 40 received.  \n> Edit the files? (Y)es/(N)o [Yes]: y  \n\n"
+        + "".join(f"#### {line}  \n" for line in plan.splitlines()) + "\n"
+        "src/app.py\n```python\n<<<<<<< SEARCH\nprint('hi')\n=======\nprint('hello')\n>>>>>>> REPLACE\n```\n\n"
+        "> Tokens: 1.5k sent, 30 received.  \n> Applied edit to src/app.py  \n"))
+    (edit,) = calls(items)
+    assert edit.args == {"path": "src/app.py", "edits": [["print('hi')", "print('hello')"]]}
+    assert not answers(items)[edit.id].is_error

@@ -301,6 +301,144 @@ def test_watch_mode_requests_start_replies_of_their_own(tmp_path):
     assert [c.args["edits"] for c in calls(items)] == [[["x = 1", "x = 2"]], [["x = 2", "x = 3"]]]
 
 
+def _answers(items) -> dict:
+    return {a.call_id: a for i in items if isinstance(i, Answers) for a in i.answers}
+
+
+def test_a_failure_message_quoted_line_by_line_ends_at_the_models_next_reply(tmp_path):
+    """aider 0.50 quotes every line of its failed-to-match message (`> `, no closing line
+    break): the model's retry after it is a reply of its own, not more of the message, and the
+    person's next line (written without the line break) is theirs again."""
+    path = tmp_path / "h.md"
+    path.write_text("# aider chat started at 2024-08-20 14:08:19\n\n#### make it purple\n\n"
+                    "app.css\n```css\n<<<<<<< SEARCH\n:root { --a: red; }\n=======\n:root { --a: purple; }\n"
+                    ">>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 10,332 sent, 439 received.  \n"
+                    "> The LLM did not conform to the edit format.  \n"
+                    "> # 1 SEARCH/REPLACE block failed to match!\n>\n"
+                    "> ## SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in app.css\n"
+                    "> <<<<<<< SEARCH  \n> :root { --a: red; }  \n> =======  \n> :root { --a: purple; }  \n"
+                    "> > > > > > > > REPLACE\n>\n"
+                    "> The SEARCH section must exactly match an existing block of lines including all white space, "
+                    "comments, indentation, docstrings, etc\n\n"
+                    "Sorry, the file has other variables.\n\n"
+                    "app.css\n```css\n<<<<<<< SEARCH\n:root {\n  --b: 1px;\n}\n=======\n:root {\n  --a: purple;\n}\n"
+                    ">>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 7,919 sent, 413 received.  \n> Applied edit to app.css\n\n#### next step\n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    first, second = calls(items)
+    answers = _answers(items)
+    assert answers[first.id].is_error
+    assert answers[first.id].text.splitlines()[0] == "# 1 SEARCH/REPLACE block failed to match!"
+    assert "lines in app.css" in answers[first.id].text
+    assert second.args["edits"] == [[":root {\n  --b: 1px;\n}", ":root {\n  --a: purple;\n}"]]
+    assert (answers[second.id].is_error, answers[second.id].text) == (False, "Applied edit to app.css")
+    assert [t.text for t in items if isinstance(t, UserTurn)] == ["make it purple", "next step"]
+
+
+_LINT = ("> Applied edit to {f}  \n> Commit 761ec31 fix: import Memgraph  \n>  \n"
+         "> # Fix any errors below, if possible.  \n>  \n"
+         "> ## Running: python3 -m flake8 --select=E9,F821 --show-source --isolated {f}  \n>  \n"
+         "> {f}:30:16: F821 undefined name 'Memgraph'  \n> except Memgraph.ClientError as e:  \n>  \n"
+         "> ## See relevant line below marked with █.  \n>  \n> {f}:  \n> ...⋮...  \n"
+         "> 30█        except Memgraph.ClientError as e:  \n>  \n"
+         "> Attempt to fix lint errors? (Y)es/(N)o [Yes]: {yes}  \n")
+_WHOLE = "store.py\n```\nimport json\nfrom memgraph import Memgraph\n```\n\n> Tokens: 12k sent, 349 received.  \n"
+
+
+def test_a_lint_report_after_an_edit_is_that_edits_failure_and_the_fix_a_reply_of_its_own(tmp_path):
+    """aider lints each file it edited; errors are reported ("# Fix any errors below") and,
+    when the person agrees, sent back to the model, whose fix (no `####` line) is a reply of
+    its own. Each edit is answered by aider's "Applied edit" line and the lint report naming its
+    file, as an error; a file the report does not name is applied."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix the import  \n\nHere it is.\n\n" + _WHOLE.replace("> Tokens", "config.py\n```\nX = 1\n```\n\n> Tokens")
+                    + "> Applied edit to config.py  \n" + _LINT.format(f="store.py", yes="y")
+                    + "\nThe import was missing.\n\n" + _WHOLE + _LINT.format(f="store.py", yes="y")
+                    + "\nTry again.\n\n" + _WHOLE + _LINT.format(f="store.py", yes="n")
+                    + "> You can use /undo to undo and discard each aider commit.  \n\n#### thanks  \n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    batches = [b for b in items if isinstance(b, Batch)]
+    assert [[c.args["path"] for c in b.calls] for b in batches] == [["store.py", "config.py"], ["store.py"], ["store.py"]]
+    assert [b.text.splitlines()[0] for b in batches] == ["Here it is.", "The import was missing.", "Try again."]
+    answers = _answers(items)
+    stores = [b.calls[0] for b in batches]
+    for call in stores:
+        a = answers[call.id]
+        assert a.is_error and "Applied edit to store.py" in a.text
+        assert "store.py:30:16: F821 undefined name 'Memgraph'" in a.text
+    config = answers[batches[0].calls[1].id]
+    assert (config.is_error, config.text) == (False, "Applied edit to config.py")
+    assert [t.text for t in items if isinstance(t, UserTurn)] == ["fix the import", "thanks"]
+
+
+def test_failed_tests_after_an_edit_are_its_failure(tmp_path):
+    """--auto-test: aider runs the tests after applying the edits; their output goes to the
+    terminal, the history keeps aider's words, and the model's fix is a reply of its own."""
+    path = tmp_path / "h.md"
+    path.write_text("#### add bar  \n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 1k sent, 50 received.  \n> Applied edit to a.py  \n> Commit 1a2b3c4 feat: bar  \n"
+                    "> Added 12 lines of output to the chat.  \n> Attempt to fix test errors? (Y)es/(N)o [Yes]: y  \n\n"
+                    "The test expects 3.\n\na.py\n```python\n<<<<<<< SEARCH\nx = 2\n=======\nx = 3\n>>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 1k sent, 40 received.  \n> Applied edit to a.py  \n")
+    items = list(aider.read(path))
+    first, second = calls(items)
+    answers = _answers(items)
+    assert answers[first.id].is_error and "Attempt to fix test errors?" in answers[first.id].text
+    assert "Added 12 lines of output to the chat." in answers[first.id].text
+    assert (answers[second.id].is_error, answers[second.id].text) == (False, "Applied edit to a.py")
+
+
+def test_the_models_reply_after_files_it_asked_for_is_a_reply_of_its_own(tmp_path):
+    """The model names files it needs; aider asks to add them ("Add file to the chat? y") and
+    sends the model its request again with them: the edit that follows is a second reply."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix the bug  \n\nI need to see a.py.\n\n> Tokens: 1k sent, 20 received.  \n> a.py  \n"
+                    "> Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y  \n\n"
+                    "Now I can fix it.\n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```\n\n"
+                    "> Tokens: 2k sent, 40 received.  \n> Applied edit to a.py  \n")
+    items = list(aider.read(path))
+    assert [type(i).__name__ for i in items if not isinstance(i, SessionStart)] == ["UserTurn", "Prose", "Batch", "Answers"]
+    assert items[-2].text.startswith("Now I can fix it.")
+
+
+def test_a_commit_message_of_several_lines_is_aiders_not_a_reply(tmp_path):
+    """A weak model's commit message can run over many lines (a code fence in it); aider quotes
+    its first line and writes the rest bare up to a line ended by "  ". It is neither the
+    model's next reply nor does its fence swallow the lint report after it."""
+    path = tmp_path / "h.md"
+    path.write_text("#### fix it  \n\n" + _WHOLE.replace("12k", "17k")
+                    + _LINT.format(f="store.py", yes="y").replace(
+                        "> Commit 761ec31 fix: import Memgraph  \n",
+                        '> Commit 4461fd3 ```json\n{\n  "response": "I can\'t assist with that request."\n}\n```  \n')
+                    + "\nThe import was missing.\n\n" + _WHOLE + "> Applied edit to store.py  \n")
+    items = list(aider.read(path))
+    assert not errors(items)
+    assert [type(i).__name__ for i in items if not isinstance(i, SessionStart)] == [
+        "UserTurn", "Batch", "Answers", "Batch", "Answers"]
+    first, second = calls(items)
+    answers = _answers(items)
+    assert answers[first.id].is_error and "F821" in answers[first.id].text
+    assert not answers[second.id].is_error
+
+
+def test_a_command_aider_quotes_over_two_lines_is_not_a_reply(tmp_path):
+    """aider asks to run a reply's commands, quoting the first line of a two-line block and
+    writing the second bare: the commands are the reply's, answered by their "Running" output,
+    not a reply of their own."""
+    path = tmp_path / "h.md"
+    path.write_text("#### commit it  \n\nRun:\n\n```bash\ngit add a.py\ngit commit -m x\n```\n\n"
+                    "> Tokens: 4.7k sent, 81 received.  \n> git add a.py \ngit commit -m x  \n"
+                    "> Run shell commands? (Y)es/(N)o/(D)on't ask again [Yes]: y  \n"
+                    "> Running git add a.py  \n> Running git commit -m x  \n"
+                    "> Add command output to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: n  \n")
+    items = list(aider.read(path))
+    assert [type(i).__name__ for i in items if not isinstance(i, SessionStart)] == ["UserTurn", "Batch", "Answers"]
+    assert [c.args["command"] for c in calls(items)] == ["git add a.py", "git commit -m x"]
+
+
 # Real histories (corpus_e, byte for byte as its SOURCES.md pins them; read where present):
 # AFI-Protocol/afi-core (MIT) and Aquaticat/Monochromatic (Apache-2.0), `.aider.chat.history.md`.
 _CORPUS_E = next((p for p in (Path(__file__).resolve().parent.parent.parent / "shared" / "corpus_e",
@@ -348,3 +486,76 @@ def test_real_partial_failure_answers_each_file_for_itself():
     assert edits[at + 1] == ("tests/poi_validator.test.ts", False,
                              "The other 2 SEARCH/REPLACE blocks were applied successfully.")
     assert edits[at + 2] == ("cli_hooks/validator_invoker.ts", False, "Applied edit to cli_hooks/validator_invoker.ts")
+
+
+# Real histories (corpus_i, labelled for issue 35; its README lists them with repository, commit and
+# sha256; the repositories carry no licence, so the files are restored locally and never committed).
+_CORPUS_I = Path(__file__).resolve().parent.parent / "corpus_i" / "aider-chat-history-md"
+
+
+def _labelled(name: str) -> Path:
+    path = _CORPUS_I / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not here (corpus_i/SOURCES.md says how to restore it)")
+    return path
+
+
+def _session(path: Path, key: str) -> list[tuple[str, str, bool | None, str]]:
+    """(tool, path or command, answered as an error, the answer) of each call of session `key`."""
+    for info, events, _ in sessions_of(aider.read(path), path):
+        if info.key == key:
+            answers = {a.call_id: a for e in events if isinstance(e, Answers) for a in e.answers}
+            return [(c.name, c.args.get("path") or c.args.get("command") or "",
+                     answers[c.id].is_error if c.id in answers else None,
+                     answers[c.id].text if c.id in answers else "")
+                    for e in events if isinstance(e, Batch) for c in e.calls]
+    raise AssertionError(f"no session {key} in {path.name}")
+
+
+def test_real_sessions_are_keyed_as_aider_starts_them():
+    """aider writes a blank line before each "# aider chat started at" line, so a history file
+    begins with one: session N is the one its Nth start line opens."""
+    for name in ("inversity-snapswap.aider.chat.history.md", "pdf-ingestion.aider.chat.history.md"):
+        path = _labelled(name)
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("\n")
+        starts = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("# aider chat started at ")]
+        got = [(i.info.key, i.line) for i in aider.read(path) if isinstance(i, SessionStart)]
+        assert got == [(str(k), line) for k, line in enumerate(starts, 1)]
+
+
+def test_real_re_sent_blocks_are_one_failing_edit_per_attempt():
+    """inversity-snapswap, aider's 36th session (labels.csv: stats.py's 37, loop 8-10): the
+    119-line block for client/src/App.js fails to match three times, once per reply."""
+    path = _labelled("inversity-snapswap.aider.chat.history.md")
+    text = path.read_text(encoding="utf-8").splitlines()
+    starts = [n for n, line in enumerate(text) if line.startswith("# aider chat started at ")]
+    session = text[starts[35]:starts[36]]
+    assert sum(line.startswith("> # 1 SEARCH/REPLACE block failed to match!") for line in session) == 3
+    edits = [c for c in _session(path, "36") if c[0] == "edit"]
+    failing = [c for c in edits if c[2]]
+    assert [(c[1], c[3].splitlines()[0]) for c in failing] == [
+        ("client/src/App.js", "# 1 SEARCH/REPLACE block failed to match!")] * 3
+    assert edits[-3:] == failing
+
+
+def test_real_quoted_failure_message_does_not_swallow_the_session():
+    """brejlator (aider 0.50) quotes its failure message line by line: the model's retry is an
+    edit of its own, and the session goes on (its 21 replies with edits, counted by hand)."""
+    path = _labelled("brejlator.aider.chat.history.md")
+    calls = _session(path, "1")
+    assert calls[0][:3] == ("edit", "app/styles/app.css", True)
+    assert calls[1][:3] == ("edit", "app/styles/app.css", False)
+    assert len([c for c in calls if c[0] == "edit"]) >= 21
+
+
+def test_real_lint_reflections_are_failing_edits_each():
+    """pdf-ingestion, aider's 30th session (labels.csv: stats.py's 31, loop 3-5): after each of
+    three edits of store.py flake8 reports the same undefined name; each reply is an edit
+    answered by that report as an error; config.py, which the report does not name, applied."""
+    path = _labelled("pdf-ingestion.aider.chat.history.md")
+    calls = _session(path, "30")
+    assert [(c[0], c[1], c[2]) for c in calls] == [("edit", "src/pdf_ingestion/store.py", True),
+                                                    ("edit", "src/core/config.py", False)] + [
+        ("edit", "src/pdf_ingestion/store.py", True)] * 3
+    assert all("F821 undefined name 'Memgraph'" in c[3] for c in calls if c[2])

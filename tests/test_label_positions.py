@@ -160,3 +160,58 @@ def test_released_sources_group_sessions_by_repository():
     groups = source_groups(_released("corpus_ho1"))
     assert groups["claude-code-md-export/brain_explore-agent-bfa52189-bashoutput-poll.md"] == "goodsch/brain_explore"
     assert groups["cline/cline-xray-ui_messages.json"] == "CoreGems/Cline-Xray"
+
+
+def e(path: str, edits: str = "") -> tuple[str, str]:
+    """An edit as stats.py's aider reader writes it ({"path"}), or as ours does (with the edits)."""
+    return ("edit", f'{{"path": "{path}"}}' if not edits else f'{{"edits": [["{edits}", "x"]], "path": "{path}"}}')
+
+
+def test_edits_and_commands_compare_as_stats_py_writes_them():
+    """stats.py writes an aider edit as {"path"}, a command as `shell`, and a reply's commands
+    before its edits; ours keeps the edits, names the command `run` and lists a reply's edits
+    first (aider applies them first). Its loop of three failing edits (2-4, after the reply's
+    `npm install`) is our 1-4: the first reply's failing edit, its command, the two retries."""
+    theirs = [("shell", '{"command": "npm install"}'), e("App.js"), e("App.js"), e("App.js")]
+    ours = [e("App.js", "a"), ("run", '{"command": "npm install"}'), e("App.js", "b"), e("App.js", "c")]
+    assert map_span(theirs, ours, 2, 4, None, None, [None, True, True, True], [True, None, True, True],
+                    [0, 0, 1, 2]) == (1, 4)
+
+
+def test_outcomes_keep_a_run_of_one_edit_from_sliding():
+    """The same edit of one file four times, the first two applied, the last two failing: with
+    one applied edit more on our side, their failing 2-3 are our failing 3-4 (name and path
+    alone would align them with our first three)."""
+    theirs = [e("a.py"), e("a.py"), e("a.py")]
+    ours = [e("a.py", "1"), e("a.py", "2"), e("a.py", "3"), e("a.py", "3")]
+    assert map_span(theirs, ours, 2, 3, None, None, [False, True, True], [False, False, True, True]) == (3, 4)
+    assert map_span(theirs, ours, 2, 3)[0] == 2  # without outcomes: from our second, applied edit
+
+
+STATS_BLANK_FIRST = '''
+class S:
+    def __init__(self, key, calls, results):
+        self.key, self.calls, self.results = key, calls, results
+def load(path):
+    # the corpus_i stats.py on a history that starts with a blank line (as aider writes one):
+    # the line before the first start line is a session "1" of its own, aider's two are "2", "3"
+    edit = ("edit", '{"path": "app.py"}')
+    failed = "failed: # 1 SEARCH/REPLACE block failed to match!"
+    return "aider", [S("1", [], []), S("2", [edit], ["applied"]), S("3", [edit] * 4, [failed] * 3 + ["applied"])]
+'''
+
+
+def test_a_stats_py_key_one_past_aiders_names_the_session_aider_started(tmp_path):
+    """corpus_i's stats.py keys the sessions of a history that begins with a blank line (aider
+    writes one before each start line) from 2: its key 3 is aider's second session, ours "2"."""
+    (tmp_path / "stats.py").write_text(STATS_BLANK_FIRST)
+    (tmp_path / "h.md").write_text("\n# aider chat started at 2026-01-01 10:00:00\n\n#### rename foo  \n\n"
+                                   + ATTEMPT + "> Applied edit to app.py  \n"
+                                   "\n# aider chat started at 2026-01-01 11:00:00\n\n#### rename foo again  \n\n"
+                                   + (ATTEMPT + FAILED) * 3 + ATTEMPT + "> Applied edit to app.py  \n")
+    with open(tmp_path / "labels.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["file", "session_key", "label", "loop_calls", "reason"],
+                                 ["h.md", "3", "loop", "1-3", "the same block re-sent"]])
+    (s,) = labelled_sessions(tmp_path)
+    assert (s.key, s.first, s.last) == ("3", 1, 3)
+    assert [c.name for ev in s.events if isinstance(ev, Batch) for c in ev.calls] == ["edit"] * 4

@@ -28,14 +28,27 @@ successfully"), ended by a markdown line break; it sends that message back to th
 file's edit of that reply is then answered by the message's sections naming the file, as an
 error, or, for a file no section names, as applied. Nothing in the message is the model's or the
 person's (a `####` line quoted in it included), and the model's next text is a reply of its own:
-a block re-sent again and again is an `edit` call failing again and again. Watch mode's
-"> Processing your request..." (an AI comment in a file, no `####` line) starts a reply too.
+a block re-sent again and again is an `edit` call failing again and again. aider 0.50 and
+others quote every line of the message (`> `): it then ends at the first line neither quoted
+nor blank. Every attempt of the model is a reply of its own: a reply ends at aider's usage line
+("> Tokens: ..."), so the model's text after it with no `####` line — its fix after a lint
+report, its reply once the files it asked for were added ("Add file to the chat? y") — is the
+next reply; watch mode's "> Processing your request..." (an AI comment in a file) starts one too.
+Lint and tests: aider lints each file it edited and, finding errors, writes a report per file
+("# Fix any errors below, if possible.", the file named in its "## See relevant lines" listing),
+asks "Attempt to fix lint errors?" and sends the report back to the model; such a file's edit
+is answered by its "Applied edit" line and that report, as an error (the edit took effect and
+aider says it left errors; the same with "Attempt to fix test errors?" for every edit of the
+reply). A message aider writes over several lines quotes the first only ("> Commit 1a2b3c4 ..."
+of a rambling commit message, "> git add a" of a two-line command) and goes on in bare lines up
+to one ended by a markdown line break: those lines are aider's, not a reply.
 Shell commands — each line of a fenced ```bash / sh / shell / console block, and each
 `> Running CMD` line aider writes when it runs one — are `run` calls {"command": CMD}, answered
 by the `>` output lines after their "Running" line (a suggestion declined is unanswered).
-Architect mode logs the architect's reply, then hands it to the editor model as a message with
-the person's `####` prefix: that echo is not a user turn, and the editor's reply is a reply of
-its own. Rate-limit / overload retries ("Retrying in N seconds...") are Retry events with the
+Architect mode ("Model: ... with architect edit format") logs the architect's reply, then hands
+it to the editor model as a message with the person's `####` prefix: that echo is not a user
+turn, and the editor's reply is a reply of its own. The architect's reply is a plan: blocks or
+diffs in it that aider did not apply are not edits (the editor's are). Rate-limit / overload retries ("Retrying in N seconds...") are Retry events with the
 error line before them, never calls.
 A reply with calls is a Batch (its prose as the text), one without is Prose.
 
@@ -97,6 +110,15 @@ _FAILURE_PART = re.compile(r"^(## SearchReplaceNoExactMatch|# The other \d+ SEAR
 _FAILURE_ENDS = ("The SEARCH section must exactly match", "Just reply with fixed versions of the block")
 _OTHERS_APPLIED = re.compile(r"^# The other \d+ SEARCH/REPLACE blocks? were applied successfully")
 _NEW_REQUEST = "Processing your request"  # watch mode: an AI comment in a file is a request
+_MODEL = re.compile(r"^> (?:Main model|Model): .+? with (\S+) edit format")
+_COMMIT = re.compile(r"^Commit [0-9a-f]{7,} ")
+_TOKENS = "Tokens: "  # aider's usage line, written once the model's reply is complete
+_LINT_HEAD = "# Fix any errors below, if possible."  # each file's lint report (linter.lint) opens so
+_LINT_CONTEXT = re.compile(r"^## See relevant lines? below marked with")
+_LINT_RUNNING = re.compile(r"^## Running: .*?(\S+)\s*$")
+_LINT_LOCATION = re.compile(r"^(\S+?):\d+(:\d+)?:? ")
+_FIX_ASKED = re.compile(r"^Attempt to fix (lint|test) errors\?")
+_REPORT_ENDS = re.compile(r"^(Attempt to fix (lint|test) errors\?|Tokens: |Applied edit to |Run shell commands?\?|Running )")
 _EDIT_FAILURES = ("did not conform", "malformed", "failed to apply", "failed to match", "did not apply edit", "searchreplacenoexactmatch",
                   "does not match", "doesn't match", "no exact match")
 
@@ -127,6 +149,18 @@ class _Reply:
     # line a `>` line, the rest bare lines; `failing` while it goes on
     failure: list[tuple[int, str]] = field(default_factory=list)
     failing: bool = False
+    # whether the message quotes every line (`> `, aider 0.50 and others): it then ends at the
+    # first line that is neither quoted nor blank; None until its first line after the head
+    quoted: bool | None = None
+    # aider's message of several lines (a shell command, a commit message) quotes its first
+    # line only and goes on in bare lines up to one ended by "  " (a markdown line break):
+    # `open_note` is the last line of such a message still open (0: none), a bare line right
+    # after it goes on; a commit message (a weak model's musings) goes on across blank lines
+    open_note: int = 0
+    committing: bool = False
+    # architect mode: this is the architect's reply, a plan aider hands to the editor model;
+    # its edit blocks are not edits (the editor's are)
+    plan: bool = False
     # aider has handed something back to the model since this reply's text (its failed-to-match
     # message, or a new request of watch mode, "Processing your request..."): text from here
     # on is the model's next reply
@@ -149,9 +183,26 @@ class _Chat:
         self.reply: _Reply | None = None
         self.in_fence = False
         self.echo = ""
+        self.breaks = False
+        self.architect = False  # the session runs the architect edit format
+        self.plan_next = False  # the next reply is the architect's (after the person's message)
 
     def failing(self) -> bool:
         return self.reply is not None and self.reply.failing
+
+    def failure_ends_at(self, line: str) -> bool:
+        """A quoted failure message ends at the first line neither quoted nor blank (the
+        model's next reply, or a `####` line aider wrote without its line break)."""
+        reply = self.reply
+        if reply is None or not reply.failing or not line.strip():
+            return False
+        quoted = line.startswith("> ") or line == ">"
+        if reply.quoted is None:
+            reply.quoted = quoted
+        if reply.quoted and not quoted:
+            reply.failing, reply.closed = False, True
+            return True
+        return False
 
     def flush(self) -> Iterator[Item]:
         if self.held is not None:
@@ -167,6 +218,7 @@ class _Chat:
     def new_session(self, line_no: int, started_at: str | None = None) -> SessionStart:
         self.session += 1
         self.started = True
+        self.architect = False
         return SessionStart(SessionInfo(key=str(self.session), format=NAME, agent="aider", started_at=started_at),
                             line_no)
 
@@ -186,25 +238,44 @@ class _Chat:
 
     def reply_line(self, line: str, line_no: int) -> Iterator[Item]:
         """Any other line: the model's reply text, or aider's `>` output about it."""
+        model = _MODEL.match(line)
+        if model:
+            self.architect = model.group(1) == "architect"
         if self.user:
+            self.plan_next = self.architect and not _is_echo(self.user, self.echo)
             yield from _user_event(self.user, self.user_line, self.echo)
             self.user = []
         if not self.started:
             return  # preamble before the first session or user message
         if self.reply is None:
-            self.reply = _Reply(line_no)
+            self.reply = _Reply(line_no, plan=self.plan_next)
         reply, in_fence = self.reply, self.in_fence
         if reply.failing:
-            # the failure message's bare lines (the failed blocks, "Did you mean" listings) are
+            # the failure message's lines (the failed blocks, "Did you mean" listings) are
             # aider's words, not the model's, up to its closing line (ended by "  ", a markdown
-            # line break, as aider ends each message it logs)
-            reply.failure.append((line_no, line))
+            # line break, as aider ends each message it logs); quoted ones to their last `>` line
+            text = line[2:] if reply.quoted and line.startswith("> ") else "" if reply.quoted and line == ">" else line
+            reply.failure.append((line_no, text))
             reply.last_note = line_no
-            if line.endswith("  ") and line.lstrip().startswith(_FAILURE_ENDS):
+            if line.endswith("  ") and text.lstrip().startswith(_FAILURE_ENDS):
                 reply.failing, reply.closed = False, True
             return
-        if not in_fence and (line.startswith("> ") or line == ">"):
+        bare = not (line.startswith("> ") or line == ">")
+        if bare and not in_fence and (reply.committing or (line.strip() and reply.open_note == line_no - 1)):
+            # (aider writes a blank line before the model's text: a bare line right after its
+            # own is its own)
+            if line.strip():
+                reply.last_note = line_no
+                reply.open_note = 0 if line.endswith("  ") else line_no
+                reply.committing = reply.committing and not line.endswith("  ")
+            return
+        reply.committing = reply.committing and bare
+        if not in_fence and not bare:
             note = line[2:].strip()
+            reply.open_note = 0 if line.endswith("  ") else line_no
+            reply.committing = self.breaks and bool(_COMMIT.match(note)) and not line.endswith("  ")
+            if note.startswith(_TOKENS) and line.endswith("  "):
+                self.breaks = True  # this history ends aider's lines with a line break
             reply.notes.append((line_no, note))
             reply.last_note = line_no
             if _FAILED_TO_MATCH.match(note) or (reply.failure and _FAILURE_PART.match(note)):
@@ -212,7 +283,12 @@ class _Chat:
                 reply.failure.append((line_no, note))
                 reply.closed = line.endswith("  ")  # a one-line message ends here
                 reply.failing = not reply.closed
-            elif note.startswith(_NEW_REQUEST):
+            elif note.startswith(_NEW_REQUEST) or note.startswith(_LINT_HEAD) or _FIX_ASKED.match(note) or (
+                    note.startswith(_TOKENS) and _last_text_line(reply)):
+                # the model's reply is over (aider's usage line), or aider hands something back
+                # to it: a watch-mode request, a lint or test report ("Attempt to fix lint
+                # errors? y"), files it mentioned ("Add file to the chat? y"); its next text,
+                # with no `####` line before it, is a reply of its own
                 reply.closed = True
             return
         if not in_fence and _WRAPPER.match(line):
@@ -223,7 +299,7 @@ class _Chat:
             # `####` line is logged for it): the text after it is the model's next reply, a new
             # attempt judged on its own
             yield from self.flush()
-            reply = self.reply = _Reply(line_no)
+            reply = self.reply = _Reply(line_no, plan=reply.plan)
         if _FENCE.match(line.strip()):
             self.in_fence = not in_fence
         reply.text.append((line_no, line))
@@ -240,7 +316,7 @@ def read(path: Path | str) -> Iterator[Item]:
             line_no, line = item
             if chat.in_fence and _escapes_fence(line):
                 chat.in_fence = False  # an interrupted reply left its code block open
-            if chat.failing():
+            if chat.failing() and not chat.failure_ends_at(line):
                 if not (_STARTED.match(line) or (line.startswith("#### ") and line.endswith("  "))):
                     yield from chat.reply_line(line, line_no)
                     continue
@@ -310,15 +386,16 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+def _is_echo(user: list[str], echo: str) -> bool:
+    """Architect mode: aider passes the architect's reply to the editor model as a message of
+    its own, logged with the person's #### prefix. It is not the person speaking."""
+    return bool(echo) and _words("\n".join(user).strip().replace("<blank>", "")) == echo
+
+
 def _user_event(user: list[str], line: int, echo: str = "") -> Iterator[Item]:
-    if not user:
+    if not user or _is_echo(user, echo):
         return
-    text = "\n".join(user).strip()
-    if echo and _words(text.replace("<blank>", "")) == echo:
-        # Architect mode: aider passes the architect's reply to the editor model as a message
-        # of its own, logged with the person's #### prefix. It is not the person speaking.
-        return
-    yield UserTurn(text, None, line)
+    yield UserTurn("\n".join(user).strip(), None, line)
 
 
 def _reply_events(path: Path, reply: _Reply) -> Iterator[Item]:
@@ -376,7 +453,8 @@ def _fenced(reply: _Reply) -> Iterator[tuple[int, str, list[str], str | None]]:
 
 def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[ReadError]]:
     """One `edit` call per file (first-appearance order) however the reply wrote it, then one
-    `run` call per shell command; with the answers aider's own output gives them."""
+    `run` call per shell command (aider applies the edits, then offers to run the commands);
+    with the answers aider's own output gives them."""
     edits: dict[str, dict] = {}
     shells: list[str] = []
     errors: list[ReadError] = []
@@ -403,6 +481,8 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     for name, content in wholes:
         if name in applied and name not in edits:
             edits[name] = {"path": name, "content": content}
+    if reply.plan and not applied and not reply.failure:
+        edits, errors = {}, []  # the architect's plan: the editor model writes the edits
     for name in applied:
         if not any(_same_path(name, p) for p in edits):
             edits[name] = {"path": name}  # aider applied it: an edit, whatever we parsed
@@ -427,10 +507,11 @@ def _calls(path: Path, reply: _Reply) -> tuple[list[Call], list[Answer], list[Re
     if refused:
         calls.insert(0, Call(f"aider-{reply.line}-0", HARNESS_ERROR, {"reason": "malformed_edit"}))
     failure = _failure(reply)
+    reports, notes = _reports(notes)
     if failure is not None:
         answers = [_failed_edit_answer(c, *failure, notes, applied) for c in calls if c.name == "edit"]
     else:
-        answers = [a for a in (_edit_answer(c, notes, applied) for c in calls if c.name == "edit") if a]
+        answers = [a for a in (_edit_answer(c, notes, applied, reports) for c in calls if c.name == "edit") if a]
     outputs = dict(runs)  # the last run of a command answers it
     answers += [Answer(c.id, outputs[c.args["command"]]) for c in calls
                 if c.name == "run" and c.args["command"] in outputs]
@@ -590,10 +671,56 @@ def _failed_edit_answer(call: Call, texts: dict[str, str], others: str, notes: l
     return Answer(call.id, others)
 
 
-def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | None:
-    """aider's word on one file's edit: its "Applied edit to" lines; the failure lines naming
-    it (or naming no file); or, when aider said something after the reply but never that it
-    applied this file, an error. No word at all (a history cut short) is no answer."""
+def _reports(notes: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The lint and test reports aider wrote after applying the reply's edits (path → the
+    report's sections naming it; "" → sections naming no file, or a failed test run, which
+    stand for every file), and the other notes. aider lints each edited file
+    (base_coder.lint_edited; each file's report opens "# Fix any errors below, if possible." and
+    names the file in its "## See relevant lines" listing, its "## Running: CMD FILE" line or
+    its "FILE:LINE:" errors), then runs the tests; it asks "Attempt to fix lint/test errors?"
+    and, answered yes, sends the report back to the model."""
+    reports: dict[str, list[str]] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(notes):
+        if not notes[i].startswith(_LINT_HEAD):
+            test = _FIX_ASKED.match(notes[i])
+            if test and test.group(1) == "test":
+                # the test output went to the terminal only: aider's own words are the report
+                start = max((k + 1 for k, n in enumerate(notes[:i]) if _APPLIED.match(n) or n.startswith("Commit ")),
+                            default=i)
+                reports.setdefault("", []).append("\n".join(n for n in notes[start:i + 1] if n.strip()))
+            rest.append(notes[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(notes) and not notes[j].startswith(_LINT_HEAD) and not _REPORT_ENDS.match(notes[j]):
+            j += 1
+        section = notes[i:j]
+        reports.setdefault(_reported_file(section), []).append("\n".join(section).strip())
+        i = j
+    return {path: "\n\n".join(texts) for path, texts in reports.items()}, rest
+
+
+def _reported_file(section: list[str]) -> str:
+    """The file one lint report names ("" where it names none)."""
+    for k, line in enumerate(section):
+        if _LINT_CONTEXT.match(line):
+            name = next((n for n in section[k + 1:] if n.strip()), "")
+            if name.endswith(":"):
+                return name[:-1].strip()
+    for line in section:
+        m = _LINT_RUNNING.match(line) or _LINT_LOCATION.match(line)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def _edit_answer(call: Call, notes: list[str], applied: list[str], reports: dict[str, str] | None = None) -> Answer | None:
+    """aider's word on one file's edit: its "Applied edit to" lines, with the lint report naming
+    the file (or the failed test run) as an error; the failure lines naming it (or naming no
+    file); or, when aider said something after the reply but never that it applied this file,
+    an error. No word at all (a history cut short) is no answer."""
     if not notes:
         return None
     path = call.args["path"]
@@ -606,5 +733,8 @@ def _edit_answer(call: Call, notes: list[str], applied: list[str]) -> Answer | N
     if named_failures or (failures and not done):
         return Answer(call.id, "\n".join(dict.fromkeys(failures + mine)), True)
     if done:
+        found = [t for p, t in (reports or {}).items() if p == "" or _same_path(p, path)]
+        if found:
+            return Answer(call.id, "\n".join(["\n".join(mine), *found]).strip(), True)
         return Answer(call.id, "\n".join(mine))
     return Answer(call.id, f"not applied: aider did not report an edit to {path}", True)
