@@ -502,7 +502,7 @@ def enforced_line(now: dict) -> Text:
              if now["since"] is not None else "")
     if not now["chosen"]:
         head = (f"ENFORCED on live agents: the default set, {labels} (the set ingest judges with; choose "
-                f"another with `loopledger enforce SPEC [SPEC...]` or Compare's \"Enforce this setting\"){since}")
+                f"another with `loopledger enforce SPEC [SPEC...]` or Compare's \"Add it to the enforced set\"){since}")
     else:
         kind = "the set " if len(now["labels"]) > 1 else ""
         head = f"ENFORCED on live agents: {kind}{labels}{since}"

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, default_set_words
 from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce
@@ -257,7 +258,7 @@ def test_compare_and_the_leaderboard_count_sessions_and_agree(board, page, artif
     assert here[1:11] == there[1:11], (here, there)
 
 
-def test_enforce_says_it_replaces_the_default_set_and_can_add_to_it(tmp_path, page, newcomer_ledger,
+def test_enforce_adds_to_the_default_set_and_can_replace_it(tmp_path, page, newcomer_ledger,
                                                                    artifacts_dir):
     db = tmp_path / "own.sqlite"  # its own copy: this test changes what is enforced
     db.write_bytes(Path(newcomer_ledger.removeprefix("sqlite:///")).read_bytes())
@@ -280,13 +281,19 @@ def test_enforce_says_it_replaces_the_default_set_and_can_add_to_it(tmp_path, pa
         page.get_by_role("option", name=second, exact=True).click()
         _settle(page)
         name = second.split(" — ")[0]
+        # Adding to what is enforced now is the default; replacing it is the second choice.
+        _text(page, re.escape(f"Enforcing adds {name} to the default set ({default_set_words()})"))
+        page.get_by_text("replace what is enforced now with it alone").click()
         _text(page, re.escape(f"Enforcing replaces the default set ({default_set_words()}) with {name} alone"))
-        page.get_by_text("adds it to the enforced set").click()
-        _settle(page)
+        page.get_by_text("add it to what is enforced now").click()
         _text(page, re.escape(f"Enforcing adds {name} to the default set ({default_set_words()})"))
         page.screenshot(path=str(artifacts_dir / "e2e-newcomer-enforce-add.png"))
         page.get_by_role("button", name=re.compile(r"^Add it to the enforced set: ")).click()
-        _text(page, "Enforced: live agents are judged by it")
+        expect(page.get_by_text("Enforced: live agents are judged by it")).to_be_visible(timeout=WAIT)
+        # Right after the press, no reload: the sentence above the button reads the new set.
+        expect(page.get_by_text(re.compile("^" + re.escape(f"{name} is enforced already (the enforced set: ")))
+               ).to_be_visible(timeout=WAIT)
+        expect(page.get_by_text(re.compile(r"^Enforced now: .* \+ "))).to_be_visible(timeout=WAIT)
         eng = make_engine(url, readonly=True)
         with eng.connect() as conn:
             now = enforce.enforced_specs(conn)

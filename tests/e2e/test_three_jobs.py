@@ -235,10 +235,11 @@ def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, arti
     eng.dispose()
     # Sessions, the unit the leaderboard and Compare count.
     halted = sum(1 for steps in per if any(c.verdict == vocab.HALT for s in steps for c in s.checks))
-    button = page.get_by_role("button", name=re.compile(r"^Enforce it alone: "))
-    assert button.inner_text().strip().startswith(f"Enforce it alone: halts {halted:,} of {len(ids):,} swept sessions")
-    page.get_by_text(re.compile(r"^Enforcing replaces the default set \(.*\) with strikes=0 alone")).wait_for(
-        timeout=TIMEOUT)
+    # Added to what is enforced now (the default set), the form's default.
+    button = page.get_by_role("button", name=re.compile(r"^Add it to the enforced set: "))
+    assert button.inner_text().strip().startswith(
+        f"Add it to the enforced set: halts {halted:,} of {len(ids):,} swept sessions")
+    page.get_by_text(re.compile(r"^Enforcing adds strikes=0 to the default set \(")).wait_for(timeout=TIMEOUT)
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-enforce-before.png"))
     button.click()
     page.get_by_test_id("stAlertContentSuccess").filter(has_text="Enforced: live agents").wait_for(timeout=TIMEOUT)
