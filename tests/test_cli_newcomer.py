@@ -126,3 +126,28 @@ def test_the_manual_names_the_default_sets_members_in_one_place_only():
              *[p for p in (ROOT / "docs").glob("*.md") if p.name not in ("detection.md", "cli.md")]]
     offenders = {p.name: m.group(0) for p in pages for m in [listing.search(p.read_text("utf-8"))] if m}
     assert not offenders, offenders
+
+
+def test_a_folders_documents_are_skipped_alike_in_one_line_never_as_errors(tmp_path):
+    """Issue 37, friction 8: SOURCES.md beside the transcripts was an error (exit 1, a source
+    marked error) while README.md and labels.csv were skipped silently."""
+    import sqlite3
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    shutil.copy(SAMPLE, folder / SAMPLE.name)
+    (folder / "SOURCES.md").write_text("# Sources\n\nWhere these transcripts came from: a public repo.\n")
+    (folder / "README.md").write_text("# A corpus\n")
+    (folder / "labels.csv").write_text("file,session_key,label,loop_calls,reason\n")
+    db = tmp_path / "demo.sqlite"
+    proc = _run("ingest", str(folder), "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower(), proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "skipped 2 file(s) of the folder(s) that are not transcripts: README.md, SOURCES.md" in said, said
+    with sqlite3.connect(db) as conn:
+        sources = conn.execute("SELECT path, status FROM sources").fetchall()
+    assert [(Path(p).name, s) for p, s in sources] == [(SAMPLE.name, "ok")]
+    # Named on the command line, the same document is still refused with its reason.
+    proc = _run("ingest", str(folder / "SOURCES.md"), "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 1 and "not a transcript format" in proc.stderr

@@ -233,7 +233,14 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     _with_enforced(engine, opts)
     try:
         unreadable: list[str] = []
-        files = worker.discover(paths, unreadable)
+        skipped: list[str] = []
+        files = worker.discover(paths, unreadable, skipped)
+        if skipped:
+            # One line, not an error: a folder's README.md or SOURCES.md is not a transcript.
+            names = ", ".join(Path(s).name for s in skipped[:5]) + (f" and {len(skipped) - 5} more"
+                                                                    if len(skipped) > 5 else "")
+            err.print(Text(plain(f"skipped {len(skipped)} file(s) of the folder(s) that are not transcripts: {names}",
+                                 1000)))
         sizes = {str(f): _size(f) for f in files}
         opts.jobs = jobs or worker.default_jobs(sum(sizes.values()))
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
