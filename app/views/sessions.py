@@ -53,14 +53,23 @@ def _live(f: read.SessionFilter) -> None:
     for col, (key, label) in zip(cols, METRICS, strict=True):
         col.metric(label, f"{head[key]:,}", help=charts.MEASURE_HELP.get(key, None))
     if head["sessions"] == 0:
-        st.info("No session matches these filters.")
+        if data.q("headline", read.SessionFilter())["sessions"] == 0:
+            # An empty ledger is not a filter that matched nothing: say what fills it.
+            st.info("No session in this ledger yet: ingest one (`loopledger ingest PATH`), or forward one from a "
+                    "live agent (`loopledger hook install claude-code`, `loopledger forward`).")
+        else:
+            st.info("No session matches these filters.")
         return
     cost_view.sessions_cost(f)  # what the loops cost (app/cost_view.py)
 
     c = st.columns(4)
-    by = c[0].selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",
+    # Only measures something counted on these sessions (halts always): a ranking by zeros says nothing.
+    ranks = [m for m in ("halts", "strikes", "warnings", "blocks", "saved") if m == "halts" or head.get(m)]
+    by = c[0].selectbox("Chart ranks by", ranks, key="chart_by",
                         format_func=words.title, help="the first panel; the others keep its session order")
     top_n = c[1].slider("Sessions in chart", 5, 50, 20, key="chart_n")
+    with_zero = c[0].toggle(f"Also sessions with no {words.title(by)}", value=False, key="chart_zero",
+                            help="off: the chart draws the sessions the ranking measure counts; the table lists all")
     sort = c[2].selectbox("Table sorted by", read.SORTABLE, key="table_sort", format_func=words.title)
     pages = max(1, -(-head["sessions"] // PAGE_SIZE))
     page = int(c[3].number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
@@ -80,10 +89,15 @@ def _live(f: read.SessionFilter) -> None:
             "sessions_halted": st.column_config.NumberColumn("sessions halted", help="sessions with a halt"),
             **{m: st.column_config.NumberColumn(words.title(m), help=charts.MEASURE_HELP.get(m, ""))
                for m in read.MEASURES}})
-    st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
-               "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
-                                                       if head["sessions"] > top_n else ""))
-    st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
+    drawn = charts.chart_rows(top, by, with_zero)
+    if len(drawn):
+        st.caption(f"Top {len(drawn)} sessions by {words.title(by)}; each panel has its own scale, a measure that is "
+                   "0 on every session drawn has none (click a bar to open the session)."
+                   + (f" {head['sessions'] - len(drawn):,} more are in the table." if head["sessions"] > len(drawn)
+                      else ""))
+        st.altair_chart(charts.sessions_bar(top, by, with_zero), key="sessions_chart")
+    else:
+        st.caption(f"No chart: no session here has {words.title(by)}; the table lists them all.")
 
     table = rows.assign(file=[_file(p) for p in rows["path"]], path=[words.shown_path(p) for p in rows["path"]],
                         started_at=when.moments(rows["started_at"]))[TABLE_ORDER]

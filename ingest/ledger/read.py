@@ -238,7 +238,7 @@ def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "hal
     top = sessions_page(conn, f, sort=by, limit=n)
     total = total or headline(conn, f)
     rest = total["sessions"] - len(top)
-    rows = top[["id", "title", "runs", *MEASURES]].copy()
+    rows = top[["id", "title", "started_at", "path", "runs", *MEASURES]].copy()  # day and project name a session
     rows["others"] = 0
     if rest > 0:
         other = {"id": None, "title": f"{rest} other session{'' if rest == 1 else 's'}", "others": rest}
