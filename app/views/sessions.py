@@ -31,19 +31,31 @@ TABLE_ORDER = ["id", "title", "halts", "runs", "calls", "warnings", "blocks", "s
 
 
 def _table_config() -> dict:
-    num = {m: st.column_config.NumberColumn(m, format="%d", help=charts.MEASURE_HELP.get(m, ""), width="small")
+    # Widths in pixels: the columns shown by default fit the page at 1400 px beside the sidebar.
+    num = {m: st.column_config.NumberColumn(m, format="%d", help=charts.MEASURE_HELP.get(m, ""), width=58)
            for m in ("halts", "runs", "calls", "strikes", "warnings", "blocks", "saved")}
+    num["warnings"] = st.column_config.NumberColumn("warnings", format="%d", help=charts.MEASURE_HELP["warnings"],
+                                                    width=68)
     num["saved"] = st.column_config.NumberColumn("calls saved", format="%d", help=charts.MEASURE_HELP["saved"],
-                                                 width="small")
+                                                 width=82)
     return num | {
-        "id": st.column_config.NumberColumn("id", format="%d", width="small", pinned=True,
+        "id": st.column_config.NumberColumn("id", format="%d", width=56, pinned=True,
                                             help="click any cell of a row to open the session"),
-        "started_at": st.column_config.TextColumn("started", width="medium"),
-        "title": st.column_config.TextColumn("title", width="large"),
-        "file": st.column_config.TextColumn("file", width="medium", help="the source file, shortened; "
-                                            "the full path is in the last column"),
+        "started_at": st.column_config.TextColumn("started", width=140),
+        "title": st.column_config.TextColumn("title", width=210),
+        "file": st.column_config.TextColumn("file", width=150, help="the source file, shortened; "
+                                            "the full path is a hidden column (the table's eye icon shows it)"),
+        "format": st.column_config.TextColumn("format", width=110),
         "path": st.column_config.TextColumn("full path", width="large"),
     }
+
+
+def shown_columns(table) -> list[str]:
+    """The columns drawn by default: a measure 0 on every row of the page has none (strikes and blocks,
+    on most ledgers), and the format and full path are hidden columns (the table's eye icon shows
+    them; the filters and the CSV have them): the rest fits 1400 px without scrolling sideways."""
+    zero = {m for m in ("strikes", "warnings", "blocks", "saved") if m in table and not table[m].fillna(0).any()}
+    return [c for c in TABLE_ORDER if c not in zero and c not in ("format", "path")]
 
 
 @st.fragment(run_every=data.REFRESH_S)
@@ -104,6 +116,7 @@ def _live(f: read.SessionFilter) -> None:
     # A click on any cell selects it (single-cell), and so opens its row's session; the row's
     # checkbox (single-row) does the same.
     event = safe.table(table, key="sessions_table", column_config=_table_config(), on_select="rerun",
+                       column_order=shown_columns(table),
                        selection_mode=["single-row", "single-cell"])
     picked = safe.clicked_row(event)
     if picked is not None:
