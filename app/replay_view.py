@@ -264,7 +264,7 @@ def halt_change(old: dict[int, int], new: dict[int, int], run: int,
 
     before, after = old.get(run), new.get(run)
     if before is not None and after is not None:
-        line = (f"halt unchanged at {ref(after)}" if before == after
+        line = (f"it still halts at {ref(after)}, the same call as before" if before == after
                 else f"halt moved from {ref(before)} to {ref(after)}")
     elif before is not None:
         line = f"no halt in this run any more (it was at {ref(before)}); {nxt()}"
@@ -273,6 +273,16 @@ def halt_change(old: dict[int, int], new: dict[int, int], run: int,
     else:
         line = f"this run halts neither before nor after; {nxt()}"
     return f"{explain.run_ref(run).capitalize()}: {line}. Halted runs in this session: {len(old)} → {len(new)}."
+
+
+def applied_already(label: str, halts: dict[int, int], run: int,
+                    ref: Callable[[int], str] = lambda seq: f"step {seq}") -> str:
+    """What Apply says when the parameters are those applied already (Enter in a parameter applies
+    them; the Apply click after it changes nothing): what is applied and where it halts, never
+    "unchanged" as if the edit had done nothing."""
+    where = (f"{explain.run_ref(run)} halts at {ref(halts[run])}" if run in halts
+             else f"{explain.run_ref(run)} does not halt")
+    return f"Applied: {label}. {where[0].upper()}{where[1:]}; halted runs in this session: {len(halts)}."
 
 
 def call_ref(before: Sequence[int], seq: int, idx: int = 0) -> str:

@@ -391,21 +391,39 @@ def test_a_link_never_imports_a_module(ledger):
 
 def test_a_second_apply_keeps_the_run_and_step(ledger):
     """The issue: a second Apply (same values, or Enter then Apply) jumped to run 0, step 0 and said
-    "Halted runs in this session: 0 → 0". The place and the before → after counts must hold."""
+    "Halted runs in this session: 0 → 0"; then (issue 37) it said "halt unchanged", as if the edit
+    Enter had applied did nothing. The place holds, and the second Apply says what the first said."""
     url, sessions = ledger
     sid, run, first, h1, h2 = _window_case(ledger)
     base = PolicySpec("window")
     at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(h1))
     at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
-    _apply(at)
+    _apply(at)  # what Enter in the parameter does: it submits the form
     looser = PolicySpec("window", {"threshold": 4})
-    _apply(at)  # the same values again
+    (first_said,) = [i.value for i in at.info]
+    _apply(at)  # the same values again: the Apply click after Enter
     assert not at.exception, at.exception
     assert (at.session_state["rp_run"], at.session_state["rp_step"]) == (run, h1)
     assert _run_box(at).value == run
+    n_base = len({s.run for s in replay(sessions[sid], base) if any(c.verdict == vocab.HALT for c in s.checks)})
     n_looser = len({s.run for s in replay(sessions[sid], looser) if any(c.verdict == vocab.HALT for c in s.checks)})
     (info,) = [i.value for i in at.info]
-    assert f"Halted runs in this session: {n_looser} → {n_looser}." in info
+    assert info == first_said and "unchanged" not in info
+    assert f"Halted runs in this session: {n_base} → {n_looser}." in info
+
+
+def test_apply_without_an_edit_says_what_is_applied(ledger):
+    """Apply pressed on the parameters in effect (nothing typed since): what is applied and where it
+    halts, never "unchanged"."""
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(h1))
+    _apply(at)
+    assert not at.exception, at.exception
+    (info,) = [i.value for i in at.info]
+    assert info.startswith("Applied: window ") and "unchanged" not in info
+    assert f"Run #{run + 1} halts at call #{call_position(sessions[sid], h1, 0)}" in info
 
 
 def test_after_apply_the_run_picker_reads_the_new_halt(ledger):

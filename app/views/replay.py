@@ -293,7 +293,16 @@ with st.form("rp_params"):
         except ValueError as exc:  # ConfigError names the field and the rule it broke
             st.error("Not applied:")
             safe.text(str(exc))  # it quotes the values typed (or prefilled from a link)
-        else:
+            new = None
+        if new is not None and new.id == spec.id:
+            # Applied already (Enter in a parameter submits the form): the message Enter brought stays;
+            # without one, say what is applied and where it halts.
+            said = st.session_state.get("rp_changed")
+            if not (said and said[1] == new.id):
+                st.session_state.rp_changed = (rv.applied_already(rv.spec_label(new), halt_at, run_idx,
+                                                                  lambda seq: rv.call_ref(calls_before, seq)), new.id)
+            st.rerun()
+        elif new is not None:
             new_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, new.text)
             # Said once, right after Apply: where the halt went (or that it is gone, and where the next one is).
             st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx,
