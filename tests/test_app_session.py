@@ -64,7 +64,10 @@ def test_without_run_opens_the_first_halted_run_at_its_halt(ledger):
     assert at.query_params["run"] == str(run)
     assert at.number_input(key=f"focus_{sid}_{run}").value == seq
     texts = [x.value for x in at.text]
-    assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x) and "halt" in x for x in texts)
+    # The halting call, by its one number (call #N over the session), marked in plain words.
+    n = read_model(url, "calls_before", sid, seq) + 1
+    assert any(re.match(rf"▶ halted here · call #{n}\b", x) and "halt" in x for x in texts)
+    assert not any("step" in x.split(":")[0] or "HALTING" in x for x in texts if x.startswith("▶"))
     # Replay opens in this tab: a page link through the app's navigation, not a link button (new tab).
     assert not at.get("link_button")
     (link,) = [p.proto for p in at.get("page_link") if p.proto.label == "Replay this run at the halt"]
@@ -119,12 +122,13 @@ def test_jump_to_halt_moves_the_transcript_back(ledger):
     lo, _ = read_model(url, "run_bounds", sid, run)
     at.number_input(key=f"focus_{sid}_{run}").set_value(lo).run()
     assert not at.exception
-    shown = any(x.value.startswith("▶ HALTING BATCH") for x in at.text)
+    shown = any(x.value.startswith("▶ halted here · call #") for x in at.text)
     assert shown == (seq - lo <= 6)  # the page shows 6 events either side of the focused step
     at.button(key="jump_halt").click().run()
     assert not at.exception
     assert at.number_input(key=f"focus_{sid}_{run}").value == seq
-    assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x.value) for x in at.text)
+    n = read_model(url, "calls_before", sid, seq) + 1
+    assert any(re.match(rf"▶ halted here · call #{n}\b", x.value) for x in at.text)
 
 
 def test_label_a_run(ledger):
