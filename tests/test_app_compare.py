@@ -137,15 +137,16 @@ def test_flipped_runs_link_to_replay(ledger):
     assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == _run(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
 
-    def step_of(cell: str) -> int:  # "call #N (step S)": N counted over the session, S the event
-        m = re.fullmatch(r"call #(\d+) \(step (\d+)\)", cell)
-        assert m and int(m.group(1)) == call_position(sessions[int(row["session"])], int(m.group(2)), 0), cell
-        return int(m.group(2))
+    def number_of(cell: str) -> int:  # "call #N": one number, counted over the session
+        m = re.fullmatch(r"call #(\d+)", cell)
+        assert m, cell
+        return int(m.group(1))
 
+    here = call_position(sessions[int(row["session"])], rp.session_state["rp_step"], 0)
     if row["A"] == vocab.HALTED:
-        assert rp.slider(key="rp_step").value == step_of(row["A halts at"]) and verdict == vocab.HALT
+        assert here == number_of(row["A halts at"]) == rp.slider(key="rp_call").value and verdict == vocab.HALT
     elif row["B"] == vocab.HALTED:  # A did not halt: the link lands where B halted, and A lets it pass
-        assert rp.slider(key="rp_step").value == step_of(row["B halts at"]) and verdict != vocab.HALT
+        assert here == number_of(row["B halts at"]) == rp.slider(key="rp_call").value and verdict != vocab.HALT
 
 
 def test_filters_narrow_the_sessions(ledger):

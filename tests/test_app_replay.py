@@ -59,6 +59,11 @@ def _apply(at) -> None:
     next(b for b in at.button if b.label == "Apply parameters").click().run()
 
 
+def _call_no(events, seq: int) -> int:
+    """The session's 1-based number of the first call of the batch at `seq`, counted here."""
+    return 1 + sum(len(e.calls) for e in events[:seq] if isinstance(e, Batch))
+
+
 def _longest_run(url: str, sid: int) -> tuple[int, int, int]:
     return max(runs_of(url, sid), key=lambda r: (r[2] - r[1], -r[0]))
 
@@ -92,11 +97,16 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         if last == first:
             continue
         rp = at.session_state["rp_replayer"]
-        at.slider(key="rp_step").set_value(last).run()
-        check(last)
-        mid = first + (last - first) // 2
-        at.slider(key="rp_step").set_value(mid).run()  # backwards: from the nearest snapshot
-        check(mid)
+        # The slider moves in calls, as the buttons do: a call picked lands on the batch holding it.
+        batches = [s for s in range(first, last + 1) if isinstance(events[s], Batch)]
+        mid = first
+        if len(batches) >= 2:
+            at.slider(key="rp_call").set_value(_call_no(events, batches[-1]) + len(events[batches[-1]].calls) - 1).run()
+            check(batches[-1])
+            mid = batches[len(batches) // 2]
+            at.slider(key="rp_call").set_value(_call_no(events, mid)).run()  # backwards: from the nearest snapshot
+            check(mid)
+            assert at.slider(key="rp_call").value == _call_no(events, mid)
         # Forward and Back go from call to call (a batch, or a step some check judged), never to an answer.
         stops = [s for s in range(first, last + 1) if isinstance(events[s], Batch) or verdicts[s]]
         fwd = next((s for s in stops if s > mid), None)
@@ -159,7 +169,8 @@ def test_editing_a_parameter_moves_the_halt(ledger):
     table = next(d.value for d in at.dataframe if "stored" in d.value.columns)
     row = table[(table["step"] == h1) & (table["stored"] == vocab.HALT)]
     assert len(row) == 1 and row.iloc[0]["live"] != vocab.HALT and bool(row.iloc[0]["differs"])
-    at.slider(key="rp_step").set_value(first).run()
+    at.slider(key="rp_call").set_value(_call_no(sessions[sid], next(
+        s for s in range(first, h1 + 1) if isinstance(sessions[sid][s], Batch)))).run()
     if h2 is not None:
         at.button(key="rp_next_halt").click().run()
         assert at.session_state["rp_step"] == h2
@@ -190,7 +201,7 @@ def test_apply_says_what_changed(ledger):
     (info,) = [i.value for i in at.info]
 
     def ref(seq: int) -> str:  # the session's 1-based call number, as labels and the leaderboard count it
-        return f"call #{call_position(sessions[sid], seq, 0)} (step {seq})"
+        return f"call #{call_position(sessions[sid], seq, 0)}"
 
     if h2 is not None:
         assert f"halt moved from {ref(h1)} to {ref(h2)}" in info
@@ -265,7 +276,7 @@ def test_invalid_parameters_are_shown_in_place(ledger):
 
 
 def test_deep_link_lands_on_the_stored_halt(ledger):
-    url, _ = ledger
+    url, sessions = ledger
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
         sid, run, seq, pid, detector = conn.execute(
@@ -283,7 +294,9 @@ def test_deep_link_lands_on_the_stored_halt(ledger):
     assert _run_box(at).value == run
     assert at.selectbox(key="rp_detector").value == detector
     assert at.session_state["rp_spec"].id == pid
-    assert at.slider(key="rp_step").value == seq
+    assert at.session_state["rp_step"] == seq
+    if isinstance(sessions[sid][seq], Batch):  # the slider, in calls, stands on the halting batch's first call
+        assert at.slider(key="rp_call").value == _call_no(sessions[sid], seq)
     assert vocab.HALT in stored and metrics(at)["Verdict at this step"] == vocab.HALT
     assert dict(at.query_params) == {"session": str(sid), "run": str(run), "policy": pid, "step": str(seq)}
     # Live verdicts equal the stored ones: no side-by-side table for the same policy.
@@ -320,8 +333,8 @@ def test_a_growing_session_replays_its_new_events(tmp_path):
         at = open_page(PAGE, session=str(sid), policy=spec.text)
         assert not at.exception, at.exception
         run, first, last = runs_of(url, sid)[-1]
-        if last > first:
-            at.slider(key="rp_step").set_value(last).run()
+        _run_box(at).set_value(run).run()
+        at.button(key="rp_fwd").click().run()
         append_rest(src, live, n_lines // 2)
         ingest(url, [live])
         (sid2, after), = session_events(url).items()
@@ -330,10 +343,13 @@ def test_a_growing_session_replays_its_new_events(tmp_path):
         assert not at.exception, at.exception
         run2, first2, last2 = runs_of(url, sid)[-1]
         _run_box(at).set_value(run2).run()
-        at.slider(key="rp_step").set_value(last2).run()
+        # The run's last call, on the slider that moves in calls: its batch is where the cursor lands.
+        last_batch = max(s for s in range(first2, last2 + 1) if isinstance(after[s], Batch))
+        at.slider(key="rp_call").set_value(_call_no(after, last_batch) + len(after[last_batch].calls) - 1).run()
         assert not at.exception, at.exception
+        assert at.session_state["rp_step"] == last_batch
         ref = list(replay(after, spec, with_state=True))
-        assert _state(at) == as_json(ref[last2].state)
+        assert _state(at) == as_json(ref[last_batch].state)
 
 
 def test_transcript_text_is_never_markdown(tmp_path):
@@ -433,11 +449,11 @@ def test_after_apply_the_run_picker_reads_the_new_halt(ledger):
     base = PolicySpec("window")
     at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
     label = _run_label(at, run)
-    assert f"halts at call #{call_position(sessions[sid], h1, 0)} (step {h1})" in label
+    assert f"halts at call #{call_position(sessions[sid], h1, 0)}:" in label
     at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
     _apply(at)
     label = _run_label(at, run)
     if h2 is not None:
-        assert f"halts at call #{call_position(sessions[sid], h2, 0)} (step {h2})" in label
+        assert f"halts at call #{call_position(sessions[sid], h2, 0)}:" in label
     else:
         assert "halts at" not in label
