@@ -293,11 +293,13 @@ def test_heatmap_cells_carry_their_values_and_rank_colours(ledger):
     assert all(str(link).startswith("./replay?") for link in d["link"])
 
 
-def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
+def test_flip_table_defaults_to_the_stored_default_against_a_setting(ledger):
     url, sessions = ledger
     at = _sweep(open_page(PAGE), "run-length", "max_strikes", "1..4")
     a = at.selectbox(key="cp_flip_a")
-    assert a.value.startswith("live policy") and "max_strikes=2" in a.value
+    # Issue 37: "live policy" named both this and what live agents are judged by (the enforced set).
+    assert a.value.startswith("stored default (") and "max_strikes=2" in a.value
+    assert not any("live policy" in str(o).lower() for o in a.options)
     assert at.selectbox(key="cp_flip_b").value == "strikes=4"
     flips = _table(at, "replay B")
     live, b = PolicySpec("run-length"), PolicySpec("run-length", {"max_strikes": 4})

@@ -383,7 +383,7 @@ HOSTILE_LINK_VALUES = ["![x](http://127.0.0.1:9/pwn.png)", "<img src=http://127.
 
 @pytest.mark.parametrize("value", HOSTILE_LINK_VALUES)
 def test_a_policy_from_a_link_is_never_markdown(ledger, value):
-    """A link anyone can write puts its text into the live policy's label and parameters."""
+    """A link anyone can write puts its text into the replayed policy's label and parameters."""
     url, sessions = ledger
     with ledger_env(url):
         at = open_page(PAGE, session=str(next(iter(sessions))), policy=f"run-length:observation_tools={value}")

@@ -339,17 +339,19 @@ else:
 
 # ── runs that flip ───────────────────────────────────────────────────────────────────────────
 st.subheader("Runs whose outcome flips between two settings")
-live_spec = PolicySpec(detector)  # the detector at its defaults: what the worker runs and stores
+live_spec = PolicySpec(detector)  # the detector at its defaults: what ingest runs and stores
 with _conn() as conn:
     live_runs = rv.stored_runs(conn, live_spec.id, swept_ids)
 live = sweep.Setting((), live_spec, runs={k: sweep.RunRow(o, h, sv) for k, (o, h, sv) in live_runs.items()}) \
     if live_runs is not None else None
-LIVE = f"live policy ({rv.spec_label(live_spec).removeprefix(detector + ' ')})"
+# The detector at its defaults, as ingest stored its verdicts: not what live agents are judged by
+# (that is the enforced set, below), so never called "live".
+LIVE = f"stored default ({rv.spec_label(live_spec).removeprefix(detector + ' ')})"
 choices = ([LIVE] if live is not None else []) + [short[s.label] for s in valid]
 setting_of = {short[s.label]: s for s in valid} | ({LIVE: live} if live is not None else {})
 a_col, b_col = st.columns(2)
 a_label = a_col.selectbox("Setting A", choices, index=0, key="cp_flip_a",
-                          help="the live policy: the detector at its defaults, as the worker stored it")
+                          help="the stored default: the detector at its defaults, as ingest stored its verdicts")
 b_default = next((i for i in range(len(choices) - 1, -1, -1)
                   if choices[i] != LIVE and setting_of[choices[i]].spec.id != live_spec.id), len(choices) - 1)
 b_label = b_col.selectbox("Setting B", choices, index=b_default, key="cp_flip_b")

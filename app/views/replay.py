@@ -323,8 +323,8 @@ if changed and changed[1] == spec.id:
 stored_ids = {p["id"] for p in policies}
 stored_same_detector = [p for p in policies if p["detector"] == detector]
 # The label holds whatever a link said (e.g. observation_tools=![x](http://…)): plain text only.
-safe.text(f"Live policy: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
-                                                  " (not stored: verdicts computed live)"))
+safe.text(f"Replaying: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
+                                                 " (not stored: verdicts computed here)"))
 
 rp = _replayer(session, spec)
 events = rp.events
@@ -351,9 +351,11 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
         m[1].metric("total", state.get("total", 0), help=STATE_HELP["total"])
         m[2].metric("effective max", state.get("effective_max", "—"), help=STATE_HELP["effective_max"])
         m[3].metric("ceiling", state.get("ceiling", "—"), help=STATE_HELP["ceiling"])
-        flags = {k: state.get(k) for k in ("observation", "exempt", "costly")}
+        # Before the run's first batch the flags are unknown: "—", as every empty cell (never None).
+        flags = {k: when.MISSING if state.get(k) is None else ("yes" if state.get(k) else "no")
+                 for k in ("observation", "exempt", "costly")}
         st.dataframe(pd.DataFrame([flags]), hide_index=True, key="rp_flags", column_config={
-            k: st.column_config.CheckboxColumn(k, help=STATE_HELP[k]) for k in flags})
+            k: st.column_config.TextColumn(k, help=STATE_HELP[k]) for k in flags})
         if state.get("inside_word"):
             st.warning("Read-only here only through a pattern inside a word (seed 000's substring rule; "
                        "match=name-parts would not count it):")

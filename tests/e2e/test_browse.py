@@ -165,7 +165,7 @@ def test_hostile_link_parameters_stay_inert(server, page, artifacts_dir):
 
     hostile = quote("![x](http://127.0.0.1:9/pwn.png) <img src=x onerror=\"window.__pwned=3\">", safe="")
     page.goto(server + f"/replay?session=1&run=0&step=1&policy=run-length:observation_tools={hostile}")
-    shown = page.get_by_test_id("stText").filter(has_text="Live policy:").first
+    shown = page.get_by_test_id("stText").filter(has_text="Replaying:").first
     shown.wait_for(timeout=60_000)
     assert "![x](http://127.0.0.1:9/pwn.png)" in shown.inner_text()  # the link's text, verbatim
     page.goto(server + f"/replay?session={hostile}&run={hostile}&step={hostile}&policy={hostile}")

@@ -156,7 +156,7 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
     assert len(page.context.pages) == 1
     rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     assert urljoin(base + "/", href).split("?")[0].endswith("/replay")
-    rp.get_by_text(f"Live policy: {spec.label}").first.wait_for(timeout=30_000)
+    rp.get_by_text(f"Replaying: {spec.label}").first.wait_for(timeout=30_000)
     # The link lands on B's halt, or, where B lets the run pass, on A's: there B does not halt.
     assert q.get("step")
     if outcome[spec] == vocab.HALTED:
