@@ -114,7 +114,6 @@ def test_the_excerpt_starts_at_the_first_call_of_the_repeat_and_marks_identical_
         assert same >= 1, seq
         before = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=seq)[0][0]
         assert before < n <= before + 8, (n, seq)  # the call's own number, within its batch
-    first = listed[0]
     first_n = links[0][0]
     # The transcript excerpt starts at the first repeated call, not a few steps before the halt.
     head = re.compile(r"(?:▶ halted here · )?call #(\d+)\b")
