@@ -367,7 +367,21 @@ def main() -> None:
 
     c1, c2, _ = st.columns([1, 1, 2])
     c1.button("Jump to halt", on_click=jump, disabled=repeat is None, key="jump_halt")
-    focus = int(c2.number_input("Around step", bounds[0], bounds[1], key=focus_key))
+    # Moved in calls, as every page numbers them; the page keeps the event it stands on (focus_key).
+    first_call, last_call = data.q("calls_before", sid, bounds[0]) + 1, data.q("calls_before", sid, bounds[1] + 1)
+    call_key = f"around_{sid}_{run}"
+
+    def to_call() -> None:
+        seq = data.q("seq_of_call", sid, int(st.session_state[call_key]))
+        if seq is not None:
+            st.session_state[focus_key] = int(seq)
+
+    if last_call >= first_call:
+        here = data.q("calls_before", sid, int(st.session_state[focus_key])) + 1
+        st.session_state[call_key] = min(last_call, max(first_call, here))
+        c2.number_input("Around call #", first_call, last_call, key=call_key, on_change=to_call,
+                        help="the transcript around this call of the run")
+    focus = int(st.session_state[focus_key])
     if repeat and focus == repeat["halt"]:
         # From the first call of the repeat, so the whole loop is read, not its last steps only.
         ranges = sv.excerpt_ranges(repeat["start"], min(bounds[1], focus + CONTEXT), MAX_EXCERPT)

@@ -404,6 +404,13 @@ def halt_details(conn: Connection, session_id: int, run_idx: int | None = None) 
 SESSION_CALL_COLUMNS = ["n", "seq", "idx", "run_idx", "tool", "args_hash", "answer_hash"]
 
 
+def seq_of_call(conn: Connection, session_id: int, number: int) -> int | None:
+    """The step of call #`number` (1-based over the session, as labels and every page count calls)."""
+    c = t.calls.c
+    return conn.execute(sa.select(c.seq).where(c.session_id == session_id).order_by(c.seq, c.idx)
+                        .offset(max(0, int(number) - 1)).limit(1)).scalar()
+
+
 def calls_upto(conn: Connection, session_id: int, last_seq: int, limit: int = 2_000) -> pd.DataFrame:
     """The session's last `limit` calls up to step `last_seq`, in every run, oldest first, each with
     `n`, its 1-based call number over the session (what labels and the leaderboard count): what a
