@@ -55,10 +55,13 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     ending = sv.ending_text(head)
     if ending:
         safe.text(ending)
-    info = {"format": head["format"], "source file": words.shown_path(head["path"]), "agent": head["agent"], "model": head["model"],
+    info = {"format": head["format"], "agent": head["agent"], "model": head["model"],
             "started": when.moment(head["started_at"]), "ended": when.moment(head["ended_at"]), "status": head["status"]}
-    # An unknown value is a dash, as everywhere on the dashboard (never None / null).
+    # An unknown value is a dash, as everywhere on the dashboard (never None / null). The source file
+    # has a row of its own, the page's width: beside six other columns a long path cut the table off.
     safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
+    safe.table(pd.DataFrame([{"source file": words.shown_path(head["path"]) or "—"}]), key="session_source",
+               width="stretch")
 
 
 def _set_run(run: int, step: int | None = None) -> None:
