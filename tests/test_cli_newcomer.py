@@ -151,3 +151,29 @@ def test_a_folders_documents_are_skipped_alike_in_one_line_never_as_errors(tmp_p
     # Named on the command line, the same document is still refused with its reason.
     proc = _run("ingest", str(folder / "SOURCES.md"), "--db", str(db), cwd=tmp_path)
     assert proc.returncode == 1 and "not a transcript format" in proc.stderr
+
+
+def test_the_sample_labels_import_whole_and_export_again(tmp_path):
+    """Issue 37, friction 7: the sample data had no labels, so `labels export` wrote 0 rows and the
+    leaderboard was empty on a first run. Every row of sample_data/labels.csv labels a session."""
+    import csv
+
+    sample = ROOT / "sample_data"
+    db = tmp_path / "demo.sqlite"
+    assert _run("ingest", str(sample), "--db", str(db), cwd=tmp_path).returncode in (0, 3)
+    with (sample / "labels.csv").open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    proc = _run("labels", "import", str(sample / "labels.csv"), "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(rows)} session(s) labelled from {len(rows)} row(s)" in proc.stdout
+    out = tmp_path / "labels.csv"
+    assert _run("labels", "export", str(out), "--db", str(db), cwd=tmp_path).returncode == 0
+    with out.open(encoding="utf-8", newline="") as fh:
+        back = list(csv.DictReader(fh))
+    key = lambda r: (r["file"], r["session_key"])  # noqa: E731
+    assert sorted((key(r), r["label"], r["loop_calls"]) for r in back) == \
+        sorted((key(r), r["label"], r["loop_calls"]) for r in rows)
+    score = _run("score", "--db", str(db), cwd=tmp_path)
+    n = {lb: sum(r["label"] == lb for r in rows) for lb in ("loop", "normal")}
+    assert score.returncode == 0
+    assert f"Guard leaderboard over {n['loop']} loop and {n['normal']} normal" in " ".join(score.stdout.split())
