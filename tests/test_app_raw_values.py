@@ -41,7 +41,7 @@ def test_a_session_label_reads_for_people(ledger):
     # The stored epoch seconds, written independently here: minutes, UTC.
     assert row["labelled"] == dt.datetime.fromtimestamp(created, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     assert "run_idx" not in table.columns and "created_at" not in table.columns
-    header = next(d.value for d in at.dataframe if "source file" in d.value.columns)
+    header = next(d.value for d in at.dataframe if "started" in d.value.columns and "agent" in d.value.columns)
     assert all(TIME.match(v) or v == "—" for v in header[["started", "ended"]].iloc[0])
 
 
