@@ -65,7 +65,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
 
 def test_transcript_html_and_markdown_stay_inert(server, page, artifacts_dir):
     page.goto(server + "/session?session=1&run=0")
-    step = page.get_by_label("Around call #")
+    step = page.get_by_label("Around call #", exact=True)
     step.wait_for(timeout=60_000)
     step.fill("1")
     step.press("Enter")
@@ -156,7 +156,7 @@ def test_hostile_tool_names_user_text_and_arguments_stay_inert(server, page, art
     """gen_ledger seeds session 1 with hostile text in its title, user turn, tool name, arguments
     and answer: the Session and Replay pages show each verbatim and none of it comes alive."""
     page.goto(server + "/session?session=1&run=0")
-    step = page.get_by_label("Around call #")
+    step = page.get_by_label("Around call #", exact=True)
     step.wait_for(timeout=60_000)
     step.fill("1")
     step.press("Enter")

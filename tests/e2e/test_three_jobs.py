@@ -125,7 +125,9 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     field.press("Enter")  # Enter submits the form, then Apply once more
     said(counts[looser.id], counts[loosest.id])
     apply.click()
-    said(counts[loosest.id], counts[loosest.id])
+    # Issue 37: the Apply after Enter keeps saying what Enter applied, never "halt unchanged".
+    said(counts[looser.id], counts[loosest.id])
+    assert "unchanged" not in page.get_by_test_id("stAlertContentInfo").first.inner_text()
     _idle(page)
     assert _where(page) == (str(run), str(step))
     assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
