@@ -17,9 +17,13 @@ $(STAMP): pyproject.toml
 ingest: $(STAMP)
 	$(BIN)/loopledger ingest sample_data --db $(LEDGER)
 
+# A new ledger also gets sample_data/labels.csv, so the first dashboard scores the guards (the
+# leaderboard, Compare's precision and recall); an existing one keeps the labels a person gave.
 run: $(STAMP)
 	@echo "LoopLedger ledger: $(abspath $(LEDGER))  (override: make run LEDGER=path or LOOPLEDGER_DB=path)"
-	$(BIN)/loopledger ingest sample_data --db $(LEDGER) || test $$? -eq 3
+	@if test -e $(LEDGER); then new=no; else new=yes; fi; \
+	$(BIN)/loopledger ingest sample_data --db $(LEDGER) || test $$? -eq 3 || exit 1; \
+	if test $$new = yes; then $(BIN)/loopledger labels import sample_data/labels.csv --db $(LEDGER) || exit 1; fi
 	@echo "Dashboard: http://127.0.0.1:$(PORT)/"
 	$(BIN)/loopledger dashboard --db $(LEDGER) --port $(PORT)
 

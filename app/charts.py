@@ -7,6 +7,7 @@ tooltip handler escapes HTML, so they are inert; they are also cut short to keep
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 import altair as alt
@@ -48,22 +49,76 @@ MEASURE_HELP = {
 }
 
 
-def sessions_bar(top: pd.DataFrame, by: str = "halts") -> alt.HConcatChart:
+_MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+_HOME = re.compile(r"^-(?:home|Users)-[^-]+-")  # Claude Code's project folder: /home/dev/ledger → -home-dev-ledger
+
+
+def project_of(path: str | None) -> str:
+    """The project a Claude Code transcript belongs to, from its folder under ~/.claude/projects
+    (`-home-dev-ledger` → `ledger`; the folder name as written when it is not under a home); ""
+    for any other source (its title and date tell it apart)."""
+    if not isinstance(path, str):
+        return ""
+    parts = path.replace("\\", "/").split("/")
+    for i, part in enumerate(parts[:-2]):
+        if part == ".claude" and parts[i + 1] == "projects":
+            return _HOME.sub("", parts[i + 2]).strip("-")
+    return ""
+
+
+def day_of(started_at: str | None) -> str:
+    """"Mar 7" from an ISO time ("" when unknown): short enough to sit beside a title."""
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})", started_at) if isinstance(started_at, str) else None
+    if m is None or not 1 <= int(m.group(2)) <= 12:
+        return ""
+    return f"{_MONTHS[int(m.group(2)) - 1]} {int(m.group(3))}"
+
+
+def session_name(session_id: int, title: str | None, started_at: str | None = None, path: str | None = None,
+                 n: int = 40) -> str:
+    """"#12 Mar 7 ledger · load claude.md": the id, the day and the project lead, so sessions with the
+    same first prompt (three "load claude.md" in one week) are told apart before the title is cut."""
+    where = " ".join(x for x in (day_of(started_at), project_of(path)) if x)
+    return f"#{int(session_id)} " + (f"{where} · " if where else "") + _short(title, n)
+
+
+def drawn_measures(rows: pd.DataFrame, by: str) -> list[str]:
+    """The panels worth drawing: the ranking measure first, then every other measure that is not 0
+    on every row drawn (a column of zeros says nothing: "strikes" and "blocks" on most ledgers)."""
+    measures = [by, *[m for m in BAR_MEASURES if m != by]]
+    return [m for i, m in enumerate(measures) if i == 0 or (m in rows and rows[m].fillna(0).astype(int).any())]
+
+
+def chart_rows(top: pd.DataFrame, by: str = "halts", with_zero: bool = False) -> pd.DataFrame:
+    """The sessions the chart draws: read.top_sessions() without its summary row (id None) and,
+    unless `with_zero`, without the sessions whose ranking measure is 0 (a session with no halt says
+    nothing in a chart of halts; the table lists every session)."""
+    rows = top[top["id"].notna()]
+    if not with_zero and by in rows:
+        rows = rows[rows[by].fillna(0) > 0]
+    return rows.reset_index(drop=True)
+
+
+def sessions_bar(top: pd.DataFrame, by: str = "halts", with_zero: bool = False) -> alt.HConcatChart:
     """Small multiples: one bar chart per measure, side by side, sharing the session order.
 
     Each measure keeps its own x axis (runs and halts are different units), the ranking
     measure comes first, and every panel lists the sessions in the same order, so a row reads
-    across. `top` is read.top_sessions(); its summary row of the other sessions (id None) is left
-    out (the page says how many are not drawn). Clicking a bar follows its `link` (Vega's href)
-    to the Session page.
+    across. Only the measures that say something are drawn (drawn_measures) and only the
+    sessions the ranking measure counts (chart_rows); `top` is read.top_sessions(), its summary
+    row of the other sessions (id None) left out (the page says how many are not drawn). Clicking
+    a bar follows its `link` (Vega's href) to the Session page.
     """
-    rows = top[top["id"].notna()].reset_index(drop=True).copy()
+    rows = chart_rows(top, by, with_zero).copy()
     rows["order"] = range(len(rows))
-    rows["session"] = [f"#{int(i)} {_short(title, 40)}" for i, title in zip(rows["id"], rows["title"], strict=True)]
+    rows["session"] = [session_name(i, title, rows["started_at"].iloc[k] if "started_at" in rows else None,
+                                    rows["path"].iloc[k] if "path" in rows else None)
+                       for k, (i, title) in enumerate(zip(rows["id"], rows["title"], strict=True))]
     rows["link"] = [session_link(int(i)) for i in rows["id"]]
-    measures = [by, *[m for m in BAR_MEASURES if m != by]] if by in BAR_MEASURES else [by, *BAR_MEASURES]
+    measures = drawn_measures(rows, by)
     for m in measures:
         rows[m] = rows[m].fillna(0).astype(int) if m in rows else 0
+    rows = rows[["order", "session", "link", *measures]]
     panels = []
     y_sort = alt.EncodingSortField("order", op="min")
     for i, m in enumerate(measures):
@@ -72,7 +127,7 @@ def sessions_bar(top: pd.DataFrame, by: str = "halts") -> alt.HConcatChart:
             .mark_bar(color=MEASURE_COLORS.get(m, "#495057"))
             .encode(
                 y=alt.Y("session:N", sort=y_sort, title=None,
-                        axis=alt.Axis(labelLimit=230, labelOverlap=False) if i == 0 else None),
+                        axis=alt.Axis(labelLimit=280, labelOverlap=False) if i == 0 else None),
                 x=alt.X(f"{m}:Q", title=m, axis=alt.Axis(tickMinStep=1, format="d", orient="top")),
                 href=alt.Href("link:N"),
                 tooltip=[alt.Tooltip("session:N"), *[alt.Tooltip(f"{x}:Q") for x in measures]],

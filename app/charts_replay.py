@@ -208,7 +208,7 @@ def first_halt_heatmap(rows: Sequence[dict[str, Any]], settings_order: Sequence[
     df = pd.DataFrame(list(rows), columns=["session_id", "setting", "first_halt_at", "first_halt_seq", "link"])
     df["halted"] = df["first_halt_at"].notna()
     df["call"] = [f"#{int(v)}" if pd.notna(v) else "" for v in df["first_halt_at"]]
-    df["first halt"] = [f"call #{int(v)} (step {int(s)})" if pd.notna(v) and pd.notna(s) else "never"  # not null
+    df["first halt"] = [f"call #{int(v)}" if pd.notna(v) and pd.notna(s) else "never"  # not null; one number
                         for v, s in zip(df["first_halt_at"], df["first_halt_seq"], strict=True)]
     calls = [float(v) for v in df["first_halt_at"] if pd.notna(v)]
     lo, hi = (min(calls), max(calls)) if calls else (0.0, 1.0)

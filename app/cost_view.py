@@ -51,13 +51,20 @@ def _run_frame(runs: pd.DataFrame) -> pd.DataFrame:
                          "spend": [pricing.usd_text(u, n) for u, n in zip(runs["usd"], runs["unpriced"], strict=True)]})
 
 
+def _count(v) -> str:
+    """A token count as the page writes numbers; "—" when the transcript does not say (never None)."""
+    return when.MISSING if v is None or v != v else f"{int(v):,}"
+
+
 def _turn_frame(turns: pd.DataFrame) -> pd.DataFrame:
+    # Calls by their one number (a model turn with no call: "—"); no step beside it.
     return pd.DataFrame({
         "call #": [("—" if c is None or c != c else f"#{int(c)}") for c in turns["call"]],
-        "run": [explain.run_ref(r) for r in turns["run_idx"]], "step": turns["seq"],
+        "run": [explain.run_ref(r) for r in turns["run_idx"]],
         "model": turns["model"].fillna("unknown"),
-        "input": turns["input_tokens"], "cache reads": turns["cache_read_tokens"],
-        "cache writes": turns["cache_write_tokens"], "output": turns["output_tokens"],
+        **{name: [_count(v) for v in turns[col]] for name, col in (
+            ("input", "input_tokens"), ("cache reads", "cache_read_tokens"), ("cache writes", "cache_write_tokens"),
+            ("output", "output_tokens"))},
         "spend": [pricing.usd_text(u) for u in turns["usd"]],
         "why unpriced": turns["price_note"].fillna("")})
 

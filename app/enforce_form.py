@@ -1,8 +1,10 @@
 """Enforce on live agents: the one form behind Compare's and the guard leaderboard's button.
 
 A person picks a setting from a list that says what each would do (it is ordered by the page:
-best score first, or the detector's default first), chooses whether it REPLACES what is enforced
-now (the default set, until one is chosen) or is ADDED to it, and reads which before pressing.
+best score first, or the detector's default first); it is ADDED to what is enforced now (the
+default set, until one is chosen) unless the person deliberately picks the second choice, to
+REPLACE it; the sentence above the button says which before pressing, and says what is enforced
+once pressed (the page is drawn again with the new setting: nothing reads the old one).
 The write goes through app.data.enforce (loopledger.live.enforce, as the signed-in user: only an
 owner may, checked in the writing transaction); setting labels are spec text, shown as plain text.
 """
@@ -20,7 +22,9 @@ from loopledger.ledger import read_live, team
 from loopledger.live import enforce
 
 REPLACE, ADD = "replace", "add"
-HOW = {REPLACE: "replaces what is enforced now", ADD: "adds it to the enforced set"}
+# Adding first, the default: one setting never silently drops the rest of the enforced set.
+HOW = {ADD: "add it to what is enforced now", REPLACE: "replace what is enforced now with it alone"}
+BUTTON = {ADD: "Add it to the enforced set", REPLACE: "Replace the enforced set with it"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ def plan(choice: Choice, how: str, current: tuple[tuple[PolicySpec, ...], bool] 
         return f"{choice.name} cannot be enforced here: its detector is not registered in this process.", []
     now = now_words(current)
     if how == ADD and current is not None:
+        if choice.spec in current[0]:
+            return f"{choice.name} is enforced already ({now}): nothing to add.", []
         specs = list(dict.fromkeys([*current[0], choice.spec]))
         return (f"Enforcing adds {choice.name} to {now}: each live call then gets the most severe verdict of any of "
                 f"them ({len(specs)} policies).", specs)
@@ -69,37 +75,40 @@ def form(key: str, choices: Sequence[Choice], origin: str, on_done: Callable[[],
     st.subheader("Enforce on live agents")
     st.caption("The hooks (`loopledger hook install claude-code`), `loopledger guard` and Policy.enforced(db) "
                "judge live agents with the enforced setting.")
-    now_box = st.empty()  # filled after the button: a press shows the new setting, not the one before it
+    done = st.session_state.pop(f"{key}_done", None)  # said once, on the run after a press
+    try:
+        with data.connect() as conn:
+            label_now = read_live.enforced_label(conn)
+    except sa.exc.SQLAlchemyError:
+        label_now = None
+    safe.text("Enforced now: " + (label_now or f"the default set ({default_set_words()})"))
     by_key = {c.key: c for c in choices}
     e1, e2 = st.columns([3, 2])
     # Nothing preselected: what live agents may do changes only when a person picks a setting.
     picked = e1.selectbox("Setting to enforce", list(by_key), index=None, key=f"{key}_sel",
                           placeholder="pick a setting", format_func=lambda k: f"{by_key[k].name} — {by_key[k].effect}")
-    how = e2.radio("Enforcing it", list(HOW), format_func=HOW.get, key=f"{key}_how", horizontal=False)
+    how = e2.radio("Enforcing it will", list(HOW), format_func=HOW.get, key=f"{key}_how", horizontal=False)
     current = _current()
     choice = by_key.get(picked)
     specs: list = []
     if choice is None:
         label = "Enforce (pick a setting first)"
-        safe.text(f"Pick a setting: enforcing it replaces {now_words(current)}, or adds to it.")
+        safe.text(f"Pick a setting: enforcing it adds it to {now_words(current)} (or, if you choose, replaces it).")
     else:
         sentence, specs = plan(choice, how, current)
         safe.text(sentence)  # said before the button is pressed; spec text: plain text
         # No setting name in a button (a label renders markdown; a name is spec text): the sentence above says it.
-        label = ("Add it to the enforced set" if how == ADD else "Enforce it alone") + f": {choice.effect}"
+        label = BUTTON[how] + f": {choice.effect}"
     if st.button(label, key=f"{key}_go", disabled=not specs, type="primary"):
         try:
             data.enforce(specs, origin=origin)  # as the signed-in user: an owner's (team.Forbidden)
         except team.Forbidden as exc:
             safe.text(f"Not enforced: {exc}")
         else:
-            st.success("Enforced: live agents are judged by it from their next call.")
             if on_done is not None:
                 on_done()
-    try:
-        with data.connect() as conn:
-            label_now = read_live.enforced_label(conn)
-    except sa.exc.SQLAlchemyError:
-        label_now = None
-    with now_box.container():
-        safe.text("Enforced now: " + (label_now or f"the default set ({default_set_words()})"))
+            # Drawn again at once: the sentence above the button and "Enforced now" read the new set.
+            st.session_state[f"{key}_done"] = True
+            st.rerun()
+    if done:
+        st.success("Enforced: live agents are judged by it from their next call.")

@@ -149,11 +149,19 @@ def next_seq_with(index: dict[str, list[int]], cursor: int, verdict: str, last: 
     return seqs[i]
 
 
+def after_call(before: int | None) -> str:
+    """Where an event that is not a call sits, in call numbers: "after call #4", "before the first call"."""
+    if before is None:
+        return ""
+    return f"after call #{before}" if before > 0 else "before the first call"
+
+
 def event_lines(seq: int, ev: Event, limit: int = 600, before: int | None = None) -> list[str]:
     """One event as plain lines for the transcript block (shown by st.code, never as markdown),
-    each led by what it is — "call #12 (step 35): …", "user (step 3): …" — the step second.
-    `before`: the calls the session made before this step, so each call reads as call #N."""
-    at = f"(step {seq})"
+    each led by what it is — "call #12: …", "user (after call #11): …": calls by their one number.
+    `before`: the calls the session made before this step, so each call reads as call #N (without
+    it, a call is named by its place in its batch)."""
+    at = f"({after_call(before)})" if before is not None else f"(step {seq})"
     if isinstance(ev, UserTurn):
         return [f"user {at}: {clip(ev.text, limit)}"]
     if isinstance(ev, Prose):
@@ -164,8 +172,8 @@ def event_lines(seq: int, ev: Event, limit: int = 600, before: int | None = None
         lines = [f"assistant {at}: {clip(ev.text, limit)}"] if ev.text else []
         for i, c in enumerate(ev.calls):
             args = args_text(c.args).replace("\n", " ")
-            name = f"call #{before + i + 1}" if before is not None else f"call {i}"
-            lines.append(f"{name} {at}: {c.name} {clip(args, limit)}")
+            name = f"call #{before + i + 1}" if before is not None else f"call {i} (step {seq})"
+            lines.append(f"{name}: {c.name} {clip(args, limit)}")
         return lines
     return [f"answer{' (error)' if a.is_error else ''} {at}: {clip(' '.join(a.text.split()), limit)}"
             for a in ev.answers]
@@ -264,7 +272,7 @@ def halt_change(old: dict[int, int], new: dict[int, int], run: int,
 
     before, after = old.get(run), new.get(run)
     if before is not None and after is not None:
-        line = (f"halt unchanged at {ref(after)}" if before == after
+        line = (f"it still halts at {ref(after)}, the same call as before" if before == after
                 else f"halt moved from {ref(before)} to {ref(after)}")
     elif before is not None:
         line = f"no halt in this run any more (it was at {ref(before)}); {nxt()}"
@@ -275,11 +283,33 @@ def halt_change(old: dict[int, int], new: dict[int, int], run: int,
     return f"{explain.run_ref(run).capitalize()}: {line}. Halted runs in this session: {len(old)} → {len(new)}."
 
 
+def applied_already(label: str, halts: dict[int, int], run: int,
+                    ref: Callable[[int], str] = lambda seq: f"step {seq}") -> str:
+    """What Apply says when the parameters are those applied already (Enter in a parameter applies
+    them; the Apply click after it changes nothing): what is applied and where it halts, never
+    "unchanged" as if the edit had done nothing."""
+    where = (f"{explain.run_ref(run)} halts at {ref(halts[run])}" if run in halts
+             else f"{explain.run_ref(run)} does not halt")
+    return f"Applied: {label}. {where[0].upper()}{where[1:]}; halted runs in this session: {len(halts)}."
+
+
 def call_ref(before: Sequence[int], seq: int, idx: int = 0) -> str:
-    """"call #N (step S)": N 1-based over the session, counted as labels and the leaderboard count
+    """"call #N": N 1-based over the session, counted as labels and the leaderboard count
     (loopledger.analysis.scoring.call_position; a batch-level check is its batch's first call)."""
     n = before[seq] if 0 <= seq < len(before) else None
     return explain.call_ref(None if n is None else n + max(idx, 0) + 1, seq)
+
+
+def call_at(before: Sequence[int], events: Sequence[Event], seq: int) -> int:
+    """The call number the cursor at `seq` stands on: a batch's first call; any other event, the
+    last call before it (the first call when there is none yet)."""
+    return before[seq] + 1 if isinstance(events[seq], Batch) or before[seq] == 0 else before[seq]
+
+
+def seq_of_call(before: Sequence[int], number: int) -> int:
+    """The step (event) of the batch holding call #`number`: the event before the first step whose
+    count of earlier calls reaches it (only a batch adds calls)."""
+    return max(0, bisect.bisect_left(before, number) - 1)
 
 
 def neighbour_halt(halt_seqs: Sequence[int], cursor: int, forward: bool = True) -> int | None:

@@ -27,13 +27,35 @@ def _looks_like_transcript(p: Path) -> bool:
     return p.suffix.lower() in TRANSCRIPT_SUFFIXES and not name.startswith(NOT_TRANSCRIPTS)
 
 
-def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -> list[Path]:
+def _prose_document(p: Path) -> bool:
+    """A Markdown file of a folder that no reader recognises (SOURCES.md, NOTES.md): a document
+    beside the transcripts, not one. Markdown is the one transcript suffix documents share, and
+    its transcripts (aider's history, a Claude export) open with their own header; an empty one
+    is kept (an agent creates its file first). A file named on the command line is always tried."""
+    if p.suffix.lower() != ".md":
+        return False
+    try:
+        if p.stat().st_size == 0:
+            return False
+        formats.sniff(p)
+    except formats.UnknownFormat:
+        return True
+    except OSError:
+        return False  # unreadable: said as such below
+    return False
+
+
+def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None,
+             skipped: list[str] | None = None) -> list[Path]:
     """Files named, plus transcript-looking files under folders (recursive), sorted, absolute;
     the files of a folder-as-session (a Cline task folder) as the one file standing for it.
 
     What a folder holds but cannot be read (a folder without permission, a dangling link, a pipe
     or socket named like a transcript) is left out and, when `unreadable` is given, described
-    there ("path: why"), so the caller can say so instead of skipping it without a word."""
+    there ("path: why"), so the caller can say so instead of skipping it without a word. What a
+    folder holds that is named like a transcript but is not one (README.md, SOURCES.md, a
+    package.json) is left out alike, whatever its name, and its path added to `skipped`: the
+    caller says so in one line, never as an error."""
     out: set[Path] = set()
 
     def skip(path: Path | str, why: str) -> None:
@@ -49,7 +71,11 @@ def discover(paths: Iterable[Path | str], unreadable: list[str] | None = None) -
                 dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
                 for f in files:
                     fp = Path(root, f)
-                    if not _looks_like_transcript(fp):
+                    if fp.suffix.lower() not in TRANSCRIPT_SUFFIXES:
+                        continue  # labels.csv, scripts, images: not named like a transcript at all
+                    if not _looks_like_transcript(fp) or _prose_document(fp):
+                        if skipped is not None:
+                            skipped.append(str(fp))
                         continue
                     if not fp.is_file():
                         skip(fp, "a dangling link" if fp.is_symlink() and not fp.exists() else "not a regular file")

@@ -65,7 +65,7 @@ class Policy(_Policy):
 
     @classmethod
     def enforced(cls, db: str | None = None) -> _Policy:
-        """A fresh policy for the ledger's enforced setting ("Enforce this setting" on Compare,
+        """A fresh policy for the ledger's enforced setting (Compare's "Enforce on live agents",
         `loopledger enforce`): the policy itself, or a PolicySet for a set; LIVE_DEFAULT (the
         scored default set ingest uses) when none is chosen. `db`: a SQLite path or a database
         URL, as `--db` takes (default: $LOOPLEDGER_DATABASE_URL, $LOOPLEDGER_DB,

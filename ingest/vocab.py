@@ -22,6 +22,10 @@ RUN_OUTCOMES = (CLEAN, WARNED, BLOCKED, HALTED)
 # answered as a success. The readers emit it; progress judges it apart (its arguments are the
 # harness's summary of the reply, not an action the agent chose).
 HARNESS_ERROR = "harness_error"
+# OpenCode names such a call itself: a call it could not repair goes to its `invalid` tool, and a
+# person reading an OpenCode session knows it by that name. Judged as a harness refusal alike.
+OPENCODE_INVALID = "invalid"
+HARNESS_REFUSALS = frozenset({HARNESS_ERROR, OPENCODE_INVALID})
 
 # Event kinds as stored in the ledger.
 KIND_USER, KIND_PROSE, KIND_BATCH, KIND_ANSWERS = "user", "prose", "batch", "answers"

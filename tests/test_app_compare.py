@@ -82,7 +82,13 @@ def test_numbers_equal_a_direct_replay(ledger):
     for _, row in totals.iterrows():
         want = _direct(sessions, PolicySpec("window", {"threshold": int(row["threshold"])}))
         for k, v in want.items():
-            assert row[k] == v, (row["threshold"], k)
+            if k in row:
+                assert row[k] == v, (row["threshold"], k)
+            elif k == "runs":  # the same under every setting: said once, not a column
+                assert any(f"Every setting replayed the same {v:,} runs." in c.value for c in at.caption), k
+            else:  # 0 under every setting: no column of zeros (issue 37), the caption says so
+                said = [c.value for c in at.caption if "under any setting (no column for them)" in c.value]
+                assert v == 0 and said and k in said[0].split(" under any setting")[0], (k, v, said)
     # The line chart plots the same numbers.
     spec, df = next((s, d) for s, d in charts(at) if "metric" in d.columns)
     halts = df[df["metric"] == "halts"].sort_values("threshold")
@@ -137,15 +143,16 @@ def test_flipped_runs_link_to_replay(ledger):
     assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == _run(row["run"])
     verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
 
-    def step_of(cell: str) -> int:  # "call #N (step S)": N counted over the session, S the event
-        m = re.fullmatch(r"call #(\d+) \(step (\d+)\)", cell)
-        assert m and int(m.group(1)) == call_position(sessions[int(row["session"])], int(m.group(2)), 0), cell
-        return int(m.group(2))
+    def number_of(cell: str) -> int:  # "call #N": one number, counted over the session
+        m = re.fullmatch(r"call #(\d+)", cell)
+        assert m, cell
+        return int(m.group(1))
 
+    here = call_position(sessions[int(row["session"])], rp.session_state["rp_step"], 0)
     if row["A"] == vocab.HALTED:
-        assert rp.slider(key="rp_step").value == step_of(row["A halts at"]) and verdict == vocab.HALT
+        assert here == number_of(row["A halts at"]) == rp.slider(key="rp_call").value and verdict == vocab.HALT
     elif row["B"] == vocab.HALTED:  # A did not halt: the link lands where B halted, and A lets it pass
-        assert rp.slider(key="rp_step").value == step_of(row["B halts at"]) and verdict != vocab.HALT
+        assert here == number_of(row["B halts at"]) == rp.slider(key="rp_call").value and verdict != vocab.HALT
 
 
 def test_filters_narrow_the_sessions(ledger):
@@ -292,11 +299,13 @@ def test_heatmap_cells_carry_their_values_and_rank_colours(ledger):
     assert all(str(link).startswith("./replay?") for link in d["link"])
 
 
-def test_flip_table_defaults_to_the_live_policy_against_a_setting(ledger):
+def test_flip_table_defaults_to_the_stored_default_against_a_setting(ledger):
     url, sessions = ledger
     at = _sweep(open_page(PAGE), "run-length", "max_strikes", "1..4")
     a = at.selectbox(key="cp_flip_a")
-    assert a.value.startswith("live policy") and "max_strikes=2" in a.value
+    # Issue 37: "live policy" named both this and what live agents are judged by (the enforced set).
+    assert a.value.startswith("stored default (") and "max_strikes=2" in a.value
+    assert not any("live policy" in str(o).lower() for o in a.options)
     assert at.selectbox(key="cp_flip_b").value == "strikes=4"
     flips = _table(at, "replay B")
     live, b = PolicySpec("run-length"), PolicySpec("run-length", {"max_strikes": 4})
@@ -377,7 +386,9 @@ def test_first_view_sweeps_a_bounded_first_pass_and_the_rest_follows_in_the_back
         totals = _table(at, "halts")
         for _, row in totals.iterrows():
             want = _direct({s: sessions[s] for s in first}, spec(int(row["max_strikes"])))
-            assert {k: row[k] for k in want} == want
+            # A column the page leaves out is one that says nothing: the same, or 0, under every setting.
+            assert {k: row[k] for k in want if k in row} == {k: v for k, v in want.items() if k in row}
+            assert all(want[k] == 0 or k == "runs" for k in want if k not in row), want
         assert "being swept in the background" in note
         _wait_for_the_rest(at)
         at.run()  # what the page's progress fragment does once the job is done

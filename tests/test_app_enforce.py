@@ -8,6 +8,7 @@ import subprocess
 import pytest
 from app_support import app, ledger_env
 from loopledger import worker
+from loopledger.app import enforce_form
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, schema
 from loopledger.ledger.engine import make_engine
@@ -107,17 +108,33 @@ def test_enforce_this_setting_on_compare(tmp_path):
         assert options[0].startswith("halt_at=4 — ")
         choice = next(i for i, lb in enumerate(options) if lb.startswith("halt_at=5 — "))
         at.selectbox(key="cp_enforce_sel").select_index(choice).run()
-        # Before it is pressed, the page says what it will do on the swept sessions, and what it replaces.
+        # Before it is pressed, the page says what it will do on the swept sessions: by default it ADDS
+        # the setting to what is enforced now (one setting never silently drops the default set).
         halted, n = _halted_sessions(url, PolicySpec.parse("ladder:halt_at=5"))
-        assert at.button(key="cp_enforce_go").label.startswith(f"Enforce it alone: halts {halted} of {n} swept sessions")
-        assert any(t.value.startswith("Enforcing replaces the default set (") and "with halt_at=5 alone" in t.value
-                   for t in at.text)
+        assert at.radio(key="cp_enforce_how").value == enforce_form.ADD
+        assert at.button(key="cp_enforce_go").label.startswith(
+            f"Add it to the enforced set: halts {halted} of {n} swept sessions")
+        assert any(t.value.startswith("Enforcing adds halt_at=5 to the default set (") for t in at.text)
         at.button(key="cp_enforce_go").click().run()
         assert not at.exception, at.exception
         assert at.success and "Enforced" in at.success[0].value
-        # "Enforced now" reads the new setting right beside the success message, not the old default.
+        # Right after the press (no reload): "Enforced now" and the sentence above the button read the new set.
         now = [t.value for t in at.text if t.value.startswith("Enforced now: ")]
         assert len(now) == 1 and "ladder" in now[0] and "halt_at=5" in now[0] and "(the default)" not in now[0]
+        assert any(t.value.startswith("halt_at=5 is enforced already (the enforced set: ") for t in at.text), \
+            [t.value for t in at.text]
+        assert at.button(key="cp_enforce_go").disabled
+        with eng.connect() as conn:
+            assert enforce.enforced_specs(conn) == (*enforce.LIVE_DEFAULT, PolicySpec.parse("ladder:halt_at=5"))
+        # Replacing is the deliberate second choice: the set then holds this setting alone.
+        at.radio(key="cp_enforce_how").set_value(enforce_form.REPLACE).run()
+        assert at.button(key="cp_enforce_go").label.startswith("Replace the enforced set with it: ")
+        assert any(t.value.startswith("Enforcing replaces the enforced set: ") and "with halt_at=5 alone" in t.value
+                   for t in at.text)
+        at.button(key="cp_enforce_go").click().run()
+        assert not at.exception, at.exception
+        now = [t.value for t in at.text if t.value.startswith("Enforced now: ")]
+        assert len(now) == 1 and "+" not in now[0] and "halt_at=5" in now[0], now
     with eng.connect() as conn:
         assert enforce.enforced(conn) == PolicySpec.parse("ladder:halt_at=5")
         assert enforce.history(conn)[0]["origin"] == "compare"

@@ -215,7 +215,11 @@ def test_enforce_this_setting_from_the_leaderboard(tmp_path):
         assert at.selectbox(key="lb_enforce_sel").options[0].startswith(LADDER.label)
         assert all(" loop sessions, " in o and " sessions" in o for o in at.selectbox(key="lb_enforce_sel").options)
         at.selectbox(key="lb_enforce_sel").set_value(WINDOW.id).run()
-        assert at.button(key="lb_enforce_go").label.startswith("Enforce it alone: caught 2 of 3 loop sessions")
+        # Added to what is enforced now by default; replacing it is the second, deliberate choice.
+        assert at.button(key="lb_enforce_go").label.startswith("Add it to the enforced set: caught 2 of 3 loop sessions")
+        assert any(t.value.startswith("Enforcing adds ") and " to the default set (" in t.value for t in at.text)
+        at.radio(key="lb_enforce_how").set_value("replace").run()
+        assert at.button(key="lb_enforce_go").label.startswith("Replace the enforced set with it: caught 2 of 3 loop")
         assert any(t.value.startswith("Enforcing replaces the default set (") for t in at.text)
         at.button(key="lb_enforce_go").click().run()
         assert not at.exception, at.exception

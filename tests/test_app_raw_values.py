@@ -41,7 +41,7 @@ def test_a_session_label_reads_for_people(ledger):
     # The stored epoch seconds, written independently here: minutes, UTC.
     assert row["labelled"] == dt.datetime.fromtimestamp(created, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     assert "run_idx" not in table.columns and "created_at" not in table.columns
-    header = next(d.value for d in at.dataframe if "source file" in d.value.columns)
+    header = next(d.value for d in at.dataframe if "started" in d.value.columns and "agent" in d.value.columns)
     assert all(TIME.match(v) or v == "—" for v in header[["started", "ended"]].iloc[0])
 
 
@@ -82,3 +82,37 @@ def test_no_table_shows_a_raw_column_name(ledger, page):
     for box in at.selectbox:  # sort and rank pickers name their columns for people too (tool names are data)
         if box.key in ("chart_by", "table_sort", "lb_sort", "lb_open_cell"):
             assert not [o for o in box.options if re.fullmatch(r"[a-z]+_[a-z_]+", o)], (box.key, box.options)
+
+
+def _empty_cells(at) -> list[str]:
+    """Every table cell a person would read as None / nan (issue 37: "None" where docs promise "—")."""
+    import pandas as pd
+
+    out = []
+    for d in at.dataframe:
+        for col in d.value.columns:
+            for v in d.value[col]:
+                if v is None or (isinstance(v, float) and pd.isna(v)) or str(v) in ("None", "nan", "<NA>"):
+                    out.append(str(col))
+    return out
+
+
+def test_empty_cells_read_a_dash_on_every_session_and_replay_page(ledger):
+    """Every sample session's page (the per-turn token table: a transcript that reports no cache
+    writes) and Replay of run-length at a run's first event (its flags, before any batch)."""
+    from replay_support import open_page
+
+    url, _, _ = ledger
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        ids = [r.id for r in conn.execute(t.sessions.select().with_only_columns(t.sessions.c.id))]
+    eng.dispose()
+    for sid in ids:
+        at = app("views/session.py", session=str(sid))
+        assert not at.exception, at.exception
+        assert not _empty_cells(at), (sid, _empty_cells(at))
+    at = open_page("views/replay.py", session=str(ids[0]), run="0", policy="run-length", step="0")
+    assert not at.exception, at.exception
+    assert not _empty_cells(at), _empty_cells(at)
+    (flags,) = [d.value for d in at.dataframe if "observation" in d.value.columns]
+    assert set(flags.iloc[0]) <= {"—", "yes", "no"}

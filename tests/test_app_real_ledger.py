@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,8 +60,12 @@ def test_every_session_page_renders_and_marks_its_halts(real_ledger):
         assert [s for s, _ in charts(at) if "facet" in s], sid
         if seq is not None:
             # The most halted run opens at its halt, whether a batch or a prose turn halted it.
-            assert any(t.value.startswith(("▶ HALTING BATCH", "▶ HALTED HERE")) and re.search(rf"\bstep {seq}\b", t.value)
-                       for t in at.text), sid
+            (n,), = _sql(real_ledger, f"SELECT count(*) FROM calls WHERE session_id = {int(sid)} AND seq < {int(seq)}")
+            (kind,), = _sql(real_ledger, f"SELECT kind FROM events WHERE session_id = {int(sid)} AND seq = {int(seq)}")
+            marked = [t.value for t in at.text if t.value.startswith("▶ halted here · ")]
+            # A batch: its calls, by their one number (call #N over the session); a prose turn: the reply.
+            want = f"▶ halted here · call #{n + 1}" if kind == "batch" else "▶ halted here · assistant"
+            assert any(t.startswith(want) for t in marked), (sid, want, marked)
 
 
 def test_health_page_on_the_real_ledger(real_ledger):

@@ -59,6 +59,11 @@ def _apply(at) -> None:
     next(b for b in at.button if b.label == "Apply parameters").click().run()
 
 
+def _call_no(events, seq: int) -> int:
+    """The session's 1-based number of the first call of the batch at `seq`, counted here."""
+    return 1 + sum(len(e.calls) for e in events[:seq] if isinstance(e, Batch))
+
+
 def _longest_run(url: str, sid: int) -> tuple[int, int, int]:
     return max(runs_of(url, sid), key=lambda r: (r[2] - r[1], -r[0]))
 
@@ -92,11 +97,16 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         if last == first:
             continue
         rp = at.session_state["rp_replayer"]
-        at.slider(key="rp_step").set_value(last).run()
-        check(last)
-        mid = first + (last - first) // 2
-        at.slider(key="rp_step").set_value(mid).run()  # backwards: from the nearest snapshot
-        check(mid)
+        # The slider moves in calls, as the buttons do: a call picked lands on the batch holding it.
+        batches = [s for s in range(first, last + 1) if isinstance(events[s], Batch)]
+        mid = first
+        if len(batches) >= 2:
+            at.slider(key="rp_call").set_value(_call_no(events, batches[-1]) + len(events[batches[-1]].calls) - 1).run()
+            check(batches[-1])
+            mid = batches[len(batches) // 2]
+            at.slider(key="rp_call").set_value(_call_no(events, mid)).run()  # backwards: from the nearest snapshot
+            check(mid)
+            assert at.slider(key="rp_call").value == _call_no(events, mid)
         # Forward and Back go from call to call (a batch, or a step some check judged), never to an answer.
         stops = [s for s in range(first, last + 1) if isinstance(events[s], Batch) or verdicts[s]]
         fwd = next((s for s in stops if s > mid), None)
@@ -159,7 +169,8 @@ def test_editing_a_parameter_moves_the_halt(ledger):
     table = next(d.value for d in at.dataframe if "stored" in d.value.columns)
     row = table[(table["step"] == h1) & (table["stored"] == vocab.HALT)]
     assert len(row) == 1 and row.iloc[0]["live"] != vocab.HALT and bool(row.iloc[0]["differs"])
-    at.slider(key="rp_step").set_value(first).run()
+    at.slider(key="rp_call").set_value(_call_no(sessions[sid], next(
+        s for s in range(first, h1 + 1) if isinstance(sessions[sid][s], Batch)))).run()
     if h2 is not None:
         at.button(key="rp_next_halt").click().run()
         assert at.session_state["rp_step"] == h2
@@ -190,7 +201,7 @@ def test_apply_says_what_changed(ledger):
     (info,) = [i.value for i in at.info]
 
     def ref(seq: int) -> str:  # the session's 1-based call number, as labels and the leaderboard count it
-        return f"call #{call_position(sessions[sid], seq, 0)} (step {seq})"
+        return f"call #{call_position(sessions[sid], seq, 0)}"
 
     if h2 is not None:
         assert f"halt moved from {ref(h1)} to {ref(h2)}" in info
@@ -265,7 +276,7 @@ def test_invalid_parameters_are_shown_in_place(ledger):
 
 
 def test_deep_link_lands_on_the_stored_halt(ledger):
-    url, _ = ledger
+    url, sessions = ledger
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
         sid, run, seq, pid, detector = conn.execute(
@@ -283,7 +294,9 @@ def test_deep_link_lands_on_the_stored_halt(ledger):
     assert _run_box(at).value == run
     assert at.selectbox(key="rp_detector").value == detector
     assert at.session_state["rp_spec"].id == pid
-    assert at.slider(key="rp_step").value == seq
+    assert at.session_state["rp_step"] == seq
+    if isinstance(sessions[sid][seq], Batch):  # the slider, in calls, stands on the halting batch's first call
+        assert at.slider(key="rp_call").value == _call_no(sessions[sid], seq)
     assert vocab.HALT in stored and metrics(at)["Verdict at this step"] == vocab.HALT
     assert dict(at.query_params) == {"session": str(sid), "run": str(run), "policy": pid, "step": str(seq)}
     # Live verdicts equal the stored ones: no side-by-side table for the same policy.
@@ -320,8 +333,8 @@ def test_a_growing_session_replays_its_new_events(tmp_path):
         at = open_page(PAGE, session=str(sid), policy=spec.text)
         assert not at.exception, at.exception
         run, first, last = runs_of(url, sid)[-1]
-        if last > first:
-            at.slider(key="rp_step").set_value(last).run()
+        _run_box(at).set_value(run).run()
+        at.button(key="rp_fwd").click().run()
         append_rest(src, live, n_lines // 2)
         ingest(url, [live])
         (sid2, after), = session_events(url).items()
@@ -330,10 +343,13 @@ def test_a_growing_session_replays_its_new_events(tmp_path):
         assert not at.exception, at.exception
         run2, first2, last2 = runs_of(url, sid)[-1]
         _run_box(at).set_value(run2).run()
-        at.slider(key="rp_step").set_value(last2).run()
+        # The run's last call, on the slider that moves in calls: its batch is where the cursor lands.
+        last_batch = max(s for s in range(first2, last2 + 1) if isinstance(after[s], Batch))
+        at.slider(key="rp_call").set_value(_call_no(after, last_batch) + len(after[last_batch].calls) - 1).run()
         assert not at.exception, at.exception
+        assert at.session_state["rp_step"] == last_batch
         ref = list(replay(after, spec, with_state=True))
-        assert _state(at) == as_json(ref[last2].state)
+        assert _state(at) == as_json(ref[last_batch].state)
 
 
 def test_transcript_text_is_never_markdown(tmp_path):
@@ -367,7 +383,7 @@ HOSTILE_LINK_VALUES = ["![x](http://127.0.0.1:9/pwn.png)", "<img src=http://127.
 
 @pytest.mark.parametrize("value", HOSTILE_LINK_VALUES)
 def test_a_policy_from_a_link_is_never_markdown(ledger, value):
-    """A link anyone can write puts its text into the live policy's label and parameters."""
+    """A link anyone can write puts its text into the replayed policy's label and parameters."""
     url, sessions = ledger
     with ledger_env(url):
         at = open_page(PAGE, session=str(next(iter(sessions))), policy=f"run-length:observation_tools={value}")
@@ -391,21 +407,39 @@ def test_a_link_never_imports_a_module(ledger):
 
 def test_a_second_apply_keeps_the_run_and_step(ledger):
     """The issue: a second Apply (same values, or Enter then Apply) jumped to run 0, step 0 and said
-    "Halted runs in this session: 0 → 0". The place and the before → after counts must hold."""
+    "Halted runs in this session: 0 → 0"; then (issue 37) it said "halt unchanged", as if the edit
+    Enter had applied did nothing. The place holds, and the second Apply says what the first said."""
     url, sessions = ledger
     sid, run, first, h1, h2 = _window_case(ledger)
     base = PolicySpec("window")
     at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(h1))
     at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
-    _apply(at)
+    _apply(at)  # what Enter in the parameter does: it submits the form
     looser = PolicySpec("window", {"threshold": 4})
-    _apply(at)  # the same values again
+    (first_said,) = [i.value for i in at.info]
+    _apply(at)  # the same values again: the Apply click after Enter
     assert not at.exception, at.exception
     assert (at.session_state["rp_run"], at.session_state["rp_step"]) == (run, h1)
     assert _run_box(at).value == run
+    n_base = len({s.run for s in replay(sessions[sid], base) if any(c.verdict == vocab.HALT for c in s.checks)})
     n_looser = len({s.run for s in replay(sessions[sid], looser) if any(c.verdict == vocab.HALT for c in s.checks)})
     (info,) = [i.value for i in at.info]
-    assert f"Halted runs in this session: {n_looser} → {n_looser}." in info
+    assert info == first_said and "unchanged" not in info
+    assert f"Halted runs in this session: {n_base} → {n_looser}." in info
+
+
+def test_apply_without_an_edit_says_what_is_applied(ledger):
+    """Apply pressed on the parameters in effect (nothing typed since): what is applied and where it
+    halts, never "unchanged"."""
+    url, sessions = ledger
+    sid, run, first, h1, h2 = _window_case(ledger)
+    base = PolicySpec("window")
+    at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(h1))
+    _apply(at)
+    assert not at.exception, at.exception
+    (info,) = [i.value for i in at.info]
+    assert info.startswith("Applied: window ") and "unchanged" not in info
+    assert f"Run #{run + 1} halts at call #{call_position(sessions[sid], h1, 0)}" in info
 
 
 def test_after_apply_the_run_picker_reads_the_new_halt(ledger):
@@ -415,11 +449,11 @@ def test_after_apply_the_run_picker_reads_the_new_halt(ledger):
     base = PolicySpec("window")
     at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
     label = _run_label(at, run)
-    assert f"halts at call #{call_position(sessions[sid], h1, 0)} (step {h1})" in label
+    assert f"halts at call #{call_position(sessions[sid], h1, 0)}:" in label
     at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
     _apply(at)
     label = _run_label(at, run)
     if h2 is not None:
-        assert f"halts at call #{call_position(sessions[sid], h2, 0)} (step {h2})" in label
+        assert f"halts at call #{call_position(sessions[sid], h2, 0)}:" in label
     else:
         assert "halts at" not in label

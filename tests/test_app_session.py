@@ -62,9 +62,12 @@ def test_without_run_opens_the_first_halted_run_at_its_halt(ledger):
     assert not at.exception
     assert at.selectbox(key="run_pick").value == run
     assert at.query_params["run"] == str(run)
-    assert at.number_input(key=f"focus_{sid}_{run}").value == seq
+    assert at.session_state[f"focus_{sid}_{run}"] == seq
     texts = [x.value for x in at.text]
-    assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x) and "halt" in x for x in texts)
+    # The halting call, by its one number (call #N over the session), marked in plain words.
+    n = read_model(url, "calls_before", sid, seq) + 1
+    assert any(re.match(rf"▶ halted here · call #{n}\b", x) and "halt" in x for x in texts)
+    assert not any("step" in x.split(":")[0] or "HALTING" in x for x in texts if x.startswith("▶"))
     # Replay opens in this tab: a page link through the app's navigation, not a link button (new tab).
     assert not at.get("link_button")
     (link,) = [p.proto for p in at.get("page_link") if p.proto.label == "Replay this run at the halt"]
@@ -117,14 +120,24 @@ def test_jump_to_halt_moves_the_transcript_back(ledger):
     sid, run, seq = _halted(url)
     at = app(PAGE, session=str(sid))
     lo, _ = read_model(url, "run_bounds", sid, run)
-    at.number_input(key=f"focus_{sid}_{run}").set_value(lo).run()
+    # The run's first call, picked by its number (the input moves in calls, as every page numbers them).
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        n_before, first_seq = conn.execute(sa.text(
+            "SELECT (SELECT count(*) FROM calls WHERE session_id = :s AND seq < :lo), "
+            "(SELECT min(seq) FROM calls WHERE session_id = :s AND seq >= :lo)"), {"s": sid, "lo": lo}).one()
+    eng.dispose()
+    at.number_input(key=f"around_{sid}_{run}").set_value(n_before + 1).run()
     assert not at.exception
-    shown = any(x.value.startswith("▶ HALTING BATCH") for x in at.text)
-    assert shown == (seq - lo <= 6)  # the page shows 6 events either side of the focused step
+    assert at.session_state[f"focus_{sid}_{run}"] == first_seq
+    shown = any(x.value.startswith("▶ halted here · call #") for x in at.text)
+    assert shown == (seq - first_seq <= 6)  # the page shows 6 events either side of the focused one
     at.button(key="jump_halt").click().run()
     assert not at.exception
-    assert at.number_input(key=f"focus_{sid}_{run}").value == seq
-    assert any(re.match(rf"▶ HALTING BATCH  call #\d+ \(step {seq}\b", x.value) for x in at.text)
+    assert at.session_state[f"focus_{sid}_{run}"] == seq
+    assert at.number_input(key=f"around_{sid}_{run}").value == read_model(url, "calls_before", sid, seq) + 1
+    n = read_model(url, "calls_before", sid, seq) + 1
+    assert any(re.match(rf"▶ halted here · call #{n}\b", x.value) for x in at.text)
 
 
 def test_label_a_run(ledger):
@@ -153,7 +166,7 @@ def test_label_a_run(ledger):
 def test_answers_with_html_and_markdown_stay_plain_text(ledger):
     at = app(PAGE, session="1", run="0")
     assert not at.exception
-    at.number_input(key="focus_1_0").set_value(1).run()
+    at.number_input(key="around_1_0").set_value(1).run()
     assert not at.exception
     plain = plain_texts(at)
     assert any(HOSTILE in x for x in plain)  # the answer and the title are shown, verbatim

@@ -204,6 +204,22 @@ def test_no_match_says_so(ledger):
     assert any("No session matches" in i.value for i in at.info)
 
 
+def test_an_empty_ledger_says_it_is_empty_not_that_filters_matched_nothing(tmp_path):
+    """Issue 37, friction 10: a new team ledger said "No session matches these filters." """
+    from loopledger.ledger import migrate
+
+    url = f"sqlite:///{tmp_path / 'team.sqlite'}"
+    eng = make_engine(url)
+    migrate.upgrade(eng)
+    eng.dispose()
+    with ledger_env(url):
+        at = app()
+    assert not at.exception, at.exception
+    said = [i.value for i in at.info]
+    assert any(v.startswith("No session in this ledger yet: ingest one") for v in said), said
+    assert not any("No session matches" in v for v in said)
+
+
 def test_titles_are_shown_only_as_table_cells(ledger):
     at = app()
     at.text_input(key="f_text").set_value("hostile").run()

@@ -73,7 +73,8 @@ def test_why_sentence_from_the_halting_checks_own_numbers(real_ledger):
         n = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=seq)[0][0]
         idx = _sql(real_ledger, "SELECT halt_idx FROM run_outcomes o JOIN policies p ON p.id = o.policy_id WHERE "
                                 "o.session_id = :s AND o.run_idx = :r AND p.detector = :d", s=sid, r=run, d=detector)[0][0]
-        (line,) = [t for t in texts if t.startswith(f"{detector} halted at call #{n + max(idx, 0) + 1} (step {seq}")]
+        # One number per call: no step, no line beside it (issue 37).
+        (line,) = [t for t in texts if t.startswith(f"{detector} halted at call #{n + max(idx, 0) + 1}: ")]
         assert tool in line and str(threshold) in line
         assert re.search(rf"\b{count} (times|calls)\b|attempt {count}\b", line), line
     run_length = [t for t in texts if t.startswith("run-length halted")]
@@ -113,14 +114,16 @@ def test_the_excerpt_starts_at_the_first_call_of_the_repeat_and_marks_identical_
         assert same >= 1, seq
         before = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=seq)[0][0]
         assert before < n <= before + 8, (n, seq)  # the call's own number, within its batch
-    first = listed[0]
     first_n = links[0][0]
     # The transcript excerpt starts at the first repeated call, not a few steps before the halt.
-    head = re.compile(r"(?:▶ HALTING BATCH  )?call #\d+ \(step (\d+)")
-    steps = [int(m.group(1)) for t in texts if (m := head.match(t))]
-    assert steps[0] == first and halt_seq in steps
+    head = re.compile(r"(?:▶ halted here · )?call #(\d+)\b")
+    numbers = [int(m.group(1)) for t in texts if (m := head.match(t))]
+    halt_n = _sql(real_ledger, "SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q", s=sid, q=halt_seq)[0][0] \
+        + max(halt_idx, 0) + 1
+    assert numbers[0] == first_n and halt_n in numbers
     # Each later repeat is marked identical to the first one, by its call number.
-    later = [t for t in texts if (m := head.match(t)) and int(m.group(1)) in listed[1:] and f": {tool}" in t]
+    later_n = {n for n, _ in links[1:]}
+    later = [t for t in texts if (m := head.match(t)) and int(m.group(1)) in later_n and f": {tool}" in t]
     assert later and all(f"arguments identical to call #{first_n}" in t for t in later)
 
 
@@ -192,7 +195,7 @@ def test_timeline_is_zoomed_to_the_run_and_clicking_a_mark_moves_the_transcript(
     at.session_state["timeline_chart"] = {"selection": {"mark_pick": [{"seq": target, "run_idx": run}]}}
     at.run()
     assert not at.exception
-    assert at.number_input(key=f"focus_{sid}_{run}").value == target
+    assert at.session_state[f"focus_{sid}_{run}"] == target
 
 
 def test_label_badge_and_no_default(real_ledger):

@@ -28,8 +28,9 @@ def test_sessions_bar_is_small_multiples_one_unit_per_panel_ranking_measure_firs
     spec = charts.sessions_bar(_top(), by="halts").to_dict()
     panels = spec["hconcat"]
     titles = [p["encoding"]["x"]["title"] for p in panels]
-    # The ranking measure first, then every other measure once: units never share an axis.
-    assert titles[0] == "halts" and sorted(titles) == sorted(charts.BAR_MEASURES)
+    # The ranking measure first, then every other measure that is not 0 on every session drawn
+    # ("blocks" is 0 on both: no panel of zeros): units never share an axis.
+    assert titles == ["halts", "runs", "strikes", "warnings"]
     assert spec["resolve"] == {"scale": {"x": "independent"}}
     for p in panels:
         assert p["mark"]["type"] == "bar"
@@ -39,9 +40,9 @@ def test_sessions_bar_is_small_multiples_one_unit_per_panel_ranking_measure_firs
         # Every panel lists the sessions in the one shared order.
         assert p["encoding"]["y"]["sort"] == {"field": "order", "op": "min"}
     # Only the first panel writes the session names; the others line up with it.
-    assert panels[0]["encoding"]["y"]["axis"]["labelLimit"] == 230
+    assert panels[0]["encoding"]["y"]["axis"]["labelLimit"] == 280
     # Five panels and their labels fit the page at 1400 px beside the sidebar.
-    assert 230 + sum(p["width"] for p in panels) + 8 * 4 <= 900
+    assert 280 + 140 + 110 * 4 + 8 * 4 <= 900
     assert all(p["encoding"]["y"]["axis"] is None for p in panels[1:])
     assert charts.sessions_bar(_top(), by="strikes").to_dict()["hconcat"][0]["encoding"]["x"]["title"] == "strikes"
 
@@ -53,6 +54,37 @@ def test_sessions_bar_leaves_out_the_summary_row_and_links_each_session():
     assert {r["link"] for r in rows} == {"./session?session=7", "./session?session=3"}
     assert {r["session"]: r["order"] for r in rows} == {"#7 Fix <b>bold</b> test": 0, "#3 " + "x" * 39 + "…": 1}
     assert max(len(r["session"]) for r in rows) <= 45
+
+
+def test_sessions_bar_draws_neither_columns_of_zeros_nor_sessions_the_ranking_measure_does_not_count():
+    """Issue 37, friction 9: "strikes" and "blocks" columns of zeros; rows of sessions with no halt."""
+    top = pd.DataFrame([
+        {"id": 1, "title": "a", "runs": 3, "strikes": 0, "warnings": 2, "blocks": 0, "halts": 2, "saved": 4},
+        {"id": 2, "title": "b", "runs": 5, "strikes": 0, "warnings": 1, "blocks": 0, "halts": 0, "saved": 0},
+        {"id": 3, "title": "c", "runs": 1, "strikes": 0, "warnings": 0, "blocks": 0, "halts": 0, "saved": 0},
+    ])
+    spec = charts.sessions_bar(top, by="halts").to_dict()
+    assert [p["encoding"]["x"]["title"] for p in spec["hconcat"]] == ["halts", "runs", "warnings"]
+    assert [r["session"] for r in _data(spec)] == ["#1 a"]
+    # Asked for, the sessions without a halt are drawn too, after it.
+    spec = charts.sessions_bar(top, by="halts", with_zero=True).to_dict()
+    assert [r["session"] for r in _data(spec)] == ["#1 a", "#2 b", "#3 c"]
+    assert [p["encoding"]["x"]["title"] for p in spec["hconcat"]] == ["halts", "runs", "warnings"]
+    assert list(charts.chart_rows(top, "warnings")["id"]) == [1, 2]
+
+
+def test_claude_code_sessions_of_one_first_prompt_are_told_apart_by_day_and_project():
+    home = "/home/ana/.claude/projects"
+    names = [charts.session_name(i, "load claude.md", when, f"{home}/{folder}/{i}.jsonl")
+             for i, when, folder in ((4, "2026-03-02T09:00:00Z", "-home-ana-ledger"),
+                                     (9, "2026-03-02T15:00:00Z", "-home-ana-my-site"),
+                                     (12, "2026-03-07T08:00:00Z", "-home-ana-ledger"))]
+    assert names == ["#4 Mar 2 ledger · load claude.md", "#9 Mar 2 my-site · load claude.md",
+                     "#12 Mar 7 ledger · load claude.md"]
+    # Another source: its day alone; no time known: the title alone.
+    assert charts.session_name(5, "fix it", "2025-08-14T16:02:00Z", "/data/codex/rollout.jsonl") == "#5 Aug 14 · fix it"
+    assert charts.session_name(5, "fix it") == "#5 fix it"
+    assert charts.project_of("/Users/bo/.claude/projects/-Users-bo-api/x/subagents/agent-1.jsonl") == "api"
 
 
 def test_session_link_encodes_query():

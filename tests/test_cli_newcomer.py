@@ -126,3 +126,54 @@ def test_the_manual_names_the_default_sets_members_in_one_place_only():
              *[p for p in (ROOT / "docs").glob("*.md") if p.name not in ("detection.md", "cli.md")]]
     offenders = {p.name: m.group(0) for p in pages for m in [listing.search(p.read_text("utf-8"))] if m}
     assert not offenders, offenders
+
+
+def test_a_folders_documents_are_skipped_alike_in_one_line_never_as_errors(tmp_path):
+    """Issue 37, friction 8: SOURCES.md beside the transcripts was an error (exit 1, a source
+    marked error) while README.md and labels.csv were skipped silently."""
+    import sqlite3
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    shutil.copy(SAMPLE, folder / SAMPLE.name)
+    (folder / "SOURCES.md").write_text("# Sources\n\nWhere these transcripts came from: a public repo.\n")
+    (folder / "README.md").write_text("# A corpus\n")
+    (folder / "labels.csv").write_text("file,session_key,label,loop_calls,reason\n")
+    db = tmp_path / "demo.sqlite"
+    proc = _run("ingest", str(folder), "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower(), proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "skipped 2 file(s) of the folder(s) that are not transcripts: README.md, SOURCES.md" in said, said
+    with sqlite3.connect(db) as conn:
+        sources = conn.execute("SELECT path, status FROM sources").fetchall()
+    assert [(Path(p).name, s) for p, s in sources] == [(SAMPLE.name, "ok")]
+    # Named on the command line, the same document is still refused with its reason.
+    proc = _run("ingest", str(folder / "SOURCES.md"), "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 1 and "not a transcript format" in proc.stderr
+
+
+def test_the_sample_labels_import_whole_and_export_again(tmp_path):
+    """Issue 37, friction 7: the sample data had no labels, so `labels export` wrote 0 rows and the
+    leaderboard was empty on a first run. Every row of sample_data/labels.csv labels a session."""
+    import csv
+
+    sample = ROOT / "sample_data"
+    db = tmp_path / "demo.sqlite"
+    assert _run("ingest", str(sample), "--db", str(db), cwd=tmp_path).returncode in (0, 3)
+    with (sample / "labels.csv").open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    proc = _run("labels", "import", str(sample / "labels.csv"), "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(rows)} session(s) labelled from {len(rows)} row(s)" in proc.stdout
+    out = tmp_path / "labels.csv"
+    assert _run("labels", "export", str(out), "--db", str(db), cwd=tmp_path).returncode == 0
+    with out.open(encoding="utf-8", newline="") as fh:
+        back = list(csv.DictReader(fh))
+    key = lambda r: (r["file"], r["session_key"])  # noqa: E731
+    assert sorted((key(r), r["label"], r["loop_calls"]) for r in back) == \
+        sorted((key(r), r["label"], r["loop_calls"]) for r in rows)
+    score = _run("score", "--db", str(db), cwd=tmp_path)
+    n = {lb: sum(r["label"] == lb for r in rows) for lb in ("loop", "normal")}
+    assert score.returncode == 0
+    assert f"Guard leaderboard over {n['loop']} loop and {n['normal']} normal" in " ".join(score.stdout.split())

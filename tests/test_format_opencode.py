@@ -59,7 +59,7 @@ def test_export_is_read_step_by_step():
         SID, "opencode", "anthropic/claude-sonnet-4-5", "Fix the pager skipping page 2")
     assert info.started_at == "2025-12-01T09:40:00.000Z"  # time.created 1764582000000 ms
     got = _summary(items)
-    assert [name for _, name, _ in got["calls"]] == ["read", "bash", "harness_error", "edit", "bash"]
+    assert [name for _, name, _ in got["calls"]] == ["read", "bash", "invalid", "edit", "bash"]
     # one Batch per step that called tools (3 steps with tools, 1 with text only)
     assert got["batches"] == 3 and got["prose"] == ["Fixed the step in `paginate`; the full test run was interrupted."]
     # read ok; bash exited 1; invalid never ran; edit ok; the last bash errored (interrupted)
@@ -69,9 +69,10 @@ def test_export_is_read_step_by_step():
     assert got["retries"] == ["retry (attempt 1): Overloaded"]
 
 
-def test_a_call_opencode_rerouted_to_invalid_is_a_harness_error():
+def test_a_call_opencode_rerouted_to_invalid_keeps_the_name_opencode_gives_it():
+    """Issue 37: it was shown as "harness_error", a word the OpenCode user never chose."""
     items = list(read(EXPORT))
-    call = next(c for i in items if isinstance(i, Batch) for c in i.calls if c.name == "harness_error")
+    call = next(c for i in items if isinstance(i, Batch) for c in i.calls if c.name == "invalid")
     assert call.args == {"reason": "invalid_tool_call", "tool": "edit"}
     answer = next(a for i in items if isinstance(i, Answers) for a in i.answers if a.call_id == call.id)
     assert answer.is_error and answer.text.startswith("The arguments provided to the tool are invalid")

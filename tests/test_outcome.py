@@ -158,4 +158,4 @@ def test_session_and_replay_show_how_the_eps_run_ended_next_to_its_halt(corpus_l
         # call #N, 1-based over the session: the calls before the halt's step, plus one (counted in SQL)
         n = _sql(corpus_ledger, f"SELECT count(*) FROM calls WHERE session_id = {sid} AND seq < {halt}")[0][0] + 1
         assert line == [f"This run ended: succeeded — exit status submitted; flag accepted: flag{{People always make "
-                        f"the best exploits.}}; this policy halts it at call #{n} (step {halt})"]
+                        f"the best exploits.}}; this policy halts it at call #{n}"]

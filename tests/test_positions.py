@@ -33,8 +33,8 @@ def test_the_word_matches_what_the_reader_gives(path):
 
 
 def test_call_refs_and_runs_read_one_way():
-    assert explain.call_ref(12, 35, 4, positions.MESSAGE) == "call #12 (step 35, message 4)"
-    assert explain.call_ref(12, 35, 37) == "call #12 (step 35, line 37)"
+    assert explain.call_ref(12, 35, 4, positions.MESSAGE) == "call #12 (message 4)"
+    assert explain.call_ref(12, 35, 37) == "call #12 (line 37)"
     assert [explain.run_ref(i) for i in (0, 2)] == ["run #1", "run #3"] and explain.run_ref(None) == "run #?"
     assert positions.word("openai-chat", "/x/a.jsonl") == "line" and positions.word("openai-chat", "/x/a.json") == "message"
     assert positions.word("cline", "/x/api_conversation_history.jsonl") == "message"  # always a document

@@ -390,7 +390,7 @@ def test_sweep_charts_specs():
             assert r["first halt"] == "never" and r["call"] == ""
         else:
             assert r["call"] == f"#{int(r['first_halt_at'])}"
-            assert r["first halt"] == f"call #{int(r['first_halt_at'])} (step {int(r['first_halt_seq'])})"
+            assert r["first halt"] == f"call #{int(r['first_halt_at'])}"
     # The call number is the scoring rule's position of the first halt (from a plain replay).
     for r in fh_in:
         sess = next(x for x in SESSIONS if x.session_id == r["session_id"])
@@ -475,7 +475,8 @@ def test_event_lines_are_plain_and_bounded():
     lines = rv.event_lines(4, Batch((c,), text="running"))
     assert lines == ["assistant (step 4): running", 'call 0 (step 4): Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
     # With the calls before it, a call leads with its number over the session: call #N first.
-    assert rv.event_lines(4, Batch((c,)), before=11) == ['call #12 (step 4): Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    assert rv.event_lines(4, Batch((c,)), before=11) == ['call #12: Bash {   "cmd": "ls\\nrm -rf /",   "n": 1 }']
+    assert rv.event_lines(5, UserTurn("go on"), before=12) == ["user (after call #12): go on"]
     ans = rv.event_lines(5, Answers((Answer("c1", "x" * 5000 + "\n<b>", is_error=True),)))
     assert len(ans) == 1 and ans[0].startswith("answer (error) (step 5): xxx") and len(ans[0]) < 700
     assert rv.event_lines(0, UserTurn("hi\nthere")) == ["user (step 0): hi\nthere"]

@@ -300,6 +300,13 @@ else:
 for name in axis_names:
     if totals[name].isna().any():  # an unset limit reads "no limit", never None/null
         totals[name] = [explain.param_value(None if pd.isna(v) else int(v)) for v in totals[name]]
+# Only columns that say something (a table wider than the page was cut off at 1400 px): a measure 0
+# under every setting is left out, and the runs every setting replayed are said once below.
+same = {c: int(totals[c].iloc[0]) for c in ("runs",)
+        if c in totals and pd.api.types.is_numeric_dtype(totals[c]) and totals[c].nunique() == 1}
+flat_cols = [c for c in ("strikes", "blocks", "warnings") if c in totals and pd.api.types.is_numeric_dtype(totals[c])
+             and not totals[c].any()]
+totals = totals.drop(columns=[*same, *flat_cols])
 safe.table(totals, key="cp_totals", column_config={
     **words.column_titles(totals.columns),
     "sessions halted": st.column_config.NumberColumn("sessions halted", help="sessions this setting halts at all"),
@@ -309,7 +316,10 @@ safe.table(totals, key="cp_totals", column_config={
     "saved": st.column_config.NumberColumn("calls saved", help="tool calls the halts would have skipped"),
     "halts": st.column_config.NumberColumn("halts", help="halted runs, one per run this setting halted"),
 })
-st.caption(f"{len(endings)} of {len(swept_ids)} swept sessions record how they ended "
+st.caption((f"Every setting replayed the same {same['runs']:,} runs. " if same else "")
+           + (f"No {', '.join(flat_cols[:-1]) + ' or ' if len(flat_cols) > 1 else ''}{flat_cols[-1]} under any "
+              "setting (no column for them). " if flat_cols else "")
+           + f"{len(endings)} of {len(swept_ids)} swept sessions record how they ended "
            f"({len(ended_well)} succeeded or submitted).")
 for s in result.settings:
     if s.error:
@@ -339,17 +349,19 @@ else:
 
 # ── runs that flip ───────────────────────────────────────────────────────────────────────────
 st.subheader("Runs whose outcome flips between two settings")
-live_spec = PolicySpec(detector)  # the detector at its defaults: what the worker runs and stores
+live_spec = PolicySpec(detector)  # the detector at its defaults: what ingest runs and stores
 with _conn() as conn:
     live_runs = rv.stored_runs(conn, live_spec.id, swept_ids)
 live = sweep.Setting((), live_spec, runs={k: sweep.RunRow(o, h, sv) for k, (o, h, sv) in live_runs.items()}) \
     if live_runs is not None else None
-LIVE = f"live policy ({rv.spec_label(live_spec).removeprefix(detector + ' ')})"
+# The detector at its defaults, as ingest stored its verdicts: not what live agents are judged by
+# (that is the enforced set, below), so never called "live".
+LIVE = f"stored default ({rv.spec_label(live_spec).removeprefix(detector + ' ')})"
 choices = ([LIVE] if live is not None else []) + [short[s.label] for s in valid]
 setting_of = {short[s.label]: s for s in valid} | ({LIVE: live} if live is not None else {})
 a_col, b_col = st.columns(2)
 a_label = a_col.selectbox("Setting A", choices, index=0, key="cp_flip_a",
-                          help="the live policy: the detector at its defaults, as the worker stored it")
+                          help="the stored default: the detector at its defaults, as ingest stored its verdicts")
 b_default = next((i for i in range(len(choices) - 1, -1, -1)
                   if choices[i] != LIVE and setting_of[choices[i]].spec.id != live_spec.id), len(choices) - 1)
 b_label = b_col.selectbox("Setting B", choices, index=b_default, key="cp_flip_b")

@@ -200,7 +200,8 @@ def _board(ranked: list[scoring.PolicyScore], names: dict[str, str]) -> None:
                  for c in ("precision", "recall", "flagged", "saved", "lost", "into loop (median)",
                            "into loop (each catch)")}
     safe.table(rows.drop(columns=["policy_id"]), key="lb_table", column_config=link_cols | text_cols | {
-        "policy": st.column_config.TextColumn("policy", width="medium")})
+        # Pinned: the columns past 1400 px scroll beside it, the policy they belong to stays in view.
+        "policy": st.column_config.TextColumn("policy", width=200, pinned=True)})
     st.caption(score_table.CAPTION)
     # The same links as a picker and a button: a table cell is awkward to hit, a button is not.
     by_id = {s.policy_id: s for s in ranked}

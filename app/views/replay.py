@@ -293,7 +293,16 @@ with st.form("rp_params"):
         except ValueError as exc:  # ConfigError names the field and the rule it broke
             st.error("Not applied:")
             safe.text(str(exc))  # it quotes the values typed (or prefilled from a link)
-        else:
+            new = None
+        if new is not None and new.id == spec.id:
+            # Applied already (Enter in a parameter submits the form): the message Enter brought stays;
+            # without one, say what is applied and where it halts.
+            said = st.session_state.get("rp_changed")
+            if not (said and said[1] == new.id):
+                st.session_state.rp_changed = (rv.applied_already(rv.spec_label(new), halt_at, run_idx,
+                                                                  lambda seq: rv.call_ref(calls_before, seq)), new.id)
+            st.rerun()
+        elif new is not None:
             new_steps = _all_steps(data.url(), session.id, session.updated_at, session.n_events, new.text)
             # Said once, right after Apply: where the halt went (or that it is gone, and where the next one is).
             st.session_state.rp_changed = (rv.halt_change(halt_at, rv.halts_by_run(new_steps), run_idx,
@@ -314,8 +323,8 @@ if changed and changed[1] == spec.id:
 stored_ids = {p["id"] for p in policies}
 stored_same_detector = [p for p in policies if p["detector"] == detector]
 # The label holds whatever a link said (e.g. observation_tools=![x](http://…)): plain text only.
-safe.text(f"Live policy: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
-                                                  " (not stored: verdicts computed live)"))
+safe.text(f"Replaying: {rv.spec_label(spec)}" + (" (stored in the ledger)" if spec.id in stored_ids else
+                                                 " (not stored: verdicts computed here)"))
 
 rp = _replayer(session, spec)
 events = rp.events
@@ -342,9 +351,11 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
         m[1].metric("total", state.get("total", 0), help=STATE_HELP["total"])
         m[2].metric("effective max", state.get("effective_max", "—"), help=STATE_HELP["effective_max"])
         m[3].metric("ceiling", state.get("ceiling", "—"), help=STATE_HELP["ceiling"])
-        flags = {k: state.get(k) for k in ("observation", "exempt", "costly")}
+        # Before the run's first batch the flags are unknown: "—", as every empty cell (never None).
+        flags = {k: when.MISSING if state.get(k) is None else ("yes" if state.get(k) else "no")
+                 for k in ("observation", "exempt", "costly")}
         st.dataframe(pd.DataFrame([flags]), hide_index=True, key="rp_flags", column_config={
-            k: st.column_config.CheckboxColumn(k, help=STATE_HELP[k]) for k in flags})
+            k: st.column_config.TextColumn(k, help=STATE_HELP[k]) for k in flags})
         if state.get("inside_word"):
             st.warning("Read-only here only through a pattern inside a word (seed 000's substring rule; "
                        "match=name-parts would not count it):")
@@ -395,25 +406,26 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
 
 
 def _show_event(seq: int, ev: Any) -> None:
+    where = rv.after_call(calls_before[seq])  # calls by their one number; other events by the call before them
     if isinstance(ev, UserTurn):
-        st.caption(f"user (step {seq})")
+        st.caption(f"user ({where})")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Prose):
-        st.caption(f"assistant (step {seq})")
+        st.caption(f"assistant ({where})")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Retry):
-        st.caption(f"provider retry (step {seq})")
+        st.caption(f"provider retry ({where})")
         safe.text(rv.clip(ev.text))
     elif isinstance(ev, Batch):
         first_call = calls_before[seq] + 1
         st.caption(explain.call_list(range(first_call, first_call + len(ev.calls))).capitalize()
-                   + f" (step {seq}): the assistant calls {len(ev.calls)} tool(s)")
+                   + f": the assistant calls {len(ev.calls)} tool(s)")
         if ev.text:
             safe.text(rv.clip(ev.text))
         for i, c in enumerate(ev.calls):
             safe.code(f"call #{first_call + i}: {c.name}  {rv.args_text(c.args)}")
     elif isinstance(ev, Answers):
-        st.caption(f"{len(ev.answers)} answer(s) (step {seq})")
+        st.caption(f"{len(ev.answers)} answer(s) ({where})")
         for a in ev.answers:
             safe.text(("[error] " if a.is_error else "") + rv.clip(a.text, 600))
 
@@ -447,9 +459,13 @@ def _where(seq: int | None) -> str:
     return rv.call_ref(calls_before, seq) + (f" in {explain.run_ref(run_of[seq])}" if other else "")
 
 
+def _slid() -> None:
+    _set_step(rv.seq_of_call(calls_before, int(st.session_state.rp_call)))
+
+
 def _controls(cur: int, stop_seqs: list[int]) -> None:
     """Back / Forward (from call to call: an answer or a user turn has nothing to judge), the next
-    warning, block and halt, and the step slider (every step, answers too)."""
+    warning, block and halt, and the slider over the run's calls."""
     index = _verdicts(data.url(), session.id, session.updated_at, session.n_events, spec.text)
     nxt = {v: rv.next_seq_with(index, cur, v, last) for v in (vocab.WARN, vocab.BLOCK, vocab.HALT)}
     back, fwd = rv.next_stop(stop_seqs, cur, first, last, forward=False), rv.next_stop(stop_seqs, cur, first, last)
@@ -468,16 +484,24 @@ def _controls(cur: int, stop_seqs: list[int]) -> None:
                 key="rp_prev_halt", help=f"across every run of the session: {_where(prev_halt)}")
     b[5].button("Next halt ▶", on_click=_goto_halt, args=(next_halt,), disabled=next_halt is None,
                 key="rp_next_halt", help=f"across every run of the session: {_where(next_halt)}")
-    if last > first:
-        st.slider("Step", min_value=first, max_value=last, key="rp_step",
-                  help="every step of the run, answers and user turns too; Forward and Back go call by call")
+    lo_call, hi_call = calls_before[first] + 1, calls_before[last] + (len(events[last].calls)
+                                                                      if isinstance(events[last], Batch) else 0)
+    if hi_call > lo_call:
+        # In calls, as the buttons: the cursor's call, and a move lands on the batch holding the call picked.
+        st.session_state.rp_call = min(hi_call, max(lo_call, rv.call_at(calls_before, events, cur)))
+        st.slider("Call", min_value=lo_call, max_value=hi_call, key="rp_call", on_change=_slid,
+                  help="the run's calls, numbered over the session as every page numbers them")
+
+
+_KIND_WORD = {UserTurn: "user message", Prose: "assistant reply", Retry: "provider retry", Answers: "answers"}
 
 
 def _transcript_panel(cur: int) -> None:
     """The cursor's step first, in its own box; the run before it below, the most recent first,
     so the current call is what the panel opens on."""
     st.subheader(f"Transcript, {explain.run_ref(run_idx)}, at " + (rv.call_ref(calls_before, cur)
-                 if isinstance(events[cur], Batch) else f"step {cur}"))
+                 if isinstance(events[cur], Batch) else f"the {_KIND_WORD.get(type(events[cur]), 'event')} "
+                 + rv.after_call(calls_before[cur])))
     with st.container(border=True):
         st.caption("▶ at the cursor")
         _show_event(cur, events[cur])
@@ -489,7 +513,7 @@ def _transcript_panel(cur: int) -> None:
         st.caption("Before it in this run, the most recent first:")
         safe.code("\n".join(earlier))
     if lo > first:
-        st.caption(f"{lo - first} earlier step(s) of this run not shown; move the slider back to see them.")
+        st.caption(f"{lo - first} earlier event(s) of this run not shown; move the slider back to see them.")
 
 
 def _verdict_panel(step: Any, cur: int, state: dict[str, Any]) -> None:

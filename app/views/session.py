@@ -55,10 +55,13 @@ def _header(head: dict, halts: pd.DataFrame) -> None:
     ending = sv.ending_text(head)
     if ending:
         safe.text(ending)
-    info = {"format": head["format"], "source file": words.shown_path(head["path"]), "agent": head["agent"], "model": head["model"],
+    info = {"format": head["format"], "agent": head["agent"], "model": head["model"],
             "started": when.moment(head["started_at"]), "ended": when.moment(head["ended_at"]), "status": head["status"]}
-    # An unknown value is a dash, as everywhere on the dashboard (never None / null).
+    # An unknown value is a dash, as everywhere on the dashboard (never None / null). The source file
+    # has a row of its own, the page's width: beside six other columns a long path cut the table off.
     safe.table(pd.DataFrame([{k: "—" if v is None else v for k, v in info.items()}]), key="session_header")
+    safe.table(pd.DataFrame([{"source file": words.shown_path(head["path"]) or "—"}]), key="session_source",
+               width="stretch")
 
 
 def _set_run(run: int, step: int | None = None) -> None:
@@ -122,14 +125,14 @@ def _pick_run(n_runs: int, halts: pd.DataFrame) -> int:
 
 def _halt_call(sid: int, seq: int, idx: int, numbers: dict[tuple[int, int], tuple[int, int]],
                unit: str) -> tuple[str, str]:
-    """(where, tool words) of a halting check: "call #12 (step 35, line 37)" — or "message 12" of
-    a JSON document: `unit`, loopledger.formats.positions — and the tool as a person names it (a
-    shell call by its command). A batch-level check is its batch's first call; a check on a prose
-    turn has no call and is named by its step."""
+    """(where, tool words) of a halting check: "call #12", the one number a call has on every page,
+    and the tool as a person names it (a shell call by its command). A batch-level check is its
+    batch's first call; a check on a prose turn has no call and is named by where the transcript
+    holds it ("line 37", or "message 12" of a JSON document: `unit`, loopledger.formats.positions)."""
     row = data.q("transcript", sid, seq, seq)
     line = row["line"].iloc[0] if len(row) else None
     num = numbers.get((seq, max(idx, 0)))
-    where = explain.call_ref(num[0] if num else None, seq, line, unit)
+    where = explain.call_ref(num[0], seq) if num else explain.call_ref(None, seq, line, unit)
     calls = row[row["idx"].notna()] if len(row) else row
     if idx == explain.BATCH_LEVEL or not len(calls):
         return where, ""
@@ -232,19 +235,23 @@ def _read_only_by_accident(tool: str) -> str:
     return f"run-length counts it read-only only through '{pattern}' inside a word (match=name-parts would not)"
 
 
+_KIND = {vocab.KIND_USER: "user", vocab.KIND_PROSE: "assistant", vocab.KIND_RETRY: "provider retry"}
+
+
 def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dict, unit: str) -> None:
     for row in rows.itertuples(index=False):
         if row.kind == "gap":
             safe.text(f"… {int(row.seq)} steps not shown …")
             continue
-        where = f"step {row.seq}" + (f", {unit} {int(row.line)}" if pd.notna(row.line) else "")
+        # The line (or message, record) of the source file: this is where a person opens the file.
+        where = f"{unit} {int(row.line)}" if pd.notna(row.line) else ""
         if row.kind == vocab.KIND_BATCH and pd.notna(row.idx):
             key = (int(row.seq), int(row.idx))
-            mark = "▶ HALTING BATCH  " if row.seq in halt_seqs else ""
+            mark = "▶ halted here · " if row.seq in halt_seqs else ""
             note = notes.get(key, "")
             same_args, same_answer = marks.get(key, ("", ""))
             accident = _read_only_by_accident(str(row.tool))
-            safe.text(f"{mark}call #{int(row.n)} ({where}): {row.tool}" + (f"   ⟨{same_args}⟩" if same_args else "")
+            safe.text(f"{mark}call #{int(row.n)}" + (f" ({where})" if where else "") + f": {row.tool}" + (f"   ⟨{same_args}⟩" if same_args else "")
                       + (f"   ⟨{note}⟩" if note else "") + (f"   ⟨{accident}⟩" if accident else ""))
             safe.code(row.args, language="json")
             if row.answer is not None and not (isinstance(row.answer, float) and pd.isna(row.answer)):
@@ -257,9 +264,10 @@ def _transcript(rows: pd.DataFrame, notes: dict, halt_seqs: set[int], marks: dic
             continue  # answers are shown under their calls
         else:
             # A prose turn can be where a policy halts too (stagnation).
-            mark = "▶ HALTED HERE  " if row.seq in halt_seqs else ""
+            mark = "▶ halted here · " if row.seq in halt_seqs else ""
             note = notes.get((int(row.seq), explain.BATCH_LEVEL), "")
-            safe.text(f"{mark}[{where}] {row.kind}:" + (f"   ⟨{note}⟩" if note else ""))
+            safe.text(f"{mark}{_KIND.get(row.kind, row.kind)}" + (f" ({where})" if where else "") + ":"
+                      + (f"   ⟨{note}⟩" if note else ""))
             safe.code(row.text)
 
 
@@ -362,11 +370,26 @@ def main() -> None:
 
     c1, c2, _ = st.columns([1, 1, 2])
     c1.button("Jump to halt", on_click=jump, disabled=repeat is None, key="jump_halt")
-    focus = int(c2.number_input("Around step", bounds[0], bounds[1], key=focus_key))
+    # Moved in calls, as every page numbers them; the page keeps the event it stands on (focus_key).
+    first_call, last_call = data.q("calls_before", sid, bounds[0]) + 1, data.q("calls_before", sid, bounds[1] + 1)
+    call_key = f"around_{sid}_{run}"
+
+    def to_call() -> None:
+        seq = data.q("seq_of_call", sid, int(st.session_state[call_key]))
+        if seq is not None:
+            st.session_state[focus_key] = int(seq)
+
+    if last_call >= first_call:
+        here = data.q("calls_before", sid, int(st.session_state[focus_key])) + 1
+        st.session_state[call_key] = min(last_call, max(first_call, here))
+        c2.number_input("Around call #", first_call, last_call, key=call_key, on_change=to_call,
+                        help="the transcript around this call of the run")
+    focus = int(st.session_state[focus_key])
     if repeat and focus == repeat["halt"]:
         # From the first call of the repeat, so the whole loop is read, not its last steps only.
         ranges = sv.excerpt_ranges(repeat["start"], min(bounds[1], focus + CONTEXT), MAX_EXCERPT)
-        st.caption(f"From the first repeated call (step {repeat['start']}) to {CONTEXT} steps after the halt.")
+        st.caption(f"From the first repeated call (call #{data.q('calls_before', sid, repeat['start']) + 1}) to "
+                   f"{CONTEXT} events after the halt.")
     else:
         ranges = [(max(bounds[0], focus - CONTEXT), min(bounds[1], focus + CONTEXT))]
     # Each call numbered as labels and the leaderboard number it: call #N over the session.

@@ -31,19 +31,31 @@ TABLE_ORDER = ["id", "title", "halts", "runs", "calls", "warnings", "blocks", "s
 
 
 def _table_config() -> dict:
-    num = {m: st.column_config.NumberColumn(m, format="%d", help=charts.MEASURE_HELP.get(m, ""), width="small")
+    # Widths in pixels: the columns shown by default fit the page at 1400 px beside the sidebar.
+    num = {m: st.column_config.NumberColumn(m, format="%d", help=charts.MEASURE_HELP.get(m, ""), width=58)
            for m in ("halts", "runs", "calls", "strikes", "warnings", "blocks", "saved")}
+    num["warnings"] = st.column_config.NumberColumn("warnings", format="%d", help=charts.MEASURE_HELP["warnings"],
+                                                    width=68)
     num["saved"] = st.column_config.NumberColumn("calls saved", format="%d", help=charts.MEASURE_HELP["saved"],
-                                                 width="small")
+                                                 width=82)
     return num | {
-        "id": st.column_config.NumberColumn("id", format="%d", width="small", pinned=True,
+        "id": st.column_config.NumberColumn("id", format="%d", width=56, pinned=True,
                                             help="click any cell of a row to open the session"),
-        "started_at": st.column_config.TextColumn("started", width="medium"),
-        "title": st.column_config.TextColumn("title", width="large"),
-        "file": st.column_config.TextColumn("file", width="medium", help="the source file, shortened; "
-                                            "the full path is in the last column"),
+        "started_at": st.column_config.TextColumn("started", width=140),
+        "title": st.column_config.TextColumn("title", width=210),
+        "file": st.column_config.TextColumn("file", width=150, help="the source file, shortened; "
+                                            "the full path is a hidden column (the table's eye icon shows it)"),
+        "format": st.column_config.TextColumn("format", width=110),
         "path": st.column_config.TextColumn("full path", width="large"),
     }
+
+
+def shown_columns(table) -> list[str]:
+    """The columns drawn by default: a measure 0 on every row of the page has none (strikes and blocks,
+    on most ledgers), and the format and full path are hidden columns (the table's eye icon shows
+    them; the filters and the CSV have them): the rest fits 1400 px without scrolling sideways."""
+    zero = {m for m in ("strikes", "warnings", "blocks", "saved") if m in table and not table[m].fillna(0).any()}
+    return [c for c in TABLE_ORDER if c not in zero and c not in ("format", "path")]
 
 
 @st.fragment(run_every=data.REFRESH_S)
@@ -57,14 +69,23 @@ def _live(f: read.SessionFilter) -> None:
                "together, as one guard: a run several of them halted counts once, and saves the calls after the "
                "earliest halt. Per policy, each on its own: the expander below.")
     if head["sessions"] == 0:
-        st.info("No session matches these filters.")
+        if data.q("headline", read.SessionFilter())["sessions"] == 0:
+            # An empty ledger is not a filter that matched nothing: say what fills it.
+            st.info("No session in this ledger yet: ingest one (`loopledger ingest PATH`), or forward one from a "
+                    "live agent (`loopledger hook install claude-code`, `loopledger forward`).")
+        else:
+            st.info("No session matches these filters.")
         return
     cost_view.sessions_cost(f)  # what the loops cost (app/cost_view.py)
 
     c = st.columns(4)
-    by = c[0].selectbox("Chart ranks by", ("halts", "strikes", "warnings", "blocks", "saved"), key="chart_by",
+    # Only measures something counted on these sessions (halts always): a ranking by zeros says nothing.
+    ranks = [m for m in ("halts", "strikes", "warnings", "blocks", "saved") if m == "halts" or head.get(m)]
+    by = c[0].selectbox("Chart ranks by", ranks, key="chart_by",
                         format_func=words.title, help="the first panel; the others keep its session order")
     top_n = c[1].slider("Sessions in chart", 5, 50, 20, key="chart_n")
+    with_zero = c[0].toggle(f"Also sessions with no {words.title(by)}", value=False, key="chart_zero",
+                            help="off: the chart draws the sessions the ranking measure counts; the table lists all")
     sort = c[2].selectbox("Table sorted by", read.SORTABLE, key="table_sort", format_func=words.title)
     pages = max(1, -(-head["sessions"] // PAGE_SIZE))
     page = int(c[3].number_input("Page", 1, pages, 1, key="table_page")) if pages > 1 else 1
@@ -87,16 +108,22 @@ def _live(f: read.SessionFilter) -> None:
             "halts": st.column_config.NumberColumn("halts", help=charts.MEASURE_HELP["halts_per_policy"]),
             "saved": st.column_config.NumberColumn("calls saved", help="calls after this policy's own halts, "
                                                    "each halted run's calls after its halt")})
-    st.caption(f"Top {min(top_n, head['sessions'])} sessions by {by}; each panel has its own scale "
-               "(click a bar to open the session)." + (f" {head['sessions'] - top_n:,} more are in the table."
-                                                       if head["sessions"] > top_n else ""))
-    st.altair_chart(charts.sessions_bar(top, by), key="sessions_chart")
+    drawn = charts.chart_rows(top, by, with_zero)
+    if len(drawn):
+        st.caption(f"Top {len(drawn)} sessions by {words.title(by)}; each panel has its own scale, a measure that is "
+                   "0 on every session drawn has none (click a bar to open the session)."
+                   + (f" {head['sessions'] - len(drawn):,} more are in the table." if head["sessions"] > len(drawn)
+                      else ""))
+        st.altair_chart(charts.sessions_bar(top, by, with_zero), key="sessions_chart")
+    else:
+        st.caption(f"No chart: no session here has {words.title(by)}; the table lists them all.")
 
     table = rows.assign(file=[_file(p) for p in rows["path"]], path=[words.shown_path(p) for p in rows["path"]],
                         started_at=when.moments(rows["started_at"]))[TABLE_ORDER]
     # A click on any cell selects it (single-cell), and so opens its row's session; the row's
     # checkbox (single-row) does the same.
     event = safe.table(table, key="sessions_table", column_config=_table_config(), on_select="rerun",
+                       column_order=shown_columns(table),
                        selection_mode=["single-row", "single-cell"])
     picked = safe.clicked_row(event)
     if picked is not None:

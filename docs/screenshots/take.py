@@ -1,10 +1,9 @@
 """Take the dashboard screenshots in this folder, at 1400×1000 in headless Chromium: `make screenshots`
 (= `.venv/bin/python docs/screenshots/take.py`; `--out DIR` writes them elsewhere).
 
-It builds its own ledgers in a scratch folder — sample_data/ ingested (what `make run` serves) for
-Sessions, Session, Replay, Compare and Ingest health, and ../shared/corpus with its labels.csv
-imported for the guard leaderboard (the sample data has no labels, so its leaderboard would only
-say so) — serves each with `streamlit run app/main.py` on a free port (tests/e2e/conftest.py's
+It builds its own ledgers in a scratch folder — sample_data/ ingested with its labels.csv (what
+`make run` serves) for Sessions, Session, Replay, Compare and Ingest health, and ../shared/corpus
+with its labels.csv imported for the guard leaderboard (a bigger labelled set) — serves each with `streamlit run app/main.py` on a free port (tests/e2e/conftest.py's
 start_server), shoots each page once it has drawn (no spinner left), and stops the servers.
 """
 
@@ -34,6 +33,7 @@ def demo_ledgers(folder: Path) -> tuple[Path, Path]:
     """(the sample ledger, the labelled corpus ledger), made by the installed command as a person would."""
     sample, board = folder / "sample.sqlite", folder / "corpus.sqlite"
     for args in (["ingest", str(ROOT / "sample_data"), "--db", str(sample)],
+                 ["labels", "import", str(ROOT / "sample_data" / "labels.csv"), "--db", str(sample)],
                  ["ingest", str(CORPUS), "--db", str(board)],
                  ["labels", "import", str(CORPUS / "labels.csv"), "--db", str(board)]):
         done = subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=folder)

@@ -8,8 +8,9 @@ sentence, built from the same four numbers, so a new detector never breaks a pag
 
 What the numbers mean per detector is documented in loopledger.detectors.policy; the words here
 follow it. Positions are written for people as **call #N**, 1-based over the session (what labels,
-the leaderboard and the CLI count: loopledger.analysis.scoring.call_position), with the step as
-secondary detail: "call #12 (step 35)" — never `-1` (a batch-level check is its batch).
+the leaderboard and the CLI count: loopledger.analysis.scoring.call_position), one number only:
+"call #12" — never `-1` (a batch-level check is its batch); the line of the source file is added
+only where a person opens the file.
 The sentences are plain text: the pages show them with st.text, so they carry no markdown.
 """
 
@@ -195,14 +196,15 @@ for _name, _fn in (("run-length", _run_length), ("progress", _progress), ("ladde
 
 
 def call_ref(number: Any, seq: Any = None, line: Any = None, unit: str = "line") -> str:
-    """"call #12 (step 35, line 37)": the one call number people use, the step (and where the
-    transcript holds it: its line, or its message or record in a JSON document — `unit`, from
-    loopledger.formats.positions) as secondary detail. No number: the step alone."""
+    """"call #12": the one number a call has on every page. `line` (its line, or its message or
+    record in a JSON document — `unit`, from loopledger.formats.positions) is added only where a
+    person opens the source file: "call #12 (line 37)". No call number (a prose turn): the line,
+    else the step, alone."""
     n, s, ln = _int(number), _int(seq), _int(line)
-    detail = ", ".join(x for x in (f"step {s}" if s is not None else "", f"{unit} {ln}" if ln is not None else "") if x)
+    where = f"{unit} {ln}" if ln is not None else ""
     if n is None:
-        return detail or "—"
-    return f"call #{n}" + (f" ({detail})" if detail else "")
+        return where or (f"step {s}" if s is not None else "—")
+    return f"call #{n}" + (f" ({where})" if where else "")
 
 
 def run_ref(idx: Any) -> str:

@@ -468,7 +468,8 @@ def enforce(
     db: DbOption = None,
 ) -> None:
     """Choose the policy (or set) the hooks, `loopledger guard` and Policy.enforced(db) use on live
-    agents (the Compare page's "Enforce this setting" does the same for one)."""
+    agents (the Compare page's "Enforce on live agents" form does the same: it adds a setting to the
+    enforced set, or replaces the set with it)."""
     from loopledger.cli.commands import run_enforce
 
     raise typer.Exit(run_enforce(db, spec, default))

@@ -233,7 +233,14 @@ def run_ingest(paths: Sequence[Path], db: str | None, policy: Sequence[str], con
     _with_enforced(engine, opts)
     try:
         unreadable: list[str] = []
-        files = worker.discover(paths, unreadable)
+        skipped: list[str] = []
+        files = worker.discover(paths, unreadable, skipped)
+        if skipped:
+            # One line, not an error: a folder's README.md or SOURCES.md is not a transcript.
+            names = ", ".join(Path(s).name for s in skipped[:5]) + (f" and {len(skipped) - 5} more"
+                                                                    if len(skipped) > 5 else "")
+            err.print(Text(plain(f"skipped {len(skipped)} file(s) of the folder(s) that are not transcripts: {names}",
+                                 1000)))
         sizes = {str(f): _size(f) for f in files}
         opts.jobs = jobs or worker.default_jobs(sum(sizes.values()))
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
@@ -502,7 +509,7 @@ def enforced_line(now: dict) -> Text:
              if now["since"] is not None else "")
     if not now["chosen"]:
         head = (f"ENFORCED on live agents: the default set, {labels} (the set ingest judges with; choose "
-                f"another with `loopledger enforce SPEC [SPEC...]` or Compare's \"Enforce this setting\"){since}")
+                f"another with `loopledger enforce SPEC [SPEC...]` or Compare's \"Add it to the enforced set\"){since}")
     else:
         kind = "the set " if len(now["labels"]) > 1 else ""
         head = f"ENFORCED on live agents: {kind}{labels}{since}"

@@ -47,7 +47,7 @@ def run_members_add(db: str | None, email: str, role: str) -> int:
     except team.TeamError as exc:
         return _fail(exc)
     email = team.normalize_email(email)
-    out.print(Text(f"{'added' if added else 'changed'}: {email} is a {role}"))
+    out.print(Text(f"{'added' if added else 'changed'}: {email} is {'an' if role[:1] in 'aeiou' else 'a'} {role}"))
     return EXIT_OK
 
 

@@ -235,5 +235,5 @@ DETECTOR = Detector(
     ),
     CyclePolicy,
     validate=lambda p: validate(p["max_period"], p["warn_repeats"], p["halt_repeats"]),
-    summary="ours: A→B→A→B and longer cycles no seed catches, answers taken into account",
+    summary="A→B→A→B and longer cycles of calls, answers taken into account",
 )

@@ -242,5 +242,5 @@ DETECTOR = Detector(
     ),
     LadderPolicy,
     validate=_guard,  # Thresholds raise ConfigError naming the field (warn < block < halt)
-    summary="seed 002: warn, then block, then halt on consecutive identical calls",
+    summary="warn, then block, then halt on consecutive identical calls (a graded ladder guard)",
 )

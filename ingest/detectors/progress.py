@@ -455,7 +455,7 @@ class ProgressDetector:
         # while no call has succeeded since (the agent acting in between makes the next one new).
         if self._asked:
             return self._turn - 1  # asked for by the person: a new request from their turn on
-        return self._success if tool == vocab.HARNESS_ERROR else -1
+        return self._success if tool in vocab.HARNESS_REFUSALS else -1
 
     def _stale_refusal(self, e: Entry) -> bool:
         """A call the harness refused before a call that has succeeded since: the agent did
@@ -619,7 +619,7 @@ class ProgressDetector:
 
     def _failure_run(self, same_tool: deque[Entry], entry: Entry) -> Count | None:
         """Rule 4: the tool's failures in a row with one signature, in agent steps."""
-        if entry.tool == vocab.HARNESS_ERROR:
+        if entry.tool in vocab.HARNESS_REFUSALS:
             return self._refusals(same_tool, entry)
         lo = max(self._success, self._turn - 1, self._floor(entry.tool))
         head: Entry | None = None
@@ -699,7 +699,7 @@ class ProgressDetector:
         entry.waits = is_pending(text) or (failed and is_transient(text))
         # refused by the harness before it ran: a reply it could not parse, or Claude Code's
         # `<tool_use_error>` (a precondition: read before editing, a sibling call errored)
-        entry.refused = entry.tool == vocab.HARNESS_ERROR or (failed and text.lstrip().startswith("<tool_use_error>"))
+        entry.refused = entry.tool in vocab.HARNESS_REFUSALS or (failed and text.lstrip().startswith("<tool_use_error>"))
         entry.fresh = False
         if failed:
             entry.named = frozenset(v for v in leaves(entry.args) if v in text)
@@ -833,6 +833,6 @@ DETECTOR = Detector(
     ),
     ProgressPolicy,
     validate=_detector,  # builds one: every rule, every pattern checked
-    summary="ours: a repeat is a loop only when nothing changed (answers read; waits timed; failures retried)",
+    summary="a repeat is a loop only when nothing changed (answers read; waits timed; failures retried)",
     retired=RETIRED,
 )

@@ -498,7 +498,7 @@ RUN_LENGTH = Detector(
     ),
     RunLengthPolicy,
     validate=_validate_match,
-    summary="seed 000: the same batch back to back with the same answers",
+    summary="the same batch of calls back to back with the same answers (gglib's loop detector)",
 )
 
 STAGNATION = Detector(
@@ -506,5 +506,5 @@ STAGNATION = Detector(
     (Param("max_steps", INT, DEFAULT_STAGNATION_MAX_STEPS, 0,
            "times one prose reply may recur in the last 4×max_steps"),),
     StagnationPolicy,
-    summary="seed 000's companion: the same prose reply over and over",
+    summary="the same prose reply over and over (gglib's stagnation check)",
 )

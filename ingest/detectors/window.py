@@ -206,5 +206,5 @@ DETECTOR = Detector(
     ),
     WindowPolicy,
     validate=lambda p: validate(p["window"], p["threshold"]),
-    summary="seed 003: the same call threshold times among the last window calls",
+    summary="the same call threshold times among the last window calls (tool-loop-guard's window)",
 )

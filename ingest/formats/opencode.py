@@ -22,8 +22,8 @@ callID, name = tool, args = state.input) followed by Answers for the parts that 
 (status "completed" → state.output; "error" → state.error, is_error); a step with text and no
 tools is Prose; a `retry` part is a Retry. A call OpenCode could not repair is rerouted to its
 `invalid` tool (tool/invalid.ts: input {tool, error}, answered "The arguments provided to the
-tool are invalid: …"): the model's call never ran, so it is a `harness_error` call answered
-by an error. A notice LoopLedger's OpenCode plugin appended to a result (a `<loopledger_notice>`
+tool are invalid: …"): the model's call never ran, so it is an `invalid` call, named as OpenCode
+names it (vocab.OPENCODE_INVALID, judged as a harness refusal), answered by an error. A notice LoopLedger's OpenCode plugin appended to a result (a `<loopledger_notice>`
 block at its end: a live warning) is taken off again, so a replay judges the answer the live
 guard judged.
 """
@@ -52,7 +52,6 @@ from loopledger.events import (
     UserTurn,
 )
 from loopledger.formats._common import (
-    HARNESS_ERROR,
     MAX_DOC_BYTES,
     as_text,
     bad,
@@ -62,6 +61,7 @@ from loopledger.formats._common import (
     str_or_none,
     title_of,
 )
+from loopledger.vocab import OPENCODE_INVALID
 
 NAME = "opencode"
 DESCRIPTION = "OpenCode session (`opencode export` JSON, UTF-8 or UTF-16; or its storage/ session files)"
@@ -268,7 +268,7 @@ def _tool(part: dict) -> tuple[Call, Answer | None]:
     name = str_or_none(part.get("tool")) or "unknown"
     if name == "invalid":
         tool = args.get("tool") if isinstance(args, dict) else None
-        call = Call(call_id, HARNESS_ERROR, {"reason": "invalid_tool_call", "tool": str_or_none(tool)})
+        call = Call(call_id, OPENCODE_INVALID, {"reason": "invalid_tool_call", "tool": str_or_none(tool)})
     else:
         call = Call(call_id, name, args if args is not None else {})
     status = state.get("status")

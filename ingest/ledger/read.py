@@ -276,7 +276,7 @@ def top_sessions(conn: Connection, f: SessionFilter, n: int = 20, by: str = "hal
     top = sessions_page(conn, f, sort=by, limit=n)
     total = total or headline(conn, f)
     rest = total["sessions"] - len(top)
-    rows = top[["id", "title", "runs", *MEASURES]].copy()
+    rows = top[["id", "title", "started_at", "path", "runs", *MEASURES]].copy()  # day and project name a session
     rows["others"] = 0
     if rest > 0:
         other = {"id": None, "title": f"{rest} other session{'' if rest == 1 else 's'}", "others": rest}
@@ -440,6 +440,13 @@ def halt_details(conn: Connection, session_id: int, run_idx: int | None = None) 
 
 
 SESSION_CALL_COLUMNS = ["n", "seq", "idx", "run_idx", "tool", "args_hash", "answer_hash"]
+
+
+def seq_of_call(conn: Connection, session_id: int, number: int) -> int | None:
+    """The step of call #`number` (1-based over the session, as labels and every page count calls)."""
+    c = t.calls.c
+    return conn.execute(sa.select(c.seq).where(c.session_id == session_id).order_by(c.seq, c.idx)
+                        .offset(max(0, int(number) - 1)).limit(1)).scalar()
 
 
 def calls_upto(conn: Connection, session_id: int, last_seq: int, limit: int = 2_000) -> pd.DataFrame:

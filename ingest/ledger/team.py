@@ -98,12 +98,17 @@ def role_of(conn: Connection, actor: Actor) -> str:
     return role or actor.default_role
 
 
+def _a(role: str) -> str:
+    """"an owner", "a viewer": the article a role's name takes."""
+    return ("an " if role[:1].lower() in "aeiou" else "a ") + role
+
+
 def require(conn: Connection, actor: Actor | None, action: str) -> None:
     """Raise Forbidden unless the actor may do `action`; call it in the transaction that writes."""
     actor = actor or local_actor()
     role = role_of(conn, actor)
     if not allows(role, action):
-        raise Forbidden(f"{actor.who} is a {role}: to {action} takes a {NEEDS[action]} or more "
+        raise Forbidden(f"{actor.who} is {_a(role)}: to {action} takes {_a(NEEDS[action])} or more "
                         f"(an owner sets roles: `loopledger members add {actor.who} --role {NEEDS[action]}`)")
 
 

@@ -1,6 +1,6 @@
 """Which stored policies are enforced on live agents (the hooks, `loopledger guard`, Policy.enforced).
 
-"Enforce this setting" (Compare, the guard leaderboard, `loopledger enforce SPEC [SPEC...]`)
+Enforcing (Compare's and the guard leaderboard's "Enforce on live agents", `loopledger enforce SPEC [SPEC...]`)
 stores the policies if they are new and appends a row to `enforcements`, with one
 `enforcement_policies` row per policy of the choice (one, or a set); the newest enforcement
 wins, so the table is also the history of what was enforced when. Until a person chooses,

@@ -24,6 +24,16 @@ def _most_halted(url: str) -> tuple[int, int, int]:
     return sid, run, seq, n
 
 
+def _call_no(url: str, sid: int, seq: int) -> int:
+    """The first call of the batch at `seq`, numbered over the session as every page numbers calls."""
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        n = conn.execute(sa.text("SELECT count(*) FROM calls WHERE session_id = :s AND seq < :q"),
+                         {"s": sid, "q": seq}).scalar()
+    eng.dispose()
+    return n + 1
+
+
 def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, artifacts_dir):
     sid, run, seq, n = _most_halted(e2e_ledger)
     page.goto(server + "/")
@@ -35,7 +45,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
 
     page.get_by_role("link", name=re.compile(rf"Open the most halted session \(#{sid}\)")).click()
     page.wait_for_url(re.compile(rf"/session\?session={sid}"), timeout=30_000)
-    halting = page.get_by_text(re.compile(rf"^▶ HALTING BATCH  call #\d+ \(step {seq}\b")).first
+    halting = page.get_by_text(re.compile(rf"^▶ halted here · call #{_call_no(e2e_ledger, sid, seq)}\b")).first
     halting.wait_for(timeout=60_000)
     # The page opened the first halted run and wrote it into the URL (shareable as is).
     page.wait_for_url(re.compile(rf"session={sid}&run={run}"), timeout=30_000)
@@ -55,7 +65,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
 
 def test_transcript_html_and_markdown_stay_inert(server, page, artifacts_dir):
     page.goto(server + "/session?session=1&run=0")
-    step = page.get_by_label("Around step")
+    step = page.get_by_label("Around call #", exact=True)
     step.wait_for(timeout=60_000)
     step.fill("1")
     step.press("Enter")
@@ -110,7 +120,8 @@ def test_a_deep_link_on_a_fresh_server_is_served_by_the_app(fresh_server, page, 
     """The first request of a new server is a shared link to a session (not the home page)."""
     sid, run, seq, _ = _most_halted(e2e_ledger)
     page.goto(f"{fresh_server}/session?session={sid}&run={run}")
-    page.get_by_text(re.compile(rf"^▶ HALTING BATCH  call #\d+ \(step {seq}\b")).first.wait_for(timeout=60_000)
+    page.get_by_text(re.compile(rf"^▶ halted here · call #{_call_no(e2e_ledger, sid, seq)}\b")).first.wait_for(
+        timeout=60_000)
     nav = page.get_by_test_id("stSidebarNav")
     # The app's own navigation (titles from app/main.py), not one built from file names.
     assert nav.get_by_text("Ingest health").count() == 1
@@ -145,7 +156,7 @@ def test_hostile_tool_names_user_text_and_arguments_stay_inert(server, page, art
     """gen_ledger seeds session 1 with hostile text in its title, user turn, tool name, arguments
     and answer: the Session and Replay pages show each verbatim and none of it comes alive."""
     page.goto(server + "/session?session=1&run=0")
-    step = page.get_by_label("Around step")
+    step = page.get_by_label("Around call #", exact=True)
     step.wait_for(timeout=60_000)
     step.fill("1")
     step.press("Enter")
@@ -165,7 +176,7 @@ def test_hostile_link_parameters_stay_inert(server, page, artifacts_dir):
 
     hostile = quote("![x](http://127.0.0.1:9/pwn.png) <img src=x onerror=\"window.__pwned=3\">", safe="")
     page.goto(server + f"/replay?session=1&run=0&step=1&policy=run-length:observation_tools={hostile}")
-    shown = page.get_by_test_id("stText").filter(has_text="Live policy:").first
+    shown = page.get_by_test_id("stText").filter(has_text="Replaying:").first
     shown.wait_for(timeout=60_000)
     assert "![x](http://127.0.0.1:9/pwn.png)" in shown.inner_text()  # the link's text, verbatim
     page.goto(server + f"/replay?session={hostile}&run={hostile}&step={hostile}&policy={hostile}")

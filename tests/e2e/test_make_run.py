@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import signal
 import subprocess
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import sqlalchemy as sa
 from loopledger.ledger.engine import make_engine
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import _free_port, metric_value
 
@@ -64,6 +67,16 @@ def test_make_run_serves_the_sample_sessions(tmp_path, page, artifacts_dir):
         assert metric_value(page, "Sessions") == str(n)
         page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=60_000)
         page.screenshot(path=str(artifacts_dir / "e2e-make-run.png"), full_page=True)
+
+        # Issue 37: the first dashboard scores the guards: make run imported sample_data/labels.csv.
+        with (ROOT / "sample_data" / "labels.csv").open(encoding="utf-8", newline="") as fh:
+            want = Counter(row["label"] for row in csv.DictReader(fh))
+        assert "labelled from" in log.read_text()
+        page.goto(base + "/leaderboard")
+        expect(page.get_by_test_id("stMetric").filter(has_text="Loop sessions")).to_contain_text(
+            str(want["loop"]), timeout=60_000)
+        assert metric_value(page, "Normal sessions") == str(want["normal"])
+        page.screenshot(path=str(artifacts_dir / "e2e-make-run-leaderboard.png"), full_page=True)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

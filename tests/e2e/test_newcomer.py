@@ -16,6 +16,7 @@ import pytest
 from loopledger.detectors.policy import DEFAULT_SPECS, PolicySpec, default_set_words
 from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import ROOT, start_server
 from tests.e2e.conftest import sql as _sql
@@ -177,15 +178,17 @@ def test_a_json_document_names_its_positions_message_not_line(board, page, newco
     (sid,) = _sql(newcomer_ledger, "SELECT s.id FROM sessions s JOIN sources r ON r.id = s.source_id "
                   "WHERE r.path LIKE '%helpdesk_resend_email.json'")[0]
     page.goto(f"{board}/session?session={sid}")
-    why = _text(page, r"halted at call #\d+ \(step \d+, message \d+\)")
-    assert "line" not in why.inner_text().split(":")[0]
-    _text(page, r"call #\d+ \(step \d+, message \d+\): ")  # the transcript's calls too
+    # The Why names the call by its one number; the transcript, where a person opens the file, adds
+    # where the file holds it: a message of the JSON document, never a line (issue 37: one number).
+    why = _text(page, r"halted at call #\d+: ")
+    assert not re.search(r"step|line|message", why.inner_text().split(":")[0])
+    _text(page, r"^call #\d+ \(message \d+\): ")
     # A JSONL transcript keeps its lines.
     (jsonl,) = _sql(newcomer_ledger, "SELECT s.id FROM sessions s JOIN sources r ON r.id = s.source_id JOIN "
                     "run_outcomes o ON o.session_id = s.id WHERE r.path LIKE '%.jsonl' AND s.format = 'claude-code' "
                     "AND o.outcome = 'halted' ORDER BY s.id LIMIT 1")[0]
     page.goto(f"{board}/session?session={jsonl}")
-    _text(page, r"halted at call #\d+ \(step \d+, line \d+\)")
+    _text(page, r"^(▶ halted here · )?call #\d+ \(line \d+\): ")
 
 
 def test_replay_forward_goes_call_to_call_and_opens_on_the_current_call(board, page, newcomer_ledger, artifacts_dir):
@@ -205,7 +208,7 @@ def test_replay_forward_goes_call_to_call_and_opens_on_the_current_call(board, p
         _settle(page)
         head = _text(page, r"^Transcript, run #\d+, at ").inner_text()
         # Every stop is a call the guard judged, never an answer ("no check").
-        assert re.search(r"at call #\d+ \(step \d+\)$", head), head
+        assert re.search(r"at call #\d+$", head), head  # one number per call, no step
         verdict = page.get_by_test_id("stMetric").filter(has_text="Verdict at this step")
         assert "no check" not in verdict.inner_text()
         seen.append(int(re.search(r"call #(\d+)", head).group(1)))
@@ -214,9 +217,9 @@ def test_replay_forward_goes_call_to_call_and_opens_on_the_current_call(board, p
         earlier = page.get_by_text("Before it in this run, the most recent first:")
         assert earlier.count() == 0 or earlier.bounding_box()["y"] > box["y"]
     assert seen == list(range(seen[0], seen[0] + 4)), seen  # one call per press
-    code = page.get_by_test_id("stCode").filter(has_text="(step ").first.inner_text()
-    assert not re.search(r"^\[\d+\]", code, re.M)  # call #N first, never a bare [step] prefix
-    assert re.search(r"^call #\d+ \(step \d+\): ", code, re.M)
+    code = page.get_by_test_id("stCode").filter(has_text="call #").first.inner_text()
+    assert not re.search(r"^\[\d+\]|\(step \d+\)", code, re.M)  # call #N, never a step
+    assert re.search(r"^call #\d+: ", code, re.M)
     page.screenshot(path=str(artifacts_dir / "e2e-newcomer-replay-forward.png"))
 
 
@@ -257,7 +260,7 @@ def test_compare_and_the_leaderboard_count_sessions_and_agree(board, page, artif
     assert here[1:11] == there[1:11], (here, there)
 
 
-def test_enforce_says_it_replaces_the_default_set_and_can_add_to_it(tmp_path, page, newcomer_ledger,
+def test_enforce_adds_to_the_default_set_and_can_replace_it(tmp_path, page, newcomer_ledger,
                                                                    artifacts_dir):
     db = tmp_path / "own.sqlite"  # its own copy: this test changes what is enforced
     db.write_bytes(Path(newcomer_ledger.removeprefix("sqlite:///")).read_bytes())
@@ -280,13 +283,19 @@ def test_enforce_says_it_replaces_the_default_set_and_can_add_to_it(tmp_path, pa
         page.get_by_role("option", name=second, exact=True).click()
         _settle(page)
         name = second.split(" — ")[0]
+        # Adding to what is enforced now is the default; replacing it is the second choice.
+        _text(page, re.escape(f"Enforcing adds {name} to the default set ({default_set_words()})"))
+        page.get_by_text("replace what is enforced now with it alone").click()
         _text(page, re.escape(f"Enforcing replaces the default set ({default_set_words()}) with {name} alone"))
-        page.get_by_text("adds it to the enforced set").click()
-        _settle(page)
+        page.get_by_text("add it to what is enforced now").click()
         _text(page, re.escape(f"Enforcing adds {name} to the default set ({default_set_words()})"))
         page.screenshot(path=str(artifacts_dir / "e2e-newcomer-enforce-add.png"))
         page.get_by_role("button", name=re.compile(r"^Add it to the enforced set: ")).click()
-        _text(page, "Enforced: live agents are judged by it")
+        expect(page.get_by_text("Enforced: live agents are judged by it")).to_be_visible(timeout=WAIT)
+        # Right after the press, no reload: the sentence above the button reads the new set.
+        expect(page.get_by_text(re.compile("^" + re.escape(f"{name} is enforced already (the enforced set: ")))
+               ).to_be_visible(timeout=WAIT)
+        expect(page.get_by_text(re.compile(r"^Enforced now: .* \+ "))).to_be_visible(timeout=WAIT)
         eng = make_engine(url, readonly=True)
         with eng.connect() as conn:
             now = enforce.enforced_specs(conn)

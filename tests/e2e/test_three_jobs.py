@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urljoin, urlparse
 import pytest
 from loopledger import vocab
 from loopledger.detectors.policy import PolicySpec
+from loopledger.events import Batch
 from loopledger.ledger import store
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay
@@ -69,6 +70,11 @@ def _run_picker_text(page) -> str:
     return page.get_by_role("combobox", name="Run", exact=True).input_value()
 
 
+def _call_no(events, seq: int) -> int:
+    """The first call of the batch at `seq`, numbered over the session (counted here)."""
+    return 1 + sum(len(e.calls) for e in events[:seq] if isinstance(e, Batch))
+
+
 def _where(page) -> tuple[str, str]:
     q = parse_qs(urlparse(page.url).query)
     return q["run"][0], q["step"][0]
@@ -106,9 +112,12 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     halt = next((st.seq for st in replay(events, looser) if st.run == run
                  and any(c.verdict == vocab.HALT for c in st.checks)), None)
     picked = _run_picker_text(page)
-    assert (f"(step {halt})" in picked) if halt is not None else ("halts at" not in picked), picked
+    assert (f"halts at call #{_call_no(events, halt)}:" in picked) if halt is not None else ("halts at" not in picked), \
+        picked
     apply.click()  # the issue: the second Apply jumped to run 0, step 0 and said "0 → 0"
-    said(counts[looser.id], counts[looser.id])
+    # Issue 37: the Apply after the one that applied (Enter) says what that one said, never "unchanged".
+    said(counts[base_spec.id], counts[looser.id])
+    assert "unchanged" not in page.get_by_test_id("stAlertContentInfo").first.inner_text()
     _idle(page)
     assert _where(page) == (str(run), str(step))
     assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
@@ -116,7 +125,9 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     field.press("Enter")  # Enter submits the form, then Apply once more
     said(counts[looser.id], counts[loosest.id])
     apply.click()
-    said(counts[loosest.id], counts[loosest.id])
+    # Issue 37: the Apply after Enter keeps saying what Enter applied, never "halt unchanged".
+    said(counts[looser.id], counts[loosest.id])
+    assert "unchanged" not in page.get_by_test_id("stAlertContentInfo").first.inner_text()
     _idle(page)
     assert _where(page) == (str(run), str(step))
     assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
@@ -169,7 +180,7 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
     text = why.inner_text()
     for detector, hseq, hidx in halts:
         n = _call_number(url, sid, hseq, hidx)
-        assert f"{detector} halted at call #{n} (step {hseq}" in text, (detector, n, text)
+        assert f"{detector} halted at call #{n}: " in text, (detector, n, text)  # one number, no step
     assert "`" not in text and "None" not in text and "-1" not in text
 
     links = why.get_by_role("link", name=re.compile(r"^call #\d+"))
@@ -196,9 +207,9 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-why-links.png"))
 
     # Follow the first link: that call's run opens, and its transcript names the call by its number.
-    n, crun, cseq = seen[0]
+    n, crun, _ = seen[0]
     page.goto(urljoin(page.url, links.nth(0).get_attribute("href")))
-    page.get_by_text(re.compile(rf"call #{n} \(step {cseq}\b")).first.wait_for(timeout=TIMEOUT)
+    page.get_by_text(re.compile(rf"^(▶ halted here · )?call #{n}\b")).first.wait_for(timeout=TIMEOUT)
     assert parse_qs(urlparse(page.url).query)["run"] == [str(crun)]
     _no_exception(page)
 
@@ -235,10 +246,11 @@ def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, arti
     eng.dispose()
     # Sessions, the unit the leaderboard and Compare count.
     halted = sum(1 for steps in per if any(c.verdict == vocab.HALT for s in steps for c in s.checks))
-    button = page.get_by_role("button", name=re.compile(r"^Enforce it alone: "))
-    assert button.inner_text().strip().startswith(f"Enforce it alone: halts {halted:,} of {len(ids):,} swept sessions")
-    page.get_by_text(re.compile(r"^Enforcing replaces the default set \(.*\) with strikes=0 alone")).wait_for(
-        timeout=TIMEOUT)
+    # Added to what is enforced now (the default set), the form's default.
+    button = page.get_by_role("button", name=re.compile(r"^Add it to the enforced set: "))
+    assert button.inner_text().strip().startswith(
+        f"Add it to the enforced set: halts {halted:,} of {len(ids):,} swept sessions")
+    page.get_by_text(re.compile(r"^Enforcing adds strikes=0 to the default set \(")).wait_for(timeout=TIMEOUT)
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-enforce-before.png"))
     button.click()
     page.get_by_test_id("stAlertContentSuccess").filter(has_text="Enforced: live agents").wait_for(timeout=TIMEOUT)
