@@ -38,6 +38,7 @@ from pathlib import Path
 from loopledger.analysis import crossval, families, scoring
 from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors.policy import BUILTIN_SPECS, DEFAULT_SPECS, PolicySpec
+from loopledger.events import Batch
 from loopledger.formats import read
 from loopledger.replay import replay_many
 
@@ -59,6 +60,10 @@ def default_folders() -> list[Path]:
         if p.read_bytes() not in shared_labels and _has_data(p.parent):
             found.append(p.parent)
     return found
+
+
+def _tools(events: Iterable) -> list[str]:
+    return [c.name for e in events if isinstance(e, Batch) for c in e.calls]
 
 
 def pooled(folders: Iterable[Path]) -> list[Labelled]:
@@ -172,7 +177,7 @@ def labelled_sessions(folder: Path) -> list[Labelled]:
                                                   label_positions.call_batches(events))
                 first, last = mapped or (first, last)
             out.append(Labelled(file, label_key, label, first, last, list(events), groups.get(file, file),
-                                folder.name, families.family(info.format, info.agent)))
+                                folder.name, families.family(info.format, info.agent, _tools(events))))
     return out
 
 

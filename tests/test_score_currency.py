@@ -113,3 +113,12 @@ def test_the_bench_prints_a_table_per_family_with_the_hand_counted_figures(tmp_p
     window = next(line for line in lines if line.startswith(f"| `{WINDOW.label}`"))
     assert window.startswith(f"| `{WINDOW.label}` | 2/3 [0.21, 0.94] | 2/3 [0.21, 0.94] | 1/13 (8%) [0.00, ")
     assert window.endswith("| 1/2 [0.09, 0.91] | 0/10 (0%) [0.00, 0.00] | 0/2 [0.00, 0.66] | 1 | 0 | 0 |")
+
+
+def test_a_message_log_of_a_desk_agents_tools_is_a_coding_agents_session():
+    # Claude Code sessions their authors converted to OpenAI-style JSON: the reader cannot name the agent
+    from loopledger.analysis.families import CODING, HARNESS, family
+    assert family("openai-chat", None, ["Bash", "Read", "Edit", "Bash", "get_order"]) == CODING
+    assert family("openai-chat", None, ["get_order_details", "think", "Bash"]) == HARNESS
+    assert family("openai-chat", "mini-swe-agent", ["Bash", "Bash"]) == HARNESS  # the name decides first
+    assert family("openai-chat", float("nan"), []) == HARNESS  # a ledger's missing agent through pandas

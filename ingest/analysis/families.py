@@ -18,6 +18,8 @@ naming Claude Code is a coding agent), then the format the reader recognised.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 CODING, HARNESS, OTHER = "coding agents", "harnesses", "other"
 FAMILIES = (CODING, HARNESS, OTHER)
 
@@ -34,13 +36,23 @@ HARNESS_FORMATS = ("tau2-bench", "openhands", "openhands-v1", "swe-agent", "open
                    "anthropic", "atif")
 
 
-def _norm(text: str | None) -> str:
-    return (text or "").strip().lower().replace("_", "-")
+def _norm(text: object) -> str:
+    # a ledger's missing agent arrives as NaN through pandas: not a name
+    return text.strip().lower().replace("_", "-") if isinstance(text, str) else ""
 
 
-def family(fmt: str | None, agent: str | None = None) -> str:
+# The tools of a coding agent at a desk (Claude Code's, Codex CLI's): a plain message log whose
+# calls are mostly these is that agent's session converted, not a harness's.
+DESK_TOOLS = frozenset({"Bash", "BashOutput", "KillShell", "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep",
+                        "TodoWrite", "NotebookEdit", "WebFetch", "WebSearch", "Task", "exec_command",
+                        "write_stdin", "apply_patch", "shell_command", "update_plan"})
+LOG_FORMATS = ("openai-chat", "anthropic", "openai-responses")
+
+
+def family(fmt: str | None, agent: str | None = None, tools: Iterable[str] = ()) -> str:
     """`coding agents`, `harnesses` or `other` for a session read as format `fmt` whose reader
-    named its agent `agent` (either may be None)."""
+    named its agent `agent` (either may be None); `tools`, the names of its calls, tell a plain
+    message log converted from a desk agent's session (mostly Claude Code's or Codex's tools)."""
     name = _norm(agent)
     if name:
         if name.startswith(CODING_AGENTS):
@@ -48,6 +60,10 @@ def family(fmt: str | None, agent: str | None = None) -> str:
         if name.startswith(HARNESS_AGENTS):
             return HARNESS
     f = _norm(fmt)
+    if f in LOG_FORMATS and not name:
+        names = list(tools)
+        if names and 2 * sum(n in DESK_TOOLS for n in names) > len(names):
+            return CODING
     if f in CODING_FORMATS:
         return CODING
     if f in HARNESS_FORMATS:
