@@ -328,7 +328,7 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
                 token: str | None = None, insecure: bool = False, keep_days: int = 1) -> int:
     from loopledger import receive
 
-    members = _has_member_tokens(db)  # members' tokens close the door as --token does
+    members = _has_member_tokens(db)  # members' tokens close the door as --token does, for good
     problem = receive.door_problem(host, token or members, insecure)
     if problem is not None:
         err.print(Text(f"error: {problem}", style="red"))
@@ -347,7 +347,10 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
     try:
         stats = receive.serve(engine, folder, opts, host, port, max_body, on_ready=lambda: err.print(Text(
             f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces ({door}; spool: {folder}); "
-            "Ctrl-C to stop")), token=token, keep_days=keep_days)
+            "Ctrl-C to stop")), token=token, keep_days=keep_days,
+            # Tokens required for the receiver's whole life once the ledger held one, and beyond
+            # loopback unless --insecure said otherwise out loud (forwarded.Door).
+            closed=members or (not receive.is_loopback(host) and not insecure))
     except OSError as exc:
         err.print(Text(f"error: cannot serve on {host}:{port}: {exc}", style="red"))
         return EXIT_ERROR
@@ -359,7 +362,7 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
 
 
 def _has_member_tokens(db: str | None) -> bool:
-    """Whether an existing ledger holds a member's token that is not revoked (nothing is created)."""
+    """Whether an existing ledger holds a member's token, revoked or not (nothing is created)."""
     from loopledger.ledger import team
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -369,7 +372,7 @@ def _has_member_tokens(db: str | None) -> bool:
         engine = make_engine(resolve_url(db), readonly=True)
         try:
             with engine.connect() as conn:
-                return team.any_token(conn)
+                return team.ever_token(conn)
         finally:
             engine.dispose()
     except SQLAlchemyError:  # not migrated yet (no such table), or not reachable: open_ledger says why

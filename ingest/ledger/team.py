@@ -201,6 +201,11 @@ def any_token(conn: Connection) -> bool:
     return conn.execute(sa.select(k.id).where(k.revoked_at.is_(None)).limit(1)).first() is not None
 
 
+def ever_token(conn: Connection) -> bool:
+    """Whether the ledger holds a token, revoked or not (a receiver's door then stays closed)."""
+    return conn.execute(sa.select(t.member_tokens.c.id).limit(1)).first() is not None
+
+
 def used(conn: Connection, token: str) -> None:
     conn.execute(sa.update(t.member_tokens).where(t.member_tokens.c.digest == digest(token))
                  .values(last_used_at=time.time()))
