@@ -110,10 +110,11 @@ def save_member(email: str, role: str | None) -> None:
 
 
 def save_policies(specs, session_ids, progress=None) -> int:
-    """Store settings as policies with their verdicts on the given sessions (one transaction each)."""
+    """Store settings as policies with their verdicts on the given sessions (one transaction each),
+    as the signed-in user: team.Forbidden unless a labeller or more (checked in each transaction)."""
     from loopledger import worker  # the replay engine's pipeline: imported when a setting is saved
 
-    return worker.judge_stored(_writer(url()), specs, session_ids, progress=progress)
+    return worker.judge_stored(_writer(url()), specs, session_ids, progress=progress, actor=signin.actor())
 
 
 def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:

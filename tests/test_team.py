@@ -158,3 +158,54 @@ def test_an_owner_on_the_dashboard_manages_members_and_a_labeller_cannot(ledger)
     with engine.begin() as conn:
         team.set_member(conn, "x@example.com", "labeller", by=_signed("olga@example.com"))
         assert team.role_of(conn, _signed("x@example.com")) == team.LABELLER
+
+
+def _policy_rows(engine) -> tuple[int, int]:
+    with engine.connect() as conn:
+        return (conn.execute(sa.select(sa.func.count()).select_from(t.policies)).scalar_one(),
+                conn.execute(sa.select(sa.func.count()).select_from(t.checks)).scalar_one())
+
+
+def test_a_viewer_cannot_save_policies_and_a_labeller_can(ledger):
+    """Compare's "Save as policies" (app.data.save_policies → worker.judge_stored) checks the role
+    in its transactions, like save_label: a viewer's save stores nothing (issue 36, reproduction 3:
+    it stored a policy and its checks)."""
+    from loopledger import worker
+    from loopledger.detectors.policy import PolicySpec
+
+    url, engine = ledger
+    spec = PolicySpec.parse("cycle:halt_repeats=7")
+    before = _policy_rows(engine)
+    for who in ("vera@example.com", "stranger@example.com"):  # a viewer; signed in, not a member
+        with pytest.raises(team.Forbidden, match=f"{who} is a viewer: to save policies takes a labeller"):
+            worker.judge_stored(engine, [spec], actor=_signed(who))
+    assert _policy_rows(engine) == before
+    assert worker.judge_stored(engine, [spec], actor=_signed("lou@example.com")) == 1
+    after = _policy_rows(engine)
+    assert after[0] == before[0] + 1 and after[1] > before[1]
+
+
+def test_a_role_taken_away_while_policies_are_saved_stops_the_rest(ledger):
+    """Each session's transaction reads the role again: demoted after the first session, the
+    labeller's save stops there."""
+    from loopledger import worker
+    from loopledger.detectors.policy import PolicySpec
+
+    url, engine = ledger
+    ingest_file(engine, ROOT / "sample_data" / "openai_chat" / "support_order_clean.json", Options())
+    with engine.connect() as conn:
+        ids = conn.execute(sa.select(t.sessions.c.id).order_by(t.sessions.c.id)).scalars().all()
+    assert len(ids) >= 2
+    spec = PolicySpec.parse("cycle:halt_repeats=8")
+
+    def demote(done: int, total: int, sid: str) -> None:
+        if done == 1:
+            with engine.begin() as conn:
+                team.set_member(conn, "lou@example.com", team.VIEWER)
+
+    with pytest.raises(team.Forbidden):
+        worker.judge_stored(engine, [spec], ids, progress=demote, actor=_signed("lou@example.com"))
+    with engine.connect() as conn:
+        judged = conn.execute(sa.select(sa.func.count(sa.distinct(t.checks.c.session_id)))
+                              .where(t.checks.c.policy_id == spec.id)).scalar_one()
+    assert judged == 1  # the first session, judged while lou was a labeller; none after

@@ -1,11 +1,12 @@
 """A team on one ledger: who may do what (roles), who did it (actors), and members' tokens.
 
 Roles, each including the one before: a **viewer** browses, investigates and compares; a
-**labeller** also labels sessions; an **owner** also changes what is enforced on live agents and
-manages members. The check is made where the action happens — the function that writes a label
-(loopledger.ledger.writes.save_label) or the enforced setting (loopledger.live.enforce.set_enforced)
-calls `require` in the same transaction, reading the member's role from the ledger then — so a
-page that still shows a button to someone whose role changed cannot write with it.
+**labeller** also labels sessions and saves settings as policies (Compare); an **owner** also
+changes what is enforced on live agents and manages members. The check is made where the action
+happens — the function that writes a label (loopledger.ledger.writes.save_label), saved policies
+(loopledger.worker.judge_stored), the enforced setting (loopledger.live.enforce.set_enforced) or a
+member calls `require` in the same transaction, reading the member's role from the ledger then —
+so a page that still shows a button to someone whose role changed cannot write with it.
 
 An `Actor` says who acts. A signed-in dashboard user (`signed_in=True`) has the role the
 `members` table gives their email, else the dashboard's default role (viewer unless the sign-in
@@ -34,9 +35,10 @@ from sqlalchemy.engine import Connection
 
 VIEWER, LABELLER, OWNER = "viewer", "labeller", "owner"
 ROLES = (VIEWER, LABELLER, OWNER)
-# What each action needs (every role includes the ones before it in ROLES).
-LABEL, ENFORCE, MANAGE = "label", "enforce", "manage members"
-NEEDS = {LABEL: LABELLER, ENFORCE: OWNER, MANAGE: OWNER}
+# What each action needs (every role includes the ones before it in ROLES). Saved policies and
+# labels are what the leaderboard scores: a labeller's; what live agents obey is an owner's.
+LABEL, SAVE_POLICIES, ENFORCE, MANAGE = "label", "save policies", "enforce", "manage members"
+NEEDS = {LABEL: LABELLER, SAVE_POLICIES: LABELLER, ENFORCE: OWNER, MANAGE: OWNER}
 TOKEN_PREFIX = "ll_"
 SHOWN_PREFIX = 10  # characters of a token kept to tell tokens apart in `tokens list`
 
