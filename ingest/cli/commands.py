@@ -18,6 +18,7 @@ from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
+from loopledger.ledger.urls import ENV_URL
 from loopledger.live import enforce
 from loopledger.printable import plain
 from rich.console import Console
@@ -525,16 +526,38 @@ def _hook_file(agent: str, project: Path | None, user: bool) -> Path:
     return hs.settings_path(agent, project, user)
 
 
-def _write_hook(agent: str, path: Path, folder: Path | None, db: str | None):
+def _write_hook(agent: str, path: Path, folder: Path | None, db: str | None, ledger_from_env: bool = False):
     from loopledger.live import codex_settings, opencode_plugin
     from loopledger.live import hook_settings as hs
 
     if agent == "opencode":
-        command = opencode_plugin.guard_command(hs.hook_command(agent, db))
+        command = opencode_plugin.guard_command(hs.hook_command(agent, db, ledger_from_env))
         return opencode_plugin.install(path, opencode_plugin.render(command), shlex.join(command))
     if agent == "codex":
         codex_settings.configs(folder)  # a config.toml Codex cannot read: refused before anything is written
-    return hs.install(agent, path, hs.hook_command(agent, db))
+    return hs.install(agent, path, hs.hook_command(agent, db, ledger_from_env))
+
+
+def has_password(url: str) -> bool:
+    """Whether a ledger URL carries a password (its userinfo, or a query parameter naming one:
+    what display_url hides)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        u = make_url(url)
+    except Exception:  # noqa: BLE001 (unparseable: a password-like userinfo is enough to say yes)
+        return "@" in url and ":" in url.split("://", 1)[-1].split("@", 1)[0]
+    return bool(u.password) or any("password" in k.lower() or k.lower() in ("pass", "pwd") for k in u.query)
+
+
+def _password_refusal(where: str) -> str:
+    """Why `hook install` will not write this URL, and what to do instead (never the password)."""
+    return (f"the ledger URL {where} holds a password, and a hook install writes its --db into the agent's "
+            "settings (a project's are usually committed) and into every hook process's command line. Keep "
+            "the password out of both: put it in ~/.pgpass (or the file $PGPASSFILE names; libpq reads it) and "
+            "give --db without it (postgresql://USER@HOST/DB), or export LOOPLEDGER_DATABASE_URL with the whole "
+            "URL where the agent starts and run `loopledger hook install` without --db: the hook then reads it "
+            "from its environment.")
 
 
 def _hook_notes(agent: str, path: Path, folder: Path | None) -> list[str]:
@@ -572,12 +595,20 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
         err.print(Text(f"error: no ledger at {file}: give --db the ledger you enforce in (or run "
                        "`loopledger ingest` there first); a hook install never creates one", style="red"))
         return EXIT_USAGE
+    # A password never goes into a file or an argv: --db with one is refused; one that comes from
+    # $LOOPLEDGER_DATABASE_URL stays there (the command names no ledger; the hook reads the variable).
+    from_env = False
+    if has_password(url):
+        if db is not None or not os.environ.get(ENV_URL):
+            err.print(Text(f"error: {_password_refusal(display_url(url))}", style="red"))
+            return EXIT_USAGE
+        from_env = True
     # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
     path = _hook_file(agent, project, user)
     folder = None if user else (project or Path.cwd()).expanduser().absolute()
     try:
-        change = _write_hook(agent, path, folder, db)
+        change = _write_hook(agent, path, folder, db, from_env)
         notes = _hook_notes(agent, path, folder)
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
@@ -587,7 +618,8 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
                                                                   if change.backup else "")))
     else:
         out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
-    out.print(Text(f"ledger: {display_url(url)}"))
+    out.print(Text(f"ledger: {display_url(url)}" + (f" (read from ${ENV_URL} where the hook runs: start the agent "
+                                                     "with it set)" if from_env else "")))
     out.print(Text(f"command: {change.command}"))
     for note in hs.install_notes(change.command):
         out.print(Text(f"note: {note}"))

@@ -68,9 +68,11 @@ def is_our_command(agent: str):
     return lambda command: bool(pattern.search(command))
 
 
-def hook_command(agent: str, db: str | None) -> str:
+def hook_command(agent: str, db: str | None, ledger_from_env: bool = False) -> str:
     """The command the agent runs: this installation's `loopledger` script by absolute path (a
-    hook runs with the agent's PATH, not the person's virtualenv), with an absolute ledger."""
+    hook runs with the agent's PATH, not the person's virtualenv), with an absolute ledger — or,
+    `ledger_from_env`, none: the hook reads $LOOPLEDGER_DATABASE_URL from the agent's environment
+    (a URL with a password is never written into a file or an argv: `hook install` refuses it)."""
     from loopledger.ledger.urls import resolve_url, sqlite_file
 
     exe = Path(sys.executable).parent / ("loopledger.exe" if os.name == "nt" else "loopledger")
@@ -80,6 +82,8 @@ def hook_command(agent: str, db: str | None) -> str:
         prefix = shlex.quote(shutil.which("loopledger"))  # type: ignore[arg-type]
     else:
         prefix = f"{shlex.quote(sys.executable)} -P -m loopledger"
+    if ledger_from_env:
+        return f"{prefix} hook {agent}"
     url = resolve_url(db)
     target = sqlite_file(url) or url
     return f"{prefix} hook {agent} --db {shlex.quote(target)}"
