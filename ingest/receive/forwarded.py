@@ -36,7 +36,7 @@ from loopledger.live import session as live
 from loopledger.redact import redact_text
 from sqlalchemy.engine import Engine
 
-DOOR_CACHE_S = 1.0  # how long "the ledger never held a token" is believed before it is asked again
+DOOR_CACHE_S = 1.0  # how long "the ledger holds a token" is believed before it is asked again
 MAX_KEY = 512  # longest session key, agent or digest a batch may name
 KINDS = (live.KIND_CALL, live.KIND_ANSWER, live.KIND_USER)
 EVENT_FIELDS, CHECK_FIELDS = 9, 13
@@ -65,8 +65,10 @@ class Door:
     while the ledger has never held a member's token; it closes for the receiver's whole life
     the moment the ledger is seen holding one (a revoked one counts: revoking the last token, or
     removing the last member, leaves it closed), and starts closed when the receiver listens
-    beyond loopback or the ledger held tokens at start (`closed=True`). A door the ledger cannot
-    answer for refuses (DoorUnchecked); a member token that is unknown or revoked is refused."""
+    beyond loopback or the ledger held tokens at start (`closed=True`). Only "the ledger has never
+    held a token" is believed for DOOR_CACHE_S; a closed door is never asked about again. A door
+    the ledger cannot answer for refuses (DoorUnchecked); a member token that is unknown or
+    revoked is refused."""
 
     def __init__(self, shared: str | None, reader: Engine, closed: bool = False) -> None:
         self.shared = shared
