@@ -18,7 +18,7 @@ from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
-from loopledger.ledger.urls import ENV_URL
+from loopledger.ledger.urls import ENV_URL, has_password
 from loopledger.live import enforce
 from loopledger.printable import plain
 from rich.console import Console
@@ -526,38 +526,16 @@ def _hook_file(agent: str, project: Path | None, user: bool) -> Path:
     return hs.settings_path(agent, project, user)
 
 
-def _write_hook(agent: str, path: Path, folder: Path | None, db: str | None, ledger_from_env: bool = False):
+def _write_hook(agent: str, path: Path, folder: Path | None, db: str | None):
     from loopledger.live import codex_settings, opencode_plugin
     from loopledger.live import hook_settings as hs
 
     if agent == "opencode":
-        command = opencode_plugin.guard_command(hs.hook_command(agent, db, ledger_from_env))
+        command = opencode_plugin.guard_command(hs.hook_command(agent, db))
         return opencode_plugin.install(path, opencode_plugin.render(command), shlex.join(command))
     if agent == "codex":
         codex_settings.configs(folder)  # a config.toml Codex cannot read: refused before anything is written
-    return hs.install(agent, path, hs.hook_command(agent, db, ledger_from_env))
-
-
-def has_password(url: str) -> bool:
-    """Whether a ledger URL carries a password (its userinfo, or a query parameter naming one:
-    what display_url hides)."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        u = make_url(url)
-    except Exception:  # noqa: BLE001 (unparseable: a password-like userinfo is enough to say yes)
-        return "@" in url and ":" in url.split("://", 1)[-1].split("@", 1)[0]
-    return bool(u.password) or any("password" in k.lower() or k.lower() in ("pass", "pwd") for k in u.query)
-
-
-def _password_refusal(where: str) -> str:
-    """Why `hook install` will not write this URL, and what to do instead (never the password)."""
-    return (f"the ledger URL {where} holds a password, and a hook install writes its --db into the agent's "
-            "settings (a project's are usually committed) and into every hook process's command line. Keep "
-            "the password out of both: put it in ~/.pgpass (or the file $PGPASSFILE names; libpq reads it) and "
-            "give --db without it (postgresql://USER@HOST/DB), or export LOOPLEDGER_DATABASE_URL with the whole "
-            "URL where the agent starts and run `loopledger hook install` without --db: the hook then reads it "
-            "from its environment.")
+    return hs.install(agent, path, hs.hook_command(agent, db))
 
 
 def _hook_notes(agent: str, path: Path, folder: Path | None) -> list[str]:
@@ -596,19 +574,17 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
                        "`loopledger ingest` there first); a hook install never creates one", style="red"))
         return EXIT_USAGE
     # A password never goes into a file or an argv: --db with one is refused; one that comes from
-    # $LOOPLEDGER_DATABASE_URL stays there (the command names no ledger; the hook reads the variable).
-    from_env = False
-    if has_password(url):
-        if db is not None or not os.environ.get(ENV_URL):
-            err.print(Text(f"error: {_password_refusal(display_url(url))}", style="red"))
-            return EXIT_USAGE
-        from_env = True
+    # $LOOPLEDGER_DATABASE_URL stays there (hook_settings.hook_command then names no ledger).
+    from_env = has_password(url)
+    if from_env and db is not None:
+        err.print(Text(f"error: {_password_refusal(display_url(url))}", style="red"))
+        return EXIT_USAGE
     # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
     path = _hook_file(agent, project, user)
     folder = None if user else (project or Path.cwd()).expanduser().absolute()
     try:
-        change = _write_hook(agent, path, folder, db, from_env)
+        change = _write_hook(agent, path, folder, db)
         notes = _hook_notes(agent, path, folder)
     except (hs.SettingsError, OSError) as exc:
         err.print(Text(f"error: {exc}", style="red"))
@@ -626,6 +602,16 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
     for note in notes:
         out.print(Text(note))
     return EXIT_OK
+
+
+def _password_refusal(where: str) -> str:
+    """Why `hook install` will not write this URL, and what to do instead (never the password)."""
+    return (f"the ledger URL {where} holds a password, and a hook install writes its --db into the agent's "
+            "settings (a project's are usually committed) and into every hook process's command line. Keep "
+            "the password out of both: put it in ~/.pgpass (or the file $PGPASSFILE names; libpq reads it) and "
+            "give --db without it (postgresql://USER@HOST/DB), or export LOOPLEDGER_DATABASE_URL with the whole "
+            "URL where the agent starts and run `loopledger hook install` without --db: the hook then reads it "
+            "from its environment.")
 
 
 def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:

@@ -68,12 +68,13 @@ def is_our_command(agent: str):
     return lambda command: bool(pattern.search(command))
 
 
-def hook_command(agent: str, db: str | None, ledger_from_env: bool = False) -> str:
+def hook_command(agent: str, db: str | None) -> str:
     """The command the agent runs: this installation's `loopledger` script by absolute path (a
-    hook runs with the agent's PATH, not the person's virtualenv), with an absolute ledger — or,
-    `ledger_from_env`, none: the hook reads $LOOPLEDGER_DATABASE_URL from the agent's environment
-    (a URL with a password is never written into a file or an argv: `hook install` refuses it)."""
-    from loopledger.ledger.urls import resolve_url, sqlite_file
+    hook runs with the agent's PATH, not the person's virtualenv), with an absolute ledger — but
+    never a password: a URL with one that comes from $LOOPLEDGER_DATABASE_URL stays there (the
+    command names no ledger; the hook reads the variable where it runs), and `hook install`
+    refuses a `--db` with one."""
+    from loopledger.ledger.urls import ENV_URL, has_password, resolve_url, sqlite_file
 
     exe = Path(sys.executable).parent / ("loopledger.exe" if os.name == "nt" else "loopledger")
     if exe.is_file():
@@ -82,9 +83,9 @@ def hook_command(agent: str, db: str | None, ledger_from_env: bool = False) -> s
         prefix = shlex.quote(shutil.which("loopledger"))  # type: ignore[arg-type]
     else:
         prefix = f"{shlex.quote(sys.executable)} -P -m loopledger"
-    if ledger_from_env:
-        return f"{prefix} hook {agent}"
     url = resolve_url(db)
+    if db is None and os.environ.get(ENV_URL) and has_password(url):
+        return f"{prefix} hook {agent}"
     target = sqlite_file(url) or url
     return f"{prefix} hook {agent} --db {shlex.quote(target)}"
 
