@@ -103,3 +103,26 @@ def test_identify(claims, issuer, expected):
 
     ident, why = signin.identify(claims, issuer)
     assert ident == (signin.Identity(*expected) if expected else None) and (why == "") == (expected is not None)
+
+
+def test_an_owner_adds_a_member_by_subject_on_the_members_page(ledger):
+    """With the team's issuer named, the Members page takes the subject the refused page showed."""
+    engine = make_engine(ledger)
+    with engine.begin() as conn:
+        team.set_member(conn, "kim@example.com", team.OWNER, issuer=ISS, subject="sub-kim-0001")
+    engine.dispose()
+    lee = {"email": "lee@example.com", "iss": ISS, "sub": "sub-lee-0002"}
+    at = _signed_in(lee, ISS)
+    assert "Role: viewer" in _side(at)  # the allow-list's default role until an owner adds her
+    at = _signed_in({"email": "kim@example.com", "iss": ISS, "sub": "sub-kim-0001"}, ISS)
+    at = at.switch_page("views/members.py").run()
+    assert not at.exception, at.exception
+    at.text_input(key="member_email").input("lee@example.com")
+    at.selectbox(key="member_role").set_value(team.LABELLER)
+    at.text_input(key="member_subject").input("sub-lee-0002")
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert not at.exception, at.exception
+    assert any("Saved." in str(s.value) for s in at.success)
+    assert "Role: labeller" in _side(_signed_in(lee, ISS))
+    # Her address on another account of the issuer is not her.
+    assert "Role: viewer" in _side(_signed_in(dict(lee, sub="sub-not-lee"), ISS))
