@@ -7,11 +7,12 @@ bound to loopback, and every action is theirs (loopledger.ledger.team.local_acto
 
 With one, every page needs a user signed in through Streamlit's own `st.login` (OpenID Connect,
 Authlib) whose identity the provider vouches for (app/signin.py `identify`: a verified email, or
-the team's named issuer) and whom the allow-list admits — `[loopledger] allow`, emails and
-domains — or who is a member in the ledger (`loopledger members add`, the Members page). The signed-in user and
-their role show in the sidebar of every page, with "Sign out". What they may do is decided by
-their role where each write happens (loopledger.ledger.team.require, inside save_label and
-set_enforced), not here: a page that shows a button shows it to everyone; the write refuses.
+the team's named issuer) and who is a member in the ledger on that identity (`loopledger members
+add`, the Members page) or whom the allow-list admits — `[loopledger] allow`, emails and domains.
+The signed-in user and their role show in the sidebar of every page, with "Sign out". What they
+may do is decided by their role where each write happens (loopledger.ledger.team.require, in the
+transaction of every dashboard write: labels, saved policies, the enforced setting, members),
+not here: a page that shows a button shows it to everyone; the write refuses.
 
 (The settings are read by app/signin.py.)
 """
