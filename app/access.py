@@ -6,11 +6,13 @@ Without an `[auth]` section in the secrets (`.streamlit/secrets.toml`, or `loopl
 bound to loopback, and every action is theirs (loopledger.ledger.team.local_actor).
 
 With one, every page needs a user signed in through Streamlit's own `st.login` (OpenID Connect,
-Authlib) whose email the allow-list admits — `[loopledger] allow`, emails and domains — or who is
-a member in the ledger (`loopledger members add`, the Members page). The signed-in user and
-their role show in the sidebar of every page, with "Sign out". What they may do is decided by
-their role where each write happens (loopledger.ledger.team.require, inside save_label and
-set_enforced), not here: a page that shows a button shows it to everyone; the write refuses.
+Authlib) whose identity the provider vouches for (app/signin.py `identify`: a verified email, or
+the team's named issuer) and who is a member in the ledger on that identity (`loopledger members
+add`, the Members page) or whom the allow-list admits — `[loopledger] allow`, emails and domains.
+The signed-in user and their role show in the sidebar of every page, with "Sign out". What they
+may do is decided by their role where each write happens (loopledger.ledger.team.require, in the
+transaction of every dashboard write: labels, saved policies, the enforced setting, members),
+not here: a page that shows a button shows it to everyone; the write refuses.
 
 (The settings are read by app/signin.py.)
 """
@@ -21,11 +23,11 @@ import streamlit as st
 from loopledger.app import data, signin
 
 
-def _members() -> set[str]:
+def _is_member(actor) -> bool:
     try:
-        return set(data.fresh_team("member_emails"))
+        return data.fresh_team("member_role", actor) is not None
     except Exception:  # noqa: BLE001 (a ledger the page will say it cannot read: the allow-list alone)
-        return set()
+        return False
 
 
 def role() -> str:
@@ -45,19 +47,24 @@ def gate() -> None:
         st.write("This ledger holds the team's agent sessions: sign in to see it.")
         st.button("Sign in", on_click=st.login, type="primary", key="ll_sign_in")
         st.stop()
-    email = signin.email()
-    if st.user.get("email_verified") is False:
-        email = None  # an address the provider has not verified proves nothing
-    if email is None or not signin.admitted(email, signin.allow_list(), _members()):
+    ident, why = signin.identity()
+    # A member on a verified identity; or anyone the allow-list names whose email the provider
+    # verified (or who comes from the team's named issuer), as the default role.
+    ok = ident is not None and (_is_member(ident.actor(signin.default_role())) or (
+        ident.email is not None and (ident.verified or ident.issuer is not None)
+        and signin.admitted(ident.email, signin.allow_list(), set())))
+    if not ok:
         st.title("LoopLedger")
         st.error("This account may not open this ledger.")
         # Provider-given text: plain, never markdown.
-        st.text(f"Signed in as {st.user.get('email') or st.user.get('name') or 'an account without an email'}. "
-                "Ask an owner to add you (`loopledger members add EMAIL`), or sign out and use another account.")
+        st.text(f"Signed in as {st.user.get('email') or st.user.get('name') or 'an account without an email'}"
+                f"{f' ({why})' if why else ''}. Ask an owner to add you (`loopledger members add EMAIL`"
+                f"{f' --issuer {ident.issuer} --subject {ident.subject}' if ident is not None and ident.subject else ''}"
+                "), or sign out and use another account.")
         st.button("Sign out", on_click=st.logout, key="ll_sign_out_refused")
         st.stop()
     with st.sidebar:
-        st.text(f"Signed in as {email}\nRole: {role()}")
+        st.text(f"Signed in as {ident.email or ident.subject}\nRole: {role()}")
         st.button("Sign out", on_click=st.logout, key="ll_sign_out")
 
 

@@ -100,20 +100,24 @@ def fresh_team(name: str, *args: Any) -> Any:
         return getattr(team, name)(conn, *args)
 
 
-def save_member(email: str, role: str | None) -> None:
-    """Add a member, change their role (role None: remove them); an owner's (team.Forbidden)."""
+def save_member(email: str, role: str | None, subject: str = "") -> None:
+    """Add a member, change their role (role None: remove them); an owner's (team.Forbidden). With
+    `subject` (the team names its issuer), the member is keyed on the issuer and that subject."""
     with _writer(url()).begin() as conn:
         if role is None:
             team.remove_member(conn, email, by=signin.actor())
+        elif subject.strip():
+            team.set_member(conn, email, role, by=signin.actor(), issuer=signin.issuer(), subject=subject)
         else:
             team.set_member(conn, email, role, by=signin.actor())
 
 
 def save_policies(specs, session_ids, progress=None) -> int:
-    """Store settings as policies with their verdicts on the given sessions (one transaction each)."""
+    """Store settings as policies with their verdicts on the given sessions (one transaction each),
+    as the signed-in user: team.Forbidden unless a labeller or more (checked in each transaction)."""
     from loopledger import worker  # the replay engine's pipeline: imported when a setting is saved
 
-    return worker.judge_stored(_writer(url()), specs, session_ids, progress=progress)
+    return worker.judge_stored(_writer(url()), specs, session_ids, progress=progress, actor=signin.actor())
 
 
 def sessions_csv(f: read.SessionFilter, sort: str = "halts") -> str:

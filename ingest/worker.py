@@ -53,7 +53,7 @@ from loopledger.jobs import (
     ingest_paths,
     register_sources,
 )
-from loopledger.ledger import store
+from loopledger.ledger import store, team
 from loopledger.watch import stop_on_signals, watch
 from sqlalchemy.engine import Engine
 
@@ -71,9 +71,11 @@ OnSession = Callable[[int, list[Any], list[store.PolicyVerdicts]], None]
 
 def judge_stored(engine: Engine, specs: Sequence[Any], session_ids: Iterable[int] | None = None,
                  progress: Callable[[int, int, str], None] | None = None,
-                 on_session: OnSession | None = None) -> int:
+                 on_session: OnSession | None = None, actor: team.Actor | None = None) -> int:
     """Store each policy with its verdicts on every given session (default: all); returns the
     number of distinct policies. One transaction for the policies, then one per session.
+    `actor` (the dashboard's signed-in user): each of those transactions first checks that their
+    role may save policies (team.Forbidden; a role taken away mid-way stops the rest).
 
     The verdicts are the replay engine's on the ledger's own events, so a saved setting looks
     exactly like a policy the worker ran at ingest.
@@ -84,6 +86,8 @@ def judge_stored(engine: Engine, specs: Sequence[Any], session_ids: Iterable[int
     sessions."""
     specs = list({sp.id: sp for sp in specs}.values())
     with engine.begin() as conn:
+        if actor is not None:
+            team.require(conn, actor, team.SAVE_POLICIES)
         store.ensure_policies(conn, specs)
         ids = store.session_ids(conn) if session_ids is None else list(session_ids)
     for n, sid in enumerate(ids, 1):
@@ -91,6 +95,8 @@ def judge_stored(engine: Engine, specs: Sequence[Any], session_ids: Iterable[int
             events = store.load_events(conn, sid)
         _, verdicts = replay_session(events, specs)  # computed before the transaction opens
         with engine.begin() as conn:
+            if actor is not None:
+                team.require(conn, actor, team.SAVE_POLICIES)
             store.replace_verdicts(conn, sid, verdicts)
         if on_session is not None:
             on_session(sid, events, verdicts)

@@ -1,7 +1,8 @@
 // A real OpenID Connect provider for the tests (and for trying docs/team.md on one machine):
 // npm's OpenID-certified `oidc-provider` with its development sign-in pages, where any login
 // name signs in as that account. An account's email is its login name; "unverified-…" logins
-// get email_verified: false.
+// get email_verified: false; "noclaim:EMAIL" logins get EMAIL and no email_verified claim at all
+// (as multi-tenant Microsoft Entra ID sends it).
 //
 //   node tests/oidc_provider.mjs PACKAGE_DIR PORT CLIENT_ID CLIENT_SECRET REDIRECT_URI
 //
@@ -29,6 +30,10 @@ const provider = new Provider(issuer, {
     return {
       accountId: id,
       async claims() {
+        if (id.startsWith("noclaim:")) {
+          const email = id.slice("noclaim:".length);
+          return { sub: id, email, name: email.split("@")[0] };
+        }
         return { sub: id, email: id, email_verified: !id.startsWith("unverified"), name: id.split("@")[0] };
       },
     };

@@ -36,7 +36,7 @@ def test_upgrade_is_idempotent_and_downgrade_removes_tables(db_url):
         migrate.upgrade(eng)
         migrate.upgrade(eng)  # a second run on a current ledger is a no-op, not an error
         with eng.begin() as conn:
-            assert migrate.current(conn) == migrate.head() == live_db.head_revision() == "0012_team"
+            assert migrate.current(conn) == migrate.head() == live_db.head_revision() == "0013_member_identity"
         from alembic import command
 
         with eng.begin() as conn:

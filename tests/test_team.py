@@ -160,3 +160,88 @@ def test_an_owner_on_the_dashboard_manages_members_and_a_labeller_cannot(ledger)
     with engine.begin() as conn:
         team.set_member(conn, "x@example.com", "labeller", by=_signed("olga@example.com"))
         assert team.role_of(conn, _signed("x@example.com")) == team.LABELLER
+
+
+def _policy_rows(engine) -> tuple[int, int]:
+    with engine.connect() as conn:
+        return (conn.execute(sa.select(sa.func.count()).select_from(t.policies)).scalar_one(),
+                conn.execute(sa.select(sa.func.count()).select_from(t.checks)).scalar_one())
+
+
+def test_a_viewer_cannot_save_policies_and_a_labeller_can(ledger):
+    """Compare's "Save as policies" (app.data.save_policies → worker.judge_stored) checks the role
+    in its transactions, like save_label: a viewer's save stores nothing (issue 36, reproduction 3:
+    it stored a policy and its checks)."""
+    from loopledger import worker
+    from loopledger.detectors.policy import PolicySpec
+
+    url, engine = ledger
+    spec = PolicySpec.parse("cycle:halt_repeats=7")
+    before = _policy_rows(engine)
+    for who in ("vera@example.com", "stranger@example.com"):  # a viewer; signed in, not a member
+        with pytest.raises(team.Forbidden, match=f"{who} is a viewer: to save policies takes a labeller"):
+            worker.judge_stored(engine, [spec], actor=_signed(who))
+    assert _policy_rows(engine) == before
+    assert worker.judge_stored(engine, [spec], actor=_signed("lou@example.com")) == 1
+    after = _policy_rows(engine)
+    assert after[0] == before[0] + 1 and after[1] > before[1]
+
+
+def test_a_role_taken_away_while_policies_are_saved_stops_the_rest(ledger):
+    """Each session's transaction reads the role again: demoted after the first session, the
+    labeller's save stops there."""
+    from loopledger import worker
+    from loopledger.detectors.policy import PolicySpec
+
+    url, engine = ledger
+    ingest_file(engine, ROOT / "sample_data" / "openai_chat" / "support_order_clean.json", Options())
+    with engine.connect() as conn:
+        ids = conn.execute(sa.select(t.sessions.c.id).order_by(t.sessions.c.id)).scalars().all()
+    assert len(ids) >= 2
+    spec = PolicySpec.parse("cycle:halt_repeats=8")
+
+    def demote(done: int, total: int, sid: str) -> None:
+        if done == 1:
+            with engine.begin() as conn:
+                team.set_member(conn, "lou@example.com", team.VIEWER)
+
+    with pytest.raises(team.Forbidden):
+        worker.judge_stored(engine, [spec], ids, progress=demote, actor=_signed("lou@example.com"))
+    with engine.connect() as conn:
+        judged = conn.execute(sa.select(sa.func.count(sa.distinct(t.checks.c.session_id)))
+                              .where(t.checks.c.policy_id == spec.id)).scalar_one()
+    assert judged == 1  # the first session, judged while lou was a labeller; none after
+
+
+ISS = "https://login.microsoftonline.com/0a1b2c3d-tenant/v2.0"
+
+
+def test_a_member_keyed_on_issuer_and_subject_is_matched_on_them_alone(ledger):
+    """The write's own role check (here set_enforced, an owner's) reads the role of the identity
+    the provider vouches for: (iss, sub) for a member added with a subject; an email only when
+    verified (issue 36, reproduction 4)."""
+    url, engine = ledger
+    proc = _cli("members", "add", "kim@example.com", "--role", "owner", "--issuer", ISS + "/", "--subject",
+                "sub-kim-0001", "--db", url)
+    assert proc.returncode == 0 and "signing in as sub-kim-0001" in proc.stdout, proc.stderr
+    assert "signs in as sub-kim-0001 at " + ISS in _cli("members", "list", "--db", url).stdout
+    kim = team.Actor("kim@example.com", signed_in=True, issuer=ISS, subject="sub-kim-0001", match_email=False)
+    impostor = team.Actor("kim@example.com", signed_in=True, issuer=ISS, subject="sub-other", match_email=False)
+    verified_claim = team.Actor("kim@example.com", signed_in=True)  # a verified email: kim is keyed on her sub
+    unverified_owner = team.Actor("olga@example.com", signed_in=True, match_email=False)
+    with engine.connect() as conn:
+        assert team.role_of(conn, kim) == team.OWNER
+        assert [team.role_of(conn, a) for a in (impostor, verified_claim, unverified_owner)] == [team.VIEWER] * 3
+        assert team.role_of(conn, _signed("olga@example.com")) == team.OWNER  # verified email, no subject
+    for who in (impostor, unverified_owner):
+        with pytest.raises(team.Forbidden), engine.begin() as conn:
+            enforce.set_enforced(conn, "cycle:halt_repeats=4", origin="compare", actor=who)
+    with engine.begin() as conn:
+        enforce.set_enforced(conn, "cycle:halt_repeats=4", origin="compare", actor=kim)
+    with engine.connect() as conn:
+        assert enforce.now(conn)["by"] == "kim@example.com"
+    # A subject is one member's; an issuer without a subject (or the reverse) is not an identity.
+    taken = _cli("members", "add", "eve@example.com", "--issuer", ISS, "--subject", "sub-kim-0001", "--db", url)
+    assert taken.returncode == 2 and "already the member kim@example.com" in taken.stderr
+    half = _cli("members", "add", "eve@example.com", "--subject", "sub-eve", "--db", url)
+    assert half.returncode == 2 and "both the issuer" in half.stderr

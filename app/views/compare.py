@@ -28,7 +28,7 @@ from loopledger.app import (
 )
 from loopledger.app import replay_view as rv
 from loopledger.detectors.policy import DEFAULT_SPECS, NAMES, PARAMS, TEXT, PolicySpec
-from loopledger.ledger import read, store
+from loopledger.ledger import read, store, team
 
 MAX_HEATMAP_SESSIONS = 60  # rows of the sessions × settings heatmap (most-halted first)
 # A first view sweeps at most this many events × settings (a replay step each: the first pass of the
@@ -428,9 +428,14 @@ if st.button("Save as policies", disabled=not to_save, key="cp_save"):
     with _conn() as conn:
         every = store.session_ids(conn)
     bar = st.progress(0.0, text="Saving…")
-    n = data.save_policies(specs, every, progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
-    bar.empty()
-    st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")
+    try:
+        n = data.save_policies(specs, every, progress=lambda d, t, _: bar.progress(d / t, text=f"Session {d}/{t}"))
+    except team.Forbidden as exc:  # a labeller's or an owner's: the write itself says no
+        bar.empty()
+        safe.text(f"Not saved: {exc}")
+    else:
+        bar.empty()
+        st.success(f"Stored {n} polic{'y' if n == 1 else 'ies'} over {len(every)} session(s).")
 
 # ── enforce ──────────────────────────────────────────────────────────────────────────────────
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from loopledger.app import access, data, safe, when
+from loopledger.app import access, data, safe, signin, when
 from loopledger.ledger import team
 
 st.title("Members")
@@ -29,9 +29,13 @@ with st.form("member_form"):
     c1, c2 = st.columns([3, 1])
     email = c1.text_input("Email", key="member_email")
     role = c2.selectbox("Role", (*team.ROLES, "remove"), key="member_role")
+    # The team names its issuer: a member is keyed on the subject (`sub`) it gives them (the
+    # page that refuses someone shows theirs).
+    subject = st.text_input("Subject (sub)", key="member_subject",
+                            help=f"The ID token's sub for this person at {signin.issuer()}") if signin.issuer() else ""
     if st.form_submit_button("Save"):
         try:
-            data.save_member(email, None if role == "remove" else role)  # an owner's (team.Forbidden)
+            data.save_member(email, None if role == "remove" else role, subject)  # an owner's (team.Forbidden)
             st.success("Saved.")
         except (team.TeamError, team.Forbidden) as exc:
             safe.text(f"Not saved: {exc}")

@@ -621,12 +621,18 @@ EmailArg = Annotated[str, typer.Argument(metavar="EMAIL", help="The member's ema
 def members_add(
     email: EmailArg,
     role: Annotated[str, typer.Option("--role", help="viewer, labeller or owner.")] = "viewer",
+    issuer: Annotated[str | None, typer.Option(
+        "--issuer", help="The sign-in provider's issuer (the ID token's iss), with --subject: the member is "
+        "matched on these, not on an email (docs/team.md).")] = None,
+    subject: Annotated[str | None, typer.Option(
+        "--subject", help="The member's subject at that issuer (the ID token's sub; the dashboard shows it to "
+        "someone it refuses).")] = None,
     db: DbOption = None,
 ) -> None:
     """Add a member, or change a member's role (the change holds from their next action)."""
     from loopledger.cli.team import run_members_add
 
-    raise typer.Exit(run_members_add(db, email, role))
+    raise typer.Exit(run_members_add(db, email, role, issuer, subject))
 
 
 @members_app.command("list")

@@ -18,6 +18,7 @@ from loopledger.detectors import registry
 from loopledger.detectors.policy import PolicySpec
 from loopledger.ledger import migrate, store
 from loopledger.ledger.engine import display_url, make_engine, resolve_url
+from loopledger.ledger.urls import ENV_URL, has_password
 from loopledger.live import enforce
 from loopledger.printable import plain
 from rich.console import Console
@@ -335,7 +336,7 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
                 token: str | None = None, insecure: bool = False, keep_days: int = 1) -> int:
     from loopledger import receive
 
-    members = _has_member_tokens(db)  # members' tokens close the door as --token does
+    members = _has_member_tokens(db)  # members' tokens close the door as --token does, for good
     problem = receive.door_problem(host, token or members, insecure)
     if problem is not None:
         err.print(Text(f"error: {problem}", style="red"))
@@ -354,7 +355,10 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
     try:
         stats = receive.serve(engine, folder, opts, host, port, max_body, on_ready=lambda: err.print(Text(
             f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces ({door}; spool: {folder}); "
-            "Ctrl-C to stop")), token=token, keep_days=keep_days)
+            "Ctrl-C to stop")), token=token, keep_days=keep_days,
+            # Tokens required for the receiver's whole life once the ledger held one, and beyond
+            # loopback unless --insecure said otherwise out loud (forwarded.Door).
+            closed=members or (not receive.is_loopback(host) and not insecure))
     except OSError as exc:
         err.print(Text(f"error: cannot serve on {host}:{port}: {exc}", style="red"))
         return EXIT_ERROR
@@ -366,7 +370,7 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
 
 
 def _has_member_tokens(db: str | None) -> bool:
-    """Whether an existing ledger holds a member's token that is not revoked (nothing is created)."""
+    """Whether an existing ledger holds a member's token, revoked or not (nothing is created)."""
     from loopledger.ledger import team
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -376,7 +380,7 @@ def _has_member_tokens(db: str | None) -> bool:
         engine = make_engine(resolve_url(db), readonly=True)
         try:
             with engine.connect() as conn:
-                return team.any_token(conn)
+                return team.ever_token(conn)
         finally:
             engine.dispose()
     except SQLAlchemyError:  # not migrated yet (no such table), or not reachable: open_ledger says why
@@ -576,6 +580,12 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
         err.print(Text(f"error: no ledger at {file}: give --db the ledger you enforce in (or run "
                        "`loopledger ingest` there first); a hook install never creates one", style="red"))
         return EXIT_USAGE
+    # A password never goes into a file or an argv: --db with one is refused; one that comes from
+    # $LOOPLEDGER_DATABASE_URL stays there (hook_settings.hook_command then names no ledger).
+    from_env = has_password(url)
+    if from_env and db is not None:
+        err.print(Text(f"error: {_password_refusal(display_url(url))}", style="red"))
+        return EXIT_USAGE
     # The ledger must be current before the agent's first call (a hook never migrates it).
     open_ledger(db).dispose()
     path = _hook_file(agent, project, user)
@@ -591,13 +601,24 @@ def run_hook_install(agent: str, project: Path | None, user: bool, db: str | Non
                                                                   if change.backup else "")))
     else:
         out.print(Text(f"the {agent} hook is already installed in {path}; nothing changed"))
-    out.print(Text(f"ledger: {display_url(url)}"))
+    out.print(Text(f"ledger: {display_url(url)}" + (f" (read from ${ENV_URL} where the hook runs: start the agent "
+                                                     "with it set)" if from_env else "")))
     out.print(Text(f"command: {change.command}"))
     for note in hs.install_notes(change.command):
         out.print(Text(f"note: {note}"))
     for note in notes:
         out.print(Text(note))
     return EXIT_OK
+
+
+def _password_refusal(where: str) -> str:
+    """Why `hook install` will not write this URL, and what to do instead (never the password)."""
+    return (f"the ledger URL {where} holds a password, and a hook install writes its --db into the agent's "
+            "settings (a project's are usually committed) and into every hook process's command line. Keep "
+            "the password out of both: put it in ~/.pgpass (or the file $PGPASSFILE names; libpq reads it) and "
+            "give --db without it (postgresql://USER@HOST/DB), or export LOOPLEDGER_DATABASE_URL with the whole "
+            "URL where the agent starts and run `loopledger hook install` without --db: the hook then reads it "
+            "from its environment.")
 
 
 def run_hook_uninstall(agent: str, project: Path | None, user: bool) -> int:

@@ -41,13 +41,15 @@ def _write(db: str | None, change):
         engine.dispose()
 
 
-def run_members_add(db: str | None, email: str, role: str) -> int:
+def run_members_add(db: str | None, email: str, role: str, issuer: str | None = None,
+                    subject: str | None = None) -> int:
     try:
-        added = _write(db, lambda conn: team.set_member(conn, email, role))
+        added = _write(db, lambda conn: team.set_member(conn, email, role, issuer=issuer, subject=subject))
     except team.TeamError as exc:
         return _fail(exc)
     email = team.normalize_email(email)
-    out.print(Text(f"{'added' if added else 'changed'}: {email} is {'an' if role[:1] in 'aeiou' else 'a'} {role}"))
+    out.print(Text(f"{'added' if added else 'changed'}: {email} is {'an' if role[:1] in 'aeiou' else 'a'} {role}"
+                   + (f", signing in as {subject} at {issuer}" if subject else "")))
     return EXIT_OK
 
 
@@ -61,14 +63,15 @@ def run_members_remove(db: str | None, email: str) -> int:
 
 
 def run_members_list(db: str | None) -> int:
-    """One member a line, tab-separated (email, role, live tokens, added, by whom)."""
+    """One member a line, tab-separated (email, role, live tokens, added, by whom, and the issuer
+    and subject they sign in as, when keyed on them)."""
     with reading(db) as conn:
         rows = team.members(conn)
     if not rows:
         out.print(Text("No members yet: `loopledger members add EMAIL --role owner`."))
     for r in rows:
         _line(r["email"], r["role"], f"{r['tokens']} token(s)", f"added {_when(r['added_at'])}",
-              f"by {r['added_by'] or '—'}")
+              f"by {r['added_by'] or '—'}", *([f"signs in as {r['subject']} at {r['issuer']}"] if r["subject"] else []))
     return EXIT_OK
 
 

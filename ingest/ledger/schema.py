@@ -367,7 +367,12 @@ members = Table(
     Column("role", String(20), nullable=False),
     Column("added_at", Float, nullable=False),
     Column("added_by", Text),
+    # The ID token's `iss` and `sub` (0013_member_identity): a member with a subject is matched by
+    # it alone; one without, by a verified email (loopledger.ledger.team.role_of).
+    Column("issuer", Text),
+    Column("subject", Text),
 )
+Index("ix_members_identity", members.c.issuer, members.c.subject, unique=True)
 
 # A member's tokens for forwarding to the team's `loopledger receive`: only the SHA-256 digest of
 # the token is kept (tokens are 256 random bits, so a plain digest cannot be reversed by guessing).

@@ -1,15 +1,18 @@
 """A team on one ledger: who may do what (roles), who did it (actors), and members' tokens.
 
 Roles, each including the one before: a **viewer** browses, investigates and compares; a
-**labeller** also labels sessions; an **owner** also changes what is enforced on live agents and
-manages members. The check is made where the action happens — the function that writes a label
-(loopledger.ledger.writes.save_label) or the enforced setting (loopledger.live.enforce.set_enforced)
-calls `require` in the same transaction, reading the member's role from the ledger then — so a
-page that still shows a button to someone whose role changed cannot write with it.
+**labeller** also labels sessions and saves settings as policies (Compare); an **owner** also
+changes what is enforced on live agents and manages members. The check is made where the action
+happens — the function that writes a label (loopledger.ledger.writes.save_label), saved policies
+(loopledger.worker.judge_stored), the enforced setting (loopledger.live.enforce.set_enforced) or a
+member calls `require` in the same transaction, reading the member's role from the ledger then —
+so a page that still shows a button to someone whose role changed cannot write with it.
 
 An `Actor` says who acts. A signed-in dashboard user (`signed_in=True`) has the role the
-`members` table gives their email, else the dashboard's default role (viewer unless the sign-in
-settings say otherwise). Anyone else — the CLI, the Python API, the dashboard without sign-in,
+`members` table gives their identity, else the dashboard's default role (viewer unless the
+sign-in settings say otherwise). The identity is one the provider vouches for (app/signin.py): a
+member added with a subject is matched on the ID token's (`iss`, `sub`) alone; one without, on
+an email the provider verified (`match_email`) — never on an email claim anyone could set. Anyone else — the CLI, the Python API, the dashboard without sign-in,
 which serves loopback only — acts as the local user who can open the ledger anyway: every
 action is allowed and recorded under their name (`local_actor`).
 
@@ -34,9 +37,10 @@ from sqlalchemy.engine import Connection
 
 VIEWER, LABELLER, OWNER = "viewer", "labeller", "owner"
 ROLES = (VIEWER, LABELLER, OWNER)
-# What each action needs (every role includes the ones before it in ROLES).
-LABEL, ENFORCE, MANAGE = "label", "enforce", "manage members"
-NEEDS = {LABEL: LABELLER, ENFORCE: OWNER, MANAGE: OWNER}
+# What each action needs (every role includes the ones before it in ROLES). Saved policies and
+# labels are what the leaderboard scores: a labeller's; what live agents obey is an owner's.
+LABEL, SAVE_POLICIES, ENFORCE, MANAGE = "label", "save policies", "enforce", "manage members"
+NEEDS = {LABEL: LABELLER, SAVE_POLICIES: LABELLER, ENFORCE: OWNER, MANAGE: OWNER}
 TOKEN_PREFIX = "ll_"
 SHOWN_PREFIX = 10  # characters of a token kept to tell tokens apart in `tokens list`
 
@@ -58,6 +62,9 @@ class Actor:
     who: str
     signed_in: bool = False
     default_role: str = VIEWER
+    issuer: str | None = None  # the ID token's `iss` and `sub`, when the team names its issuer
+    subject: str | None = None
+    match_email: bool = True  # False: `who` is not a verified email, so no member is matched on it
 
 
 def local_actor() -> Actor:
@@ -88,14 +95,26 @@ def check_role(role: str) -> str:
     return role
 
 
+def member_role(conn: Connection, actor: Actor) -> str | None:
+    """A signed-in actor's role as a member, or None (not a member): by (`iss`, `sub`) when the
+    actor has them, else by a verified email of a member added without a subject."""
+    m = t.members.c
+    if actor.issuer and actor.subject:
+        role = conn.execute(sa.select(m.role).where(m.issuer == actor.issuer, m.subject == actor.subject)).scalar()
+        if role is not None:
+            return role
+    if actor.match_email and actor.who.strip():
+        return conn.execute(sa.select(m.role).where(m.email == actor.who.strip().lower(),
+                                                    m.subject.is_(None))).scalar()
+    return None
+
+
 def role_of(conn: Connection, actor: Actor) -> str:
     """The actor's role now: a member's from the ledger, else the default (signed in), else owner
     (the local user)."""
     if not actor.signed_in:
         return OWNER
-    m = t.members.c
-    role = conn.execute(sa.select(m.role).where(m.email == actor.who.strip().lower())).scalar()
-    return role or actor.default_role
+    return member_role(conn, actor) or actor.default_role
 
 
 def _a(role: str) -> str:
@@ -115,15 +134,27 @@ def require(conn: Connection, actor: Actor | None, action: str) -> None:
 # ── members ───────────────────────────────────────────────────────────────────────────────────
 
 
-def set_member(conn: Connection, email: str, role: str, by: Actor | None = None) -> bool:
-    """Add a member or change their role; True when added. An owner's action (`require` MANAGE)."""
+def set_member(conn: Connection, email: str, role: str, by: Actor | None = None, *,
+               issuer: str | None = None, subject: str | None = None) -> bool:
+    """Add a member or change their role; True when added. An owner's action (`require` MANAGE).
+    With `subject` (and its `issuer`: the ID token's `sub` and `iss`), the member is matched on
+    those alone when they sign in; `email` then names them in lists and records."""
     require(conn, by, MANAGE)
     email, role = normalize_email(email), check_role(role)
+    issuer, subject = (issuer or "").strip().rstrip("/") or None, (subject or "").strip() or None
+    if (issuer is None) != (subject is None):
+        raise TeamError("a member keyed on their identity needs both the issuer (iss) and the subject (sub)")
     m = t.members.c
-    if conn.execute(sa.update(t.members).where(m.email == email).values(role=role)).rowcount:
+    ident = {"issuer": issuer, "subject": subject} if subject else {}
+    if subject:
+        taken = conn.execute(sa.select(m.email).where(m.issuer == issuer, m.subject == subject,
+                                                      m.email != email)).scalar()
+        if taken is not None:
+            raise TeamError(f"subject {subject!r} of {issuer} is already the member {taken}")
+    if conn.execute(sa.update(t.members).where(m.email == email).values(role=role, **ident)).rowcount:
         return False
     conn.execute(sa.insert(t.members).values(email=email, role=role, added_at=time.time(),
-                                             added_by=(by or local_actor()).who))
+                                             added_by=(by or local_actor()).who, **ident))
     return True
 
 
@@ -140,7 +171,7 @@ def members(conn: Connection) -> list[dict[str, Any]]:
     m, k = t.members.c, t.member_tokens.c
     live = (sa.select(sa.func.count()).where(k.member_id == m.id, k.revoked_at.is_(None))
             .scalar_subquery().label("tokens"))
-    q = sa.select(m.email, m.role, m.added_at, m.added_by, live).order_by(m.email)
+    q = sa.select(m.email, m.role, m.added_at, m.added_by, live, m.issuer, m.subject).order_by(m.email)
     return [dict(r) for r in conn.execute(q).mappings()]
 
 
@@ -204,6 +235,11 @@ def any_token(conn: Connection) -> bool:
     """Whether the ledger holds a token that is not revoked (the receiver then closes its door)."""
     k = t.member_tokens.c
     return conn.execute(sa.select(k.id).where(k.revoked_at.is_(None)).limit(1)).first() is not None
+
+
+def ever_token(conn: Connection) -> bool:
+    """Whether the ledger holds a token, revoked or not (a receiver's door then stays closed)."""
+    return conn.execute(sa.select(t.member_tokens.c.id).limit(1)).first() is not None
 
 
 def used(conn: Connection, token: str) -> None:

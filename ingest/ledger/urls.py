@@ -31,6 +31,22 @@ def resolve_url(db: str | None = None) -> str:
     return value
 
 
+def has_password(url: str) -> bool:
+    """Whether a ledger URL carries a password: its userinfo's, or a query parameter naming one
+    (what engine.display_url hides)."""
+    if "://" not in url:
+        return False
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:  # a port that is not a number, …: a userinfo with a colon is enough to say yes
+        return ":" in url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[0]
+    keys = [k.lower() for k, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
+    return bool(password) or any("password" in k or k in ("pass", "pwd") for k in keys)
+
+
 def sqlite_url(path: str | os.PathLike) -> str:
     """The URL of a SQLite file, percent-quoted: a `#`, `?`, `%`, space or non-ASCII letter in the
     path survives the round trip through SQLAlchemy's make_url (which unquotes the database part;

@@ -70,8 +70,11 @@ def is_our_command(agent: str):
 
 def hook_command(agent: str, db: str | None) -> str:
     """The command the agent runs: this installation's `loopledger` script by absolute path (a
-    hook runs with the agent's PATH, not the person's virtualenv), with an absolute ledger."""
-    from loopledger.ledger.urls import resolve_url, sqlite_file
+    hook runs with the agent's PATH, not the person's virtualenv), with an absolute ledger — but
+    never a password: a URL with one that comes from $LOOPLEDGER_DATABASE_URL stays there (the
+    command names no ledger; the hook reads the variable where it runs), and `hook install`
+    refuses a `--db` with one."""
+    from loopledger.ledger.urls import ENV_URL, has_password, resolve_url, sqlite_file
 
     exe = Path(sys.executable).parent / ("loopledger.exe" if os.name == "nt" else "loopledger")
     if exe.is_file():
@@ -81,6 +84,8 @@ def hook_command(agent: str, db: str | None) -> str:
     else:
         prefix = f"{shlex.quote(sys.executable)} -P -m loopledger"
     url = resolve_url(db)
+    if db is None and os.environ.get(ENV_URL) and has_password(url):
+        return f"{prefix} hook {agent}"
     target = sqlite_file(url) or url
     return f"{prefix} hook {agent} --db {shlex.quote(target)}"
 

@@ -54,33 +54,47 @@ def bearer(header: str | None) -> str | None:
     return given.strip() if scheme.lower() == "bearer" and given.strip() else None
 
 
+class DoorUnchecked(Exception):
+    """The ledger could not be asked who may send: the request is refused (HTTP 503, Retry-After),
+    never let in on a guess."""
+
+
 class Door:
     """Who may send: the receiver's own `--token` (no member), a member's token (their email),
-    or — while there is no `--token` and the ledger holds no live member token, on loopback only —
-    anyone, as before tokens existed. A member token that is unknown or revoked is refused even
-    then."""
+    or — only while the door is open — anyone. It is open only on loopback, without `--token`,
+    while the ledger has never held a member's token; it closes for the receiver's whole life
+    the moment the ledger is seen holding one (a revoked one counts: revoking the last token, or
+    removing the last member, leaves it closed), and starts closed when the receiver listens
+    beyond loopback or the ledger held tokens at start (`closed=True`). Only "the ledger has never
+    held a token" is believed for DOOR_CACHE_S; a closed door is never asked about again. A door
+    the ledger cannot answer for refuses (DoorUnchecked); a member token that is unknown or
+    revoked is refused."""
 
-    def __init__(self, shared: str | None, reader: Engine) -> None:
+    def __init__(self, shared: str | None, reader: Engine, closed: bool = False) -> None:
         self.shared = shared
         self.reader = reader
-        self._closed_at = (False, -1e9)
+        self._closed = bool(closed or shared)  # once True, never False again
+        self._open_at = -1e9  # when the ledger last said it has never held a token
         self._lock = threading.Lock()
 
     def closed(self) -> bool:
-        if self.shared:
-            return True
+        """Whether a token is needed; DoorUnchecked when the ledger cannot say (never "open")."""
         with self._lock:
-            closed, at = self._closed_at
-            if time.monotonic() - at < DOOR_CACHE_S:
-                return closed
+            if self._closed:
+                return True
+            if time.monotonic() - self._open_at < DOOR_CACHE_S:
+                return False
         try:
             with self.reader.connect() as conn:
-                closed = team.any_token(conn)
-        except sa.exc.SQLAlchemyError:  # the ledger unreachable for a moment: as it was (spans still spool)
-            closed = self._closed_at[0]
+                held = team.ever_token(conn)
+        except sa.exc.SQLAlchemyError as exc:
+            raise DoorUnchecked(f"the ledger cannot say who may send: {type(exc).__name__}") from None
         with self._lock:
-            self._closed_at = (closed, time.monotonic())
-        return closed
+            if held:
+                self._closed = True
+            else:
+                self._open_at = time.monotonic()
+            return self._closed
 
     def needs_ledger(self, header: str | None) -> bool:
         """Whether `check` may read the ledger (then run it off the event loop): a member's token
@@ -88,19 +102,23 @@ class Door:
         given = bearer(header)
         if given is not None and given.startswith(team.TOKEN_PREFIX):
             return True
-        if self.shared:
-            return False
         with self._lock:
-            return time.monotonic() - self._closed_at[1] >= DOOR_CACHE_S
+            return not self._closed and time.monotonic() - self._open_at >= DOOR_CACHE_S
 
     def check(self, header: str | None) -> tuple[bool, str | None]:
-        """(allowed, the member's email or None)."""
+        """(allowed, the member's email or None); DoorUnchecked when the ledger cannot answer."""
         given = bearer(header)
         if given is not None and self.shared and hmac.compare_digest(given.encode(), self.shared.encode()):
             return True, None
         if given is not None and given.startswith(team.TOKEN_PREFIX):
-            with self.reader.connect() as conn:
-                member = team.member_of_token(conn, given)
+            try:
+                with self.reader.connect() as conn:
+                    member = team.member_of_token(conn, given)
+            except sa.exc.SQLAlchemyError as exc:
+                raise DoorUnchecked(f"the ledger cannot say whose token this is: {type(exc).__name__}") from None
+            if member is not None:
+                with self._lock:
+                    self._closed = True  # a live member token: the ledger holds tokens
             return (member is not None), member
         return (not self.closed()), None
 

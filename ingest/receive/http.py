@@ -2,7 +2,9 @@
 
 POST /v1/traces takes an `ExportTraceServiceRequest` as protobuf (`application/x-protobuf`) or
 JSON (`application/json`), optionally gzip-compressed; GET /health says what was received and
-what is pending. With a token, both need `Authorization: Bearer <token>` (else 401).
+what is pending. With a token, both need `Authorization: Bearer <token>` (else 401); a member's
+token is refused on /v1/traces (403: spans carry no member; members forward to /v1/live), and a
+door the ledger cannot answer for refuses with 503 and Retry-After (forwarded.Door).
 
 A request is decoded and validated, its spans cut into spool lines (redacted, depth-capped:
 spool.py) off the event loop, then handed to the WRITER thread, which appends every queued
@@ -67,6 +69,7 @@ TOKEN_ENV = "LOOPLEDGER_RECEIVE_TOKEN"
 MAX_REQUEST_DEPTH = 200
 # The OpenTelemetry exporters' own timeout is 10 s (OTEL_EXPORTER_OTLP_TIMEOUT): answered before.
 ACK_DEADLINE_S = float(os.environ.get("LOOPLEDGER_RECEIVE_ACK_DEADLINE", "8"))
+RETRY_AFTER_S = 5  # a door the ledger cannot answer for: when to ask again
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
@@ -349,17 +352,18 @@ def door_problem(host: str, token: str | bool | None, insecure: bool) -> str | N
 
 
 def make_app(receiver: Receiver, max_body: int = DEFAULT_MAX_BODY, on_ready: Callable[[], None] | None = None,
-             token: str | None = None, ack_deadline: float = ACK_DEADLINE_S):
+             token: str | None = None, ack_deadline: float = ACK_DEADLINE_S, closed: bool = False):
     """The Starlette app: POST /v1/traces, GET /health, POST /v1/live; `on_ready` once it is
     listening. With `token`, all answer 401 unless the request carries `Authorization: Bearer
-    <token>` (or a member's token, see forwarded.Door). A request not acknowledged within
-    `ack_deadline` seconds is answered 503 (retry)."""
+    <token>` (or a member's token, see forwarded.Door); `closed`: a token is required from the
+    start (the ledger held members' tokens, or the receiver listens beyond loopback), and for
+    good. A request not acknowledged within `ack_deadline` seconds is answered 503 (retry)."""
     import contextlib
 
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    routes = _Routes(receiver, max_body, _Team(receiver, token), ack_deadline)
+    routes = _Routes(receiver, max_body, _Team(receiver, token, closed), ack_deadline)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -391,7 +395,14 @@ class _Routes:
 
         header = request.headers.get("authorization")
         door = self.team.door()
-        ok, member = (await run_in_threadpool(door.check, header)) if door.needs_ledger(header) else door.check(header)
+        try:
+            ok, member = (await run_in_threadpool(door.check, header)) if door.needs_ledger(header) else \
+                door.check(header)
+        except forwarded.DoorUnchecked as e:
+            # Fail closed, and say "retry": OTLP exporters and members' forwarders retry a 503 (a
+            # 500 they drop), and nothing is let in on a guess.
+            self.receiver.stats.unauthorized += 1
+            return _error(14, f"{e}; retry", 503, headers={"Retry-After": str(RETRY_AFTER_S)})
         request.state.member = member
         if ok:
             return None
@@ -434,6 +445,12 @@ class _Routes:
 
         if (no := await self.denied(request)) is not None:
             return no
+        if request.state.member is not None:
+            # Refused, not stored without its member: spans carry no member, and a member's token
+            # is for their guard's forwarding (/v1/live), where every session is stored under them.
+            self.receiver.stats.unauthorized += 1
+            return _error(7, "a member's token forwards live events to /v1/live; OpenTelemetry exporters send the "
+                          "receiver's own --token (docs/team.md)", 403)
         ctype = request.headers.get("content-type", "")
         try:
             body = await self.body_of(request)
@@ -500,8 +517,8 @@ class _Team:
     """The team side of the receiver, made on first use: the token door (a read-only engine on
     the ledger) and the writer of forwarded batches (an engine of its own: the flusher keeps its)."""
 
-    def __init__(self, receiver: Receiver, token: str | None) -> None:
-        self.receiver, self.token = receiver, token
+    def __init__(self, receiver: Receiver, token: str | None, closed: bool = False) -> None:
+        self.receiver, self.token, self.closed = receiver, token, closed
         self._door: forwarded.Door | None = None
         self._writer: Engine | None = None
         self._door_lock, self._lock = threading.Lock(), threading.Lock()
@@ -515,7 +532,7 @@ class _Team:
 
             with self._door_lock:
                 if self._door is None:
-                    self._door = forwarded.Door(self.token, make_engine(self._url(), readonly=True))
+                    self._door = forwarded.Door(self.token, make_engine(self._url(), readonly=True), self.closed)
         return self._door
 
     def store(self, member: str, token: str, body: bytes) -> dict[str, Any]:
@@ -542,9 +559,10 @@ def default_spool(url: str) -> Path:
 def serve(engine: Engine, spool: Path, opts: worker.Options, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
           max_body: int = DEFAULT_MAX_BODY, on_ready: Callable[[], None] | None = None, *,
           token: str | None = None, keep_days: int | None = DEFAULT_KEEP_DAYS,
-          flush_interval: float = 0.5) -> Stats:
+          flush_interval: float = 0.5, closed: bool | None = None) -> Stats:
     """Run until SIGINT/SIGTERM (uvicorn's handlers), then write and ingest what is queued.
-    The caller checks `door_problem` first (the CLI refuses to start on it)."""
+    The caller checks `door_problem` first (the CLI refuses to start on it). `closed`: tokens
+    required from the start (default: when `host` is beyond loopback; see make_app)."""
     import contextlib
     import signal
 
@@ -566,7 +584,8 @@ def serve(engine: Engine, spool: Path, opts: worker.Options, host: str = DEFAULT
                     signal.signal(sig, handler)
 
     receiver = Receiver(engine, spool, opts, keep_days=keep_days, flush_interval=flush_interval)
-    app = make_app(receiver, max_body, on_ready, token)
+    app = make_app(receiver, max_body, on_ready, token,
+                   closed=(not is_loopback(host)) if closed is None else closed)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = Server(config)
     try:

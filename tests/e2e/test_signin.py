@@ -136,6 +136,20 @@ def test_an_account_outside_the_allow_list_is_kept_out(signed, page):
     page.get_by_text("This account may not open this ledger.").wait_for(timeout=60_000)
 
 
+def test_a_provider_that_never_says_an_email_is_verified_cannot_make_anyone_the_owner(signed, page):
+    """Issue 36, reproduction 4: the provider's ID token carries the owner's address and no
+    email_verified claim at all (as multi-tenant Microsoft Entra ID's does); it let that account
+    in as the owner. Without a named issuer it is refused, saying why."""
+    url, base = signed
+    sign_in(page, base, f"noclaim:{OWNER}")
+    page.get_by_text("This account may not open this ledger.").wait_for(timeout=60_000)
+    page.get_by_text(re.compile("no email_verified claim")).wait_for(timeout=30_000)
+    assert page.get_by_test_id("stMetric").count() == 0
+    page.goto(base + "/members")
+    page.get_by_text("This account may not open this ledger.").wait_for(timeout=60_000)
+    assert page.get_by_role("button", name="Save").count() == 0
+
+
 def test_a_viewer_is_refused_by_the_server_when_labelling_or_enforcing(signed, page):
     url, base = signed
     before_labels, before_enforced = _labels(url), _enforcements(url)
