@@ -35,6 +35,7 @@ class Cluster:
         self.data = self.folder / "data"
         self.port = free_port()
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+        self.running = False
         if self.as_postgres:
             shutil.chown(self.folder, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
@@ -49,13 +50,15 @@ class Cluster:
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w", "-t", "60",
                   "-o", f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c fsync=off", "start")
+        self.running = True
 
     def stop(self) -> None:
         """As an administrator stopping it: connections are ended, new ones refused."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+        self.running = False
 
     def remove(self) -> None:
-        if (self.data / "postmaster.pid").exists():
+        if self.running:
             self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 

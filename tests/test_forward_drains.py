@@ -352,9 +352,10 @@ class _Ledger:
             self._holder = None
 
     def remove(self) -> None:
-        self.start()
         if self.cluster is not None:
             self.cluster.remove()
+        elif self._holder is not None:
+            self.start()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
