@@ -211,6 +211,28 @@ def test_8_a_call_id_over_the_receivers_limit_is_stored_within_it_and_forwarded(
     assert _team_events(url, ALICE) == {"long-ids": 4}
 
 
+def test_a_binary_answer_with_nul_bytes_is_forwarded_not_retried_for_ever(team):
+    """`cat` of a binary file answers NUL bytes, which PostgreSQL's text cannot hold: the receiver
+    stores them as U+FFFD on both backends instead of answering 503 on every retry (which left
+    that laptop's forwarding stuck behind the session)."""
+    url, receiver, tokens, members = team
+    alice = members[ALICE]
+    _laptop(alice)
+    _guard(alice, [{"session": "binary", "event": "call", "id": "c1", "tool": "Bash", "args": {"command": "cat a.out"}},
+                   {"session": "binary", "event": "answer", "id": "c1", "text": "\x7fELF\x02\x01\x00\x00 header"}]
+           + _reads("after-binary", 2, 100))
+    _join(alice, receiver, tokens[ALICE])
+    proc = cli("forward", "--once", env=alice.env, check=False)
+    assert proc.returncode == 0 and "held" not in proc.stdout, proc.stdout
+    assert _team_events(url, ALICE) == {"binary": 2, "after-binary": 4}
+    engine = make_engine(url, readonly=True)
+    with engine.connect() as conn:
+        text = conn.execute(sa.select(t.live_events.c.text).where(t.live_events.c.kind == "answer",
+                                                                  t.live_events.c.call_id == "c1")).scalar_one()
+    engine.dispose()
+    assert text == "\x7fELF\x02\x01\ufffd\ufffd header"
+
+
 # ── 10: the OpenCode guard forwards ──────────────────────────────────────────────────────────
 
 
