@@ -74,8 +74,8 @@ class Receiver:
     """`loopledger receive` on the team ledger at a fixed port (so a member's settings stay true
     across a restart); start / stop as often as a test needs."""
 
-    def __init__(self, db: str, folder: Path, port: int | None = None) -> None:
-        self.db, self.folder = db, folder
+    def __init__(self, db: str, folder: Path, port: int | None = None, args: tuple[str, ...] = ()) -> None:
+        self.db, self.folder, self.args = db, folder, args  # args: more `receive` flags (--max-body …)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -86,8 +86,14 @@ class Receiver:
         self.folder.mkdir(parents=True, exist_ok=True)
         with self.log.open("a") as out:
             self.proc = subprocess.Popen([str(BIN), "receive", "--db", self.db, "--port", str(self.port),
-                                          "--spool", str(self.folder / "spool")], stdout=out, stderr=subprocess.STDOUT)
+                                          "--spool", str(self.folder / "spool"), *self.args],
+                                         stdout=out, stderr=subprocess.STDOUT)
         wait_http(self.url + "/health", self.proc, self.log, {"Authorization": f"Bearer {token}"})
+
+    def health(self, token: str) -> dict:
+        req = urllib.request.Request(self.url + "/health", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

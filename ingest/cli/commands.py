@@ -364,8 +364,10 @@ def run_receive(db: str | None, host: str, port: int, spool: Path | None, max_bo
         return EXIT_ERROR
     finally:
         engine.dispose()
-    err.print(Text(f"received {stats.requests} request(s), {stats.spans} span(s) "
-                   f"({stats.duplicates} already received, {stats.rejected} request(s) rejected)"))
+    err.print(Text(f"received {stats.requests} OTLP request(s), {stats.spans} span(s) "
+                   f"({stats.duplicates} already received); {stats.batches} forwarded batch(es), "
+                   f"{stats.live_events} live event(s) of {stats.live_sessions} session(s) from "
+                   f"{len(stats.members)} member(s); {stats.rejected} request(s) rejected"))
     return EXIT_OK
 
 

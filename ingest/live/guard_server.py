@@ -167,8 +167,10 @@ class Guard:
         return None
 
 
-def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None = None) -> int:
-    """Read events until stdin closes; returns the number of lines that could not be read."""
+def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None = None,
+          after: Callable[[], None] | None = None) -> int:
+    """Read events until stdin closes; returns the number of lines that could not be read.
+    `after()` is called once each line is answered (the team forwarder's wake-up)."""
     bad = 0
     for n, line in enumerate(stdin, 1):
         if not line.strip():
@@ -202,6 +204,8 @@ def serve(guard: Guard, stdin: IO[bytes], stdout: IO[str], log: IO[str] | None =
         if out is not None:
             stdout.write(orjson.dumps(out).decode() + "\n")
             stdout.flush()
+        if after is not None:
+            after()
     return bad
 
 
@@ -246,9 +250,26 @@ def run(db: str | None, policy: str | Sequence[str] | None, no_ledger: bool, ori
         print(f"loopledger guard: {exc}; every call is allowed without judging until the ledger is there",
               file=sys.stderr, flush=True)
     guard = Guard(conn, spec, origin=origin, reopen=None if no_ledger else reopen)
+    # A member of a team (`team join`, whatever the agent): this process forwards as the resident
+    # guard does, in a thread of its own, woken after each answer (the OpenCode plugin's guard
+    # lives as long as OpenCode; what it had not sent when it ends waits for the next one).
+    forwarding = None if no_ledger else _forwarding()
     try:
-        serve(guard, sys.stdin.buffer, sys.stdout, sys.stderr)
+        serve(guard, sys.stdin.buffer, sys.stdout, sys.stderr, forwarding.poke if forwarding else None)
     finally:
+        if forwarding is not None:
+            forwarding.stop()
         if guard.db is not None:
             guard.db.close()
     return 0
+
+
+def _forwarding() -> Any:
+    """The team forwarder (loopledger.live.forward.Background), its lines in the hook log."""
+    import os
+
+    from loopledger.live import forward
+    from loopledger.live.hooks import ENV_LOG, default_log, log
+
+    path = os.environ.get(ENV_LOG) or default_log()
+    return forward.Background(lambda message: log(path, "forward", message))

@@ -55,6 +55,18 @@ DECIDED_FOR = ("claude-code", "gemini-cli", "codex", "opencode", "guard", "pytho
 AGENT_ORIGINS = ("claude-code", "gemini-cli", "codex", "opencode")  # origins that are an agent's name
 REFUSED = (vocab.BLOCK, vocab.HALT, vocab.AFTER_HALT)
 ARGS_TRUNCATED_KEY = "$loopledger_truncated_args"  # as loopledger.ledger.store reads capped args
+# The longest call id, tool name, session key or agent a team's receiver takes
+# (loopledger.receive.forwarded.MAX_KEY is this): what the hooks store is within it, so a
+# forwarded session is never refused for a value its own laptop stored.
+MAX_ID = 512
+
+
+def stored_id(value: str | None) -> str | None:
+    """`value` as it is stored and forwarded: itself up to MAX_ID characters, else its start and
+    a digest of the whole (so two long ids that share a start stay two)."""
+    if value is None or len(value) <= MAX_ID:
+        return value
+    return value[:MAX_ID - 18] + "…#" + text_digest(value)[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +200,9 @@ class LiveSession:
     def call(self, tool: str, args: Any, call_id: str | None = None, at: float | None = None,
              started: float | None = None) -> Decision:
         """Judge one tool call before it runs; a refused call gets its synthetic error result."""
-        tool = redact_text(str(tool or ""))
-        c = Call(call_id, tool, redact_value(args) if args is not None else {})
+        tool = stored_id(redact_text(str(tool or ""))) or ""
+        stored = stored_id(call_id)  # the Decision keeps `call_id`: the caller matches its verdict by it
+        c = Call(stored, tool, redact_value(args) if args is not None else {})
         at = time.time() if at is None else at
         step = self._feed(Batch((c,), ts=at))  # a wait is judged by the clock
         check = step.checks[0] if step.checks else None
@@ -200,7 +213,7 @@ class LiveSession:
                      check.count if check else None, check.threshold if check else None, decider.label, seq,
                      decider.id)
         elapsed = (time.perf_counter() - started) * 1000 if started is not None else None
-        self._add(_Row(KIND_CALL, at, call_id, tool, cap_text(canon.decode("utf-8", "surrogatepass"),
+        self._add(_Row(KIND_CALL, at, stored, tool, cap_text(canon.decode("utf-8", "surrogatepass"),
                                                              DEFAULT_MAX_TEXT, digest), None, digest,
                        None, d, elapsed))
         if d.refused:
@@ -211,6 +224,7 @@ class LiveSession:
     def answer(self, call_id: str | None, text: str, is_error: bool = False, at: float | None = None) -> None:
         """A call's result came back (result-aware policies judge it)."""
         text = redact_text(_text(text))
+        call_id = stored_id(call_id)
         a = Answer(call_id, text, bool(is_error))
         self._feed(Answers((a,)))
         self._add(_Row(KIND_ANSWER, time.time() if at is None else at, call_id, None, None,
@@ -352,7 +366,7 @@ def save(conn: Any, session_id: int, live: LiveSession, origin: str) -> None:
         events.append((session_id, seq, r.kind, r.at, r.call_id, r.tool, r.args, r.text, r.text_hash, r.is_error))
         d = r.decision
         if d is not None:
-            checks.append((session_id, seq, d.policy_id or live.spec.id, origin, d.call_id, d.tool, d.verdict,
+            checks.append((session_id, seq, d.policy_id or live.spec.id, origin, stored_id(d.call_id), d.tool, d.verdict,
                            d.count, d.threshold, d.reason or None, r.at, r.elapsed_ms))
     ev_sql = sql(conn, "INSERT INTO live_events (session_id, seq, kind, at, call_id, tool, args, text, text_hash, "
                        "is_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -390,8 +404,9 @@ def recorded_since(conn: Any, session_id: int, since: float, kind: str, call_id:
     resident may have committed it before dying, and then the hook must answer what it decided
     instead of recording the event a second time. Matched as `call` / `answer` would store it:
     the call id, and the call's canonical arguments or the result's text and error flag."""
+    call_id = stored_id(call_id)
     if kind == KIND_CALL:
-        c = Call(call_id, redact_text(str(tool or "")), redact_value(args) if args is not None else {})
+        c = Call(call_id, stored_id(redact_text(str(tool or ""))) or "", redact_value(args) if args is not None else {})
         digest, extra, params = call_key(c)[1], "", ()
     else:
         digest = Answer(call_id, redact_text(_text(text))).digest
@@ -415,7 +430,7 @@ def decision_of(conn: Any, session_id: int, call_id: str | None, tool: str | Non
     decision on a call of `tool`)."""
     if call_id is not None:
         q, params = "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks " \
-                    "WHERE session_id = ? AND call_id = ? ORDER BY seq DESC LIMIT 1", (session_id, call_id)
+                    "WHERE session_id = ? AND call_id = ? ORDER BY seq DESC LIMIT 1", (session_id, stored_id(call_id))
     else:
         q, params = "SELECT verdict, tool, call_id, reason, count, threshold, seq, policy_id FROM enforced_checks " \
                     "WHERE session_id = ? AND tool = ? ORDER BY seq DESC LIMIT 1", (session_id, tool or "")

@@ -225,6 +225,10 @@ class Flusher:
         self._handed: dict[Path, deque[tuple[int, list[tuple[int, Any]]]]] = {}
         self._handed_bytes = 0
         self._handed_lock = threading.Lock()
+        # Spans this process spooled per file (hand); only read for a file not in `files`: all
+        # of such a file came from this process (a file there at start is started then), and
+        # none of it is in the ledger yet.
+        self._spooled: dict[Path, int] = {}
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             self._start(path.absolute())
 
@@ -259,6 +263,9 @@ class Flusher:
         lines = [(len(p.line), p.spans) for p in pieces]
         size = sum(n for n, _ in lines)
         with self._handed_lock:
+            # Counted whether handed or not: spans of a file not yet started (_start could not
+            # read the ledger) are pending all the same, and /health says so.
+            self._spooled[path.absolute()] = self._spooled.get(path.absolute(), 0) + sum(len(sp) for _, sp in lines)
             if self._handed_bytes + size > HAND_BYTES:
                 return  # a backlog: its spans wait on disk only, read in CHUNK_BYTES steps
             self._handed_bytes += size
@@ -619,10 +626,19 @@ class Flusher:
         reports = []
         for path in sorted(self.folder.glob("otlp-*.jsonl")):
             path = path.absolute()
-            fs = self.files.get(path) or self._start(path)
             try:
+                fs = self.files.get(path) or self._start(path)
                 size = path.stat().st_size
             except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001
+                # A new file whose start could not read the ledger (down, unreachable): its spans
+                # stay pending (counted by _count, so the flusher tries again), the other files
+                # are still written.
+                self._error(f"{path}: could not be started ({file_ingest.one_line(exc)}); "
+                            "its spans stay in the spool and are written at the next flush")
+                if not file_ingest.is_busy(exc):
+                    log.error("%s: start failed", path, exc_info=exc)
                 continue
             while (report := self._step(fs, size)) is not None:
                 reports.append(report)
@@ -680,6 +696,12 @@ class Flusher:
                                                                 if k not in fs.new)
             pending += waiting
             ingested += len(fs.refs) + fs.n_cold - waiting
+        with self._handed_lock:
+            for path in list(self._spooled):
+                if path in self.files:
+                    del self._spooled[path]  # started: its own index counts it from here
+                else:
+                    pending += self._spooled[path]
         self.stats.pending, self.stats.ingested = pending, ingested
 
     def committed(self) -> dict[Path, int]:
@@ -688,6 +710,7 @@ class Flusher:
     def forget(self, path: Path) -> None:
         self.files.pop(path.absolute(), None)
         with self._handed_lock:
+            self._spooled.pop(path.absolute(), None)
             for _, lines in self._handed.pop(path.absolute(), ()):
                 self._handed_bytes -= sum(n for n, _ in lines)
 

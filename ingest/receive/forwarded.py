@@ -37,7 +37,7 @@ from loopledger.redact import redact_text
 from sqlalchemy.engine import Engine
 
 DOOR_CACHE_S = 1.0  # how long "the ledger holds a token" is believed before it is asked again
-MAX_KEY = 512  # longest session key, agent or digest a batch may name
+MAX_KEY = live.MAX_ID  # longest session key, agent, digest, call id or tool a batch may name (a laptop stores within it)
 KINDS = (live.KIND_CALL, live.KIND_ANSWER, live.KIND_USER)
 EVENT_FIELDS, CHECK_FIELDS = 9, 13
 
@@ -131,7 +131,10 @@ def _text(value: Any, what: str, limit: int | None = None) -> str | None:
         return None
     if not isinstance(value, str) or (limit is not None and len(value) > limit):
         raise BadBatch(f"{what} must be a string{f' of at most {limit} characters' if limit else ''}")
-    return redact_text(value)
+    # PostgreSQL's text cannot hold NUL (a binary file's `cat` has them): replaced on arrival, on
+    # both backends, so a team ledger holds the same whichever it is and such a batch is stored,
+    # not answered 503 for ever.
+    return redact_text(value.replace("\x00", "\ufffd"))
 
 
 def _num(value: Any, what: str, kind: type = float) -> Any:
@@ -252,7 +255,17 @@ def _rebuild(conn: Any, source_id: int, sid: int, key: str, agent: str, member: 
 
 def store_batch(engine: Engine, member: str, token: str, sessions: list[dict[str, Any]],
                 opts: worker.Options) -> dict[str, Any]:
-    """Write one member's batch in one transaction; the answer the forwarder reads."""
+    """Write one member's batch in one transaction; the answer the forwarder reads. A value the
+    ledger refuses (a DataError: the same every time) is the batch's fault, BadBatch (HTTP 400,
+    so the member's forwarder holds that session), never a 503 retried for ever."""
+    try:
+        return _store(engine, member, token, sessions, opts)
+    except sa.exc.DataError as exc:
+        raise BadBatch(f"the team ledger refused a value of this batch ({exc.orig})") from None
+
+
+def _store(engine: Engine, member: str, token: str, sessions: list[dict[str, Any]],
+           opts: worker.Options) -> dict[str, Any]:
     accepted = []
     with engine.begin() as conn:
         policies: dict[tuple, str] = {}

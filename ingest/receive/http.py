@@ -168,6 +168,12 @@ class Stats:
     ingests: int = 0
     last_error: str = ""
     reports: list[worker.FileReport] = field(default_factory=list)
+    # POST /v1/live: members' forwarded batches acknowledged (stored), their live events and
+    # sessions, and the members they came from (so /health and the exit line count them too).
+    batches: int = 0
+    live_events: int = 0
+    live_sessions: int = 0
+    members: set[str] = field(default_factory=set)
 
 
 class Receiver:
@@ -285,7 +291,10 @@ class Receiver:
             self.flush()
             took = time.monotonic() - last
             if self.flusher.stats.pending:
-                self._wake.set()  # a busy ledger: try again after the interval
+                # A busy or unreachable ledger: try again after the interval (at once would
+                # spin on a server that refuses connections).
+                self._stop.wait(self.flush_interval)
+                self._wake.set()
 
     def trim(self) -> list[Path]:
         """Delete spool files of days before the last `keep_days` whose spans are all in the ledger."""
@@ -484,7 +493,9 @@ class _Routes:
         return JSONResponse({"ok": True, "requests": s.requests, "spans": s.spans, "duplicates": s.duplicates,
                              "rejected": s.rejected, "unauthorized": s.unauthorized, "ingests": s.ingests,
                              "ingested_spans": f.ingested, "pending_spans": f.pending, "busy_flushes": f.busy,
-                             "last_error": s.last_error})
+                             "forwarded_batches": s.batches, "forwarded_events": s.live_events,
+                             "forwarded_sessions": s.live_sessions, "members": len(s.members),
+                             "max_body": self.max_body, "last_error": s.last_error})
 
     async def live(self, request: Any) -> Any:
         """A member's forwarded live events and decisions (loopledger.receive.forwarded)."""
@@ -493,24 +504,33 @@ class _Routes:
 
         if (no := await self.denied(request)) is not None:
             return no
+        # Every answer states the body limit: a member's forwarder sizes its batches below it.
+        limit = {LIMIT_HEADER: str(self.max_body)}
         if request.state.member is None:
             return _error(7, "forwarding takes a member's token (`loopledger tokens create EMAIL` on the team ledger)",
-                          403)
+                          403, headers=limit)
         try:
             body = await self.body_of(request)
             answer = await run_in_threadpool(self.team.store, request.state.member,
                                              forwarded.bearer(request.headers.get("authorization")) or "", body)
         except TooLarge as e:
-            return _error(3, str(e), 413)
+            self.receiver.stats.rejected += 1
+            return _error(3, str(e), 413, headers=limit)
         except forwarded.BadBatch as e:
             self.receiver.stats.rejected += 1
-            return _error(3, str(e), 400)
+            return _error(3, str(e), 400, headers=limit)
         except Exception as e:  # noqa: BLE001 — a busy or failing ledger: not acknowledged, the forwarder retries
-            return _error(14, f"the ledger could not be written: {e}", 503)
-        return JSONResponse(answer)
+            return _error(14, f"the ledger could not be written: {e}", 503, headers=limit | {"Retry-After": "1"})
+        s = self.receiver.stats
+        s.batches += 1
+        s.live_events += sum(a["events"] for a in answer["accepted"])
+        s.live_sessions += len(answer["accepted"])
+        s.members.add(request.state.member)
+        return JSONResponse(answer, headers=limit)
 
 
 forwarded_path = "/v1/live"
+LIMIT_HEADER = "LoopLedger-Max-Body"  # as loopledger.live.forward reads it
 
 
 class _Team:
