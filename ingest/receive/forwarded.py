@@ -36,7 +36,7 @@ from loopledger.live import session as live
 from loopledger.redact import redact_text
 from sqlalchemy.engine import Engine
 
-DOOR_CACHE_S = 1.0  # how long "the ledger holds a token" is believed before it is asked again
+DOOR_CACHE_S = 1.0  # how long "the ledger never held a token" (an open door) is believed before it is asked again
 MAX_KEY = live.MAX_ID  # longest session key, agent, digest, call id or tool a batch may name (a laptop stores within it)
 KINDS = (live.KIND_CALL, live.KIND_ANSWER, live.KIND_USER)
 EVENT_FIELDS, CHECK_FIELDS = 9, 13
