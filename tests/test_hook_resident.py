@@ -433,7 +433,7 @@ def test_a_request_of_another_identity_is_declined(tmp_path, fresh_db, env):
     _ledger(fresh_db, ALLOW)
     loop = npm_test_loop(tmp_path, calls=2)
     pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
-    resident = _start(env)
+    _start(env)
     path = _socket(env)
     # Another version / location / key: the reply says "answer it yourself", nothing is decided.
     with socket.socket(socket.AF_UNIX) as s:
