@@ -14,6 +14,7 @@ import os
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -110,17 +111,20 @@ def test_point_2_every_postgresql_engine_gives_up_on_a_silent_server(silent_serv
 
 # ── parallel hooks behind a busy ledger; the resident drops what its hook gave up ─────────────
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(600)  # bounds a hang only: each hook below ends by its own 10 s deadline
 @pytest.mark.parametrize("resident", ["0", "1"])
 def test_point_2_parallel_hooks_behind_a_busy_ledger_each_allow_by_their_deadline_and_log_one_line(
         tmp_path, sqlite_ledger, resident):
-    """A busy timeout far past the deadline (20 s against 3 s): on main four parallel hooks
-    waited one busy timeout after another, here each is allowed by its own deadline. The test
-    is killed at 60 s; four hooks waiting their 20 s busy timeouts in turn would take 80."""
+    """Four parallel hooks behind a ledger held busy for as long as they run, with a busy timeout
+    far past their deadline (600 s against 10 s): only the deadline can end their wait, so each
+    allows its call unjudged, logs one line, and stores nothing; the next call is judged. The
+    calls before and after have a deadline no machine reaches (it is not what they test)."""
     url, path = sqlite_ledger
     log = tmp_path / "hook.log"
-    env = _env(tmp_path, resident, LOOPLEDGER_HOOK_DEADLINE="3", LOOPLEDGER_HOOK_BUSY_TIMEOUT="20")
-    first = run_hook({**PRE, "tool_use_id": "t-first"}, url, log=log, env=env)  # starts the resident
+    base = _env(tmp_path, resident, LOOPLEDGER_HOOK_BUSY_TIMEOUT="600")  # the resident's identity: shared
+    roomy = {**base, "LOOPLEDGER_HOOK_DEADLINE": "300"}
+    env = {**base, "LOOPLEDGER_HOOK_DEADLINE": "10"}
+    first = run_hook({**PRE, "tool_use_id": "t-first"}, url, log=log, env=roomy)  # starts the resident
     assert first.returncode == 0 and first.stdout == b"" and _log_lines(log) == []
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
@@ -128,7 +132,7 @@ def test_point_2_parallel_hooks_behind_a_busy_ledger_each_allow_by_their_deadlin
         procs = [subprocess.Popen([str(BIN), "hook", "claude-code", "--db", url, "--log", str(log)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
                  for _ in range(4)]
-        outs = [p.communicate(json.dumps({**PRE, "tool_use_id": f"t-par-{i}"}).encode(), timeout=55)
+        outs = [p.communicate(json.dumps({**PRE, "tool_use_id": f"t-par-{i}"}).encode(), timeout=300)
                 for i, p in enumerate(procs)]
     finally:
         holder.execute("ROLLBACK")
@@ -137,8 +141,8 @@ def test_point_2_parallel_hooks_behind_a_busy_ledger_each_allow_by_their_deadlin
     assert all(out == b"" for out, _ in outs)  # all allowed
     lines = _log_lines(log)
     assert len(lines) == 4 and all("allowed without judging" in line for line in lines), lines
-    after = run_hook({**PRE, "tool_use_id": "t-after"}, url, log=log, env=env)
-    assert after.returncode == 0
+    after = run_hook({**PRE, "tool_use_id": "t-after"}, url, log=log, env=roomy)
+    assert after.returncode == 0 and _log_lines(log) == lines
     with sqlite3.connect(path) as conn:
         ids = [r[0] for r in conn.execute("SELECT call_id FROM live_events WHERE call_id IS NOT NULL ORDER BY seq")]
     assert ids == ["t-first", "t-after"]  # the unjudged calls were not stored, the next one is judged
@@ -465,3 +469,18 @@ def test_point_6_the_real_gemini_cli_enforces_in_an_untrusted_folder_with_the_va
     else:
         assert stored == 0 and n_requests > 3  # no hook ran: nothing stored, nothing halted
         assert "LoopLedger" not in proc.stdout
+
+
+def test_the_deadline_line_is_written_when_the_alarm_cut_short_the_import_of_redaction(tmp_path, monkeypatch):
+    """The deadline's handler runs wherever the main thread was: inside the first import of
+    loopledger.redact (a hook that just hit the busy timeout, logging why) it found that module
+    half made, its import failed, and the process ended without the deadline's one line."""
+    import types
+
+    from loopledger.live import hooks
+
+    monkeypatch.setitem(sys.modules, "loopledger.redact", types.ModuleType("loopledger.redact"))  # no names yet
+    log = tmp_path / "hook.log"
+    hooks.expired("claude-code", ["--db", "sqlite:///nowhere.sqlite", "--log", str(log)])
+    [line] = _log_lines(log)
+    assert "allowed without judging: no decision within the" in line
