@@ -21,7 +21,7 @@ from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce, hook_client
 
-from tests.live_support import BIN, npm_test_loop, output
+from tests.live_support import BIN, gone, npm_test_loop, output, socket_count, wait_until
 
 LADDER = "ladder:warn_at=2,block_at=3,halt_at=4"  # warn, block, halt, after_halt in six calls
 ALLOW = "ladder:warn_at=90,block_at=95,halt_at=99"  # thresholds out of reach: every call allowed
@@ -246,8 +246,9 @@ def test_a_dead_residents_socket_file_or_a_hung_resident_leaves_the_answer_to_th
     assert _hook(pres[0], fresh_db, env) == (None, True)
     # A fresh resident replaced it (the client started one; it took the lock and the path).
     _wait_served(env)
-    os.kill(int(Path(str(path) + ".lock").read_text()), signal.SIGKILL)
-    time.sleep(0.2)
+    pid = int(Path(str(path) + ".lock").read_text())
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: gone(pid), "the killed resident is gone")
     os.unlink(path)
     hung = socket.socket(socket.AF_UNIX)
     _at(hung, "bind", path)
@@ -274,7 +275,9 @@ def test_a_resident_killed_mid_request_leaves_the_answer_to_the_hook(tmp_path, f
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     hook.stdin.write(json.dumps(pres[1]).encode())
     hook.stdin.close()
-    time.sleep(1.0)
+    # Killed once it has taken the hook's request (its listening socket and that connection).
+    wait_until(lambda: socket_count(resident.pid) >= 2 or hook.poll() is not None, "the resident took the request")
+    assert hook.poll() is None
     resident.kill()
     resident.wait(timeout=30)
     blocker.execute("ROLLBACK")

@@ -25,7 +25,7 @@ from loopledger.ledger.engine import make_engine
 from bench import gen_hostile
 from bench.gen_hostile import SECRETS, adversarial, leaks
 from tests import test_live_hook
-from tests.live_support import BIN, make_ledger, run_hook
+from tests.live_support import BIN, make_ledger, run_hook, socket_count, wait_until
 
 agent_home = test_live_hook.agent_home  # a fixture: the real agent's HOME, its residents stopped after
 
@@ -148,13 +148,16 @@ def test_point_2_parallel_hooks_behind_a_busy_ledger_each_allow_by_their_deadlin
     assert ids == ["t-first", "t-after"]  # the unjudged calls were not stored, the next one is judged
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)  # bounds a hang only
 def test_point_2_the_resident_drops_a_request_whose_hook_has_gone(tmp_path, sqlite_ledger):
     from loopledger.live import hook_client as wire
 
     url, path = sqlite_ledger
     log = tmp_path / "hook.log"
-    env = _env(tmp_path, "1", LOOPLEDGER_HOOK_DEADLINE="3", LOOPLEDGER_HOOK_BUSY_TIMEOUT="20")
+    # The resident stays (idle 300 s) and the busy hook lives 10 s: long enough, on any machine,
+    # for the request whose hook has gone to arrive while the resident is busy with it.
+    env = _env(tmp_path, "1", LOOPLEDGER_HOOK_DEADLINE="10", LOOPLEDGER_HOOK_BUSY_TIMEOUT="20",
+               LOOPLEDGER_HOOK_RESIDENT_IDLE="300")
     assert run_hook({**PRE, "tool_use_id": "t-first"}, url, log=log, env=env).returncode == 0
     folder = tmp_path / "run" / "loopledger"
     for _ in range(1200):  # the resident the first hook started, detached, binds its socket
@@ -176,7 +179,9 @@ def test_point_2_the_resident_drops_a_request_whose_hook_has_gone(tmp_path, sqli
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         busy.stdin.write(json.dumps({**PRE, "tool_use_id": "t-busy"}).encode())
         busy.stdin.close()
-        time.sleep(0.5)  # (ordering only: the resident is busy with it when the next one comes)
+        # The resident is busy with it (has taken its request) when the next one comes.
+        resident = int(Path(str(sock_path) + ".lock").read_text().split()[0])
+        wait_until(lambda: socket_count(resident) >= 2, "the resident took the busy hook's request")
         gone = socket.socket(socket.AF_UNIX)
         addr, fd = wire.address(str(sock_path))  # a deep tmp folder: past AF_UNIX's 107 bytes
         try:
