@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urljoin, urlparse
 import pytest
 from loopledger import vocab, worker
 from loopledger.detectors.policy import INT, PARAMS, PolicySpec
+from loopledger.events import Batch
 from loopledger.ledger import read, store
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
@@ -44,7 +45,8 @@ def _halts(spec: PolicySpec, events: list, first: int, last: int) -> list[int]:
 
 def _case(url: str):
     """A halted run, the policy the Session page links it with, and a loosened parameter that
-    takes the halt off that step: (sid, run, policy, halt seq, param, value, next halt or None)."""
+    takes the halt off that step: (sid, run, policy, halt seq, param, value, the session's next
+    halt under it or None)."""
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
         pol = {p["id"]: p for p in store.stored_policies(conn)}
@@ -64,7 +66,8 @@ def _case(url: str):
                         continue
                     moved = _halts(looser, events, first, last)
                     if seq not in moved:
-                        nxt = next((s for s in moved if s > seq), None)
+                        # "Next halt" goes across every run of the session, not this run's only.
+                        nxt = next((s for s in _halts(looser, events, 0, len(events) - 1) if s > seq), None)
                         eng.dispose()
                         return sid, int(run), spec, seq, param.name, looser.params[param.name], nxt
     eng.dispose()
@@ -85,10 +88,16 @@ def _step(url: str) -> int:
     return int(parse_qs(urlparse(url).query)["step"][0])
 
 
-def _at_step(page, step: int) -> None:
-    """Until the transcript's heading names `step`: the page has drawn that cursor (the URL
-    changes first)."""
-    heading = re.compile(rf"^Transcript, run #\d+, at (call #\d+ \(step {step}\)|step {step})$")
+def _at_call(page, url: str, sid: int, step: int) -> None:
+    """Until the transcript's heading names the call at `step` by its number (the calls before it
+    in the session, plus one): the page has drawn that cursor (the URL changes first)."""
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        events = store.load_events(conn, sid)
+    eng.dispose()
+    assert isinstance(events[step], Batch)  # Back goes call to call
+    number = sum(len(e.calls) for e in events[:step] if isinstance(e, Batch)) + 1
+    heading = re.compile(rf"^Transcript, run #\d+, at call #{number}( \(step {step}\))?$")
     expect(page.get_by_text(heading)).to_be_visible(timeout=60_000)
 
 
@@ -116,7 +125,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     rp.wait_for_url(lambda u: parse_qs(urlparse(u).query).get("step") != [str(seq)], timeout=30_000)
     back = _step(rp.url)
     assert back < seq
-    _at_step(rp, back)
+    _at_call(rp, url, sid, back)
     rp.get_by_role("button", name="Next halt").click()
     rp.wait_for_url(re.compile(rf"step={seq}(&|$)"), timeout=30_000)
     _wait_metric(rp, "Verdict at this step", vocab.HALT)
@@ -127,7 +136,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     rp.get_by_role("button", name="Apply parameters").click()
     # Applied: the page's policy line names the new value as that parameter's own (not as the
     # tail of another's: `ok_halt_at=4` is on the page before Apply of `halt_at=4`).
-    applied = re.compile(rf"^Live policy: .*(?<![\w]){re.escape(param)}={value}(?![\w]).*$")
+    applied = re.compile(rf"^(Live policy|Replaying): .*(?<![\w]){re.escape(param)}={value}(?![\w]).*$")
     expect(rp.get_by_text(applied)).to_be_visible(timeout=60_000)
     expect(_metric(rp, "Verdict at this step")).not_to_have_text(vocab.HALT, timeout=60_000)
     assert f"step={seq}" in rp.url
