@@ -56,8 +56,9 @@ def call_numbers(event: Event, before: int) -> str:
 
 
 def results_text(step: Step, calls_before: Sequence[int]) -> str:
-    """What the policy made of each judged call's answers, named by that call's number."""
-    return ", ".join(f"{r.outcome} (call #{calls_before[r.seq] + max(r.idx, 0) + 1})" if 0 <= r.seq < len(calls_before)
+    """What the policy made of each judged call's answers, the call named by its number as in
+    the call column: "repeated #2"."""
+    return ", ".join(f"{r.outcome} #{calls_before[r.seq] + max(r.idx, 0) + 1}" if 0 <= r.seq < len(calls_before)
                      else r.outcome for r in step.results)
 
 
