@@ -110,3 +110,37 @@ def make_ledger(target: str | Path) -> None:
         migrate.upgrade(engine)
     finally:
         engine.dispose()
+
+
+def socket_count(pid: int) -> int:
+    """The sockets process `pid` holds open (a resident: its listening socket, plus one per
+    request it has accepted and not yet answered)."""
+    import os
+
+    n = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            n += os.readlink(fd).startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def wait_until(predicate, what: str, hang_s: float = 120) -> None:
+    """Poll `predicate` until it holds; the bound only stops a hang (it fails the test as one)."""
+    import time
+
+    deadline = time.monotonic() + hang_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.02)
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from app_support import ledger_env, make_ledger, markdown_texts, metrics, plain_texts
 from loopledger import vocab
 from loopledger.analysis.scoring import call_position
-from loopledger.detectors.policy import DETECTORS, PolicySpec
+from loopledger.detectors.policy import BUILTIN_SPECS, DETECTORS, INT, PARAMS, PolicySpec
 from loopledger.events import Batch
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
@@ -457,3 +457,38 @@ def test_after_apply_the_run_picker_reads_the_new_halt(ledger):
         assert f"halts at call #{call_position(sessions[sid], h2, 0)}:" in label
     else:
         assert "halts at" not in label
+
+
+@pytest.mark.parametrize("spec", BUILTIN_SPECS, ids=[s.detector for s in BUILTIN_SPECS])
+def test_every_built_in_detector_steps_applies_its_parameters_and_shows_its_state(ledger, spec):
+    """Each built-in at its defaults: its form reads back as the same policy (every kind of
+    parameter: numbers, decimals, yes/no, lists, text), a changed number applies, and its state at
+    a call is on the page."""
+    url, sessions = ledger
+    sid = max(sessions, key=lambda s: sum(isinstance(e, Batch) for e in sessions[s]))
+    at = open_page(PAGE, session=str(sid), policy=spec.text)
+    assert not at.exception, at.exception
+    assert at.session_state["rp_spec"] == spec
+    for _ in range(2):  # to the second call of the first run
+        at.button(key="rp_fwd").click().run()
+    assert not at.exception, at.exception
+    step = at.session_state["rp_step"]
+    assert isinstance(sessions[sid][step], Batch)
+    ref = list(replay(sessions[sid], spec, with_state=True))
+    assert _state(at) == as_json(ref[step].state)
+    _apply(at)  # nothing edited
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [] and at.session_state["rp_spec"] == spec
+    looser, param = None, None
+    for param in (p for p in PARAMS[spec.detector] if p.kind == INT):
+        try:
+            looser = spec.with_params(**{param.name: spec.params[param.name] + 1})
+        except ValueError:  # a rule between parameters (warn_at < block_at …): the next one
+            continue
+        break
+    assert looser is not None and param is not None
+    at.number_input(key=f"rp_p_{spec.detector}_{param.name}_{spec.id}").set_value(looser.params[param.name])
+    _apply(at)
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [] and at.session_state["rp_spec"] == looser
+    assert at.session_state["rp_step"] == step

@@ -21,7 +21,7 @@ from loopledger.ledger import migrate
 from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce, hook_client
 
-from tests.live_support import BIN, npm_test_loop, output
+from tests.live_support import BIN, gone, npm_test_loop, output, socket_count, wait_until
 
 LADDER = "ladder:warn_at=2,block_at=3,halt_at=4"  # warn, block, halt, after_halt in six calls
 ALLOW = "ladder:warn_at=90,block_at=95,halt_at=99"  # thresholds out of reach: every call allowed
@@ -32,11 +32,15 @@ PYTHON = BIN.read_text().splitlines()[0].removeprefix("#!")
 @pytest.fixture
 def env(tmp_path):
     """A hook environment with the resident on and its own runtime folder; every resident
-    started in it is stopped afterwards."""
+    started in it is stopped afterwards. Its timeouts only bound a hang, never decide an
+    answer on a slow machine: the hook's deadline (after which the resident drops a request
+    and the hook answers itself) and the wait for the resident's reply (busy timeout + 5 s)
+    are over a minute, not the 20 s and 10 s an agent gets; a test of those limits sets its own."""
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
     e = {**os.environ, "LOOPLEDGER_HOOK_RESIDENT": "1", "XDG_RUNTIME_DIR": str(run),
-         "LOOPLEDGER_HOOK_RESIDENT_IDLE": "60"}
+         "LOOPLEDGER_HOOK_RESIDENT_IDLE": "600", "LOOPLEDGER_HOOK_DEADLINE": "300",
+         "LOOPLEDGER_HOOK_BUSY_TIMEOUT": "60"}
     yield e
     for lock in (run / "loopledger").glob("*.lock") if (run / "loopledger").is_dir() else []:
         try:
@@ -242,8 +246,9 @@ def test_a_dead_residents_socket_file_or_a_hung_resident_leaves_the_answer_to_th
     assert _hook(pres[0], fresh_db, env) == (None, True)
     # A fresh resident replaced it (the client started one; it took the lock and the path).
     _wait_served(env)
-    os.kill(int(Path(str(path) + ".lock").read_text()), signal.SIGKILL)
-    time.sleep(0.2)
+    pid = int(Path(str(path) + ".lock").read_text())
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: gone(pid), "the killed resident is gone")
     os.unlink(path)
     hung = socket.socket(socket.AF_UNIX)
     _at(hung, "bind", path)
@@ -270,7 +275,9 @@ def test_a_resident_killed_mid_request_leaves_the_answer_to_the_hook(tmp_path, f
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     hook.stdin.write(json.dumps(pres[1]).encode())
     hook.stdin.close()
-    time.sleep(1.0)
+    # Killed once it has taken the hook's request (its listening socket and that connection).
+    wait_until(lambda: socket_count(resident.pid) >= 2 or hook.poll() is not None, "the resident took the request")
+    assert hook.poll() is None
     resident.kill()
     resident.wait(timeout=30)
     blocker.execute("ROLLBACK")
@@ -423,13 +430,13 @@ def test_a_socket_in_a_folder_open_to_others_is_not_used(tmp_path, fresh_db, env
     assert out is None and in_process
 
 
-def test_a_request_of_another_identity_or_after_the_code_changed_is_declined(tmp_path, fresh_db, env):
+def test_a_request_of_another_identity_is_declined(tmp_path, fresh_db, env):
     import socket
 
     _ledger(fresh_db, ALLOW)
     loop = npm_test_loop(tmp_path, calls=2)
     pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
-    resident = _start(env)
+    _start(env)
     path = _socket(env)
     # Another version / location / key: the reply says "answer it yourself", nothing is decided.
     with socket.socket(socket.AF_UNIX) as s:
@@ -445,15 +452,43 @@ def test_a_request_of_another_identity_or_after_the_code_changed_is_declined(tmp
     assert _socket(other) != path
     assert _hook(pres[0], fresh_db, other) == (None, True)
     _wait_served(other)  # the one that hook started for itself (stopped with the others)
-    # The code it runs changed on disk (an upgrade of an editable install): declined, and it exits.
-    hooks_py = Path(hook_client.__file__).with_name("hooks.py")
+    assert [v for _, v, *_ in _checks(fresh_db, loop.events[0]["session_id"])] == ["allow"]
+
+
+def _package_copy(folder: Path) -> Path:
+    """A copy of the loopledger package laid out as installed (ingest/ as loopledger, app/ as
+    loopledger.app): with it first on PYTHONPATH, hooks and residents run this copy, so a test
+    may change its files without any other test's resident seeing its own code change."""
+    import shutil
+
+    import loopledger
+
+    src = Path(loopledger.__file__).parent
+    dest = folder / "loopledger"
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(src, dest, ignore=skip)
+    shutil.copytree(src.parent / "app", dest / "app", ignore=skip)
+    return folder
+
+
+def test_a_resident_whose_code_changed_on_disk_declines_and_exits(tmp_path, fresh_db, env):
+    """An upgrade of an editable install: the resident's own copy of the code is changed (never
+    the checkout other tests' residents run), its next request is declined, and it exits."""
+    _ledger(fresh_db, ALLOW)
+    loop = npm_test_loop(tmp_path, calls=2)
+    pres = [ev for ev in loop.events if ev["hook_event_name"] == "PreToolUse"]
+    pkg = _package_copy(tmp_path / "pkg")
+    env = {**env, "PYTHONPATH": str(pkg)}
+    where = subprocess.check_output([PYTHON, "-P", "-c", "import loopledger; print(loopledger.__file__)"],
+                                    env=env, cwd="/", text=True).strip()
+    assert where == str(pkg / "loopledger" / "__init__.py")  # the copy is what runs
+    resident = _start(env)
+    assert _hook(pres[0], fresh_db, env) == (None, False)  # answered by the copy's resident
+    hooks_py = pkg / "loopledger" / "live" / "hooks.py"
     st = hooks_py.stat()
     os.utime(hooks_py, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    try:
-        assert _hook(pres[1], fresh_db, env) == (None, True)
-        assert resident.wait(timeout=30) == 0
-    finally:
-        os.utime(hooks_py, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _hook(pres[1], fresh_db, env) == (None, True)
+    assert resident.wait(timeout=30) == 0
     _wait_served(env)  # the fresh one that hook started (stopped with the others)
     assert [v for _, v, *_ in _checks(fresh_db, loop.events[0]["session_id"])] == ["allow", "allow"]
 

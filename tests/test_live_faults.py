@@ -10,7 +10,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -117,10 +116,11 @@ def test_full_disk_under_the_spool_is_not_acknowledged_and_the_retry_is_stored_o
         assert call_counts(rp.db) == want
         rp.start()  # a restart reads the spool whole again: nothing twice, nothing quarantined
         try:
-            time.sleep(1.0)
+            assert wait_for(lambda: rp.health()["pending_spans"] == 0, 60)
             assert call_counts(rp.db) == want
         finally:
-            rp.stop()
+            rp.stop()  # stopping writes what waits
+        assert call_counts(rp.db) == want
         with sqlite3.connect(rp.db) as conn:
             assert conn.execute("SELECT COUNT(*) FROM ingest_errors").fetchone()[0] == 0
 

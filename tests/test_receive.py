@@ -571,12 +571,13 @@ def test_point_6_a_span_acknowledged_while_the_ledger_is_busy_is_written_once_it
     finally:
         rp.stop()
     assert rp.proc.returncode == 0
-    rp.start()  # and a restart writes nothing twice
+    rp.start()  # and a restart writes nothing twice: once it has nothing waiting, and once stopped
     try:
-        time.sleep(1.5)
+        assert wait_for(lambda: rp.health()["pending_spans"] == 0, 60)
         assert call_counts(rp.db) == {f"call_busy_{i}": 1 for i in range(3)}
     finally:
         rp.stop()
+    assert call_counts(rp.db) == {f"call_busy_{i}": 1 for i in range(3)}
 
 
 def test_point_6_a_receiver_killed_mid_flush_loses_nothing_and_stores_nothing_twice(tmp_path):
@@ -619,9 +620,9 @@ def test_point_6_spans_acknowledged_just_before_a_kill_are_written_at_the_next_s
         rp.start()
         assert wait_for(lambda: len(call_counts(rp.db)) == 4, 30)
         assert post(rp.url, request(many_spans("restart", 4)), "application/json")[0] == 200  # a resend
-        time.sleep(1.0)
+        assert wait_for(lambda: rp.health()["pending_spans"] == 0, 60)
     finally:
-        rp.stop()
+        rp.stop()  # stopping writes what waits: counted after it
     assert call_counts(rp.db) == {f"call_restart_{i}": 1 for i in range(4)}
 
 

@@ -248,7 +248,7 @@ def test_cli_replay_prints_every_step_with_verdicts_and_totals(tmp_path):
     batch_rows = [line for line in lines if "run_tests" in line]
     assert len(batch_rows) == 4
     assert [row.split("│")[5].strip() for row in batch_rows] == ["allow", "allow", "halt", "after_halt"]
-    assert "repeated@3" in res.output
+    assert "repeated #2" in res.output  # the answer to call #2 repeats the first's
     assert "totals: runs 1, calls 4, strikes 2" in res.output and "saved 1" in res.output
     res = cli(str(f), "--policy", "window", "--param", "threshold=2")
     assert res.exit_code == 0 and "threshold=2" in res.output

@@ -98,5 +98,5 @@ def test_replay_judges_what_the_ledger_judged(tmp_path):
     redacted = _cli("replay", str(f), "--policy", "run-length:max_strikes=2", cwd=tmp_path)
     raw = _cli("replay", str(f), "--policy", "run-length:max_strikes=2", "--no-redact", cwd=tmp_path)
     assert redacted.returncode == 0 and raw.returncode == 0, redacted.stderr + raw.stderr
-    assert "halts 1," in redacted.stdout and "repeated@3" in redacted.stdout
-    assert "halts 0," in raw.stdout and "changed@3" in raw.stdout
+    assert "halts 1," in redacted.stdout and "repeated #2" in redacted.stdout
+    assert "halts 0," in raw.stdout and "changed #2" in raw.stdout

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 from loopledger import vocab
 from loopledger.analysis import explain
+from loopledger.analysis.replay_table import state_summary
 from loopledger.app import charts_replay as charts
 from loopledger.app import data, safe, when, words
 from loopledger.app import replay_view as rv
@@ -399,7 +400,8 @@ def _state_panel(state: dict[str, Any], step_results: list[tuple[int, Any]]) -> 
         texts = {text_digest(e.text)[:12]: e.text for e in events[first:rp.position] if isinstance(e, Prose) and e.text}
         safe.table(pd.DataFrame([{"count": t["count"], "text": rv.clip(texts.get(t["text_hash"], t["text_hash"]), 200)}
                                  for t in state.get("top", [])], columns=["count", "text"]))
-    else:  # a detector added later or a plugin: its state as it reports it
+    else:  # progress, openhands, gemini-cli, roo, kilo, a plugin: its state in words (as `loopledger replay` says it)
+        safe.text(state_summary(detector, state) or "—")
         st.caption("This detector's state fields, as it reports them:")
     with st.expander("Raw state"):
         st.json(state, expanded=False)

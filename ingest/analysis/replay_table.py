@@ -7,13 +7,15 @@ rich `Text` (never parsed as markup).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from loopledger.analysis.explain import run_ref
+from loopledger.analysis.scoring import calls_before, first_halt
 from loopledger.detectors.canonical import canonical_json
 from loopledger.events import Answers, Batch, Event, Prose, Retry, UserTurn
 from loopledger.printable import plain
-from loopledger.replay import Step
+from loopledger.replay import Step, tally
 
 CELL = 70
 
@@ -43,48 +45,100 @@ def verdict_text(step: Step) -> str:
     return ",".join(verdicts)
 
 
-def results_text(step: Step) -> str:
-    return ", ".join(f"{r.outcome}@{r.seq}" for r in step.results)
+def call_numbers(event: Event, before: int) -> str:
+    """The calls a step makes by the one number people use (1-based over the session, as the
+    dashboard, the labels and the leaderboard count them): "#5", or "#5–#7" for a batch of three;
+    "" for a step that makes none."""
+    n = len(event.calls) if isinstance(event, Batch) else 0
+    if not n:
+        return ""
+    return f"#{before + 1}" if n == 1 else f"#{before + 1}–#{before + n}"
+
+
+def results_text(step: Step, calls_before: Sequence[int]) -> str:
+    """What the policy made of each judged call's answers, the call named by its number as in
+    the call column: "repeated #2"."""
+    return ", ".join(f"{r.outcome} #{calls_before[r.seq] + max(r.idx, 0) + 1}" if 0 <= r.seq < len(calls_before)
+                     else r.outcome for r in step.results)
+
+
+def _scalars(s: dict[str, Any]) -> str:
+    """A detector this table has no words for (a plugin's): its plain fields as name=value."""
+    return ", ".join(f"{k}={v}" for k, v in s.items()
+                     if k not in ("run", "halted") and isinstance(v, str | int | float | bool) and v is not None)
 
 
 def state_summary(detector: str, state: dict[str, Any] | None) -> str:
-    """The few numbers of a policy's state that explain its next verdict."""
+    """The few numbers of a policy's state that explain its next verdict (every built-in
+    detector; a plugin's plain fields as they are)."""
     if not state:
         return ""
     s = state
+    g = s.get
     if detector == "run-length":
-        if not s.get("signature"):
+        if not g("signature"):
             text = "no run"
         else:
-            text = (f"count {s['count']}/{s.get('effective_max')} total {s['total']}/{s.get('ceiling')}"
-                    + (" exempt" if s.get("exempt") else "") + (" costly" if s.get("costly") else "")
-                    + "".join(f" read-only via '{p}' inside {n}" for n, p in (s.get("inside_word") or {}).items()))
+            text = (f"count {g('count')}/{g('effective_max')} total {g('total')}/{g('ceiling')}"
+                    + (" exempt" if g("exempt") else "") + (" costly" if g("costly") else "")
+                    + "".join(f" read-only via '{p}' inside {n}" for n, p in (g("inside_word") or {}).items()))
     elif detector == "ladder":
-        text = f"{s['tool']} ×{s['count']} ({s['class']})" if s.get("tool") else "no key"
+        text = f"{g('tool')} ×{g('count')} ({g('class')})" if g("tool") else "no key"
     elif detector == "window":
-        buf = s.get("buffer", [])
-        top = max((b["count"] for b in buf), default=0)
-        text = f"buffer {len(buf)}/{s['window']}, max count {top}/{s['threshold']}"
+        buf = g("buffer") or []
+        top = max((b.get("count", 0) for b in buf), default=0)
+        text = f"buffer {len(buf)}/{g('window')}, max count {top}/{g('threshold')}"
     elif detector == "cycle":
-        text = (f"period {s['period']} ×{s['repeats']}: {'→'.join(s['pattern'])}" if s.get("period")
-                else f"history {len(s.get('history', []))}")
+        text = (f"period {g('period')} ×{g('repeats')}: {'→'.join(g('pattern') or [])}" if g("period")
+                else f"history {len(g('history') or [])}")
     elif detector == "progress":
-        calls = s.get("calls", [])
-        top = max((c["stale"] for c in calls), default=0)
-        text = (f"window {len(calls)}/{s['window']}, max stale {top}"
-                + (f", last: {s['rule']} ×{s['count']}" if s.get("rule") else ""))
+        calls = g("calls") or []
+        text = (f"tracking {len(calls)}/{g('window')} calls"
+                + (f", last: {g('rule')} ×{g('count')}" if g("rule") else ""))
     elif detector == "stagnation":
-        top = s.get("top") or [{"count": 0}]
-        text = f"recorded {s['recorded']}, max count {top[0]['count']}/{s['max_steps']}"
+        top = g("top") or [{"count": 0}]
+        text = f"recorded {g('recorded')}, max count {top[0].get('count', 0)}/{g('max_steps')}"
+    elif detector == "openhands":
+        text = (f"identical actions {g('identical_actions')}/{g('action_observation')}, "
+                f"error streak {g('action_error_streak')}/{g('action_error')}, "
+                f"monologue {g('agent_messages_in_a_row')}/{g('monologue')}, "
+                f"alternating {g('alternating')}/{g('alternating_pattern')}")
+    elif detector == "gemini-cli":
+        reps = g("repetitions_by_cycle") or {}
+        top = max(reps.values(), default=0)
+        text = (f"remembered {g('calls_remembered')} calls, most repeats {top}/{g('repeats')}"
+                f" (cycles up to {g('max_cycle')}), detections {g('detections')}")
+    elif detector == "roo":
+        text = f"{g('previous_call')} repeated {g('repeats')}/{g('limit')}" if g("previous_call") else "no call yet"
+    elif detector == "kilo":
+        text = f"identical before {g('identical_before')}/{g('threshold')}, parts {g('parts_remembered')}/{g('scan_parts')}"
     else:
-        text = ""
-    return plain(("HALTED · " if s.get("halted") else "") + text)
+        text = _scalars(s)
+    return plain(("HALTED · " if g("halted") else "") + text, 160)
 
 
-def rows(steps: Iterable[Step], detector: str) -> list[tuple[str, ...]]:
-    """(step, run, event, what, verdict, results, state) per step."""
-    return [(str(s.seq), str(s.run), event_kind(s.event), event_summary(s.event), verdict_text(s),
-             results_text(s), state_summary(detector, s.state)) for s in steps]
+COLUMNS = ("call", "run", "event", "what", "verdict", "results", "state")
+
+
+def rows(steps: Iterable[Step], detector: str, events: Sequence[Event]) -> list[tuple[str, ...]]:
+    """(call, run, event, what, verdict, results, state) per step of `events`' replay: calls by
+    their number and runs from 1, as the dashboard shows them."""
+    before = calls_before(events)
+    return [(call_numbers(s.event, before[s.seq]), run_ref(s.run).removeprefix("run "), event_kind(s.event),
+             event_summary(s.event), verdict_text(s), results_text(s, before), state_summary(detector, s.state))
+            for s in steps]
+
+
+def totals_text(steps: Sequence[Step], events: Sequence[Event]) -> str:
+    """The session's counts as the ledger keeps them, its first halt named by its call number."""
+    totals = tally(steps).totals()
+    del totals["first_halt_seq"]  # a step: said below as the call it stopped
+    text = "totals: " + ", ".join(f"{k} {v}" for k, v in totals.items() if v is not None)
+    halt = first_halt(steps)
+    if halt is not None:
+        run, seq, idx = halt
+        text += f"; first halt at call #{calls_before(events)[seq] + max(idx, 0) + 1} ({run_ref(run)})"
+    return text
 
 
 def sessions_of(items: Iterable[Any], path: Any = "") -> Iterable[tuple[Any, list[Event], list[Any]]]:
@@ -105,7 +159,7 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
     from loopledger.detectors import ConfigError, PolicySpec
     from loopledger.formats import UnknownFormat, check_name, read
     from loopledger.redact import redact_event
-    from loopledger.replay import replay, tally
+    from loopledger.replay import replay
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -147,22 +201,23 @@ def run_replay(path: str, spec_text: str, params: list[str], format: str | None,
             err.print(Text(f"error: {path}: no session {session!r}; sessions: {', '.join(keys)[:500]}"))
             return 1
     console.print(Text(f"policy: {spec.label}  (id {spec.id[:12]})"))
-    for info, events, _ in groups:
+    for number, (info, events, _) in enumerate(groups, start=1):
         # As ingest does: the same text judged (a secret that differs between two answers must
         # not make them differ here when the ledger saw them equal), no secret printed, and no
         # value deeper than the ledger keeps (--no-redact keeps only the secrets).
         info = redact_event(info, secrets=redact) if info is not None else None
         events = [redact_event(ev, secrets=redact) for ev in events]
         steps = list(replay(events, spec, with_state=True))
-        title = f"session {info.key}" + (f" · {info.title}" if info and info.title else "") if info else "session"
+        # Sessions counted from 1 in the file, as runs and calls are; the key is what --session takes.
+        title = (f"session {number} of {len(groups)}" if len(groups) > 1 else "session") + (
+            (f" · {info.key}" + (f" · {info.title}" if info.title else "")) if info else "")
         table = Table(title=Text(plain(title, 100)), show_lines=False)
-        for col in ("step", "run", "event", "what", "verdict", "results", "state"):
+        for col in COLUMNS:
             table.add_column(col, overflow="fold")
-        for step, row in zip(steps, rows(steps, spec.detector), strict=True):
+        for step, row in zip(steps, rows(steps, spec.detector, events), strict=True):
             verdicts = {c.verdict for c in step.checks}
             style = next((st for v, st in _STYLES if v in verdicts), "")
             table.add_row(*(Text(cell) for cell in row), style=style)
         console.print(table)
-        t = tally(steps).totals()
-        console.print(Text("totals: " + ", ".join(f"{k} {v}" for k, v in t.items() if v is not None)))
+        console.print(Text(totals_text(steps, events)))
     return 3 if read_errors else 0

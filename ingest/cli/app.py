@@ -327,9 +327,8 @@ def policies(db: DbOption = None) -> None:
 def replay(
     file: Annotated[Path, typer.Argument(help="One transcript file (any format LoopLedger reads).")],
     policy: Annotated[str, typer.Option(
-        "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (run-length, "
-        "stagnation, ladder, window, cycle, openhands, gemini-cli, roo, kilo, plugins; a plugin by import path "
-        "as module:factory), e.g. "
+        "--policy", help="DETECTOR[:NAME=VALUE,...]: any detector `loopledger policies` lists (" + ", ".join(DETECTORS)
+        + ", plugins; a plugin by import path as module:factory), e.g. "
         "run-length:max_strikes=3,max_observation_steps=none,observation_tools=read|grep or "
         "window:window=10,threshold=4. Lists use |, none turns an optional limit off; unset "
         "parameters take their defaults.")] = "run-length",

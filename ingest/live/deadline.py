@@ -128,6 +128,16 @@ class within:  # noqa: N801 (used as a context manager, like contextlib's)
         _signal.signal(_signal.SIGALRM, self._old)
 
 
+def silence() -> None:
+    """No SIGALRM from here on (the answer is decided; what is left is to log and write it); the
+    backstop stays armed until `disarm`. A no-op when not armed (the resident)."""
+    if not _armed:
+        return
+    import _signal
+
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
 def disarm() -> None:
     """The answer is about to be written: no expiry from here on (a no-op when not armed)."""
     global _armed

@@ -66,19 +66,19 @@ def default_log() -> str:
 def log(path: str | None, agent: str, message: str, redact: bool = True) -> None:
     """One line per problem, secrets redacted (a message may quote the event), in a file only its
     owner reads (0600; its folder 0700 when we create it); a log that cannot be written is not
-    the agent's problem either. `redact=False`: a fixed text of ours, logged without importing
-    the redaction code (the deadline's handler may run while the main thread imports it)."""
+    the agent's problem either. `redact=False`: a message of our own words only (the deadline's,
+    written from its signal handler, which must not import: the import it interrupted may be
+    redaction's own, half done)."""
     if redact:
         from loopledger.redact import redact_text
-    else:
-        redact_text = str
 
+        message = redact_text(message)
     try:
         path = path or os.environ.get(ENV_LOG) or default_log()
         os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
         # One line however many the message has (a driver's error adds CONTEXT/DETAIL lines).
-        text = " | ".join(part for part in redact_text(message).splitlines() if part.strip())
+        text = " | ".join(part for part in message.splitlines() if part.strip())
         line = f"{stamp} pid={os.getpid()} {agent}: {text}\n".encode("utf-8", "replace")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -351,6 +351,9 @@ def run(agent: str, argv: list[str], stdin: Any = None, stdout: Any = None,
         pid = int(opts["agent_pid"]) if agent == "codex" and (opts.get("agent_pid") or "").isdigit() else None
         out = handle(agent, payload, opts["db"], started, redelivered_after, deadline, pid)
     except Exception as exc:  # noqa: BLE001  (the agent goes on; the log says why)
+        # Decided (allow): the deadline's alarm must neither cut into this line nor add its own
+        # after it (one line per call); its backstop still ends a process stuck writing it.
+        due.silence()
         log(opts["log"], agent, f"allowed without judging: {_reason(exc)}")
         out = None
     due.disarm()  # answering now: the deadline's own "allow" must not follow this one

@@ -134,6 +134,16 @@ def metric_value(page, label: str) -> str:
     return m.get_by_test_id("stMetricValue").inner_text().strip()
 
 
+def expect_metric(page, label: str, value: str, timeout_ms: int = 60_000) -> None:
+    """Until the st.metric labelled exactly `label` shows `value` (a Playwright expect: the page
+    may still be drawing, or a live fragment re-reading the ledger)."""
+    from playwright.sync_api import expect
+
+    label_el = page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+    value_el = page.get_by_test_id("stMetric").filter(has=label_el).first.get_by_test_id("stMetricValue")
+    expect(value_el).to_have_text(value, timeout=timeout_ms)
+
+
 def sql(url: str, query: str, **params) -> list:
     """Rows of one read-only query on a ledger (what a test checks the page against)."""
     import sqlalchemy as sa

@@ -6,8 +6,9 @@ import re
 
 import sqlalchemy as sa
 from loopledger.ledger.engine import make_engine
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import metric_value
+from tests.e2e.conftest import expect_metric
 
 
 def _most_halted(url: str) -> tuple[int, int, int]:
@@ -40,7 +41,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
     page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=60_000)
     page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=60_000)
-    assert metric_value(page, "Sessions") == str(n)
+    expect_metric(page, "Sessions", str(n))
     page.screenshot(path=str(artifacts_dir / "e2e-sessions.png"), full_page=True)
 
     page.get_by_role("link", name=re.compile(rf"Open the most halted session \(#{sid}\)")).click()
@@ -49,7 +50,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
     halting.wait_for(timeout=60_000)
     # The page opened the first halted run and wrote it into the URL (shareable as is).
     page.wait_for_url(re.compile(rf"session={sid}&run={run}"), timeout=30_000)
-    assert page.get_by_test_id("stHeading").filter(has_text=f"Session #{sid}").count() == 1
+    expect(page.get_by_test_id("stHeading").filter(has_text=f"Session #{sid}")).to_have_count(1, timeout=60_000)
     page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=30_000)
     replay = page.get_by_role("link", name="Replay this run at the halt")
     assert f"step={seq}" in replay.get_attribute("href")
@@ -58,7 +59,7 @@ def test_follow_the_most_halted_session_to_its_halt(server, page, e2e_ledger, ar
 
     page.goto(server + "/health")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
-    assert metric_value(page, "Sources") == str(n)
+    expect_metric(page, "Sources", str(n))
     page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts_dir / "e2e-health.png"), full_page=True)
 
@@ -97,7 +98,7 @@ def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledge
         pid = conn.execute(sa.text("SELECT id FROM policies ORDER BY id LIMIT 1")).scalar()
     page.goto(server + "/")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
-    assert metric_value(page, "Sessions") == str(n)
+    expect_metric(page, "Sessions", str(n))
     with eng.begin() as conn:
         conn.execute(sa.insert(t.sources).values(id=n + 1, path="/live/new.jsonl", format="claude-code", size=10,
                                                  status="ok", ingested_at=time.time()))
@@ -109,10 +110,10 @@ def test_pages_refresh_themselves_while_the_ledger_grows(server, page, e2e_ledge
     eng.dispose()
     # No reload: the live fragment re-reads the ledger on its own.
     page.get_by_test_id("stMetricValue").filter(has_text=str(n + 1)).first.wait_for(timeout=60_000)
-    assert metric_value(page, "Sessions") == str(n + 1)
+    expect_metric(page, "Sessions", str(n + 1))
     page.goto(server + "/health")
     page.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
-    assert metric_value(page, "Quarantined lines") == str(errors + 1)
+    expect_metric(page, "Quarantined lines", str(errors + 1))
     page.screenshot(path=str(artifacts_dir / "e2e-health-live.png"), full_page=True)
 
 

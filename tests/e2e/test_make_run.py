@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from loopledger.ledger.engine import make_engine
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import _free_port, metric_value
+from tests.e2e.conftest import _free_port, expect_metric
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180
@@ -64,7 +64,7 @@ def test_make_run_serves_the_sample_sessions(tmp_path, page, artifacts_dir):
         assert (n, formats) == (27, len(readers())), "make run ingested all of sample_data"
 
         page.goto(base + "/")
-        assert metric_value(page, "Sessions") == str(n)
+        expect_metric(page, "Sessions", str(n))
         page.locator("[data-testid=stDataFrame]:visible").first.wait_for(timeout=60_000)
         page.screenshot(path=str(artifacts_dir / "e2e-make-run.png"), full_page=True)
 

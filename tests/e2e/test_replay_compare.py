@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
 from loopledger import vocab, worker
 from loopledger.detectors.policy import INT, PARAMS, PolicySpec
+from loopledger.events import Batch
 from loopledger.ledger import read, store
 from loopledger.ledger.engine import make_engine
 from loopledger.ledger.migrate import upgrade
 from loopledger.replay import replay, tally
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import metric_value, start_server
+from tests.e2e.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,8 @@ def _halts(spec: PolicySpec, events: list, first: int, last: int) -> list[int]:
 
 def _case(url: str):
     """A halted run, the policy the Session page links it with, and a loosened parameter that
-    takes the halt off that step: (sid, run, policy, halt seq, param, value, next halt or None)."""
+    takes the halt off that step: (sid, run, policy, halt seq, param, value, the session's next
+    halt under it or None)."""
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
         pol = {p["id"]: p for p in store.stored_policies(conn)}
@@ -64,19 +66,39 @@ def _case(url: str):
                         continue
                     moved = _halts(looser, events, first, last)
                     if seq not in moved:
-                        nxt = next((s for s in moved if s > seq), None)
+                        # "Next halt" goes across every run of the session, not this run's only.
+                        nxt = next((s for s in _halts(looser, events, 0, len(events) - 1) if s > seq), None)
                         eng.dispose()
                         return sid, int(run), spec, seq, param.name, looser.params[param.name], nxt
     eng.dispose()
     pytest.fail("no sample run whose halt moves when one threshold is loosened by one")
 
 
-def _wait_metric(page, label: str, value: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while metric_value(page, label) != value:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{label} is {metric_value(page, label)!r}, expected {value!r}")
-        page.wait_for_timeout(200)
+def _metric(page, label: str):
+    """The value of the st.metric labelled exactly `label`, as a locator to `expect` on."""
+    label_el = page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+    return page.get_by_test_id("stMetric").filter(has=label_el).first.get_by_test_id("stMetricValue")
+
+
+def _wait_metric(page, label: str, value: str) -> None:
+    expect(_metric(page, label)).to_have_text(value, timeout=60_000)
+
+
+def _step(url: str) -> int:
+    return int(parse_qs(urlparse(url).query)["step"][0])
+
+
+def _at_call(page, url: str, sid: int, step: int) -> None:
+    """Until the transcript's heading names the call at `step` by its number (the calls before it
+    in the session, plus one): the page has drawn that cursor (the URL changes first)."""
+    eng = make_engine(url, readonly=True)
+    with eng.connect() as conn:
+        events = store.load_events(conn, sid)
+    eng.dispose()
+    assert isinstance(events[step], Batch)  # Back goes call to call
+    number = sum(len(e.calls) for e in events[:step] if isinstance(e, Batch)) + 1
+    heading = re.compile(rf"^Transcript, run #\d+, at call #{number}( \(step {step}\))?$")
+    expect(page.get_by_text(heading)).to_be_visible(timeout=60_000)
 
 
 def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artifacts_dir):
@@ -84,7 +106,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     sid, run, spec, seq, param, value, nxt = _case(url)
     page.goto(f"{base}/session?session={sid}&run={run}")
     link = page.get_by_role("link", name="Replay this run at the halt")
-    link.wait_for(timeout=60_000)
+    expect(link).to_be_visible(timeout=60_000)
     href = link.get_attribute("href")
     q = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
     assert (q["session"], q["run"], q["step"]) == (str(sid), str(run), str(seq))
@@ -92,17 +114,18 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     rp = page
     rp.wait_for_url(re.compile(rf"/replay\?.*step={seq}(&|$)"), timeout=60_000)
     assert len(page.context.pages) == 1
-    rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    expect(rp.get_by_test_id("stMetric").first).to_be_visible(timeout=60_000)
     _wait_metric(rp, "Verdict at this step", vocab.HALT)
-    rp.get_by_text("▶ at the cursor").wait_for(timeout=30_000)
+    expect(rp.get_by_text("▶ at the cursor")).to_be_visible(timeout=30_000)
     rp.screenshot(path=str(artifacts_dir / "e2e-replay-at-halt.png"), full_page=True)
 
     # Step away and come back with "Next halt": the cursor walks, the URL follows.
     rp.get_by_role("button", name="◀ Back").click()
     # Back goes call to call: to the previous call of the run, never to the answer just before.
     rp.wait_for_url(lambda u: parse_qs(urlparse(u).query).get("step") != [str(seq)], timeout=30_000)
-    assert int(parse_qs(urlparse(rp.url).query)["step"][0]) < seq
-    rp.get_by_text(re.compile(r"^Transcript, run #\d+, at call #\d+$")).wait_for(timeout=30_000)
+    back = _step(rp.url)
+    assert back < seq
+    _at_call(rp, url, sid, back)
     rp.get_by_role("button", name="Next halt").click()
     rp.wait_for_url(re.compile(rf"step={seq}(&|$)"), timeout=30_000)
     _wait_metric(rp, "Verdict at this step", vocab.HALT)
@@ -111,15 +134,15 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     box = rp.get_by_label(param, exact=True)
     box.fill(str(value))
     rp.get_by_role("button", name="Apply parameters").click()
-    rp.get_by_text(f"{param}={value}").first.wait_for(timeout=30_000)
-    deadline = time.monotonic() + 30
-    while metric_value(rp, "Verdict at this step") == vocab.HALT and time.monotonic() < deadline:
-        rp.wait_for_timeout(200)
-    assert metric_value(rp, "Verdict at this step") != vocab.HALT
+    # Applied: the page's policy line names the new value as that parameter's own (not as the
+    # tail of another's: `ok_halt_at=4` is on the page before Apply of `halt_at=4`).
+    applied = re.compile(rf"^(Live policy|Replaying): .*(?<![\w]){re.escape(param)}={value}(?![\w]).*$")
+    expect(rp.get_by_text(applied)).to_be_visible(timeout=60_000)
+    expect(_metric(rp, "Verdict at this step")).not_to_have_text(vocab.HALT, timeout=60_000)
     assert f"step={seq}" in rp.url
     next_halt = rp.get_by_role("button", name="Next halt")
     if nxt is None:
-        assert next_halt.is_disabled()
+        expect(next_halt).to_be_disabled(timeout=60_000)
     else:
         next_halt.click()
         rp.wait_for_url(re.compile(rf"step={nxt}(&|$)"), timeout=30_000)
@@ -132,10 +155,10 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
     base, url = pipeline_server
     page.goto(f"{base}/compare")
     page.get_by_role("button", name="Run sweep").click()
-    page.get_by_text("Runs whose outcome flips between two settings").wait_for(timeout=120_000)
-    page.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=60_000)
+    expect(page.get_by_text("Runs whose outcome flips between two settings")).to_be_visible(timeout=120_000)
+    expect(page.get_by_test_id("stVegaLiteChart").first).to_be_visible(timeout=60_000)
     open_b = page.get_by_role("link", name="Replay under B")
-    open_b.wait_for(timeout=60_000)
+    expect(open_b).to_be_visible(timeout=60_000)
     page.screenshot(path=str(artifacts_dir / "e2e-compare.png"), full_page=True)
     href = open_b.get_attribute("href")
     q = {k: v[0] for k, v in parse_qs(urlparse(href).query).items()}
@@ -154,15 +177,15 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
     rp = page
     rp.wait_for_url(re.compile(r"/replay\?"), timeout=60_000)
     assert len(page.context.pages) == 1
-    rp.get_by_test_id("stMetric").first.wait_for(timeout=60_000)
+    expect(rp.get_by_test_id("stMetric").first).to_be_visible(timeout=60_000)
     assert urljoin(base + "/", href).split("?")[0].endswith("/replay")
-    rp.get_by_text(f"Replaying: {spec.label}").first.wait_for(timeout=30_000)
+    expect(rp.get_by_text(f"Replaying: {spec.label}").first).to_be_visible(timeout=30_000)
     # The link lands on B's halt, or, where B lets the run pass, on A's: there B does not halt.
     assert q.get("step")
     if outcome[spec] == vocab.HALTED:
         _wait_metric(rp, "Verdict at this step", vocab.HALT)
     else:
-        rp.get_by_text("▶ at the cursor").wait_for(timeout=30_000)
-        assert metric_value(rp, "Verdict at this step") != vocab.HALT
+        expect(rp.get_by_text("▶ at the cursor")).to_be_visible(timeout=30_000)
+        expect(_metric(rp, "Verdict at this step")).not_to_have_text(vocab.HALT, timeout=60_000)
     assert not rp.get_by_test_id("stException").count()
     rp.screenshot(path=str(artifacts_dir / "e2e-compare-flipped-run.png"), full_page=True)
