@@ -75,7 +75,7 @@ def test_make_run_serves_the_sample_sessions(tmp_path, page, artifacts_dir):
         page.goto(base + "/leaderboard")
         expect(page.get_by_test_id("stMetric").filter(has_text="Loop sessions")).to_contain_text(
             str(want["loop"]), timeout=60_000)
-        assert metric_value(page, "Normal sessions") == str(want["normal"])
+        expect_metric(page, "Normal sessions", str(want["normal"]))
         page.screenshot(path=str(artifacts_dir / "e2e-make-run-leaderboard.png"), full_page=True)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
