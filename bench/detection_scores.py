@@ -43,6 +43,7 @@ from loopledger.formats import read
 from loopledger.replay import replay_many
 
 from bench import label_positions
+from bench.restore_sources import table_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" if (ROOT.parent / "shared").is_dir() else Path("/work/shared")
@@ -117,18 +118,7 @@ def source_groups(folder: Path) -> dict[str, str]:
         path = folder / name
         if not path.is_file():
             continue
-        columns: list[str] | None = None
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.startswith("|"):
-                columns = None
-                continue
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if columns is None:
-                columns = [c.lower() for c in cells]
-                continue
-            if set(line) <= set("|-: "):
-                continue
-            row = dict(zip(columns, cells, strict=False))
+        for row in table_rows(path.read_text(encoding="utf-8")):
             file = _CELL.findall(row.get("file") or row.get("local name") or "")
             repo = row.get("repository") or row.get("source (repo : path)") or row.get("source") or ""
             repo = repo.split(" : ")[0].replace("`", "").split(" (")[0].strip()

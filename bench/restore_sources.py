@@ -24,6 +24,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,27 +57,26 @@ def _repo(cell: str) -> str:
     return re.split(r"\s|\(", text, maxsplit=1)[0].strip()
 
 
-def parse_sources(text: str) -> list[Row]:
-    """Every file row of a SOURCES.md, with the digest and subset positions the list gives."""
-    rows: dict[str, Row] = {}
-    full: dict[str, str] = {}
-    subsets: dict[str, list[int]] = {}
+def table_rows(text: str) -> Iterator[dict[str, str]]:
+    """Each body row of each markdown table in `text`, as {lower-cased header: cell}."""
     columns: list[str] | None = None
     for line in text.splitlines():
-        m = _SHA_LINE.match(line.strip())
-        if m:
-            full[m.group(2).strip()] = m.group(1)
-            continue
         if not line.startswith("|"):
             columns = None
             continue
         cells = _cells(line)
         if columns is None:
             columns = [c.lower() for c in cells]
-            continue
-        if set(line) <= set("|-: "):
-            continue
-        row = dict(zip(columns, cells, strict=False))
+        elif not set(line) <= set("|-: "):
+            yield dict(zip(columns, cells, strict=False))
+
+
+def parse_sources(text: str) -> list[Row]:
+    """Every file row of a SOURCES.md, with the digest and subset positions the list gives."""
+    rows: dict[str, Row] = {}
+    subsets: dict[str, list[int]] = {}
+    full = {m.group(2).strip(): m.group(1) for m in map(_SHA_LINE.match, map(str.strip, text.splitlines())) if m}
+    for row in table_rows(text):
         name = _first_code(row.get("file") or row.get("local name") or "")
         if not name:
             continue
