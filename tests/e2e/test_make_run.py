@@ -58,10 +58,10 @@ def test_make_run_serves_the_sample_sessions(tmp_path, page, artifacts_dir):
             n = conn.execute(sa.text("SELECT count(*) FROM sessions")).scalar()
             formats = conn.execute(sa.text("SELECT count(DISTINCT format) FROM sessions")).scalar()
         eng.dispose()
-        # sample_data/README.md: twenty-seven sessions, one or more in every format LoopLedger reads.
+        # sample_data/README.md: twenty-eight sessions, one or more in every format LoopLedger reads.
         from loopledger.formats import readers
 
-        assert (n, formats) == (27, len(readers())), "make run ingested all of sample_data"
+        assert (n, formats) == (28, len(readers())), "make run ingested all of sample_data"
 
         page.goto(base + "/")
         expect_metric(page, "Sessions", str(n))

@@ -19,6 +19,7 @@ from loopledger.file_ingest import ingest_file
 from loopledger.ledger import migrate, team, writes
 from loopledger.ledger import schema as t
 from loopledger.ledger.engine import make_engine
+from playwright.sync_api import expect
 
 from tests.conftest import SAMPLE_DATA
 from tests.signin_support import dashboard, ports, provider, secrets_toml, sign_in
@@ -79,14 +80,18 @@ def _enforcements(url: str) -> list[tuple]:
 
 
 def _pick_first(page, label: str) -> None:
-    """The first option of the select box `label` (picked again if a rerun dropped the pick)."""
+    """The first option of the select box `label`, to replace the enforced set with (adding a
+    setting the set already holds changes nothing, and its button stays disabled); picked again
+    if a rerun dropped the pick."""
+    page.get_by_text("replace what is enforced now with it alone").first.click(timeout=60_000)
     box = page.get_by_test_id("stSelectbox").filter(has_text=label).first
+    button = page.get_by_role("button", name=re.compile("^Replace the enforced set with it"))
     for _ in range(5):
         box.scroll_into_view_if_needed(timeout=60_000)
         box.get_by_role("combobox").click()
         try:
             page.get_by_role("option").first.click(timeout=10_000)
-            page.get_by_role("button", name=re.compile("^Enforce it")).wait_for(timeout=10_000)
+            expect(button).to_be_enabled(timeout=10_000)
             return
         except Exception:  # noqa: BLE001 (the page reran under the pick: look and pick again)
             continue
@@ -165,7 +170,7 @@ def test_a_viewer_is_refused_by_the_server_when_labelling_or_enforcing(signed, p
     page.goto(base + "/leaderboard")
     page.get_by_text("Enforce on live agents").wait_for(timeout=60_000)
     _pick_first(page, "Setting to enforce")
-    page.get_by_role("button", name=re.compile("^Enforce it")).click()
+    page.get_by_role("button", name=re.compile("^Replace the enforced set with it")).click()
     page.get_by_text(re.compile(r"Not enforced: vera@example\.org is a viewer")).wait_for(timeout=60_000)
     assert _enforcements(url) == before_enforced
 
