@@ -18,7 +18,7 @@ from loopledger.cli.commands import AUTO_JOBS_BYTES
 
 BIN = Path(sys.executable).with_name("loopledger")
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "anthropic"
-KNOWN = "claude-code, codex, gemini-cli"
+KNOWN = "claude-code, codex, copilot-cli, gemini-cli"
 
 
 def run(*args, cwd, timeout=120) -> subprocess.CompletedProcess:

@@ -254,7 +254,7 @@ def test_discover_skips_obvious_non_transcripts(tmp_path):
                  ".git/objects/d.json", "node_modules/e.json", "notes.txt"):
         p = tmp_path / name
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("{}")
+        p.write_text("# aider chat started at 2024-05-01 10:00:00\n" if name.endswith(".md") else "{}")
     found = {p.relative_to(tmp_path).as_posix() for p in worker.discover([tmp_path])}
     assert found == {"a.jsonl", "sub/b.json", "sub/deep/c.traj", ".aider.chat.history.md"}
     assert worker.discover([tmp_path / "notes.txt"]) == [tmp_path / "notes.txt"]  # named: always tried
