@@ -614,13 +614,14 @@ def _post_no_type(url: str, body: bytes) -> tuple[int, dict]:
 
 # ── (d) the live default on a poll: moving output goes on, identical output halts ───────────
 
-def _poll_session(folder: Path, session: str, answers: list[str]) -> tuple[Path, list[dict], list[str]]:
-    """A Claude Code session polling CI with `gh run view` (one call per turn, each answered by
+def _poll_session(folder: Path, session: str, answers: list[str],
+                  command: str = "gh run view 4242 --json status,jobs") -> tuple[Path, list[dict], list[str]]:
+    """A Claude Code session polling CI with `command` (one call per turn, each answered by
     `answers[i]`): its transcript file and the hook events Claude Code sends for it."""
     path = folder / f"{session}.jsonl"
     base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": session,
             "version": "2.1.40", "gitBranch": "main"}
-    args = {"command": "gh run view 4242 --json status,jobs", "description": "Check the CI run"}
+    args = {"command": command, "description": "Check the CI run"}
     prompt = "wait for CI to finish, then tell me"
     lines = [{**base, "uuid": "u-0", "timestamp": "2026-11-30T10:00:00Z", "type": "user",
               "message": {"role": "user", "content": prompt}}]
@@ -646,13 +647,14 @@ def _poll_session(folder: Path, session: str, answers: list[str]) -> tuple[Path,
     return path, events, ids
 
 
-@pytest.mark.parametrize("moving", ["moving", pytest.param("waiting", marks=pytest.mark.xfail(
-    strict=True, reason="a quick poll now halts at its 6th unchanged answer (progress rule 2): to settle next")), "stuck"])
+@pytest.mark.parametrize("moving", ["moving", "sleeping", "quick", "stuck"])
 def test_the_live_default_goes_on_through_a_moving_poll_halts_an_identical_one_as_replay_does(
         tmp_path, fresh_db, moving):
-    """A build polled 14 times: its output moving (progress), the same `in_progress` each time a
-    few seconds apart (a wait, not yet long: waits are judged by the minutes they last), or the
-    same finished-looking answer each time with nothing between (stuck: halted at the third)."""
+    """A build polled 14 times: its output moving (progress); the same `in_progress` each time
+    after a `sleep 30` the agent asked for (a patient wait, judged by the minutes it lasts); the
+    same `in_progress` asked again at once (a quick poll: warned once three polls answered the
+    same, halted at the 6th, design rule 2); or the same finished-looking answer each time with
+    nothing between (stuck: halted at the third)."""
     from loopledger.detectors.policy import DEFAULT_SPECS
     from loopledger.events import ReadError, SessionStart
     from loopledger.formats import read
@@ -660,11 +662,15 @@ def test_the_live_default_goes_on_through_a_moving_poll_halts_an_identical_one_a
 
     _ledger(fresh_db)  # nothing enforced: the live default set
     n = 14
+    waiting = '{"status": "in_progress", "jobs_done": 3, "jobs": 14, "log": "building step 3/14"}'
     answers = ([f'{{"status": "in_progress", "jobs_done": {k}, "jobs": 14, "log": "building step {k}/14"}}'
                 for k in range(1, n + 1)] if moving == "moving"
-               else ['{"status": "in_progress", "jobs_done": 3, "jobs": 14, "log": "building step 3/14"}'] * n
-               if moving == "waiting" else ['{"jobs_done": 3, "jobs": 14, "log": "stopped at step 3/14"}'] * n)
-    transcript, events, ids = _poll_session(tmp_path, f"poll-{moving}", answers)
+               else [waiting] * n if moving in ("sleeping", "quick")
+               else ['{"jobs_done": 3, "jobs": 14, "log": "stopped at step 3/14"}'] * n)
+    command = "gh run view 4242 --json status,jobs"
+    if moving == "sleeping":
+        command = "sleep 30 && " + command
+    transcript, events, ids = _poll_session(tmp_path, f"poll-{moving}", answers, command)
     live: dict[str, str] = {}
     for ev in events:
         if ev["hook_event_name"] == "PostToolUse" and live.get(ev["tool_use_id"]) in ("block", "halt"):
@@ -683,9 +689,12 @@ def test_the_live_default_goes_on_through_a_moving_poll_halts_an_identical_one_a
     for step in replay(read_events, PolicySet.of(DEFAULT_SPECS)):
         for c in step.checks:
             replayed[step.event.calls[max(c.idx, 0)].id] = c.verdict
-    if moving != "stuck":
-        assert set(live.values()) == {"go"}, live  # never refused: the output moves, or it waits
+    if moving in ("moving", "sleeping"):
+        assert len(live) == n and set(live.values()) == {"go"}, live  # never refused: it moves, or it waits
         assert set(stored.values()) <= {"allow", "warn"}
+    elif moving == "quick":
+        assert list(live.values()) == ["go"] * 5 + ["halt"], live
+        assert [stored[t] for t in ids[:6]] == ["allow"] * 3 + ["warn"] * 2 + ["halt"], stored
     else:
         assert list(live.values()) == ["go", "go", "halt"], live  # the same answer, nothing between
     for tid, verdict in stored.items():  # every call the live hook judged, judged alike by replay

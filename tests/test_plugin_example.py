@@ -142,7 +142,6 @@ def test_plugin_in_process(plugin_loaded):
     assert PolicySpec.parse(f"{FACTORY}:halt_at=4", trusted=True).detector == FACTORY
 
 
-@pytest.mark.xfail(strict=True, reason="broken by this round's merges, to fix next (closing note, stop 35): Replay slider now moves in calls (key rp_call)")
 def test_replay_page_steps_the_plugin(plugin_ledger, plugin_loaded):
     with ledger_env(plugin_ledger):
         at = open_page("views/replay.py")
@@ -154,16 +153,18 @@ def test_replay_page_steps_the_plugin(plugin_ledger, plugin_loaded):
         assert not at.exception, at.exception
         assert at.session_state["rp_spec"] == PolicySpec("same-tool")
         at.button(key="rp_next_halt").click().run()  # defaults warn 3, halt 5: the 5th call halts
-        assert at.slider(key="rp_step").value == CALL_SEQS[4]
+        # The slider moves in calls, numbered from 1 as every page numbers them.
+        assert at.session_state["rp_step"] == CALL_SEQS[4] and at.slider(key="rp_call").value == 5
         assert metrics(at)["Verdict at this step"] == "halt"
         # Its parameters are a form like any detector's: halt_at=4 moves the halt to the 4th call.
         spec = at.session_state["rp_spec"]
         at.number_input(key=f"rp_p_same-tool_halt_at_{spec.id}").set_value(4)
         next(b for b in at.button if b.label == "Apply parameters").click().run()
         assert not at.exception, at.exception
-        at.slider(key="rp_step").set_value(0).run()
+        at.slider(key="rp_call").set_value(1).run()
+        assert at.session_state["rp_step"] == CALL_SEQS[0]
         at.button(key="rp_next_halt").click().run()
-        assert at.slider(key="rp_step").value == CALL_SEQS[3]
+        assert at.session_state["rp_step"] == CALL_SEQS[3] and at.slider(key="rp_call").value == 4
 
 
 def test_compare_page_sweeps_the_plugin(plugin_ledger, plugin_loaded):

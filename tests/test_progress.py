@@ -411,6 +411,23 @@ def test_the_run_of_one_failure_warns_one_before_it_halts():
     assert actions(ProgressDetector(), calls) == ["allow", "allow", "allow", "warn", "halt"]
 
 
+def test_a_refused_change_sent_again_at_once_is_warned_before_it_runs():
+    # Aider: the same SEARCH block resent right after "failed to match" is refused again.
+    edit = {"path": "client/src/App.js", "edits": [["<div>stats</div>", "<div>stats<Heatmap/></div>"]]}
+    refused = "# 1 SEARCH/REPLACE block failed to match!"
+    calls = [("edit", edit, refused, True), ("edit", edit, refused, True), ("edit", edit, refused, True)]
+    assert actions(ProgressDetector(), calls) == ["allow", "warn", "halt"]
+    # Something read between, or a read-only call retried: no warning before the halt.
+    read = ("bash", {"command": "cat client/src/App.js"}, "<div>stats </div>")
+    assert actions(ProgressDetector(), [calls[0], read, calls[1]]) == ["allow", "allow", "allow"]
+    lookup = ("get_order", {"id": "#W0001"}, "Error: order not found", True)
+    assert actions(ProgressDetector(), [lookup, lookup, lookup]) == ["allow", "allow", "halt"]
+    # A change the harness refused before it ran: the refusal already told the model what to do.
+    unread = ("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"},
+              "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>", True)
+    assert actions(ProgressDetector(), [unread, unread]) == ["allow", "allow"]
+
+
 def test_an_identical_write_repeated_around_reads_is_no_check_after_an_edit():
     # django-11620: the same `cat > fix.patch` four times, reads between: its own writes are not
     # "another call changed files", so ok_halt_at holds

@@ -516,10 +516,17 @@ class ProgressDetector:
             if not run:
                 return None
         r = len(run)
+        warn_at = None
         if head.failed:
             halt = self.rerun_halt_at if changed >= 0 else self.halt_at
             said = f"{what} ran {_times(r)} with the same failure" + (
                 ", though files were changed between" if changed >= 0 else "")
+            if (r == 1 and self._entries[-1] is head and not head.refused
+                    and (entry.writes or entry.tool.lower() in WRITE_TOOLS)):
+                # A change that failed, sent again at once with nothing read between, fails again
+                # (an edit whose search text is not in the file): the model is told now. A call
+                # the harness refused is left out: its refusal already said what to do first.
+                warn_at = 2
         elif self.across_turns == "answers" and run[-1].position < self._turn:
             # asked again after the person spoke: a new request until it has come back the same
             # more often than a check with other calls between
@@ -531,7 +538,9 @@ class ProgressDetector:
         else:
             halt = self.ok_halt_at
             said = f"{what} ran {_times(r)} with the same answer"
-        return Count(REPEAT, r + 1, halt, halt - 1 if halt - 1 >= 3 else None, said)
+        if warn_at is None and halt - 1 >= 3:
+            warn_at = halt - 1
+        return Count(REPEAT, r + 1, halt, warn_at, said)
 
     def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count:
         """Rule 2: a poll of something outside, judged by what it costs and how long it waited: a
