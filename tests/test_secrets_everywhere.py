@@ -208,6 +208,44 @@ def test_point_3_ingest_stores_prints_and_logs_no_secret(tmp_path, ledger):
     assert_clean(rep.stdout + rep.stderr, "replay's output")
 
 
+def _copilot_events(wrapped: bool) -> str:
+    """A GitHub Copilot CLI events.jsonl (tests/fixtures/formats/copilot_cli) whose user message,
+    tool arguments, results and error carry the keys; `wrapped`: each event as tools keep them."""
+    def ev(n: int, kind: str, data: dict) -> dict:
+        return {"type": kind, "data": data, "id": f"00000000-0000-4000-8000-{n:012d}",
+                "timestamp": f"2026-06-18T19:13:{n:02d}.000Z", "parentId": None}
+    call = {"toolCallId": "call_1", "name": "bash", "arguments": {"command": CURL}, "type": "function"}
+    events = [
+        ev(1, "session.start", {"sessionId": SESSION, "version": 1, "producer": "copilot-agent",
+                                "copilotVersion": "1.0.63", "startTime": "2026-06-18T19:13:01.000Z",
+                                "context": {"cwd": "/home/dev"}}),
+        ev(2, "user.message", {"content": f"my key is {OPENAI}, list the models", "interactionId": "i-1"}),
+        ev(3, "assistant.message", {"content": "Listing them.", "toolRequests": [call]}),
+        ev(4, "tool.execution_start", {"toolCallId": "call_1", "toolName": "bash", "arguments": {"command": CURL}}),
+        ev(5, "tool.execution_complete", {"toolCallId": "call_1", "success": True,
+                                          "result": {"content": ENV_OUT, "detailedContent": ENV_OUT}}),
+        ev(6, "tool.execution_start", {"toolCallId": "call_2", "toolName": "bash", "arguments": {"command": CURL}}),
+        ev(7, "tool.execution_complete", {"toolCallId": "call_2", "success": False,
+                                          "error": {"message": f"401 for {ANTHROPIC}", "code": "failure"}}),
+    ]
+    if wrapped:
+        events = [{"role": "", "content": "", "raw": e} for e in events]
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "wrapped"])
+def test_point_3_a_copilot_cli_session_is_stored_without_its_secrets(tmp_path, ledger, wrapped):
+    transcript = tmp_path / "events.jsonl"
+    transcript.write_text(_copilot_events(wrapped), encoding="utf-8")
+    ing = _cli("ingest", str(transcript), "--db", ledger, "--format", "copilot-cli", cwd=tmp_path)
+    assert ing.returncode == 0, ing.stderr
+    assert_clean(ing.stdout + ing.stderr, "ingest's output")
+    stored = ledger_bytes(ledger)
+    assert_clean(stored, "the ledger")
+    # Read, not skipped: both calls, the user's message and the failure are there, redacted.
+    assert stored.count(b"Bearer [REDACTED:bearer-token]") >= 2 and b"[REDACTED:openai-key]" in stored
+
+
 # ── RECEIVE LEG ─────────────────────────────────────────────────────────────────────────────────
 
 def test_point_2_receive_spools_stores_and_prints_no_secret(tmp_path, ledger):

@@ -15,7 +15,8 @@ volatile parts removed before answers are compared). What the detector believes,
    this same call); otherwise at `ok_halt_at`. A failure repeated after new changes gets
    `rerun_halt_at` (an edit that did not touch the failure is an honest try, once). The same
    write made again and again back to back halts at `ok_halt_at` whatever it answers (the same
-   insertion, growing the file each time).
+   insertion, growing the file each time). A write that failed, made again as the very next
+   call, is warned at once (an edit whose search text is not in the file fails again).
 2. **A poll is judged by what it costs and what it waited for.** A repeat is a wait when the call
    sleeps (`sleep 30 && gh run view …`: how long it sleeps does not make it another call), its
    answer says the thing is not done (`in_progress`, `queued`, `<status>running</status>`, Codex's
