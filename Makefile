@@ -27,8 +27,10 @@ run: $(STAMP)
 	@echo "Dashboard: http://127.0.0.1:$(PORT)/"
 	$(BIN)/loopledger dashboard --db $(LEDGER) --port $(PORT)
 
+# Four workers on a 2-core machine: many tests wait on real clients, servers and a browser, and
+# two workers left the cores idle a quarter of the run (no test's verdict depends on a timing).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 4 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 from loopledger.ledger import migrate
 from loopledger.ledger import schema as t
+from loopledger.ledger import team as roster
 from loopledger.ledger.engine import make_engine
 
 from tests.pg_throwaway import Cluster
@@ -34,9 +35,15 @@ SHARED = "shared-door-token-for-otlp"  # the receiver's own --token: its door ne
 def _team(url: str, tmp_path: Path, args: tuple[str, ...] = ()) -> tuple[Receiver, dict[str, str]]:
     migrate.upgrade(url)
     tokens = {}
-    for email in (ALICE, BOB):
-        cli("members", "add", email, "--role", "labeller", "--db", url)
-        tokens[email] = cli("tokens", "create", email, "--db", url).stdout.strip()
+    # The owner's `members add` and `tokens create`, in process (their CLI is tests/test_team.py's).
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for email in (ALICE, BOB):
+                roster.set_member(conn, email, "labeller")
+                tokens[email] = roster.create_token(conn, email)[1]
+    finally:
+        engine.dispose()
     receiver = Receiver(url, tmp_path / "team", args=args)
     return receiver, tokens
 
