@@ -163,8 +163,7 @@ def test_hostile_tool_names_user_text_and_arguments_stay_inert(server, page, art
     step.press("Enter")
     for marker in ("user said", "hostile_tool", "arg said"):
         block = page.locator("[data-testid=stCode], [data-testid=stText]").filter(has_text=marker).first
-        block.wait_for(timeout=30_000)
-        assert "<script>window.__pwned=1</script>" in block.inner_text()
+        expect(block).to_contain_text("<script>window.__pwned=1</script>", timeout=30_000)
     _nothing_alive(page, server)
     page.screenshot(path=str(artifacts_dir / "e2e-inert-session.png"), full_page=True)
     page.goto(server + "/replay?session=1&run=0&policy=ladder&step=2")
@@ -178,8 +177,7 @@ def test_hostile_link_parameters_stay_inert(server, page, artifacts_dir):
     hostile = quote("![x](http://127.0.0.1:9/pwn.png) <img src=x onerror=\"window.__pwned=3\">", safe="")
     page.goto(server + f"/replay?session=1&run=0&step=1&policy=run-length:observation_tools={hostile}")
     shown = page.get_by_test_id("stText").filter(has_text="Replaying:").first
-    shown.wait_for(timeout=60_000)
-    assert "![x](http://127.0.0.1:9/pwn.png)" in shown.inner_text()  # the link's text, verbatim
+    expect(shown).to_contain_text("![x](http://127.0.0.1:9/pwn.png)", timeout=60_000)  # the link's text, verbatim
     page.goto(server + f"/replay?session={hostile}&run={hostile}&step={hostile}&policy={hostile}")
     page.get_by_test_id("stText").filter(has_text="pwn.png").first.wait_for(timeout=60_000)
     _nothing_alive(page, server)

@@ -109,7 +109,7 @@ def test_nothing_before_sign_in_then_the_user_and_sign_out_on_every_page(signed,
         page.goto(base + path)
         side = page.get_by_test_id("stSidebar")
         side.get_by_text(f"Signed in as {OWNER}").wait_for(timeout=60_000)
-        assert "Role: owner" in side.inner_text()
+        expect(side).to_contain_text("Role: owner", timeout=30_000)
         side.get_by_role("button", name="Sign out").wait_for(timeout=30_000)  # drawn just after the text
     # The owner's Members page: adding someone is an owner's write.
     page.goto(base + "/members")

@@ -24,6 +24,7 @@ from loopledger.events import Batch
 from loopledger.ledger import store
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay
+from playwright.sync_api import expect
 
 from tests.conftest import CORPUS
 from tests.e2e.conftest import sql as _sql
@@ -176,11 +177,11 @@ def test_the_why_names_call_numbers_and_links_every_call_it_rests_on(ledger_serv
     page.goto(f"{base}/session?session={sid}&run={run}")
     page.get_by_test_id("stHeading").filter(has_text=f"Why run #{run + 1} halted").wait_for(timeout=TIMEOUT)
     why = page.locator(".st-key-why_box")
-    why.wait_for(timeout=TIMEOUT)
-    text = why.inner_text()
+    # The box is drawn before its text: wait for each halt's sentence, then read the whole.
     for detector, hseq, hidx in halts:
         n = _call_number(url, sid, hseq, hidx)
-        assert f"{detector} halted at call #{n}: " in text, (detector, n, text)  # one number, no step
+        expect(why).to_contain_text(f"{detector} halted at call #{n}: ", timeout=TIMEOUT)  # one number, no step
+    text = why.inner_text()
     assert "`" not in text and "None" not in text and "-1" not in text
 
     links = why.get_by_role("link", name=re.compile(r"^call #\d+"))
