@@ -192,7 +192,9 @@ def test_editing_a_parameter_moves_the_halt(ledger):
     assert metrics(at)["Verdict at this call"] in live
     # The stored default's halt is shown beside the live verdict that no longer halts.
     table = next(d.value for d in at.dataframe if "stored" in d.value.columns)
-    row = table[(table["step"] == h1) & (table["stored"] == vocab.HALT)]
+    # Rows are named by call number: the calls of the batch at h1.
+    numbers = {f"call #{_call_no(sessions[sid], h1) + k}" for k in range(len(sessions[sid][h1].calls))}
+    row = table[table["call"].str.split(" ").str[:2].str.join(" ").isin(numbers) & (table["stored"] == vocab.HALT)]
     assert len(row) == 1 and row.iloc[0]["live"] != vocab.HALT and bool(row.iloc[0]["differs"])
     at.slider(key="rp_call").set_value(_call_no(sessions[sid], next(
         s for s in range(first, h1 + 1) if isinstance(sessions[sid][s], Batch)))).run()
