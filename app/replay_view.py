@@ -219,8 +219,9 @@ def call_word(idx: int) -> str:
 
 
 def live_vs_stored(live_steps: Sequence[Any], stored: Sequence[dict[str, Any]],
-                   first: int, last: int) -> list[dict[str, Any]]:
-    """Steps in [first, last] where the live and the stored verdicts are not both plain allow."""
+                   first: int, last: int, before: Sequence[int]) -> list[dict[str, Any]]:
+    """The calls of steps [first, last] where the live and the stored verdicts are not both plain
+    allow, each named by its call number (`before`: calls before each step, as `call_ref` reads it)."""
     live: dict[tuple[int, int], str] = {}
     for step in live_steps:
         if first <= step.seq <= last:
@@ -232,7 +233,8 @@ def live_vs_stored(live_steps: Sequence[Any], stored: Sequence[dict[str, Any]],
         a, b = live.get(key, "—"), old.get(key, "—")
         if a == b == vocab.ALLOW:
             continue
-        rows.append({"step": key[0], "call": call_word(key[1]), "live": a, "stored": b, "differs": a != b})
+        call = call_ref(before, key[0], key[1]) + (" (whole batch)" if key[1] == -1 else "")
+        rows.append({"call": call, "live": a, "stored": b, "differs": a != b})
     return rows
 
 

@@ -141,7 +141,7 @@ def test_flipped_runs_link_to_replay(ledger):
     rp = open_page("views/replay.py", **q)
     assert not rp.exception, rp.exception
     assert rp.session_state["rp_spec"] == a and next(s for s in rp.selectbox if s.label == "Run").value == _run(row["run"])
-    verdict = next(m.value for m in rp.metric if m.label == "Verdict at this step")
+    verdict = next(m.value for m in rp.metric if m.label == "Verdict at this call")
 
     def number_of(cell: str) -> int:  # "call #N": one number, counted over the session
         m = re.fullmatch(r"call #(\d+)", cell)

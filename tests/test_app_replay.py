@@ -154,7 +154,7 @@ def test_stepping_equals_replay_from_start(ledger, detector):
         if halt is not None:
             at.button(key="rp_next_halt").click().run()
             check(halt)
-            assert metrics(at)["Verdict at this step"] == vocab.HALT
+            assert metrics(at)["Verdict at this call"] == vocab.HALT
     assert checked >= len(sessions)
 
 
@@ -179,7 +179,7 @@ def test_editing_a_parameter_moves_the_halt(ledger):
     at = open_page(PAGE, session=str(sid), run=str(run), policy=base.text, step=str(first))
     assert not at.exception, at.exception
     at.button(key="rp_next_halt").click().run()
-    assert at.session_state["rp_step"] == h1 and metrics(at)["Verdict at this step"] == vocab.HALT
+    assert at.session_state["rp_step"] == h1 and metrics(at)["Verdict at this call"] == vocab.HALT
 
     at.number_input(key=f"rp_p_window_threshold_{base.id}").set_value(4)
     _apply(at)
@@ -187,12 +187,14 @@ def test_editing_a_parameter_moves_the_halt(ledger):
     looser = PolicySpec("window", {"threshold": 4})
     assert at.session_state["rp_spec"] == looser
     assert at.session_state["rp_step"] == h1  # the cursor stays where it was
-    assert metrics(at)["Verdict at this step"] != vocab.HALT
+    assert metrics(at)["Verdict at this call"] != vocab.HALT
     live = {c.verdict for c in list(replay(sessions[sid], looser))[h1].checks}
-    assert metrics(at)["Verdict at this step"] in live
+    assert metrics(at)["Verdict at this call"] in live
     # The stored default's halt is shown beside the live verdict that no longer halts.
     table = next(d.value for d in at.dataframe if "stored" in d.value.columns)
-    row = table[(table["step"] == h1) & (table["stored"] == vocab.HALT)]
+    # Rows are named by call number: the calls of the batch at h1.
+    numbers = {f"call #{_call_no(sessions[sid], h1) + k}" for k in range(len(sessions[sid][h1].calls))}
+    row = table[table["call"].str.split(" ").str[:2].str.join(" ").isin(numbers) & (table["stored"] == vocab.HALT)]
     assert len(row) == 1 and row.iloc[0]["live"] != vocab.HALT and bool(row.iloc[0]["differs"])
     at.slider(key="rp_call").set_value(_call_no(sessions[sid], next(
         s for s in range(first, h1 + 1) if isinstance(sessions[sid][s], Batch)))).run()
@@ -262,7 +264,7 @@ def test_next_and_previous_halt_cross_runs(ledger):
         assert not at.exception, at.exception
         seen.append(at.session_state["rp_step"])
         assert _run_box(at).value == run_of[seen[-1]]
-        assert metrics(at)["Verdict at this step"] == vocab.HALT
+        assert metrics(at)["Verdict at this call"] == vocab.HALT
     assert seen == halts[:len(seen)] and len({run_of[s] for s in seen}) >= 2
     at.button(key="rp_prev_halt").click().run()
     assert at.session_state["rp_step"] == seen[-2] and _run_box(at).value == run_of[seen[-2]]
@@ -322,7 +324,7 @@ def test_deep_link_lands_on_the_stored_halt(ledger):
     assert at.session_state["rp_step"] == seq
     if isinstance(sessions[sid][seq], Batch):  # the slider, in calls, stands on the halting batch's first call
         assert at.slider(key="rp_call").value == _call_no(sessions[sid], seq)
-    assert vocab.HALT in stored and metrics(at)["Verdict at this step"] == vocab.HALT
+    assert vocab.HALT in stored and metrics(at)["Verdict at this call"] == vocab.HALT
     assert dict(at.query_params) == {"session": str(sid), "run": str(run), "policy": pid, "step": str(seq)}
     # Live verdicts equal the stored ones: no side-by-side table for the same policy.
     assert not any("stored" in d.value.columns for d in at.dataframe)

@@ -155,7 +155,7 @@ def test_replay_page_steps_the_plugin(plugin_ledger, plugin_loaded):
         at.button(key="rp_next_halt").click().run()  # defaults warn 3, halt 5: the 5th call halts
         # The slider moves in calls, numbered from 1 as every page numbers them.
         assert at.session_state["rp_step"] == CALL_SEQS[4] and at.slider(key="rp_call").value == 5
-        assert metrics(at)["Verdict at this step"] == "halt"
+        assert metrics(at)["Verdict at this call"] == "halt"
         # Its parameters are a form like any detector's: halt_at=4 moves the halt to the 4th call.
         spec = at.session_state["rp_spec"]
         at.number_input(key=f"rp_p_same-tool_halt_at_{spec.id}").set_value(4)

@@ -336,10 +336,12 @@ def test_next_seq_with_and_live_vs_stored():
     stored = [{"seq": s.seq, "idx": c.idx, "verdict": c.verdict}
               for s in replay(repeat_session(5, "deploy"), PolicySpec("ladder", {"halt_at": 5, "block_at": 4, "warn_at": 3}))
               for c in s.checks]
-    rows = rv.live_vs_stored(steps, stored, 0, len(steps) - 1)
-    by = {r["step"]: r for r in rows}
-    assert by[7]["live"] == vocab.HALT and by[7]["stored"] == vocab.BLOCK and by[7]["differs"]
-    assert 1 not in by  # both allow on the first call
+    events = repeat_session(5, "deploy")
+    before = [sum(len(e.calls) for e in events[:i] if isinstance(e, Batch)) for i in range(len(events))]
+    rows = rv.live_vs_stored(steps, stored, 0, len(steps) - 1, before)
+    by = {r["call"]: r for r in rows}  # named by call number, as every page names a call
+    assert by["call #4"]["live"] == vocab.HALT and by["call #4"]["stored"] == vocab.BLOCK and by["call #4"]["differs"]
+    assert "call #1" not in by  # both allow on the first call
 
 
 def test_replay_link_and_args_text():

@@ -523,7 +523,7 @@ def _verdict_panel(step: Any, cur: int, state: dict[str, Any]) -> None:
     verdicts = [c.verdict for c in step.checks] if step else []
     worst = max(verdicts, key=lambda v: ("", vocab.ALLOW, vocab.AFTER_HALT, vocab.WARN, vocab.BLOCK,
                                           vocab.HALT).index(v) if v in vocab.VERDICTS else 0, default=None)
-    st.metric("Verdict at this step", worst or "no check")
+    st.metric("Verdict at this call", worst or "no check")
     if step is not None and step.checks:
         rows = rv.checks_table(step, events[cur])
         table = pd.DataFrame(rows).drop(columns=["reason"])
@@ -537,7 +537,7 @@ def _verdict_panel(step: Any, cur: int, state: dict[str, Any]) -> None:
                                                                     row["total"], row["threshold"], row["reason"],
                                                                     row["tool"]))
     if step is not None and step.results:
-        safe.table(pd.DataFrame([{"judged step": r.seq, "call": rv.call_word(r.idx), "result": r.outcome}
+        safe.table(pd.DataFrame([{"judged call": rv.call_ref(calls_before, r.seq, r.idx), "result": r.outcome}
                                  for r in step.results]))
     st.subheader("Detector state")
     _state_panel(state, [(s.seq, r) for s in rp.steps[first:] for r in s.results])
@@ -553,11 +553,12 @@ def _beside_stored() -> None:
     st.subheader("Live verdicts beside the stored ones")
     safe.text(f"stored policy: {stored['label']}")
     with _conn() as conn:
-        rows = rv.live_vs_stored(all_steps, rv.stored_checks(conn, session.id, stored["id"]), first, last)
+        rows = rv.live_vs_stored(all_steps, rv.stored_checks(conn, session.id, stored["id"]), first, last,
+                                 calls_before)
     if rows:
         safe.table(pd.DataFrame(rows))
     else:
-        st.caption("Both say allow at every step of this run.")
+        st.caption("Both say allow at every call of this run.")
 
 
 def cursor_view() -> None:

@@ -216,7 +216,7 @@ def test_replay_forward_goes_call_to_call_and_opens_on_the_current_call(board, p
         head = _text(page, r"^Transcript, run #\d+, at ").inner_text()
         # Every stop is a call the guard judged, never an answer ("no check").
         assert re.search(r"at call #\d+$", head), head  # one number per call, no step
-        verdict = page.get_by_test_id("stMetric").filter(has_text="Verdict at this step")
+        verdict = page.get_by_test_id("stMetric").filter(has_text="Verdict at this call")
         assert "no check" not in verdict.inner_text()
         seen.append(int(re.search(r"call #(\d+)", head).group(1)))
         # The cursor's call is the first thing the transcript panel shows, the run before it below.

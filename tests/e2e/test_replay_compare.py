@@ -115,7 +115,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     rp.wait_for_url(re.compile(rf"/replay\?.*step={seq}(&|$)"), timeout=60_000)
     assert len(page.context.pages) == 1
     expect(rp.get_by_test_id("stMetric").first).to_be_visible(timeout=60_000)
-    _wait_metric(rp, "Verdict at this step", vocab.HALT)
+    _wait_metric(rp, "Verdict at this call", vocab.HALT)
     expect(rp.get_by_text("▶ at the cursor")).to_be_visible(timeout=30_000)
     rp.screenshot(path=str(artifacts_dir / "e2e-replay-at-halt.png"), full_page=True)
 
@@ -128,7 +128,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     _at_call(rp, url, sid, back)
     rp.get_by_role("button", name="Next halt").click()
     rp.wait_for_url(re.compile(rf"step={seq}(&|$)"), timeout=30_000)
-    _wait_metric(rp, "Verdict at this step", vocab.HALT)
+    _wait_metric(rp, "Verdict at this call", vocab.HALT)
 
     # Loosen the threshold: this step no longer halts, the next halt (if any) is later.
     box = rp.get_by_label(param, exact=True)
@@ -138,7 +138,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     # tail of another's: `ok_halt_at=4` is on the page before Apply of `halt_at=4`).
     applied = re.compile(rf"^(Live policy|Replaying): .*(?<![\w]){re.escape(param)}={value}(?![\w]).*$")
     expect(rp.get_by_text(applied)).to_be_visible(timeout=60_000)
-    expect(_metric(rp, "Verdict at this step")).not_to_have_text(vocab.HALT, timeout=60_000)
+    expect(_metric(rp, "Verdict at this call")).not_to_have_text(vocab.HALT, timeout=60_000)
     assert f"step={seq}" in rp.url
     next_halt = rp.get_by_role("button", name="Next halt")
     if nxt is None:
@@ -146,7 +146,7 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
     else:
         next_halt.click()
         rp.wait_for_url(re.compile(rf"step={nxt}(&|$)"), timeout=30_000)
-        _wait_metric(rp, "Verdict at this step", vocab.HALT)
+        _wait_metric(rp, "Verdict at this call", vocab.HALT)
     assert not rp.get_by_test_id("stException").count()
     rp.screenshot(path=str(artifacts_dir / "e2e-replay-halt-moved.png"), full_page=True)
 
@@ -184,9 +184,9 @@ def test_compare_sweep_then_open_a_flipped_run(pipeline_server, page, artifacts_
     # A run neither setting halts (warned under one, clean under the other) has no halt to land on.
     assert bool(q.get("step")) == (vocab.HALTED in (outcome[spec], outcome[spec_a]))
     if outcome[spec] == vocab.HALTED:
-        _wait_metric(rp, "Verdict at this step", vocab.HALT)
+        _wait_metric(rp, "Verdict at this call", vocab.HALT)
     else:
         expect(rp.get_by_text("▶ at the cursor")).to_be_visible(timeout=30_000)
-        expect(_metric(rp, "Verdict at this step")).not_to_have_text(vocab.HALT, timeout=60_000)
+        expect(_metric(rp, "Verdict at this call")).not_to_have_text(vocab.HALT, timeout=60_000)
     assert not rp.get_by_test_id("stException").count()
     rp.screenshot(path=str(artifacts_dir / "e2e-compare-flipped-run.png"), full_page=True)

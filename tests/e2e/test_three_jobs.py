@@ -93,7 +93,7 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     counts = {s.id: _halted_runs(events, s) for s in (base_spec, looser, loosest)}
 
     page.goto(f"{base}/replay?session={sid}&run={run}&policy={base_spec.text}&step={step}")
-    page.get_by_test_id("stMetric").filter(has_text="Verdict at this step").wait_for(timeout=TIMEOUT)
+    page.get_by_test_id("stMetric").filter(has_text="Verdict at this call").wait_for(timeout=TIMEOUT)
     _idle(page)
     assert _where(page) == (str(run), str(step))
     field = page.get_by_label("threshold", exact=True)

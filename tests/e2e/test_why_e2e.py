@@ -129,7 +129,7 @@ def test_replay_and_compare_read_at_1400(ledger_server, page, artifacts_dir):
     nxt = page.get_by_role("button", name="Next halt ▶")
     nxt.wait_for(timeout=30_000)
     nxt.click()
-    page.get_by_test_id("stMetric").filter(has_text="Verdict at this step").get_by_text("halt", exact=True) \
+    page.get_by_test_id("stMetric").filter(has_text="Verdict at this call").get_by_text("halt", exact=True) \
         .wait_for(timeout=60_000)
     _no_exception(page)
     page.screenshot(path=str(artifacts_dir / f"e2e-why-{name}-replay.png"), full_page=True)
