@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import queue as queue_mod
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -170,6 +171,7 @@ def _job_main(url: str, opts: Options, tasks, results, write_turn=None, parent: 
     file_ingest.WRITE_TURN = write_turn
 
     parent = os.getppid() if parent is None else parent
+    threading.Thread(target=_exit_when_gone, args=(parent,), daemon=True, name="parent-watch").start()
     # The parent's policies, as the person gave them: a `module:factory` one is imported here too
     # (a spawned process starts with only the built-ins and the entry points registered).
     for spec in opts.specs:
@@ -192,6 +194,16 @@ def _job_main(url: str, opts: Options, tasks, results, write_turn=None, parent: 
 
 # How often a job waiting on its queues looks whether the ingest that started it is still there.
 PARENT_CHECK_S = 1.0
+
+
+def _exit_when_gone(parent: int) -> None:
+    """A job's watch: once the ingest that started it is gone, the job exits wherever it waits —
+    on the SQLite write turn a killed ingest held, or at its own exit, where Python joins the
+    results queue's feeder thread, blocked writing rows into a pipe nobody will read again. What
+    the job had not handed over is redone by the next ingest (its transaction rolls back)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _take(tasks: Any, parent: int) -> str | None:

@@ -207,24 +207,32 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("full", [False, True], ids=["waiting-for-a-path", "waiting-to-report"])
-def test_a_job_whose_ingest_was_killed_stops_instead_of_waiting_forever(tmp_path, full):
+@pytest.mark.parametrize("case", ["waiting-for-a-path", "waiting-to-report", "flushing-a-big-report"])
+def test_a_job_whose_ingest_was_killed_stops_instead_of_waiting_forever(tmp_path, case):
     """An ingest killed mid-run leaves its --jobs processes without the paths it had not sent
-    yet, or with a full results queue nobody reads: each job sees its ingest gone and exits, also
-    when the ingest died before the job had started."""
+    yet, with a full results queue nobody reads, or with a report bigger than the pipe half
+    written into it (the job's exit joins the queue's feeder thread, which waits for a reader):
+    each job sees its ingest gone and exits, also when the ingest died before the job had started."""
     script = f"""
-import multiprocessing as mp, os
+import multiprocessing as mp, os, time
 from loopledger import jobs, worker
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue(maxsize=1)
-    if {full}:
+    if {case!r} == "waiting-to-report":
         results.put("taken")  # the one place: the job's sentinel cannot be put
+        tasks.put(None)
+    if {case!r} == "flushing-a-big-report":
+        tasks.put("x" * 300_000)  # no such file: its report names it, 300 kB, more than a pipe holds
         tasks.put(None)
     job = ctx.Process(target=jobs._job_main, args=({f"sqlite:///{tmp_path / 'l.sqlite'}"!r}, worker.Options(),
                                                  tasks, results, None, os.getpid()))
     job.start()
     open("job.pid", "w").write(str(job.pid))
+    if {case!r} == "flushing-a-big-report":
+        deadline = time.monotonic() + 60  # only a bound on a job that never takes its paths
+        while not tasks.empty() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the job has the report in hand, its feeder writing it to nobody
     os._exit(0)  # killed, maybe before the job even started: no sentinel sent, nobody reads the results
 """
     # No pipes: the job would hold them open, and run() would wait for it.
