@@ -30,9 +30,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.e2e)
-            # xdist --dist loadgroup: a module's browser tests on one worker, sharing its server
-            # (one group for them all made that worker the last to finish, by minutes).
-            item.add_marker(pytest.mark.xdist_group(f"e2e-{Path(str(item.fspath)).stem}"))
+            # xdist --dist loadgroup: keep the browser tests on one worker, sharing one server.
+            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 def _free_port() -> int:
