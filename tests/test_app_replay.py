@@ -68,7 +68,7 @@ def _longest_run(url: str, sid: int) -> tuple[int, int, int]:
     return max(runs_of(url, sid), key=lambda r: (r[2] - r[1], -r[0]))
 
 
-STEP_SHARES = 3  # each detector steps a third of the sample sessions, every session is stepped by three or four
+STEP_SHARES = 5  # each detector steps a fifth of the sample sessions, every session is stepped by two
 
 
 def _stepped(sessions: dict, detector: str, spec: PolicySpec) -> dict:
