@@ -22,6 +22,7 @@ from pathlib import Path
 from loopledger import vocab
 from loopledger.analysis.replay_table import sessions_of
 from loopledger.detectors.policy import BUILTIN_SPECS, make_policy
+from loopledger.discovery import SKIP_DIRS
 from loopledger.events import Batch, Event, Prose, ReadError, SessionInfo
 from loopledger.formats import read, sniff, units
 from loopledger.replay import replay, tally
@@ -44,8 +45,11 @@ class Row:
 
 
 def all_files(root: Path) -> list[Path]:
+    # Not the folders ingest skips: a __pycache__ holds, while Python writes it, a temporary
+    # file named like no bytecode (`x.cpython-311.pyc.1400…`).
     return sorted(p for p in root.rglob("*")
-                  if p.is_file() and p.name not in NOT_SAMPLES and p.suffix not in (".py", ".pyc"))
+                  if p.is_file() and p.name not in NOT_SAMPLES and p.suffix not in (".py", ".pyc")
+                  and not SKIP_DIRS.intersection(p.relative_to(root).parts[:-1]))
 
 
 def sample_files(root: Path) -> list[Path]:

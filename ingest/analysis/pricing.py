@@ -5,6 +5,8 @@ auto-update is never started), at the turn's date (prices change; the table keep
 with cache reads and writes priced as the provider prices them. A turn without usage, or whose
 model the table does not know, is unpriced: `usd` is None, shown as unknown, never 0.
 `PRICED_WITH` names the table's version; the ledger stores it beside every computed price.
+genai-prices is imported on the first price asked for, not with this module: most commands that
+import the ledger's store never price a turn, and the table takes longer to load than they run.
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-import genai_prices
 from loopledger.events import TurnUsage
 
-PRICED_WITH = f"genai-prices {version('genai-prices')}"
+
+def __getattr__(name: str) -> str:
+    if name == "PRICED_WITH":
+        return _priced_with()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _priced_with() -> str:
+    return f"genai-prices {version('genai-prices')}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +66,13 @@ def _price(model: str, provider: str | None, inp: int | None, out: int | None, r
             when = datetime.fromisoformat(day).replace(hour=12, tzinfo=UTC)
         except ValueError:
             when = None
+    import genai_prices
+
     try:
         calc = genai_prices.calc_price(genai_prices.Usage(**{k: v for k, v in counts.items() if v}),
                                        model_ref=model, provider_id=provider, genai_request_timestamp=when)
     except LookupError:
-        return Price(None, None, f"{model!r} is not in {PRICED_WITH}")
+        return Price(None, None, f"{model!r} is not in {_priced_with()}")
     except ValueError as e:  # usage the table cannot price (e.g. more cache reads than input)
         return Price(None, None, f"{model!r}: {e}")
     return Price(float(calc.total_price), calc.model.id)
