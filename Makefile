@@ -33,6 +33,8 @@ run: $(STAMP)
 # gitignored __pycache__/): without them each xdist worker re-rewrote every test module (13 s
 # of CPU against 4 s) and each of the ~900 `loopledger` processes the tests start recompiled
 # the package (about 0.1 s of CPU each), on a run that is CPU-bound on two cores.
+# --dist loadgroup keeps each browser-test module on one worker (tests/e2e/conftest.py), so its
+# ledger, its dashboard server and its browser context are made once, not once per worker.
 test: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n 4 --dist loadgroup
 

@@ -16,6 +16,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,47 @@ def opencode() -> list[str]:
         if _works(cmd):
             return cmd
     pytest.skip(f"{OPENCODE[0]}@{OPENCODE[1]} is installed but does not run here (no binary for this platform?)")
+
+
+_PLUGIN_DEPS = ("node_modules", "package.json", "package-lock.json")
+
+
+def opencode_plugin_deps(*folders: Path) -> None:
+    """OpenCode installs its plugin SDK (~60 MB of node_modules) into each config folder it
+    reads (~/.config/opencode, a project's .opencode/) on its first run there: about half the CPU
+    of a short run. A test's fresh folders get the ones an earlier run installed (kept under the
+    cache by `keep_opencode_plugin_deps`), as a person's second run finds them; until one is
+    kept, OpenCode installs them itself."""
+    kept = cache_root() / f"opencode-plugin-deps@{OPENCODE[1]}"
+    if not kept.is_dir():
+        return
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in _PLUGIN_DEPS:
+            src = kept / name
+            if src.is_dir():
+                shutil.copytree(src, folder / name, symlinks=True)
+            else:
+                shutil.copy2(src, folder / name)
+
+
+def keep_opencode_plugin_deps(folder: Path) -> None:
+    """Keep the plugin SDK OpenCode installed in `folder` for the next tests (once; a rename, so
+    a parallel worker never sees half a copy)."""
+    kept = cache_root() / f"opencode-plugin-deps@{OPENCODE[1]}"
+    if kept.is_dir() or not all((folder / name).exists() for name in _PLUGIN_DEPS):
+        return
+    staging = Path(tempfile.mkdtemp(prefix=".opencode-plugin-deps-", dir=cache_root()))
+    for name in _PLUGIN_DEPS:
+        src = folder / name
+        if src.is_dir():
+            shutil.copytree(src, staging / name, symlinks=True)
+        else:
+            shutil.copy2(src, staging / name)
+    try:
+        staging.rename(kept)
+    except OSError:  # another worker kept its copy first
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def npm_cache() -> Path:

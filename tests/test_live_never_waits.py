@@ -403,7 +403,13 @@ def test_point_15_the_real_claude_code_waits_for_a_busy_ledger_once_per_tool_cal
 def test_point_12_the_real_opencode_runs_at_once_when_its_guard_cannot_start(tmp_path):
     """OpenCode 1.18.33 itself with the plugin whose loopledger was moved away: every call runs,
     and the plugin gave up on the guard once (OpenCode's log), not once per call."""
-    from tests.real_clients import clean_env, npm_cache, opencode
+    from tests.real_clients import (
+        clean_env,
+        keep_opencode_plugin_deps,
+        npm_cache,
+        opencode,
+        opencode_plugin_deps,
+    )
     from tests.stand_in_models import ChatCompletionsServer
 
     oc = opencode()
@@ -421,10 +427,11 @@ def test_point_12_the_real_opencode_runs_at_once_when_its_guard_cannot_start(tmp
     plugin.write_text(plugin.read_text().replace(json.dumps(str(BIN)),
                                                  json.dumps(str(tmp_path / "moved-venv" / "bin" / "loopledger"))))
     assert str(BIN) not in plugin.read_text()
+    opencode_plugin_deps(project / ".opencode", home / ".config" / "opencode")
     calls = 3
     with ChatCompletionsServer(command="echo hello", max_turns=calls) as model:
         folder = home / ".config" / "opencode"
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / "opencode.json").write_text(json.dumps({
             "$schema": "https://opencode.ai/config.json",
             "provider": {"standin": {"npm": "@ai-sdk/openai-compatible", "name": "Stand-in",
@@ -434,6 +441,7 @@ def test_point_12_the_real_opencode_runs_at_once_when_its_guard_cannot_start(tmp
         proc = subprocess.run([*oc, "run", "--print-logs", "--log-level", "WARN", "--format", "json", "--auto",
                                "Say hello"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
         n_requests = len(model.recorded.requests)
+    keep_opencode_plugin_deps(project / ".opencode")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert n_requests == calls + 1
     said = proc.stdout + proc.stderr

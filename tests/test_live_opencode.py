@@ -59,7 +59,13 @@ def _guards_left(ledger: Path) -> list[int]:
 
 
 def _run(tmp_path: Path, policy: str, command: str, max_turns: int, *, user: bool = False):
-    from tests.real_clients import clean_env, npm_cache, opencode
+    from tests.real_clients import (
+        clean_env,
+        keep_opencode_plugin_deps,
+        npm_cache,
+        opencode,
+        opencode_plugin_deps,
+    )
     from tests.stand_in_models import ChatCompletionsServer
 
     oc = opencode()
@@ -69,6 +75,8 @@ def _run(tmp_path: Path, policy: str, command: str, max_turns: int, *, user: boo
     project, home = tmp_path / "shop", tmp_path / "home"
     project.mkdir()
     home.mkdir()
+    plugin_home = home / ".config" / "opencode" if user else project / ".opencode"
+    opencode_plugin_deps(project / ".opencode", home / ".config" / "opencode")  # OpenCode reads both
     data = home / ".local" / "share" / "opencode"
     env = clean_env(home, LOOPLEDGER_HOOK_LOG=str(tmp_path / "hook.log"), OPENCODE_DISABLE_MODELS_FETCH="1",
                     OPENCODE_DISABLE_AUTOUPDATE="1", npm_config_cache=str(npm_cache()))
@@ -82,6 +90,7 @@ def _run(tmp_path: Path, policy: str, command: str, max_turns: int, *, user: boo
                               capture_output=True, text=True, timeout=600)
         requests = [body for _, body in model.recorded.requests]
         side = watch.wait_beside(ledger, len(enforced(ledger)))
+    keep_opencode_plugin_deps(plugin_home)
     deadline = time.monotonic() + 30
     while _guards_left(ledger) and time.monotonic() < deadline:  # the guard ends with OpenCode's pipe
         time.sleep(0.1)

@@ -26,12 +26,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 START_TIMEOUT_S = 90
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the group marks into the test ids
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.e2e)
-            # xdist --dist loadgroup: keep the browser tests on one worker, sharing one server.
-            item.add_marker(pytest.mark.xdist_group("e2e"))
+            # xdist --dist loadgroup: a module's browser tests on one worker, so its ledger, its
+            # server and its browser context are made once (modules still spread over workers).
+            item.add_marker(pytest.mark.xdist_group(f"e2e-{Path(str(item.fspath)).stem}"))
 
 
 def _free_port() -> int:
@@ -112,16 +114,29 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser):
+@pytest.fixture(scope="module")
+def _context(browser):
+    """One browser context per module: its tests share the cache of the app's scripts, which a
+    fresh context compiles again (~1 CPU-s a test). Each test still gets a page of its own and no
+    cookie of an earlier test (a sign-in), and every new page opens a new app session."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    # Every URL the page asks for, so tests can prove nothing from a transcript was fetched.
-    requested: list[str] = []
-    ctx.on("request", lambda r: requested.append(r.url))
-    pg = ctx.new_page()
-    pg.requested = requested
-    yield pg
+    requested: list[list[str]] = [[]]
+    # Every URL the test's pages ask for, so tests can prove nothing from a transcript was fetched.
+    ctx.on("request", lambda r: requested[-1].append(r.url))
+    yield ctx, requested
     ctx.close()
+
+
+@pytest.fixture
+def page(_context):
+    ctx, requested = _context
+    ctx.clear_cookies()
+    requested.append([])
+    pg = ctx.new_page()
+    pg.requested = requested[-1]
+    yield pg
+    for left in ctx.pages:  # the test's page and any it opened (a link to a new tab)
+        left.close()
 
 
 def metric_value(page, label: str) -> str:
