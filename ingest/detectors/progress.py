@@ -764,11 +764,23 @@ class ProgressDetector:
         self.last = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ProgressDetector:
-        # Patterns are shared (immutable); entries are mutable (answers arrive later): copied.
+        # Patterns are shared (immutable); entries are mutable (answers arrive later): copied, each
+        # once, into both the window and the per-tool index. The index is trimmed lazily, so it may
+        # still hold calls older than the window, which an answer's reading looks at (a write's
+        # freshness): rebuilding it from the window instead made a replay resumed from a copy
+        # differ from one that never stopped.
         new = copy.copy(self)
-        new._entries = deque((e.copy() for e in self._entries), maxlen=self.window)
+        copies: dict[int, Entry] = {}
+
+        def copied(e: Entry) -> Entry:
+            c = copies.get(id(e))
+            if c is None:
+                c = copies[id(e)] = e.copy()
+            return c
+
+        new._entries = deque((copied(e) for e in self._entries), maxlen=self.window)
+        new._by_tool = {tool: deque(copied(e) for e in same) for tool, same in self._by_tool.items()}
         new._answered_at, new._polls = dict(self._answered_at), dict(self._polls)
-        new._reindex()
         return new
 
     def state(self) -> dict[str, Any]:
