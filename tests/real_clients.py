@@ -112,32 +112,34 @@ def opencode_plugin_deps(*folders: Path) -> None:
     of a short run. A test's fresh folders get the ones an earlier run installed (kept under the
     cache by `keep_opencode_plugin_deps`), as a person's second run finds them; until one is
     kept, OpenCode installs them itself."""
-    kept = cache_root() / f"opencode-plugin-deps@{OPENCODE[1]}"
+    kept = _kept_plugin_deps()
     if not kept.is_dir():
         return
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
-        for name in _PLUGIN_DEPS:
-            src = kept / name
-            if src.is_dir():
-                shutil.copytree(src, folder / name, symlinks=True)
-            else:
-                shutil.copy2(src, folder / name)
+        _copy_plugin_deps(kept, folder)
+
+
+def _kept_plugin_deps() -> Path:
+    return cache_root() / f"opencode-plugin-deps@{OPENCODE[1]}"
+
+
+def _copy_plugin_deps(src: Path, dst: Path) -> None:
+    for name in _PLUGIN_DEPS:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, symlinks=True)
+        else:
+            shutil.copy2(src / name, dst / name)
 
 
 def keep_opencode_plugin_deps(folder: Path) -> None:
     """Keep the plugin SDK OpenCode installed in `folder` for the next tests (once; a rename, so
     a parallel worker never sees half a copy)."""
-    kept = cache_root() / f"opencode-plugin-deps@{OPENCODE[1]}"
+    kept = _kept_plugin_deps()
     if kept.is_dir() or not all((folder / name).exists() for name in _PLUGIN_DEPS):
         return
     staging = Path(tempfile.mkdtemp(prefix=".opencode-plugin-deps-", dir=cache_root()))
-    for name in _PLUGIN_DEPS:
-        src = folder / name
-        if src.is_dir():
-            shutil.copytree(src, staging / name, symlinks=True)
-        else:
-            shutil.copy2(src, staging / name)
+    _copy_plugin_deps(folder, staging)
     try:
         staging.rename(kept)
     except OSError:  # another worker kept its copy first
