@@ -56,8 +56,38 @@ def test_trying_something_new_each_time_the_user_asks_is_not_a_loop():
     d, got = ProgressDetector(), []
     for i in range(6):
         got += actions(d, [("update", _update("HAT072", payment=f"gift_card_{i}"), err)])
+        d.user_said(f"That one is empty too. Please use gift_card_{i + 1} instead.")
         d.user_turn()
     assert got == ["allow"] * 6
+
+
+def _guesses(d: ProgressDetector, first: int, n: int) -> list[str]:
+    return actions(d, [("get_order_details", {"order_id": f"#W66000{first + i:02d}"}, "Error: order not found")
+                       for i in range(n)])
+
+
+def test_ids_guessed_across_user_turns_halt_one_step_later():
+    # tau-bench retail task 43 (corpus_ho3, a loop): order ids guessed one after another, three
+    # between each simulated-user turn that gives none of them: still one tool failing the same
+    # way, halted one step later than with nobody speaking between (same_failure_at + 1).
+    d, got = ProgressDetector(), []
+    for first in (0, 3, 6):
+        got += _guesses(d, first, 3)
+        d.user_said("I don't know the order id, it was placed around October 11th.")
+        d.user_turn()
+    assert got.index("halt") == 5 and got[4] == "warn"
+    assert _guesses(ProgressDetector(), 0, 9).index("halt") == 4  # without the turns: same_failure_at
+
+
+def test_a_value_the_person_just_gave_starts_the_failures_anew():
+    # four guesses, then the person's own id: their try, counted from their turn; the agent's
+    # guesses after it count on from that try (halted at its 5th step, same_failure_at)
+    d = ProgressDetector()
+    assert _guesses(d, 0, 4) == ["allow", "allow", "allow", "warn"]
+    d.user_said("Sorry, it is #W6600042.")
+    d.user_turn()
+    assert actions(d, [("get_order_details", {"order_id": "#W6600042"}, "Error: order not found")]) == ["allow"]
+    assert _guesses(d, 50, 4) == ["allow", "allow", "warn", "halt"]
 
 
 def test_other_tools_failing_the_same_way_are_not_retries_of_this_one():
@@ -391,19 +421,40 @@ def test_arguments_are_keyed_by_their_canonical_form():
     assert d.check("t", {"n": 2 ** 70}).count == 2
 
 
-def test_a_run_of_one_failure_starts_after_the_user_turn():
+def test_a_run_of_one_failure_goes_on_across_a_user_turn_that_gives_nothing_new():
+    # the person spoke but gave none of the values tried: one step later than without the turn
     d = ProgressDetector()
     guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
     actions(d, guess[:4])
+    d.user_said("I am not sure which order it was.")
+    d.user_turn()
+    assert run(d, guess[4:6]) == [("warn", 5, "failures"), ("halt", 6, "failures")]
+
+
+def test_a_value_the_person_names_from_before_their_turn_is_no_new_try():
+    # the person repeats an id the agent already tried: the guesses after it go on as before
+    d = ProgressDetector()
+    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
+    actions(d, guess[:4])
+    d.user_said("#W01 was not it, and I do not know which one it is.")
+    d.user_turn()
+    assert actions(d, guess[4:6]) == ["warn", "halt"]
+
+
+def test_a_run_of_one_failure_starts_after_a_user_turn_whose_value_it_tries():
+    d = ProgressDetector()
+    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
+    actions(d, guess[:4])
+    d.user_said("Try #W04 then.")
     d.user_turn()
     assert actions(d, guess[4:9]) == ["allow", "allow", "allow", "warn", "halt"]
 
 
-def test_a_kept_failure_and_a_new_call_after_a_user_turn_count_one():
+def test_a_kept_failure_and_a_new_call_after_a_user_turn_count_on():
     d = ProgressDetector()
     actions(d, [("book", {"a": 1}, "Error: declined")])
-    d.user_turn()  # the failure is kept (across_turns=errors) but the run ends at the turn
-    assert run(d, [("book", {"a": 2}, "Error: declined")]) == [("allow", 1, "")]
+    d.user_turn()  # the failure is kept (across_turns=answers), and so is the run
+    assert run(d, [("book", {"a": 2}, "Error: declined")]) == [("allow", 2, "failures")]
 
 
 def test_the_run_of_one_failure_warns_one_before_it_halts():
@@ -780,6 +831,53 @@ def test_the_same_success_with_other_calls_between_halts_at_ok_halt_at_warned_on
     calls = [("read", {"p": "a"}, "same"), _other(1), ("read", {"p": "a"}, "same"), _other(2),
              ("read", {"p": "a"}, "same"), _other(3), ("read", {"p": "a"}, "same")]
     assert actions(ProgressDetector(), calls) == ["allow", "allow", "allow", "allow", "warn", "allow", "halt"]
+
+
+def _swe_agent_round(new_goto: bool = False) -> list[tuple]:
+    """SWE-agent's navigation, as the jackson-databind runs (corpus_c) go round: reopen a file,
+    search it, search the repository, reopen the other file, go to a line."""
+    return [("bash", {"command": "open ObjectNode.java"}, "[File: ObjectNode.java (1143 lines total)]"),
+            ("bash", {"command": 'search_file "withArray(String)"'}, "No matches found in ObjectNode.java"),
+            ("bash", {"command": 'search_dir "withArray(String)"'}, "Found 1 matches in JsonNode.java"),
+            ("bash", {"command": "open JsonNode.java"}, "[File: JsonNode.java (1566 lines total)]"),
+            ("bash", {"command": "goto 1310" if new_goto else "goto 1260"}, "(1244 more lines above)")]
+
+
+def test_steps_retaken_between_repeats_are_nothing_new():
+    # Once every call since a repeat's first run is a read or a step retaken with the answer it
+    # had, its third run with the same answer halts, as with nothing between (not at ok_halt_at).
+    # Round 1's steps are all first runs: round 3's goto is the first call whose first run came
+    # after them (call 4 → 9 → 14).
+    got = run(ProgressDetector(), _swe_agent_round() * 3)
+    assert [a for a, _, _ in got].index("halt") == 14
+    assert got[14] == ("halt", 3, "repeat")
+
+
+def test_a_step_taken_for_the_first_time_between_repeats_is_something_new():
+    # The second round goes to a new line: the third search is not yet stale by "nothing
+    # between"; it halts at ok_halt_at, the fourth, like any success with other calls between.
+    calls = _swe_agent_round() + _swe_agent_round(new_goto=True) + _swe_agent_round(new_goto=True)
+    d = ProgressDetector()
+    got = run(d, calls)
+    search = [got[i] for i in (1, 6, 11)]
+    assert search == [("allow", 1, ""), ("allow", 2, "repeat"), ("warn", 3, "repeat")]
+
+
+def test_opening_a_file_for_the_first_time_lets_a_search_answer_anew():
+    # search, scroll, search, open another file: the search after it is not halted though its two
+    # earlier answers were the same (the jackson run's `open ObjectNode.java` at its call 7)
+    calls = [("bash", {"command": 'search_file "x"'}, "Found 1 match in A"), ("bash", {"command": "goto 9"}, "view"),
+             ("bash", {"command": 'search_file "x"'}, "Found 1 match in A"), ("bash", {"command": "open B"}, "[File: B]"),
+             ("bash", {"command": 'search_file "x"'}, "No matches found in B")]
+    assert "halt" not in actions(ProgressDetector(), calls)
+
+
+def test_a_write_made_again_with_the_same_answer_is_not_a_step_retaken():
+    # `cp f.bak f` restores the file each time: the check after it may answer anew, so its third
+    # run is warned and its fourth halted (ok_halt_at), not halted at the third
+    calls = [("bash", {"command": "cp f.bak f"}, ""), ("bash", {"command": "python t.py"}, "ok")] * 4
+    got = actions(ProgressDetector(), calls)
+    assert (got[5], got[7]) == ("warn", "halt")
 
 
 def test_the_same_failure_halts_at_halt_at():

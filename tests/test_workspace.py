@@ -100,6 +100,13 @@ def test_a_write_is_told_by_its_arguments(name, args, wrote):
     ("echo 'unbalanced", False, False),
     ("", False, False),
     ("ls -la", False, False),
+    # SWE-agent's searches read; its viewer moves (open, goto, scroll) change what later commands answer
+    ('search_file "withArray(String)"', True, False),
+    ('search_dir "withObject(String)"\nsearch_dir "withArray(String)"', True, False),
+    ('find_file "JsonNode.java"', True, False),
+    ("open src/JsonNode.java", False, False),
+    ("goto 1260", False, False),
+    ("scroll_down", False, False),
 ])
 def test_shell_commands_are_classified_by_what_they_do(command, reads, wrote):
     assert classify_shell(command) == (reads, wrote)

@@ -11,8 +11,9 @@ volatile parts removed before answers are compared). What the detector believes,
    count restarts there), and so is a new change the agent made since: a successful write with
    arguments not seen before in the window makes a later check of a success a new experiment
    (an edit, then the build that passes again). It halts at `halt_at` when the answer is a
-   failure, or when nothing between could have changed it (every call since only read, or was
-   this same call); otherwise at `ok_halt_at`. A failure repeated after new changes gets
+   failure, or when nothing between could have changed it (every call since only read, was
+   this same call, or was a step retaken: a call answered as its previous run was); otherwise at
+   `ok_halt_at`. A failure repeated after new changes gets
    `rerun_halt_at` (an edit that did not touch the failure is an honest try, once). The same
    write made again and again back to back halts at `ok_halt_at` whatever it answers (the same
    insertion, growing the file each time). A write that failed, made again as the very next
@@ -34,9 +35,10 @@ volatile parts removed before answers are compared). What the detector believes,
    4+ characters the error quotes: "flight HAT030 not available"). Trying something new is
    progress. Halts at `halt_at` (`rerun_halt_at` after a new change).
 4. **One tool failing the same way in a row is stuck, whatever its arguments** (a harness format
-   error again and again, guessed ids each "not found"): failures since the latest success and
-   user turn with one failure signature (the text without the values it quotes, its volatile
-   parts and its numbers), counted in agent steps, halt at `same_failure_at`. A search that
+   error again and again, guessed ids each "not found"): failures since the latest success with
+   one failure signature (the text without the values it quotes, its volatile parts and its
+   numbers), counted in agent steps, halt at `same_failure_at`, one step later when the person
+   spoke between; a value the person gave, tried, starts the run at their turn. A search that
    found nothing is an answer, not a failure (a sweep of searches is exploration), and a call the
    harness refused before it ran (`vocab.HARNESS_ERROR`: its arguments summarize a reply; Claude
    Code's `<tool_use_error>`: a precondition) is linked to a later attempt only while no call has
@@ -217,7 +219,7 @@ class Entry:
     be compared (only repeats are compared), and then cached."""
 
     __slots__ = ("position", "step", "tool", "key", "match", "args", "at", "sleep", "raw", "text", "failed",
-                 "waits", "named", "fresh", "refused", "_norm", "_sig")
+                 "waits", "named", "fresh", "refused", "echo", "_norm", "_sig")
 
     def __init__(self, position: int, tool: str, key: str, match: str, args: Any, at: Any, sleep: float,
                  step: int = 0) -> None:
@@ -232,7 +234,8 @@ class Entry:
         self.raw: str | None = None  # digest of the full answer text (None: not back yet)
         # Set when the answer comes back (record_answer), read only once `raw` is set: text,
         # failed, waits (pending or transient), named (values its error quotes), fresh (a
-        # successful write with arguments new in the window), refused (by the harness), _norm, _sig.
+        # successful write with arguments new in the window), refused (by the harness), echo (not
+        # a write, answered as its previous run in the window was: nothing new), _norm, _sig.
 
     @property
     def reads(self) -> bool:
@@ -246,8 +249,8 @@ class Entry:
         new = Entry(self.position, self.tool, self.key, self.match, self.args, self.at, self.sleep, self.step)
         new.raw = self.raw
         if self.raw is not None:
-            new.text, new.failed, new.waits, new.named, new.fresh, new.refused = (
-                self.text, self.failed, self.waits, self.named, self.fresh, self.refused)
+            new.text, new.failed, new.waits, new.named, new.fresh, new.refused, new.echo = (
+                self.text, self.failed, self.waits, self.named, self.fresh, self.refused, self.echo)
             new._norm, new._sig = self._norm, self._sig
         return new
 
@@ -478,12 +481,13 @@ class ProgressDetector:
         return -1
 
     def _quiet_since(self, first: int, entry: Entry) -> bool:
-        """Every call after `first` only read, or was this same call: nothing could have changed
-        what it answers."""
+        """Every call after `first` only read, was this same call, or was a step retaken (a call
+        answered as its previous run was: SWE-agent reopening the file it had open): nothing new
+        could have changed what it answers."""
         for e in reversed(self._entries):
             if e.position <= first:
                 return True
-            if not (e.reads or (e.tool == entry.tool and e.match == entry.match)):
+            if not (e.reads or (e.raw is not None and e.echo) or (e.tool == entry.tool and e.match == entry.match)):
                 return False
         return True
 
@@ -507,12 +511,13 @@ class ProgressDetector:
                 not head.failed and self._polls.get(entry.match, -self.window - 1) > entry.position - self.window):
             return self._wait(run, entry, what)
         changed = self._fresh_write_after(run[-1].position)
+        change = entry.writes or entry.tool.lower() in WRITE_TOOLS  # this call changes something
         if not head.failed:
             # a new change of the agent's since, or the world moving (another repeated call
             # answered differently): a check that answers the same again is a new experiment
             # (this call's own changed answer is where its run restarts: kept)
             run = [e for e in run if e.position > changed and e.position >= self._moved]
-            if run and self.across_turns == "answers" and (entry.writes or entry.tool.lower() in WRITE_TOOLS):
+            if run and self.across_turns == "answers" and change:
                 run = [e for e in run if e.position >= self._turn]  # asked for again by the person
             if not run:
                 return None
@@ -522,8 +527,7 @@ class ProgressDetector:
             halt = self.rerun_halt_at if changed >= 0 else self.halt_at
             said = f"{what} ran {_times(r)} with the same failure" + (
                 ", though files were changed between" if changed >= 0 else "")
-            if (r == 1 and self._entries[-1] is head and not head.refused
-                    and (entry.writes or entry.tool.lower() in WRITE_TOOLS)):
+            if r == 1 and self._entries[-1] is head and not head.refused and change:
                 # A change that failed, sent again at once with nothing read between, fails again
                 # (an edit whose search text is not in the file): the model is told now. A call
                 # the harness refused is left out: its refusal already said what to do first.
@@ -631,10 +635,13 @@ class ProgressDetector:
         """Rule 4: the tool's failures in a row with one signature, in agent steps."""
         if entry.tool in vocab.HARNESS_REFUSALS:
             return self._refusals(same_tool, entry)
-        lo = max(self._success, self._turn - 1, self._floor(entry.tool))
+        lo = max(self._success, self._floor(entry.tool))
+        if self._turn - 1 > lo and self._person_gave(same_tool, entry):
+            lo = self._turn - 1  # the person's value: their try starts the run anew
         head: Entry | None = None
         steps = 0
         step = -1
+        spans_turn = False
         for e in reversed(same_tool):
             if e.position <= lo:
                 break
@@ -649,9 +656,11 @@ class ProgressDetector:
             if e.step != step:
                 steps += 1
                 step = e.step
+            spans_turn = spans_turn or e.position < self._turn
         if not steps:
             return None
-        return Count(FAILURES, steps + 1, self.same_failure_at, self.same_failure_at - 1,
+        halt = self.same_failure_at + 1 if spans_turn else self.same_failure_at
+        return Count(FAILURES, steps + 1, halt, halt - 1,
                      f"{entry.tool} failed the same way {_times(steps)} in a row, whatever its arguments")
 
     def _refusals(self, refused: deque[Entry], entry: Entry) -> Count | None:
@@ -722,11 +731,13 @@ class ProgressDetector:
                                       for e in self._by_tool.get(entry.tool, ()))
         if position > self._answered_at.get(entry.tool, -1):
             self._answered_at[entry.tool] = position
-        if position > self._moved and not entry.writes:  # a write's answer moving is the agent's own doing
+        entry.echo = False
+        if not entry.writes:  # a write's answer moving is the agent's own doing, and repeating it is no echo
             for e in reversed(self._by_tool.get(entry.tool, ())):
                 if e.position < position and e.match == entry.match and e.raw is not None:
-                    if (e.raw != entry.raw and not self.same_answer(e, entry)
-                            and self._fresh_write_between(e.position, position) < 0):
+                    if e.raw == entry.raw or self.same_answer(e, entry):
+                        entry.echo = True
+                    elif position > self._moved and self._fresh_write_between(e.position, position) < 0:
                         self._moved = position  # the world moved, not the agent's own change
                         if len(self._polls) >= 4 * self.window:
                             self._polls = {k: v for k, v in self._polls.items() if v > position - self.window}
@@ -746,6 +757,24 @@ class ProgressDetector:
         values = leaves(args)
         return bool(values) and all(
             v in said or (v[:1] in "#@" and len(v) > NAMED_MIN_LEN and v[1:] in said) for v in values)
+
+    def _person_gave(self, same_tool: deque[Entry], entry: Entry) -> bool:
+        """Since the latest user turn, this call or an attempt of its tool carries a value (of 4+
+        characters) the person gave in that turn that the attempt before it did not ("then try
+        gift_card_2"): the person's own try."""
+        said = self._said
+        if not said:
+            return False
+        newer = entry
+        for e in reversed(same_tool):
+            if e.raw is None:
+                continue
+            if any(v in said for v in leaves(newer.args) - leaves(e.args)):
+                return True
+            if e.position < self._turn:
+                return False
+            newer = e
+        return False
 
     def user_turn(self) -> None:
         self._turn = self._next  # a run of one failure never spans a user turn
@@ -839,7 +868,7 @@ DETECTOR = Detector(
               "halt at this attempt after the same failure when new changes were made between"),
         Param("same_failure_at", INT, DEFAULT_SAME_FAILURE_AT, 3,
               "halt at this step of one tool failing the same way in a row, whatever the arguments "
-              "(no success, no user turn between)"),
+              "(no success between; one step later across a user turn)"),
         Param("wait_limit", FLOAT, DEFAULT_WAIT_LIMIT, 1,
               "seconds a wait (a sleeping poll, a pending or transient answer) may stay unchanged"),
         Param("wait_halt_at", INT, DEFAULT_WAIT_HALT_AT, 3,

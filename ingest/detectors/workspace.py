@@ -18,6 +18,9 @@ from typing import Any
 # output folder, a process).
 READ_PROGRAMS = frozenset({"cat", "head", "grep", "egrep", "fgrep", "rg", "wc", "nl", "tree", "stat",
                            "file"})
+# SWE-agent's search commands: they read the open file or the repository and change nothing. Not
+# its `open`, `goto`, `scroll_*`: they move the viewer that later commands answer from.
+SEARCH_COMMANDS = frozenset({"search_file", "search_dir", "find_file"})
 READ_GIT = frozenset({"status", "diff", "log", "show", "blame", "grep"})
 READ_VERBS = frozenset({"view", "read", "open", "show"})  # an editor tool's command=view
 # Options that make a reading program run another program (`git grep -O<pager>`, `rg --pre
@@ -98,7 +101,7 @@ def _stage_reads(words: list[str]) -> bool:
         return _FIND_RUNS.isdisjoint(words[1:])
     if prog == "git" and (len(words) < 2 or words[1] not in READ_GIT):
         return False
-    if prog not in READ_PROGRAMS and prog != "git":
+    if prog not in READ_PROGRAMS and prog not in SEARCH_COMMANDS and prog != "git":
         return False
     return not _has_option(words[1:], _OPTION_RUNS.get(prog, ()))
 
