@@ -159,6 +159,18 @@ def expect_metric(page, label: str, value: str, timeout_ms: int = 60_000) -> Non
     expect(value_el).to_have_text(value, timeout=timeout_ms)
 
 
+def expect_run_over(page, timeout_ms: int = 60_000) -> None:
+    """Until Streamlit's script run is over: the app root's `data-test-script-state` (the attribute
+    Streamlit's own browser tests read) says notRunning. Proof only once the page shows something
+    the awaited run drew: from a click until the server starts the run it asks for, and between a
+    run stopped by st.rerun() and the next, the root says notRunning too. Not the status widget: it
+    appears only once a run has gone on for 500 ms, so a shorter run never shows it."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
+                                                           timeout=timeout_ms)
+
+
 def sql(url: str, query: str, **params) -> list:
     """Rows of one read-only query on a ledger (what a test checks the page against)."""
     import sqlalchemy as sa

@@ -18,7 +18,7 @@ from loopledger.ledger.engine import make_engine
 from loopledger.live import enforce
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import ROOT, start_server
+from tests.e2e.conftest import ROOT, expect_run_over, start_server
 from tests.e2e.conftest import sql as _sql
 from tests.live_support import BIN
 
@@ -46,9 +46,19 @@ def board(newcomer_ledger, tmp_path_factory) -> str:
         yield base
 
 
-def _settle(page, ms: int = 800) -> None:
-    page.wait_for_timeout(ms)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=WAIT)
+def _ran(page) -> None:
+    """The run that drew what the caller has just seen is over (conftest.expect_run_over)."""
+    expect_run_over(page, WAIT)
+
+
+def _drawn(page) -> None:
+    """The run over and what it drew laid out: the lazily loaded elements (a table, a chart) are
+    mounted, not their placeholders, and every chart has drawn. A chart above a table draws after
+    the run ends and pushes the table down by its height."""
+    _ran(page)
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=WAIT)
+    expect(page.get_by_test_id("stVegaLiteChart").filter(has_not=page.locator(".marks"))).to_have_count(
+        0, timeout=WAIT)
 
 
 def _grid(page, key: str):
@@ -82,11 +92,13 @@ def _chosen(page, label: str, scope=None) -> str:
 
 
 def _pick(page, label: str, option: str, scope=None) -> None:
-    """Choose `option` in the selectbox labelled `label` (in the sidebar when scope is given)."""
+    """Choose `option` in the selectbox labelled `label` (in the sidebar when scope is given). The
+    caller then waits for what the pick's run draws, and `_ran`."""
     where = scope or page
     where.get_by_label(label, exact=True).click()
     page.get_by_role("option", name=option, exact=True).click()
-    _settle(page)
+    box = where.get_by_test_id("stSelectbox").filter(has=page.get_by_text(label, exact=True)).first
+    expect(box.locator("input")).to_have_value(option, timeout=WAIT)
 
 
 def _text(page, pattern: str):
@@ -102,12 +114,11 @@ def test_a_click_on_any_cell_of_a_session_row_opens_it(board, page, artifacts_di
     page.goto(board + "/")
     table = page.locator(".st-key-sessions_table")
     table.locator("td").first.wait_for(state="attached", timeout=WAIT)
-    _settle(page, 1500)
+    _drawn(page)  # the chart above the table drawn: the table is where it stays
     first_id = _cells(page, "sessions_table")[0]
-    table.scroll_into_view_if_needed()
-    box = table.bounding_box()
-    # The title cell of the first row (not the checkbox column): header ~36 px, a row ~35 px.
-    page.mouse.click(box["x"] + 300, box["y"] + 36 + 17)
+    # The title cell of the first row (not the checkbox column): header ~36 px, a row ~35 px. A
+    # locator's click waits for the table to stand still and to be what is under that point.
+    table.click(position={"x": 300, "y": 36 + 17})
     page.wait_for_url(re.compile(rf"/session\?session={first_id}\b"), timeout=WAIT)
     page.get_by_test_id("stHeading").filter(has_text=f"Session #{first_id}").first.wait_for(timeout=WAIT)
     page.screenshot(path=str(artifacts_dir / "e2e-newcomer-row-click.png"))
@@ -127,6 +138,7 @@ def test_sidebar_filters_are_kept_across_pages_and_compare_sweeps_what_they_matc
     _pick(page, "Outcome", "halted", sidebar)
     # The count is read once the page shows the filtered one (the ledger holds normal sessions too).
     expect(count).not_to_have_text(re.compile(rf"^{every} sessions"), timeout=WAIT)
+    _ran(page)
     halted = count.inner_text().split()[0]
     # Another page, then back: the filter is still set.
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Ingest health").click()
@@ -160,7 +172,7 @@ def test_each_browser_tab_names_its_page_and_session(board, page, newcomer_ledge
                         ("/compare", "Compare · LoopLedger"), ("/leaderboard", "Guard leaderboard · LoopLedger"),
                         ("/health", "Ingest health · LoopLedger")):
         page.goto(board + path)
-        page.wait_for_function(f"() => document.title === {title!r}", timeout=WAIT)
+        expect(page).to_have_title(title, timeout=WAIT)
 
 
 def test_tables_show_no_raw_column_names(board, page):
@@ -204,16 +216,18 @@ def test_replay_forward_goes_call_to_call_and_opens_on_the_current_call(board, p
                              "'%helpdesk_resend_email.json'")[0]
     page.goto(f"{board}/replay?session={sid}&run={run}&step={first}")
     _text(page, "Detector state")
+    _ran(page)
     seen = []
-    head = _text(page, r"^Transcript, run #\d+, at ").inner_text()
+    heading = page.get_by_text(re.compile(r"^Transcript, run #\d+, at ")).first
+    head = heading.inner_text()
     for _ in range(4):
         before = head
         page.get_by_role("button", name="Forward ▶").click()
-        # The cursor's fragment redraws: wait for the panel's heading to move on.
-        page.wait_for_function("h => ![...document.querySelectorAll('h3')].some(e => e.innerText === h)", arg=before,
-                               timeout=WAIT)
-        _settle(page)
-        head = _text(page, r"^Transcript, run #\d+, at ").inner_text()
+        # The cursor's fragment redraws: its heading moves on (drawn first), then the rest of the
+        # fragment (the verdict, the transcript boxes) is drawn by the time the run is over.
+        expect(heading).to_have_text(re.compile(rf"^(?!{re.escape(before)}$)Transcript, run #\d+, at "), timeout=WAIT)
+        _ran(page)
+        head = heading.inner_text()
         # Every stop is a call the guard judged, never an answer ("no check").
         assert re.search(r"at call #\d+$", head), head  # one number per call, no step
         verdict = page.get_by_test_id("stMetric").filter(has_text="Verdict at this call")
@@ -253,8 +267,8 @@ def test_compare_and_the_leaderboard_count_sessions_and_agree(board, page, artif
     page.goto(board + "/compare")
     assert _chosen(page, "Detector") == DEFAULT_SPECS[0].detector  # the default set's first, not run-length
     page.get_by_role("button", name="Run sweep").click()
-    _text(page, "Precision and recall against labelled sessions")
-    _settle(page, 1500)
+    _text(page, "Precision and recall against labelled sessions")  # drawn only once a sweep is asked for
+    _ran(page)  # and the scores table below it drawn
     default = PolicySpec(DEFAULT_SPECS[0].detector)
     param = "halt_at" if "halt_at" in default.params else next(iter(default.params))
     here = _score_row(page, "th:recall 95% CI", f"{param}={default.params[param]}", 11)
@@ -276,11 +290,12 @@ def test_enforce_adds_to_the_default_set_and_can_replace_it(tmp_path, page, newc
         page.goto(base + "/compare")
         page.get_by_role("button", name="Run sweep").wait_for(timeout=WAIT)
         page.get_by_role("button", name="Run sweep").click()
-        _text(page, "Enforce on live agents")
-        _settle(page, 1500)
+        _text(page, "Enforce on live agents")  # the sweep's page, drawn to its last section
+        _ran(page)
         picker = page.get_by_label("Setting to enforce", exact=True)
         picker.scroll_into_view_if_needed()
         picker.click()
+        expect(page.get_by_role("option").first).to_be_visible(timeout=WAIT)
         options = [o.strip() for o in page.get_by_role("option").all_inner_texts()]
         # Best first (the labels rank them), each saying what it does, in sessions.
         assert all(re.search(r"halts [\d,]+ of [\d,]+ swept sessions", o) for o in options), options
@@ -288,10 +303,11 @@ def test_enforce_adds_to_the_default_set_and_can_replace_it(tmp_path, page, newc
         assert not options[0].startswith("strikes=0")
         second = options[1]
         page.get_by_role("option", name=second, exact=True).click()
-        _settle(page)
+        expect(picker).to_have_value(second, timeout=WAIT)
         name = second.split(" — ")[0]
         # Adding to what is enforced now is the default; replacing it is the second choice.
         _text(page, re.escape(f"Enforcing adds {name} to the default set ({default_set_words()})"))
+        _ran(page)  # the pick's run, the sentence and the button below it drawn
         page.get_by_text("replace what is enforced now with it alone").click()
         _text(page, re.escape(f"Enforcing replaces the default set ({default_set_words()}) with {name} alone"))
         page.get_by_text("add it to what is enforced now").click()
@@ -314,6 +330,9 @@ def test_enforce_adds_to_the_default_set_and_can_replace_it(tmp_path, page, newc
 def test_no_flat_zero_chart_and_the_saved_table_is_wide(board, page, newcomer_ledger):
     page.goto(board + "/compare")
     _pick(page, "Detector", "window")
+    # What the pick's run draws: window's own parameter to sweep.
+    expect(page.get_by_role("combobox", name="Parameter", exact=True)).to_have_value("threshold", timeout=WAIT)
+    _ran(page)
     page.get_by_role("button", name="Run sweep").click()
     _text(page, r"No chart of warnings: 0 under every setting")  # window never warns: said, not drawn
     (sid,) = _sql(newcomer_ledger, "SELECT session_id FROM turn_usage GROUP BY session_id ORDER BY count(*) DESC "

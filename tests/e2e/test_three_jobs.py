@@ -14,6 +14,7 @@ Expected values come from SQL on the ledger and from replaying its events, never
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
@@ -25,10 +26,11 @@ from loopledger.ledger import store
 from loopledger.ledger.engine import make_engine
 from loopledger.replay import replay
 from playwright.sync_api import expect
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from tests.conftest import CORPUS
+from tests.e2e.conftest import expect_run_over, start_server
 from tests.e2e.conftest import sql as _sql
-from tests.e2e.conftest import start_server
 from tests.e2e.test_why_e2e import _ingest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,9 +60,41 @@ def _halted_runs(events: list, spec: PolicySpec) -> int:
     return len({s.run for s in replay(events, spec) if any(c.verdict == vocab.HALT for c in s.checks)})
 
 
-def _idle(page) -> None:
-    page.wait_for_timeout(800)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=TIMEOUT)
+def _ran(page) -> None:
+    """The run that drew what the caller has just seen is over (conftest.expect_run_over)."""
+    expect_run_over(page, TIMEOUT)
+
+
+class _Socket:
+    """The page's websocket to the app's server, where Streamlit says when a run starts and ends.
+    Registered before the page opens the app."""
+
+    def __init__(self, page) -> None:
+        self.ws = None
+        page.on("websocket", self._opened)
+
+    def _opened(self, ws) -> None:
+        self.ws = ws
+
+    def press(self, action: Callable[[], None]) -> None:
+        """Do `action` and wait for the end of the last whole-page run it causes, as the server
+        reports it: a run that calls st.rerun() ends FINISHED_EARLY_FOR_RERUN and another starts;
+        the last ends FINISHED_SUCCESSFULLY. For a press after which the page reads as before (an
+        Apply of what is applied already): nothing drawn can tell that its runs are over."""
+        started: set[str] = set()
+
+        def last_run_ended(payload) -> bool:
+            if isinstance(payload, str):
+                return False
+            msg = ForwardMsg.FromString(payload)
+            kind = msg.WhichOneof("type")
+            if kind == "new_session":
+                started.add(msg.metadata.run.script_run_id)
+            return (kind == "script_finished" and msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY
+                    and msg.metadata.run.script_run_id in started)
+
+        with self.ws.expect_event("framereceived", predicate=last_run_ended, timeout=TIMEOUT):
+            action()
 
 
 def _no_exception(page) -> None:
@@ -92,44 +126,46 @@ def test_replay_keeps_its_place_on_a_second_apply(ledger_server, page, artifacts
     events = _events(url, sid)
     counts = {s.id: _halted_runs(events, s) for s in (base_spec, looser, loosest)}
 
+    socket = _Socket(page)
     page.goto(f"{base}/replay?session={sid}&run={run}&policy={base_spec.text}&step={step}")
     page.get_by_test_id("stMetric").filter(has_text="Verdict at this call").wait_for(timeout=TIMEOUT)
-    _idle(page)
+    _ran(page)
     assert _where(page) == (str(run), str(step))
     field = page.get_by_label("threshold", exact=True)
     apply = page.get_by_role("button", name="Apply parameters")
+    replaying = page.get_by_text(re.compile(r"^Replaying: ")).first
 
     def said(a: int, b: int) -> None:
         # Waits for the line (a rerun may still be drawing): a wrong count never appears and fails.
         page.get_by_test_id("stAlertContentInfo").filter(
             has_text=f"Halted runs in this session: {a} → {b}.").wait_for(timeout=TIMEOUT)
-        _idle(page)  # the Apply's own rerun (st.rerun after the form) done before the next click
+        _ran(page)  # the Apply's own rerun (st.rerun after the form) done before the next look or click
+
+    def applied(action: Callable[[], None], spec: PolicySpec, a: int, b: int) -> None:
+        # The form's run ends in st.rerun(); the run after it draws the line and what it replays.
+        socket.press(action)
+        expect(replaying).to_have_text(re.compile(rf"^Replaying: {re.escape(spec.label)} "), timeout=TIMEOUT)
+        said(a, b)
 
     field.fill("4")
-    apply.click()
-    _idle(page)
-    said(counts[base_spec.id], counts[looser.id])
+    applied(apply.click, looser, counts[base_spec.id], counts[looser.id])
     # Not stale: the run picker reads where the halt is now (the issue's "still read step 183").
     halt = next((st.seq for st in replay(events, looser) if st.run == run
                  and any(c.verdict == vocab.HALT for c in st.checks)), None)
     picked = _run_picker_text(page)
     assert (f"halts at call #{_call_no(events, halt)}:" in picked) if halt is not None else ("halts at" not in picked), \
         picked
-    apply.click()  # the issue: the second Apply jumped to run 0, step 0 and said "0 → 0"
+    # The issue: the second Apply jumped to run 0, step 0 and said "0 → 0".
+    applied(apply.click, looser, counts[base_spec.id], counts[looser.id])
     # Issue 37: the Apply after the one that applied (Enter) says what that one said, never "unchanged".
-    said(counts[base_spec.id], counts[looser.id])
     assert "unchanged" not in page.get_by_test_id("stAlertContentInfo").first.inner_text()
-    _idle(page)
     assert _where(page) == (str(run), str(step))
     assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
     field.fill("5")
-    field.press("Enter")  # Enter submits the form, then Apply once more
-    said(counts[looser.id], counts[loosest.id])
-    apply.click()
+    applied(lambda: field.press("Enter"), loosest, counts[looser.id], counts[loosest.id])  # Enter submits the form
+    applied(apply.click, loosest, counts[looser.id], counts[loosest.id])  # then Apply once more
     # Issue 37: the Apply after Enter keeps saying what Enter applied, never "halt unchanged".
-    said(counts[looser.id], counts[loosest.id])
     assert "unchanged" not in page.get_by_test_id("stAlertContentInfo").first.inner_text()
-    _idle(page)
     assert _where(page) == (str(run), str(step))
     assert _run_picker_text(page).startswith(f"run #{run + 1}")  # runs counted from 1, like calls
     _no_exception(page)
@@ -220,12 +256,16 @@ def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, arti
     page.goto(base + "/compare")
     detector = page.get_by_role("combobox", name="Detector", exact=True)
     detector.wait_for(timeout=TIMEOUT)
+    _ran(page)
     detector.click()
     page.get_by_role("option", name="run-length", exact=True).click()
-    _idle(page)
+    expect(detector).to_have_value("run-length", timeout=TIMEOUT)
+    # What the pick's run draws: run-length's own parameter to sweep.
+    expect(page.get_by_role("combobox", name="Parameter", exact=True)).to_have_value("max_strikes", timeout=TIMEOUT)
+    _ran(page)
     page.get_by_role("button", name="Run sweep").click()
-    page.get_by_text("Enforce on live agents").wait_for(timeout=120_000)
-    _idle(page)
+    page.get_by_text("Enforce on live agents").wait_for(timeout=120_000)  # the sweep's page, to its last section
+    _ran(page)
     button = page.get_by_role("button", name=re.compile(r"^Enforce"))
     # Nothing preselected: the button cannot enforce, and says so.
     assert button.inner_text().strip() == "Enforce (pick a setting first)" and button.is_disabled()
@@ -233,12 +273,16 @@ def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, arti
     assert pick.input_value() == ""
     pick.scroll_into_view_if_needed()
     pick.click()
+    expect(page.get_by_role("option").first).to_be_visible(timeout=TIMEOUT)
     options = [o.strip() for o in page.get_by_role("option").all_inner_texts()]
     # The issue's footgun, the sweep's first row, is no longer the list's first: its default is.
     assert options[0].startswith("strikes=2 — ") and options.index(next(o for o in options
                                                                         if o.startswith("strikes=0 — "))) > 0
     page.get_by_role("option", name=re.compile(r"^strikes=0 — ")).click()
-    _idle(page)
+    expect(pick).to_have_value(re.compile(r"^strikes=0 — "), timeout=TIMEOUT)
+    # What the pick's run draws: the sentence, then the button below it.
+    expect(page.get_by_text(re.compile(r"^Enforcing adds strikes=0 to "))).to_be_visible(timeout=TIMEOUT)
+    _ran(page)
     spec = PolicySpec("run-length", {"max_strikes": 0})
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
@@ -254,8 +298,9 @@ def test_enforcing_needs_a_pick_and_says_what_it_halts(ledger_server, page, arti
     page.get_by_text(re.compile(r"^Enforcing adds strikes=0 to the default set \(")).wait_for(timeout=TIMEOUT)
     page.screenshot(path=str(artifacts_dir / f"e2e-jobs-{name}-enforce-before.png"))
     button.click()
+    # Drawn only by the run the press's st.rerun() starts, at the form's end.
     page.get_by_test_id("stAlertContentSuccess").filter(has_text="Enforced: live agents").wait_for(timeout=TIMEOUT)
-    _idle(page)
+    _ran(page)
     now = page.get_by_text(re.compile(r"^Enforced now: ")).first.inner_text()
     assert "max_strikes=0" in now and "the default set" not in now, now
     _no_exception(page)
