@@ -421,32 +421,35 @@ def test_arguments_are_keyed_by_their_canonical_form():
     assert d.check("t", {"n": 2 ** 70}).count == 2
 
 
+GUESS = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
+
+
+def _four_guesses_then(said: str) -> ProgressDetector:
+    """Ids #W00..#W03 guessed, each not found; then the person says `said`."""
+    d = ProgressDetector()
+    actions(d, GUESS[:4])
+    d.user_said(said)
+    d.user_turn()
+    return d
+
+
 def test_a_run_of_one_failure_goes_on_across_a_user_turn_that_gives_nothing_new():
     # the person spoke but gave none of the values tried: one step later than without the turn
-    d = ProgressDetector()
-    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
-    actions(d, guess[:4])
-    d.user_said("I am not sure which order it was.")
-    d.user_turn()
+    d = _four_guesses_then("I am not sure which order it was.")
+    guess = GUESS
     assert run(d, guess[4:6]) == [("warn", 5, "failures"), ("halt", 6, "failures")]
 
 
 def test_a_value_the_person_names_from_before_their_turn_is_no_new_try():
     # the person repeats an id the agent already tried: the guesses after it go on as before
-    d = ProgressDetector()
-    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
-    actions(d, guess[:4])
-    d.user_said("#W01 was not it, and I do not know which one it is.")
-    d.user_turn()
+    d = _four_guesses_then("#W01 was not it, and I do not know which one it is.")
+    guess = GUESS
     assert actions(d, guess[4:6]) == ["warn", "halt"]
 
 
 def test_a_run_of_one_failure_starts_after_a_user_turn_whose_value_it_tries():
-    d = ProgressDetector()
-    guess = [("get", {"id": f"#W{i:02d}"}, f"Error: #W{i:02d} not found") for i in range(20)]
-    actions(d, guess[:4])
-    d.user_said("Try #W04 then.")
-    d.user_turn()
+    d = _four_guesses_then("Try #W04 then.")
+    guess = GUESS
     assert actions(d, guess[4:9]) == ["allow", "allow", "allow", "warn", "halt"]
 
 
