@@ -82,7 +82,7 @@ def run(module: str, report_only: bool = False) -> tuple[int, int, list[str]]:
 
 
 # Why a surviving mutant changes nothing a caller can see, by the shape of its change (checked
-# by reading them; what matches none of these is marked so and explained in docs/detection.md).
+# by reading them; what matches none of these is marked so until a person reads it into mutants/<module>.why).
 _WHY = (
     (re.compile(r"^-.*= (False|True|0|\"\")\b.*\n\+.*= None\b", re.M), "falsy/truthy twin: None where False/True/0/'' was"),
     (re.compile(r"^-.*\.r?split\(\"/\", 1\)\[-1\]", re.M), "split/rsplit on '/' keeping the last part: the same program name"),
@@ -106,7 +106,7 @@ def why(name: str, diff: str, read: dict[str, str] | None = None) -> str:
     for pattern, reason in _WHY:
         if pattern.search(diff) or pattern.search(name):
             return reason
-    return "not classified: see docs/detection.md"
+    return "not classified: no reading in mutants/<module>.why yet"
 
 
 def readings(module: str) -> dict[str, str]:

@@ -338,3 +338,38 @@ def test_progress_verdicts_do_not_depend_on_the_order_of_argument_keys(seq, rnd)
         assert (va.action, va.count, va.rule) == (vb.action, vb.count, vb.rule)
         a.record_answer(answer)
         b.record_answer(answer)
+
+
+def agent_days():
+    """Steps of an agent at work: polls (quick and sleeping) of something pending or done,
+    edits, failures, reads, user turns, each some seconds after the one before."""
+    step = st.sampled_from([
+        ("bash", {"command": "gh run view 1"}, '{"status":"queued"}', False),
+        ("bash", {"command": "gh run view 1"}, '{"status":"completed"}', False),
+        ("bash", {"command": "sleep 30 && gh run view 1"}, '{"status":"queued"}', False),
+        ("write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 10000}, "Process running with session ID 7", False),
+        ("bash", {"command": "curl -s localhost:8080/health"}, "Error: 503 Service Unavailable", True),
+        ("bash", {"command": "sed -i s/a/b/ a.py"}, "", False),
+        ("bash", {"command": "sed -i s/b/c/ a.py"}, "", False),
+        ("bash", {"command": "pytest -q"}, "1 failed, 3 passed", True),
+        ("bash", {"command": "cat a.py"}, "print('a')", False),
+        "user",
+    ])
+    return st.lists(st.tuples(step, st.integers(0, 600)), max_size=40)
+
+
+@SETTINGS
+@given(agent_days())
+def test_every_warning_and_halt_of_progress_says_why(days):
+    # the reason is what the model reads in a live warning and what a person reads in the ledger
+    d, at = ProgressDetector(), 1_764_000_000
+    for step, gap in days:
+        at += gap
+        if step == "user":
+            d.user_said("go on")
+            d.user_turn()
+            continue
+        name, args, answer, is_error = step
+        v = d.check(name, args, at=at)
+        assert v.action == "allow" or v.reason, (v, d.state())
+        d.record_answer(answer, is_error)

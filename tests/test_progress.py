@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from loopledger.detectors import ConfigError, PolicySpec, ProgressDetector, make_policy
 from loopledger.detectors.answers import is_pending
+from loopledger.detectors.progress import ProgressVerdict
 from loopledger.detectors.workspace import asked_wait
 from loopledger.events import Answer, Answers, Batch, Call, UserTurn
 from loopledger.replay import Replayer, replay
@@ -1312,3 +1313,215 @@ def test_a_value_the_person_mentions_beside_others_does_not_make_a_call_theirs()
         d.user_said("Yes, my user ID is aarav_1177. Please go ahead and book that flight.")
         d.user_turn()
     assert got[-1] == "halt"
+
+
+# ── edges a mutation run of progress.py found unpinned ───────────────────────────────────────
+
+
+def test_a_run_of_one_failure_ends_at_another_failure_and_counts_what_came_after():
+    # The walk back stops at a failure of another kind, or at a transient one, and keeps the
+    # run it has: five lookups not found after a 503 or a refused permission still halt.
+    for first in ("Error: 503 Service Unavailable", "Error: permission denied for user"):
+        d = ProgressDetector()
+        actions(d, [("lookup", {"id": "#A"}, first, True)])
+        calls = [("lookup", {"id": f"#W{i:02d}"}, "Error: order not found", True) for i in range(5)]
+        assert run(d, calls)[-2:] == [("warn", 4, "failures"), ("halt", 5, "failures")], first
+
+
+def test_the_person_s_value_starts_the_count_at_their_turn_not_one_call_before():
+    # After a success, one guess fails; the person then names a card, and the agent's tries of
+    # it fail: the count (the number the model reads) starts with their try, not the guess before.
+    d = ProgressDetector()
+    actions(d, [("get_user", {"id": "u1"}, "{\"name\": \"Ann\"}"),
+                ("pay", {"card": "gift_card_1", "amount": "99.00"}, "Error: card declined", True)])
+    d.user_said("Then try gift_card_2.")
+    d.user_turn()
+    tries = [("pay", {"card": "gift_card_2", "amount": f"{100 + i}.00"}, "Error: card declined", True)
+             for i in range(5)]
+    got = run(d, tries)
+    assert [c for _, c, _ in got] == [1, 2, 3, 4, 5]
+    assert got[-1] == ("halt", 5, "failures")
+    assert "failed the same way 4 times in a row" in d.last.reason
+
+
+def test_an_attempt_whose_answer_never_came_is_passed_over_when_looking_for_the_person_s_value():
+    d = _four_guesses_then("Try #W42 then.")
+    actions(d, [("get", {"id": "#W42", "note": "first"}, "Error: #W42 not found")])
+    d.check("get", {"id": "#W42", "note": "second"})  # its answer lost (a batch cut short)
+    # the run still starts at the person's turn: two answered tries of theirs, not six
+    assert run(d, [("get", {"id": "#W42", "note": "third"}, "Error: #W42 not found")])[0][:2] == ("allow", 2)
+
+
+def test_a_value_the_person_gave_that_every_attempt_already_carried_is_no_new_try():
+    # The user id the person gave rides along in every guess: only a value new in this attempt,
+    # and theirs, starts the count anew.
+    guess = [("get_order", {"user_id": "aarav_1177", "order_id": f"#W{i:02d}"}, "Error: order not found", True)
+             for i in range(6)]
+    d = ProgressDetector()
+    actions(d, guess[:4])
+    d.user_said("My user id is aarav_1177, I do not remember the order.")
+    d.user_turn()
+    assert actions(d, guess[4:6]) == ["warn", "halt"]
+
+
+def test_a_call_the_person_asks_for_counts_from_their_turn_not_from_the_call_just_before():
+    d = ProgressDetector()
+    check = ("bash", {"command": "make check"}, "checks: 12 passed")
+    actions(d, [check, check])
+    d.user_said("Please run make check again.")
+    d.user_turn()
+    # their request: counted from their turn, then halted as any quiet repeat (halt_at)
+    assert run(d, [check, check, check]) == [("allow", 1, ""), ("allow", 2, "repeat"), ("halt", 3, "repeat")]
+
+
+def test_a_claude_code_refusal_after_a_blank_line_is_a_refusal():
+    unread = ("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"},
+              "\n<tool_use_error>File has not been read yet. Read it first.</tool_use_error>", True)
+    assert actions(ProgressDetector(), [unread, unread]) == ["allow", "allow"]  # no warning: refused
+
+
+def test_answers_that_come_back_out_of_order_are_all_counted():
+    # Parallel calls come back in the order they finish: the newest answered call is the
+    # newest position, not the answer recorded last.
+    d = ProgressDetector(window=3)
+    for _ in range(3):
+        d.check("get_status", {"job": "42"})
+    for position in (2, 1, 0):
+        d.record_answer("Error: job 42 not found", True, position=position)
+    actions(d, [("read", {"path": "notes.md"}, "notes")])  # the window moves past call 0
+    assert d.check("get_status", {"job": "42"}).action == "halt"
+
+
+def test_the_window_s_first_calls_still_count_once_the_window_has_moved():
+    # window 3: the 4th call sees calls 0..2; the two answered at positions 0 and 1 count.
+    d = ProgressDetector(window=3)
+    calls = [("get_status", {"job": "42"}, "Error: job 42 not found", True),
+             ("get_status", {"job": "42"}, "Error: job 42 not found", True),
+             ("read", {"path": "notes.md"}, "notes"),
+             ("get_status", {"job": "42"}, "Error: job 42 not found", True)]
+    assert actions(d, calls)[-1] == "halt"
+
+
+def test_a_repeat_whose_answer_was_lost_between_is_still_the_same_call():
+    # Nothing between but this call itself, one of its runs unanswered: quiet, halted at halt_at.
+    d = ProgressDetector()
+    actions(d, [("run_tests", {"k": "a"}, "3 passed")])
+    d.check("run_tests", {"k": "a"})  # no answer recorded
+    actions(d, [("run_tests", {"k": "a"}, "3 passed")])
+    assert d.check("run_tests", {"k": "a"}).action == "halt"
+
+
+@pytest.mark.parametrize("calls, said", [
+    ([("make", {"t": "build"}, FAIL, True), ("bash", {"command": "sed -i s/a/b/ a.py"}, ""),
+      ("make", {"t": "build"}, FAIL, True), ("bash", {"command": "sed -i s/b/c/ a.py"}, ""),
+      ("make", {"t": "build"}, FAIL, True), ("make", {"t": "build"}, None)],
+     "make ran 3 times with the same failure, though files were changed between"),
+    ([("status", {"id": "1"}, "done"), ("ls", {"p": "."}, "a b"), ("status", {"id": "1"}, "done"),
+      ("ls", {"p": "src"}, "c"), ("status", {"id": "1"}, "done"), ("status", {"id": "1"}, None)],
+     "status ran 3 times with the same answer"),
+])
+def test_a_halt_s_reason_says_what_repeated_how_often_and_what_happened_between(calls, said):
+    d = ProgressDetector()
+    got = run(d, calls)
+    assert got[-1][0] == "halt" and d.last.reason == said
+
+
+def test_a_repeat_asked_for_again_says_the_user_spoke_between():
+    d = ProgressDetector()
+    status = ("status", {"id": "1"}, "done")
+    actions(d, [status, ("ls", {"p": "."}, "a b"), status])
+    d.user_said("Is it done?")
+    d.user_turn()
+    got = run(d, [("ls", {"p": "src"}, "c"), status, ("ls", {"p": "t"}, "d"), status])
+    assert got[-1][0] == "warn"
+    assert d.last.reason == "status ran 3 times with the same answer, though the user spoke between"
+
+
+def test_a_wait_s_reason_names_the_command_it_polls():
+    d = ProgressDetector()
+    poll = ("bash", {"command": "gh run view 42"}, "status: in_progress")
+    actions(d, [poll] * 3)
+    assert d.check(*poll[:2]).reason.startswith("bash: gh run view 42 was polled 3 times")
+
+
+def _stdin_polls(n: int) -> list[ProgressVerdict]:
+    """Codex's write_stdin asking 30 s of waiting each, no clock in the transcript."""
+    d, out = ProgressDetector(), []
+    for _ in range(n):
+        out.append(d.check("write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 30000}))
+        d.record_answer("Process running with session ID 7\nOutput:\n")
+    return out
+
+
+def test_a_patient_poll_with_no_clock_to_judge_is_judged_by_its_count():
+    # A `--timeout` or a tool's own wait is at most that long; with no clock to say how long
+    # each took, the polls are counted as quick ones are: warned at the 5th, halted at the 6th.
+    got = _stdin_polls(7)
+    assert [v.action for v in got[:6]] == ["allow", "allow", "allow", "allow", "warn", "halt"]
+    assert (got[5].count, got[5].threshold, got[5].rule) == (6, 6, "wait")
+    assert got[5].reason == "write_stdin was polled 5 times with the same answer"
+
+
+def test_a_poll_that_sleeps_five_seconds_each_time_is_patient_one_that_sleeps_one_is_not():
+    patient = _poll(ProgressDetector(), 20, '{"status":"queued"}',
+                    command=lambda k: "sleep 5 && gh run view 1 --json status")
+    assert "halt" not in patient  # 100 s asked for in all: far from the 900 s limit
+    quick = _poll(ProgressDetector(), 8, '{"status":"queued"}',
+                  command=lambda k: "sleep 1 && gh run view 1 --json status")
+    assert quick.index("halt") == 5
+
+
+def test_a_wait_s_reason_says_how_many_polls_and_how_long():
+    # (a reason comes with a warning: the next patient poll would pass a 200 s limit)
+    d = ProgressDetector(wait_limit=200)
+    _poll(d, 3, '{"status":"queued"}', every=60, command=lambda k: "sleep 60 && gh run view 1 --json status")
+    v = d.check("bash", {"command": "sleep 60 && gh run view 1 --json status"}, at=1_764_000_000 + 180)
+    assert (v.action, v.count, v.rule) == ("warn", 4, "wait")
+    assert v.reason == "bash: sleep 60 && gh run view 1 --json status has waited 3 min with the same answer (3 times)"
+    d = ProgressDetector()
+    _poll(d, 3, '{"status":"queued"}', every=40)
+    v = d.check("bash", {"command": "gh run view 1 --json status"}, at=1_764_000_000 + 120)
+    assert v.reason == ("bash: gh run view 1 --json status was polled 3 times with the same answer, "
+                        "without waiting between (2 min)")
+    d = ProgressDetector()
+    _poll(d, 3, '{"status":"queued"}', every=0.25)  # under a second, still said
+    v = d.check("bash", {"command": "gh run view 1 --json status"}, at=1_764_000_000 + 0.75)
+    assert v.reason.endswith("without waiting between (1 s)")
+    d = ProgressDetector()
+    _poll(d, 3, '{"status":"queued"}')
+    v = d.check("bash", {"command": "gh run view 1 --json status"})
+    assert v.reason == "bash: gh run view 1 --json status was polled 3 times with the same answer, without waiting between"
+
+
+def test_a_quick_poll_whose_answer_has_not_moved_for_longer_than_the_limit_is_halted_early():
+    # three polls asking no wait, each 8 minutes apart (a turn that thought a long time): the
+    # unchanged answer spans more than wait_limit, so the third is halted, not the sixth
+    assert _poll(ProgressDetector(), 3, '{"status":"queued"}', every=480) == ["allow", "allow", "halt"]
+
+
+def test_a_poll_after_the_agent_s_own_change_waits_anew_by_count_and_by_clock():
+    # CI polled for two minutes, a fix written, CI polled again 13 minutes later: the wait for
+    # the fix starts at the fix (it was halted with no reason, timed from the first poll).
+    d, t0 = ProgressDetector(), 1_764_000_000
+    poll = {"command": "gh run view 1"}
+    for k in range(3):
+        d.check("bash", poll, at=t0 + 60 * k)
+        d.record_answer('{"status":"queued"}')
+    d.check("bash", {"command": "sed -i s/a/b/ ci.yml"}, at=t0 + 200)
+    d.record_answer("")
+    got = []
+    for at in (t0 + 1000, t0 + 1060):
+        v = d.check("bash", poll, at=at)
+        got.append((v.action, v.count))
+        d.record_answer('{"status":"queued"}')
+    assert got == [("allow", 1), ("allow", 2)]
+
+
+def test_a_poll_timed_only_from_some_call_on_is_judged_by_its_sleeps():
+    # a transcript that starts stamping its calls part way through: no clock to span the run
+    d = ProgressDetector()
+    poll = {"command": "sleep 5 && gh run view 1"}
+    for k in range(8):
+        v = d.check("bash", poll, at=None if k < 4 else 1_764_000_000 + 5 * k)
+        assert v.action == "allow", k  # 40 s of sleeping asked for: patient, far from the limit
+        d.record_answer('{"status":"queued"}')

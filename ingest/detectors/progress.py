@@ -547,14 +547,22 @@ class ProgressDetector:
             warn_at = halt - 1
         return Count(REPEAT, r + 1, halt, warn_at, said)
 
-    def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count:
+    def _wait(self, run: list[Entry], entry: Entry, what: str) -> Count | None:
         """Rule 2: a poll of something outside, judged by what it costs and how long it waited: a
         call that sleeps, a pending answer (not one that names a new id each time: that call
         creates something, a sent mail "queued" again and again), a transient failure, or a call
         whose answers moved by themselves before (a log tailed while a build runs). Each poll is a
         model turn: polls that ask for no wait of their own (no sleep between, no `--timeout`, no
         `yield_time_ms`) halt at `wait_halt_at` unchanged answers, however few minutes they took;
-        patient polls are judged by the minutes they stay unchanged (`wait_limit`)."""
+        patient polls are judged by the minutes they stay unchanged (`wait_limit`). The agent's own
+        new change between polls is an experiment awaiting its answer: the wait, counted and timed,
+        starts after it."""
+        if not run[0].failed:
+            changed = self._fresh_write_after(run[-1].position)
+            if changed >= 0:
+                run = [e for e in run if e.position > changed]
+                if not run:
+                    return None  # the first poll since: nothing to count yet
         r = len(run)
         now, first, newest = _seconds(entry.at), _seconds(run[-1].at), _seconds(run[0].at)
         if now is not None and first is not None:
@@ -572,12 +580,6 @@ class ProgressDetector:
                              warning=r >= 2 and waited + pace > self.wait_limit)
             said = f"{what} was polled {_times(r)} with the same answer"
             return Count(WAIT, r + 1, self.wait_halt_at, self.wait_halt_at - 1, said)
-        if not run[0].failed:
-            # the agent's own new change between polls is an experiment awaiting its answer
-            changed = self._fresh_write_after(oldest)
-            r = sum(1 for e in run if e.position > changed)
-            if not r:
-                return Count(WAIT, 1, self.wait_halt_at, None, "", halting=waited > self.wait_limit)
         said = f"{what} was polled {_times(r)} with the same answer, without waiting between"
         if waited > 0:
             said += f" ({_minutes(waited)})"
@@ -777,7 +779,7 @@ class ProgressDetector:
         return False
 
     def user_turn(self) -> None:
-        self._turn = self._next  # a run of one failure never spans a user turn
+        self._turn = self._next  # the first call after the person spoke
         if self.across_turns == "all":
             return
         if self.across_turns in ("errors", "answers"):
