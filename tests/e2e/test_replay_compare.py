@@ -88,16 +88,24 @@ def _step(url: str) -> int:
     return int(parse_qs(urlparse(url).query)["step"][0])
 
 
-def _at_call(page, url: str, sid: int, step: int) -> None:
-    """Until the transcript's heading names the call at `step` by its number (the calls before it
-    in the session, plus one): the page has drawn that cursor (the URL changes first)."""
+def _at_stop_before(page, url: str, sid: int, run: int, spec: PolicySpec, seq: int, step: int) -> None:
+    """`step` is where Back from `seq` belongs: the stop before it in the run — a batch of calls,
+    or a step the policy judged (a prose turn, for stagnation), never an answer or a user turn.
+    Then waits until the transcript's heading names that step: the page has drawn that cursor
+    (the URL changes first)."""
     eng = make_engine(url, readonly=True)
     with eng.connect() as conn:
         events = store.load_events(conn, sid)
+        first, _ = read.run_bounds(conn, sid, run)
     eng.dispose()
-    assert isinstance(events[step], Batch)  # Back goes call to call
-    number = sum(len(e.calls) for e in events[:step] if isinstance(e, Batch)) + 1
-    heading = re.compile(rf"^Transcript, run #\d+, at call #{number}( \(step {step}\))?$")
+    judged = {s.seq for s in replay(events, spec) if s.checks}
+    stops = [s for s in range(first, seq) if isinstance(events[s], Batch) or s in judged]
+    assert step == stops[-1]
+    before = sum(len(e.calls) for e in events[:step] if isinstance(e, Batch))
+    if isinstance(events[step], Batch):
+        heading = re.compile(rf"^Transcript, run #\d+, at call #{before + 1}( \(step {step}\))?$")
+    else:  # "at the assistant reply after call #12"
+        heading = re.compile(rf"^Transcript, run #\d+, at the [a-z ]+ after call #{before}$")
     expect(page.get_by_text(heading)).to_be_visible(timeout=60_000)
 
 
@@ -121,11 +129,12 @@ def test_session_to_replay_step_to_halt_and_move_it(pipeline_server, page, artif
 
     # Step away and come back with "Next halt": the cursor walks, the URL follows.
     rp.get_by_role("button", name="◀ Back").click()
-    # Back goes call to call: to the previous call of the run, never to the answer just before.
+    # Back goes stop to stop: to the previous call (or judged step) of the run, never to the
+    # answer just before.
     rp.wait_for_url(lambda u: parse_qs(urlparse(u).query).get("step") != [str(seq)], timeout=30_000)
     back = _step(rp.url)
     assert back < seq
-    _at_call(rp, url, sid, back)
+    _at_stop_before(rp, url, sid, run, spec, seq, back)
     rp.get_by_role("button", name="Next halt").click()
     rp.wait_for_url(re.compile(rf"step={seq}(&|$)"), timeout=30_000)
     _wait_metric(rp, "Verdict at this call", vocab.HALT)
