@@ -1102,6 +1102,56 @@ def test_bad_parameters_are_config_errors_naming_the_field(spec, field):
     assert e.value.field == field
 
 
+# The detector's own checks: what a Python caller of ProgressDetector(...) meets (a PolicySpec is
+# checked against the parameter table first, with its own messages, tested above).
+@pytest.mark.parametrize("kw, field, rule, message", [
+    (dict(window=1), "window", "window >= 2", "window: must be >= 2, got 1"),
+    (dict(window=10_001), "window", "window <= 10000", "window: must be <= 10000, got 10001"),
+    (dict(window="20"), "window", "window is an integer", "window: must be an integer, got '20'"),
+    (dict(halt_at=2), "halt_at", "halt_at >= 3", "halt_at: must be >= 3, got 2"),
+    (dict(ok_halt_at=True), "ok_halt_at", "ok_halt_at is an integer", "ok_halt_at: must be an integer, got True"),
+    (dict(same_failure_at=2), "same_failure_at", "same_failure_at >= 3", "same_failure_at: must be >= 3, got 2"),
+    (dict(same_failure_at=4.0), "same_failure_at", "same_failure_at is an integer",
+     "same_failure_at: must be an integer, got 4.0"),
+    (dict(rerun_halt_at=2), "rerun_halt_at", "rerun_halt_at >= 3", "rerun_halt_at: must be >= 3, got 2"),
+    (dict(rerun_halt_at="4"), "rerun_halt_at", "rerun_halt_at is an integer",
+     "rerun_halt_at: must be an integer, got '4'"),
+    (dict(wait_halt_at=2), "wait_halt_at", "wait_halt_at >= 3", "wait_halt_at: must be >= 3, got 2"),
+    (dict(wait_halt_at=False), "wait_halt_at", "wait_halt_at is an integer",
+     "wait_halt_at: must be an integer, got False"),
+    (dict(wait_limit=0), "wait_limit", "wait_limit > 0", "wait_limit: must be a number of seconds > 0, got 0"),
+    (dict(wait_limit=-5.0), "wait_limit", "wait_limit > 0", "wait_limit: must be a number of seconds > 0, got -5.0"),
+    (dict(wait_limit="900"), "wait_limit", "wait_limit > 0",
+     "wait_limit: must be a number of seconds > 0, got '900'"),
+    (dict(wait_limit=True), "wait_limit", "wait_limit > 0", "wait_limit: must be a number of seconds > 0, got True"),
+    (dict(across_turns="sometimes"), "across_turns", "across_turns is one of none|errors|all|answers",
+     "across_turns: must be one of none, errors, all, answers, got 'sometimes'"),
+])
+def test_bad_parameters_name_the_field_the_rule_and_the_value(kw, field, rule, message):
+    with pytest.raises(ConfigError) as info:
+        ProgressDetector(**kw)
+    assert (info.value.field, info.value.rule, str(info.value)) == (field, rule, message)
+
+
+@pytest.mark.parametrize("kw", [dict(window=2), dict(window=10_000), dict(halt_at=3, ok_halt_at=3),
+                                dict(same_failure_at=3, rerun_halt_at=3, wait_halt_at=3),
+                                dict(wait_limit=0.5), dict(wait_limit=1), dict(across_turns="none")])
+def test_parameters_on_their_bounds_are_accepted(kw):
+    d = ProgressDetector(**kw)
+    assert all(getattr(d, k) == v for k, v in kw.items())
+
+
+def test_unset_thresholds_take_their_defaults_and_set_ones_are_kept():
+    from loopledger.detectors import progress
+
+    d = ProgressDetector()
+    assert (d.same_failure_at, d.rerun_halt_at, d.wait_halt_at, d.wait_limit) == (
+        progress.DEFAULT_SAME_FAILURE_AT, progress.DEFAULT_RERUN_HALT_AT, progress.DEFAULT_WAIT_HALT_AT,
+        progress.DEFAULT_WAIT_LIMIT)
+    d = ProgressDetector(same_failure_at=7, rerun_halt_at=8, wait_halt_at=9, wait_limit=30)
+    assert (d.same_failure_at, d.rerun_halt_at, d.wait_halt_at, d.wait_limit) == (7, 8, 9, 30)
+
+
 def test_spec_defaults_round_trip_and_name_the_patterns():
     from loopledger.detectors.answers import DEFAULT_ERROR_NAMES, VOLATILE_PATTERNS
 

@@ -289,12 +289,10 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def validate(window: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any, same_failure_at: Any = None,
-             rerun_halt_at: Any = None, wait_limit: Any = None, wait_halt_at: Any = None) -> None:
-    values = {"window": window, "halt_at": halt_at, "ok_halt_at": ok_halt_at,
-              "same_failure_at": DEFAULT_SAME_FAILURE_AT if same_failure_at is None else same_failure_at,
-              "rerun_halt_at": DEFAULT_RERUN_HALT_AT if rerun_halt_at is None else rerun_halt_at,
-              "wait_halt_at": DEFAULT_WAIT_HALT_AT if wait_halt_at is None else wait_halt_at}
+def validate(window: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any, same_failure_at: Any,
+             rerun_halt_at: Any, wait_limit: Any, wait_halt_at: Any) -> None:
+    values = {"window": window, "halt_at": halt_at, "ok_halt_at": ok_halt_at, "same_failure_at": same_failure_at,
+              "rerun_halt_at": rerun_halt_at, "wait_halt_at": wait_halt_at}
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(name, f"{name} is an integer", f"{name}: must be an integer, got {value!r}")
@@ -306,9 +304,9 @@ def validate(window: Any, halt_at: Any, ok_halt_at: Any, across_turns: Any, same
         if values[name] < 3:
             # Two equal answers are the least evidence that nothing changes.
             raise ConfigError(name, f"{name} >= 3", f"{name}: must be >= 3, got {values[name]}")
-    limit = DEFAULT_WAIT_LIMIT if wait_limit is None else wait_limit
-    if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
-        raise ConfigError("wait_limit", "wait_limit > 0", f"wait_limit: must be a number of seconds > 0, got {limit!r}")
+    if isinstance(wait_limit, bool) or not isinstance(wait_limit, int | float) or not wait_limit > 0:
+        raise ConfigError("wait_limit", "wait_limit > 0",
+                          f"wait_limit: must be a number of seconds > 0, got {wait_limit!r}")
     if across_turns not in ACROSS_TURNS:
         raise ConfigError("across_turns", f"across_turns is one of {'|'.join(ACROSS_TURNS)}",
                           f"across_turns: must be one of {', '.join(ACROSS_TURNS)}, got {across_turns!r}")
