@@ -711,6 +711,14 @@ def test_an_unknown_pattern_name_is_refused_with_the_names_known():
     assert "pattern names" in e.value.rule
 
 
+def test_state_of_a_fresh_detector_names_every_threshold_and_no_verdict_yet():
+    d = ProgressDetector(window=30, halt_at=4, ok_halt_at=5, same_failure_at=6, rerun_halt_at=7,
+                         wait_limit=60, wait_halt_at=8, across_turns="errors")
+    assert d.state() == {"calls": [], "count": 0, "rule": "", "window": 30, "halt_at": 4, "ok_halt_at": 5,
+                         "rerun_halt_at": 7, "same_failure_at": 6, "wait_limit": 60.0, "wait_halt_at": 8,
+                         "across_turns": "errors"}
+
+
 def test_state_shows_arguments_and_answers_as_short_digests_of_one_length():
     d = ProgressDetector()
     run(d, [("read", {"p": 1}, "text")])
@@ -1575,3 +1583,41 @@ def test_a_poll_timed_only_from_some_call_on_is_judged_by_its_sleeps():
         v = d.check("bash", poll, at=None if k < 4 else 1_764_000_000 + 5 * k)
         assert v.action == "allow", k  # 40 s of sleeping asked for: patient, far from the limit
         d.record_answer('{"status":"queued"}')
+
+
+# ── the small words and clocks the reasons are made of ──
+
+
+@pytest.mark.parametrize("n, text", [(1, "once"), (2, "twice"), (3, "3 times"), (12, "12 times")])
+def test_counts_read_as_words(n, text):
+    from loopledger.detectors.progress import _times
+
+    assert _times(n) == text
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (900, "15 min"),
+                                           (3600, "60 min")])
+def test_waits_read_in_seconds_below_a_minute_and_a_half_then_in_minutes(seconds, text):
+    from loopledger.detectors.progress import _minutes
+
+    assert _minutes(seconds) == text
+
+
+@pytest.mark.parametrize("at, seconds", [
+    (None, None), (True, None), ("not a time", None), (1_700_000_000, 1_700_000_000.0), (12.5, 12.5),
+    ("2026-01-01T00:00:00+00:00", 1_767_225_600.0),
+    ("2026-01-01T00:00:00Z", 1_767_225_600.0),
+    ("2026-01-01T00:00:00", 1_767_225_600.0),  # no zone: read as UTC, as transcripts write them
+    ("2026-01-01T01:00:00+01:00", 1_767_225_600.0),
+    (" 2026-01-01T00:00:00Z\n", 1_767_225_600.0),
+])
+def test_times_are_epoch_seconds_whatever_the_transcript_wrote(at, seconds):
+    from loopledger.detectors.progress import _seconds
+
+    assert _seconds(at) == seconds
+
+
+def test_command_words_are_stripped_of_quotes_and_kept_from_four_characters():
+    from loopledger.detectors.progress import _words
+
+    assert _words("""grep -n 'main' "src/app.py" `date` ab abcd""") == {"grep", "main", "src/app.py", "date", "abcd"}
