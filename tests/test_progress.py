@@ -833,6 +833,28 @@ def _other(i: int) -> tuple:
     return ("lookup", {"i": i}, f"o{i}")
 
 
+def test_the_same_change_made_back_to_back_is_warned_at_the_third_and_halted_at_ok_halt_at_whatever_it_answers():
+    sed = ("bash", {"command": "sed -i 's/a/b/' app.py"})
+    calls = [("bash", {"command": "sed -i 's/x/y/' other.py"}, "done")] + [(*sed, f"done {i}") for i in range(4)]
+    got = [(v.action, v.count, v.rule, v.reason) for v in _verdicts(ProgressDetector(), calls)]
+    assert got == [
+        ("allow", 1, "", ""),  # the first of a tool: nothing to compare
+        ("allow", 1, "", ""),
+        ("allow", 2, "repeat", ""),  # the answers differ: no stale repeat, and two are not yet a run
+        ("warn", 3, "repeat", "bash: sed -i 's/a/b/' app.py made the same change twice in a row"),
+        ("halt", 4, "repeat", "bash: sed -i 's/a/b/' app.py made the same change 3 times in a row")]
+    longer = [v.action for v in _verdicts(ProgressDetector(ok_halt_at=5), calls[1:] + [(*sed, "done 9")])]
+    assert longer == ["allow", "allow", "allow", "warn", "halt"]
+
+
+def _verdicts(d: ProgressDetector, calls) -> list:
+    out = []
+    for name, args, answer in calls:
+        out.append(d.check(name, args))
+        d.record_answer(answer)
+    return out
+
+
 def test_the_same_answer_back_to_back_halts_at_the_third_call():
     # nothing between could have changed it: the third identical call never runs
     assert run(ProgressDetector(), [("read", {"p": "a"}, "same")] * 4)[:3] == [
