@@ -1322,6 +1322,36 @@ def test_refusals_warn_only_while_in_a_row():
     assert _replies("RRRcR")[-1] == "allow"  # four of five, but a reply just ran: no warning yet
 
 
+def _refusal_verdicts(pattern: str) -> list:
+    """As _replies, with T a reply refused another way (a timeout), and each whole verdict."""
+    d = ProgressDetector()
+    out = []
+    for i, kind in enumerate(pattern):
+        if kind == "R":
+            out.append(d.check("harness_error", {"reason": "format_error", "actions": 2 + i % 3}))
+            d.record_answer(REFUSED.format(2 + i % 3), is_error=True)
+        elif kind == "T":
+            out.append(d.check("harness_error", {"reason": "timeout"}))
+            d.record_answer("The command timed out after 60 seconds; interrupt it and try another.", is_error=True)
+        else:
+            out.append(d.check("bash", {"command": f"cat f{i}.py"}))
+            d.record_answer(f"line {i}")
+    return out
+
+
+@pytest.mark.parametrize("pattern, last", [
+    ("RRRRR", ("halt", 5, "failures", "the harness refused 4 of the last 7 replies the same way")),
+    # a refusal eight replies back is outside the seven: the four inside still halt with this one
+    ("RcccRRcRRR", ("halt", 5, "failures", "the harness refused 4 of the last 7 replies the same way")),
+    # refused another way between: not counted, and not the end of the count either
+    ("RRTRRR", ("halt", 5, "failures", "the harness refused 4 of the last 7 replies the same way")),
+    ("RRTTRR", ("warn", 4, "failures", "the harness refused 3 of the last 7 replies the same way")),
+])
+def test_refusals_are_counted_among_the_last_seven_replies_and_say_so(pattern, last):
+    v = _refusal_verdicts(pattern)[-1]
+    assert (v.action, v.count, v.rule, v.reason) == last
+
+
 # ── across_turns=answers (the default): a person speaking does not make a lookup new ─────────
 
 

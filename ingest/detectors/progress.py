@@ -687,7 +687,7 @@ class ProgressDetector:
         # Warned only while refused in a row: a reply that ran just before is a recovery so far.
         warn = self.same_failure_at - 1 if head.step == entry.step - 1 else None
         return Count(FAILURES, n + 1, self.same_failure_at, warn,
-                     f"the harness refused {_times(n)} of the last {span} replies the same way")
+                     f"the harness refused {n} of the last {span} replies the same way")
 
     def record_answer(self, answer: Any, is_error: bool = False, position: int | None = None) -> None:
         """Record the answer of the call at `position` (default: the call last checked).
