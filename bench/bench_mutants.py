@@ -59,7 +59,8 @@ def run(quick: bool = False) -> str:
     lines = ["## Mutation testing (`make mutants`, as last run)\n",
              "mutmut 3.8.1 over each module against the tests that pin it (bench/mutants.py MODULES); a "
              "timeout counts as killed. Survivors, each with why it changes no verdict, in "
-             "mutants/<module>.txt (a person's readings in mutants/<module>.why). Not rerun by "
+             "mutants/<module>.txt (a person's readings in mutants/<module>.why, each kept for the change "
+             "it read: a fingerprint of the mutant's diff). Not rerun by "
              "`make bench` (minutes per module): each row says whether the module changed since.\n",
              f"| module | killed | mutants | rate | ≥ {GOAL:.0%} | survivors without a reason | read as real, left untested | measured on |",
              "|---|---:|---:|---:|---|---:|---:|---|"]

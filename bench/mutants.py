@@ -15,6 +15,7 @@ below), so a run of one module never overwrites another's; the kill rate per mod
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -77,7 +78,7 @@ def run(module: str, report_only: bool = False) -> tuple[int, int, list[str]]:
     details, read = [], readings(module)
     for name in survived:
         diff = subprocess.run([*mutmut, "show", name], cwd=STAGE, capture_output=True, text=True).stdout
-        details.append(f"{name}  [{why(name, diff, read)}]\n{diff.strip()}\n")
+        details.append(f"{name}@{fingerprint(diff)}  [{why(name, diff, read)}]\n{diff.strip()}\n")
     return killed, len(lines), details
 
 
@@ -99,27 +100,45 @@ _WHY = (
 )
 
 
-def why(name: str, diff: str, read: dict[str, str] | None = None) -> str:
-    """Why a survivor is harmless: a person's reading of it (mutants/<module>.why), else its shape."""
+def why(name: str, diff: str, read: dict[str, tuple[str, str]] | None = None) -> str:
+    """Why a survivor is harmless: a person's reading of this change (mutants/<module>.why), else
+    its shape. A reading of the name written for another change is stale: it is not used."""
+    stale = ""
     if read and name in read:
-        return read[name]
+        fp, reason = read[name]
+        if fp == fingerprint(diff):
+            return reason
+        stale = f" (stale: its reading @{fp} was of another change, now @{fingerprint(diff)})"
     for pattern, reason in _WHY:
         if pattern.search(diff) or pattern.search(name):
-            return reason
-    return "not classified: no reading in mutants/<module>.why yet"
+            return reason + stale
+    return "not classified: no reading in mutants/<module>.why yet" + stale
 
 
-def readings(module: str) -> dict[str, str]:
-    """mutants/<module>.why: one survivor a line, `mutant_name  why it changes no verdict`, written by
-    the person who read its diff (mutmut numbers mutants per function, so a name holds while that
-    function's code does not change; a name no longer surviving is simply unused)."""
+def fingerprint(diff: str) -> str:
+    """The change a mutant makes — its diff's removed and added lines, stripped — hashed to 8 hex
+    digits. mutmut numbers a function's mutants in order, so when that function's code changes a
+    name moves onto another change: a reading holds only for the change it was written for."""
+    body = "\n".join(ln[1:].strip() for ln in diff.splitlines()
+                     if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]
+
+
+def readings(module: str) -> dict[str, tuple[str, str]]:
+    """mutants/<module>.why: one survivor a line, `mutant_name@fingerprint  why it changes no
+    verdict`, written by the person who read its diff; name → (fingerprint, reading). A name no
+    longer surviving is simply unused; one whose change is no longer the one read is stale (why)."""
     p = OUT / (module.removesuffix(".py").replace("/", "-") + ".why")
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     if p.exists():
-        for ln in p.read_text(encoding="utf-8").splitlines():
+        for n, ln in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             if ln.strip() and not ln.startswith("#"):
-                name, _, reason = ln.strip().partition(" ")
-                out[name] = reason.strip()
+                key, _, reason = ln.strip().partition(" ")
+                name, at, fp = key.partition("@")
+                if not at or not re.fullmatch(r"[0-9a-f]{8}", fp):
+                    raise ValueError(f"{p}:{n}: a reading starts with mutant_name@fingerprint (8 hex digits), "
+                                     f"got {key!r}")
+                out[name] = (fp, reason.strip())
     return out
 
 
