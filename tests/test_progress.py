@@ -252,9 +252,12 @@ def _turns(d: ProgressDetector, answer: str) -> list[str]:
     return out
 
 
-def test_across_turns_errors_keeps_failures_but_forgets_successes():
-    assert _turns(ProgressDetector(), FAIL)[2] == "halt"  # "try again" from the user changes nothing
-    assert "halt" not in _turns(ProgressDetector(), '{"flights": []}')  # a re-search after user input
+@pytest.mark.parametrize("mode", ["errors", "answers"])
+def test_across_turns_errors_keeps_failures_but_forgets_successes(mode):
+    d = ProgressDetector(across_turns=mode)
+    assert _turns(d, FAIL)[2] == "halt"  # "try again" from the user changes nothing
+    assert "halt" not in _turns(ProgressDetector(across_turns=mode), '{"flights": []}')  # a re-search after user input
+    assert "halt" not in _turns(ProgressDetector(across_turns="none"), FAIL)  # none: every turn starts afresh
 
 
 def test_across_turns_none_forgets_everything_and_all_keeps_everything():
@@ -276,6 +279,46 @@ def test_a_deep_copy_is_an_independent_snapshot():
     d.record_answer("changed")
     assert snap.state()["calls"] != d.state()["calls"]
     assert snap.check("r", {}).count == 3
+
+
+# A day that leans on what a copy must carry: sleeping polls timed by their sleeps, then by a
+# clock that disagrees with them (each entry's `sleep` and `at`), a retry judged by the values its error names (each entry's arguments), a
+# person's turn, and answers recorded after the copy was taken.
+_DAY = ([("bash", {"command": "sleep 60 && gh run view 42 --json status"}, '{"status": "queued"}', False, None)
+         for _ in range(6)]  # no clock: timed by their sleeps
+        + ["turn"]
+        + [("bash", {"command": c}, "error An unexpected error occurred: left-pad: Not found", True, 300.0 + i)
+           for i, c in enumerate(["yarn add left-pad", "pnpm add left-pad"] * 2)]
+        + [("bash", {"command": "sleep 60 && gh run view 42 --json status"}, '{"status": "queued"}', False,
+            400.0 + 90 * i) for i in range(6)])  # a clock slower than the sleeps: the clock counts
+
+
+def _play(d: ProgressDetector, script, first=None) -> list[tuple]:
+    """Each step's verdict; `first`: a verdict already taken for the first step (its answer still
+    to be recorded)."""
+    out = []
+    for k, step in enumerate(script):
+        if step == "turn":
+            d.user_turn()
+            continue
+        name, args, answer, failed, at = step
+        v = first if (k == 0 and first is not None) else d.check(name, args, at=at)
+        out.append((v.action, v.count, v.rule, v.reason))
+        d.record_answer(answer, failed)
+    return out
+
+
+def test_a_copy_taken_anywhere_goes_on_exactly_as_the_original():
+    whole = _play(ProgressDetector(wait_limit=300), _DAY)
+    assert {a for a, *_ in whole} >= {"warn", "halt"}  # the day exercises the rules it is for
+    for k in range(len(_DAY)):
+        d = ProgressDetector(wait_limit=300)
+        done = _play(d, _DAY[:k])
+        assert done + _play(copy.deepcopy(d), _DAY[k:]) == whole, f"copied after step {k}"
+        if _DAY[k] != "turn":  # copied between a check and its answer
+            name, args, *_, at = _DAY[k]
+            v = d.check(name, args, at=at)
+            assert done + _play(copy.deepcopy(d), _DAY[k:], first=v) == whole, f"copied inside step {k}"
 
 
 # ── the labelled corpus (../shared, when present) ─────────────────────────────────────────────
@@ -1672,4 +1715,27 @@ def test_times_are_epoch_seconds_whatever_the_transcript_wrote(at, seconds):
 def test_command_words_are_stripped_of_quotes_and_kept_from_four_characters():
     from loopledger.detectors.progress import _words
 
-    assert _words("""grep -n 'main' "src/app.py" `date` ab abcd""") == {"grep", "main", "src/app.py", "date", "abcd"}
+    assert _words("""grep -n 'main' "src/app.py" `date` ab abcd XRAY""") == {
+        "grep", "main", "src/app.py", "date", "abcd", "XRAY"}
+
+
+def test_a_time_without_a_zone_is_read_as_utc_whatever_the_machine_s_zone(monkeypatch):
+    import time
+
+    from loopledger.detectors.progress import _seconds
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert _seconds("2026-01-01T00:00:00") == 1_767_225_600.0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_spec_s_thresholds_all_reach_the_detector():
+    spec = PolicySpec.parse("progress:window=30,halt_at=4,ok_halt_at=5,same_failure_at=6,rerun_halt_at=7,"
+                            "wait_limit=60,wait_halt_at=9,across_turns=errors")
+    d = make_policy(spec).detector
+    assert (d.window, d.halt_at, d.ok_halt_at, d.same_failure_at, d.rerun_halt_at, d.wait_limit, d.wait_halt_at,
+            d.across_turns) == (30, 4, 5, 6, 7, 60.0, 9, "errors")
