@@ -62,6 +62,21 @@ def test_trying_something_new_each_time_the_user_asks_is_not_a_loop():
     assert got == ["allow"] * 6
 
 
+def test_the_person_s_words_reach_the_detector_through_a_replay():
+    # The same day as a transcript: what the person says in each turn is what makes the next card
+    # theirs, so a replay that lost their words would halt it as a run of one failure.
+    events: list = []
+    for i in range(6):
+        cid = f"c{i}"
+        events.append(Batch((Call(cid, "update", _update("HAT072", payment=f"gift_card_{i}")),), "", None, None))
+        events.append(Answers((Answer(cid, "Error: gift card balance is not enough", True),), None))
+        events.append(UserTurn(f"That one is empty too. Please use gift_card_{i + 1} instead.", None, None))
+    verdicts = [c.verdict for step in replay(events, "progress") for c in step.checks]
+    assert verdicts == ["allow"] * 6
+    silent = [e if not isinstance(e, UserTurn) else UserTurn("", None, None) for e in events]
+    assert "halt" in [c.verdict for step in replay(silent, "progress") for c in step.checks]
+
+
 def _guesses(d: ProgressDetector, first: int, n: int) -> list[str]:
     return actions(d, [("get_order_details", {"order_id": f"#W66000{first + i:02d}"}, "Error: order not found")
                        for i in range(n)])
