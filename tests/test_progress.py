@@ -894,23 +894,16 @@ def _other(i: int) -> tuple:
 def test_the_same_change_made_back_to_back_is_warned_at_the_third_and_halted_at_ok_halt_at_whatever_it_answers():
     sed = ("bash", {"command": "sed -i 's/a/b/' app.py"})
     calls = [("bash", {"command": "sed -i 's/x/y/' other.py"}, "done")] + [(*sed, f"done {i}") for i in range(4)]
-    got = [(v.action, v.count, v.rule, v.reason) for v in _verdicts(ProgressDetector(), calls)]
+    got = _play(ProgressDetector(), [(*c, False, None) for c in calls])
     assert got == [
         ("allow", 1, "", ""),  # the first of a tool: nothing to compare
         ("allow", 1, "", ""),
         ("allow", 2, "repeat", ""),  # the answers differ: no stale repeat, and two are not yet a run
         ("warn", 3, "repeat", "bash: sed -i 's/a/b/' app.py made the same change twice in a row"),
         ("halt", 4, "repeat", "bash: sed -i 's/a/b/' app.py made the same change 3 times in a row")]
-    longer = [v.action for v in _verdicts(ProgressDetector(ok_halt_at=5), calls[1:] + [(*sed, "done 9")])]
+    longer = [a for a, *_ in _play(ProgressDetector(ok_halt_at=5), [(*c, False, None) for c in calls[1:]]
+                                       + [(*sed, "done 9", False, None)])]
     assert longer == ["allow", "allow", "allow", "warn", "halt"]
-
-
-def _verdicts(d: ProgressDetector, calls) -> list:
-    out = []
-    for name, args, answer in calls:
-        out.append(d.check(name, args))
-        d.record_answer(answer)
-    return out
 
 
 def test_the_same_answer_back_to_back_halts_at_the_third_call():
@@ -1355,17 +1348,8 @@ REFUSED = "Please always provide EXACTLY ONE action in triple backticks, found {
 
 def _replies(pattern: str) -> list[str]:
     """Feed a reply pattern to a fresh detector, R a refused reply and c a command that ran; the
-    action of each reply's check, in order."""
-    d = ProgressDetector()
-    actions = []
-    for i, kind in enumerate(pattern):
-        if kind == "R":
-            actions.append(d.check("harness_error", {"reason": "format_error", "actions": 2 + i % 3}).action)
-            d.record_answer(REFUSED.format(2 + i % 3), is_error=True)
-        else:
-            actions.append(d.check("bash", {"command": f"cat f{i}.py"}).action)
-            d.record_answer(f"line {i}")
-    return actions
+    action of each reply's check, in order (_refusal_verdicts's)."""
+    return [v.action for v in _refusal_verdicts(pattern)]
 
 
 def test_the_fifth_refusal_within_seven_replies_halts_and_one_outside_them_does_not():
@@ -1381,7 +1365,8 @@ def test_refusals_warn_only_while_in_a_row():
 
 
 def _refusal_verdicts(pattern: str) -> list:
-    """As _replies, with T a reply refused another way (a timeout), and each whole verdict."""
+    """Each reply's verdict: R a refused reply, T one refused another way (a timeout), c a command
+    that ran."""
     d = ProgressDetector()
     out = []
     for i, kind in enumerate(pattern):
